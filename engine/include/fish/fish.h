@@ -1,0 +1,140 @@
+/* libfish: the public C API. The `fish` command line is built on this alone.
+ *
+ * Conventions: every struct passed in begins with struct_size (set it with the
+ * *_default_params() functions); functions that can fail return a status (0 =
+ * ok) or NULL and leave a message readable through fish_last_error() on the
+ * object (or a fish_error for constructors). Nothing aborts the process. */
+#ifndef FISH_FISH_H
+#define FISH_FISH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define FISH_API __declspec(dllexport)
+#else
+#define FISH_API __attribute__((visibility("default")))
+#endif
+
+/* ---- errors --------------------------------------------------------------- */
+typedef struct fish_error fish_error;
+FISH_API const char* fish_error_message(const fish_error* e);
+FISH_API void fish_error_free(fish_error* e);
+
+/* ---- model ---------------------------------------------------------------- */
+typedef struct fish_model fish_model;
+
+typedef struct fish_model_params {
+  uint32_t struct_size;
+  int32_t n_threads;   /* <= 0: one per physical core */
+  int32_t n_ctx;       /* <= 0: the model's context length */
+  int32_t gpu_layers;  /* -1: auto (FISH_GPU_LAYERS or as many as fit); 0: CPU only */
+  int32_t gpu_span;    /* -1: default (FISH_GPU_SPAN or on); 0: per-matmul; 1: span */
+  int32_t verbose;     /* progress and placement on stderr */
+} fish_model_params;
+
+FISH_API fish_model_params fish_model_default_params(void);
+
+/* Loads a GGUF model. On failure returns NULL and, when err is not NULL, sets
+ * *err to an error naming the file and reason (free it with fish_error_free). */
+FISH_API fish_model* fish_model_load(const char* path, const fish_model_params* params, fish_error** err);
+FISH_API void fish_model_free(fish_model* m);
+FISH_API const char* fish_last_error(const fish_model* m);
+
+typedef struct fish_model_info {
+  uint32_t struct_size;
+  const char* arch;      /* "llama", "qwen2", "qwen3" */
+  const char* name;      /* general.name or "" */
+  const char* tokenizer; /* "spm" or "bpe" */
+  int32_t n_vocab, n_ctx_train, n_ctx, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
+  int64_t n_params;
+  uint64_t file_bytes;
+  int32_t bos, eos;
+  int32_t n_threads;
+  int32_t gpu_layers;    /* layers whose work runs on a backend */
+  int32_t gpu_output;    /* 1 when the output projection is on the backend */
+  int32_t gpu_span;      /* 1 when the GPU layers run as one span */
+  const char* backend;   /* "cpu" or the plugin name */
+  const char* gpu_detail;/* the backend's describe() line, or "" */
+  const char* cpu_kernels; /* "avx512-vnni", "avx2" or "scalar" */
+} fish_model_info;
+FISH_API void fish_model_get_info(const fish_model* m, fish_model_info* out);
+
+/* ---- tokens --------------------------------------------------------------- */
+/* Returns the number of ids; when that exceeds cap, nothing is written and the
+ * negative count is returned. -INT32_MAX on error. */
+FISH_API int32_t fish_tokenize(const fish_model* m, const char* text, size_t len, int add_special,
+                               int parse_special, int32_t* out, int32_t cap);
+/* Writes the token's bytes (not NUL-terminated); returns their count, or the
+ * negative count when cap is too small. */
+FISH_API int32_t fish_token_to_piece(const fish_model* m, int32_t token, char* buf, int32_t cap, int special);
+FISH_API int32_t fish_detokenize(const fish_model* m, const int32_t* ids, int32_t n, char* buf, int32_t cap,
+                                 int special);
+FISH_API int fish_token_is_eog(const fish_model* m, int32_t token);
+
+/* ---- evaluation ----------------------------------------------------------- */
+/* Evaluates n tokens at positions pos..pos+n-1 (pos <= the KV length: positions
+ * at or past pos are replaced). all_logits: keep the logits of every token,
+ * else only of the last. Returns 0 or a non-zero status (fish_last_error). */
+FISH_API int fish_eval(fish_model* m, const int32_t* tokens, int32_t n, int32_t pos, int all_logits);
+/* Logits [n_vocab] of token i of the last batch (i = -1: the last token). */
+FISH_API const float* fish_get_logits(fish_model* m, int32_t i);
+FISH_API int32_t fish_kv_len(const fish_model* m);
+/* Keeps positions < n of the KV cache (CPU and device). */
+FISH_API int fish_kv_truncate(fish_model* m, int32_t n);
+
+typedef struct fish_stats {
+  uint32_t struct_size;
+  int64_t n_prompt_tokens;   /* tokens evaluated in batches of > 1 */
+  int64_t n_gen_tokens;      /* tokens evaluated one at a time */
+  double prompt_seconds;
+  double gen_seconds;
+  int64_t gpu_submits;       /* backend calls that ran device work */
+  int64_t gpu_fallbacks;     /* span/matmul failures handled on the CPU */
+} fish_stats;
+FISH_API void fish_get_stats(const fish_model* m, fish_stats* out);
+FISH_API void fish_reset_stats(fish_model* m);
+
+/* ---- sampling ------------------------------------------------------------- */
+typedef struct fish_sampler fish_sampler;
+typedef struct fish_sampler_params {
+  uint32_t struct_size;
+  float temp;            /* <= 0: greedy */
+  int32_t top_k;         /* <= 0: off */
+  float top_p;           /* >= 1: off */
+  float min_p;           /* <= 0: off */
+  float repeat_penalty;  /* 1: off */
+  int32_t repeat_last_n;
+  uint64_t seed;
+} fish_sampler_params;
+FISH_API fish_sampler_params fish_sampler_default_params(void);
+FISH_API fish_sampler* fish_sampler_new(const fish_sampler_params* p);
+FISH_API int32_t fish_sampler_sample(fish_sampler* s, const float* logits, int32_t n_vocab);
+FISH_API void fish_sampler_accept(fish_sampler* s, int32_t token);
+FISH_API void fish_sampler_free(fish_sampler* s);
+
+/* ---- tools ---------------------------------------------------------------- */
+/* A one-shot description of a GGUF file (architecture, hyper-parameters, tensor
+ * count per type, sizes) without loading the model; free with fish_free. */
+FISH_API char* fish_describe_file(const char* path, fish_error** err);
+/* fish quantize: type is "Q8_0", "Q4_0" or "Q4_K_M". */
+FISH_API int fish_quantize_file(const char* in, const char* out, const char* type, int n_threads, fish_error** err);
+/* fish synth: shape "tiny", "llama-1b", "llama-8b", "qwen2-0.5b", "qwen3-0.6b";
+ * type "F32", "F16", "Q8_0", "Q4_0", "Q4_K_M". */
+FISH_API int fish_synth_file(const char* shape, const char* type, const char* out, uint64_t seed, int n_threads,
+                             fish_error** err);
+FISH_API void fish_free(void* p);
+
+FISH_API const char* fish_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#include "fish/fish_backends.h"
+
+#endif /* FISH_FISH_H */

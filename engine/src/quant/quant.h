@@ -1,0 +1,32 @@
+// Row-level conversions between f32 and every GGUF block type fish computes with.
+// Block layouts are ggml's, bit for bit (see quant/blocks.h).
+#pragma once
+#include <cstdint>
+
+#include "common/ggml_type.h"
+
+namespace fish {
+
+// dst[0..n) = the values of a row of n elements of type t (n a multiple of the
+// block size). Types: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K,
+// Q4_K, Q5_K, Q6_K (and Q8_K). Throws fish::Error for any other type.
+void dequant_row(GgmlType t, const void* src, float* dst, int64_t n);
+
+// Quantises n floats (n a multiple of the block size) into a row of type t.
+// Types: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, and the activation
+// formats Q8_1 and Q8_K. Throws fish::Error for any other type.
+void quantize_row(GgmlType t, const float* src, void* dst, int64_t n);
+bool can_quantize(GgmlType t);
+bool can_dequantize(GgmlType t);
+
+// The format a weight type's dot product wants its activations in, as in
+// llama.cpp's CPU path: Q8_0 for Q4_0/Q5_0/Q8_0, Q8_1 for Q4_1/Q5_1, Q8_K for
+// the K-quants, F32 for F32, F16 for F16, BF16 for BF16.
+GgmlType vec_dot_type(GgmlType weight);
+
+// Scalar reference dot product of one weight row (type t, n elements) with one
+// activation row already quantised to vec_dot_type(t). Every SIMD kernel is
+// tested against this.
+float vec_dot_ref(GgmlType t, int64_t n, const void* w_row, const void* act_row);
+
+}  // namespace fish
