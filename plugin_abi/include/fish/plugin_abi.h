@@ -9,9 +9,11 @@
  *     services and a zeroed fish_plugin_api to fill. The plugin answers the
  *     version it will speak (same major, minor = min of both) or refuses with a
  *     status and a message. Everything else is reached through that table.
- *   - Every struct that crosses the boundary begins with uint32_t struct_size.
- *     Structs and tables only grow at the end; a reader never touches a field
- *     that lies beyond the struct_size it was given (FISH_STRUCT_HAS).
+ *   - Every struct that crosses the boundary begins with uint32_t struct_size,
+ *     set by whoever fills it. Structs and tables only grow at the end. A
+ *     reader never touches a field that lies beyond the struct_size it was
+ *     given (FISH_STRUCT_HAS) and treats such a field as 0/NULL, its default;
+ *     a writer writes only the fields that fit wholly within struct_size.
  *   - Plugin objects are opaque handles: fish_backend, fish_weight, fish_span.
  *   - Every call returns a fish_status; after a failure the reason is readable
  *     through last_error(backend) (backend calls) or plugin_error() (plugin-level
@@ -364,7 +366,9 @@ typedef struct fish_plugin_api {
  * reads no host field past host->struct_size, sets out->struct_size to the size
  * it filled, and returns FISH_OK, or FISH_E_VERSION (major mismatch or a host
  * too old for it) / FISH_E_INVALID_ARGUMENT with out->message set. It must be
- * cheap: no device work here. The host calls it once per loaded file. */
+ * cheap: no device work here. The engine calls it once per loaded file; the
+ * conformance suite calls it again with other versions and table sizes, so
+ * every call must stand alone (same input, same answer). */
 typedef fish_status (*fish_plugin_query_fn)(uint32_t host_abi_version, const fish_host_api* host,
                                             fish_plugin_api* out);
 
