@@ -1,0 +1,188 @@
+// The model part of the C API: load, info, tokens, eval, logits, KV, stats.
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "capi/capi_util.h"
+#include "cpu/matmul.h"
+#include "gguf/gguf_file.h"
+#include "model/llama_model.h"
+#include "tokenizer/tokenizer.h"
+
+struct fish_model {
+  std::unique_ptr<fish::LlamaModel> m;
+  std::string error;
+  std::string backend_name, gpu_detail;
+  fish_stats stats{};
+};
+
+using fish::capi::guarded;
+
+namespace {
+
+template <class Fn>
+int run_status(fish_model* m, Fn&& fn) {
+  fish_error* e = nullptr;
+  if (guarded(&e, fn)) return 0;
+  m->error = fish_error_message(e);
+  fish_error_free(e);
+  return 1;
+}
+
+int32_t copy_out(const std::string& s, char* buf, int32_t cap) {
+  if (int64_t(s.size()) > cap) return -int32_t(s.size());
+  if (!s.empty()) std::memcpy(buf, s.data(), s.size());
+  return int32_t(s.size());
+}
+
+}  // namespace
+
+extern "C" {
+
+FISH_API fish_model_params fish_model_default_params(void) {
+  fish_model_params p{};
+  p.struct_size = sizeof(fish_model_params);
+  p.n_threads = 0;
+  p.n_ctx = 0;
+  p.gpu_layers = -1;
+  p.gpu_span = -1;
+  p.verbose = 0;
+  return p;
+}
+
+FISH_API fish_model* fish_model_load(const char* path, const fish_model_params* params, fish_error** err) {
+  if (!path) {
+    fish::capi::set_error(err, "fish_model_load: no path");
+    return nullptr;
+  }
+  fish_model_params p = fish_model_default_params();
+  if (params) std::memcpy(&p, params, std::min<size_t>(params->struct_size, sizeof p));
+  auto fm = std::make_unique<fish_model>();
+  const bool ok = guarded(err, [&] {
+    fish::ModelOptions o;
+    o.n_threads = p.n_threads;
+    o.n_ctx = p.n_ctx;
+    o.gpu_layers = p.gpu_layers;
+    o.gpu_span = p.gpu_span;
+    o.verbose = p.verbose != 0;
+    fm->m = fish::LlamaModel::load(path, o);
+  });
+  if (!ok) return nullptr;
+  fm->stats.struct_size = sizeof(fish_stats);
+  return fm.release();
+}
+
+FISH_API void fish_model_free(fish_model* m) { delete m; }
+
+FISH_API const char* fish_last_error(const fish_model* m) { return m ? m->error.c_str() : "no model"; }
+
+FISH_API void fish_model_get_info(const fish_model* fm, fish_model_info* out) {
+  if (!fm || !out) return;
+  fish_model_info i{};
+  const auto& m = *fm->m;
+  const auto& h = m.hparams();
+  auto* self = const_cast<fish_model*>(fm);
+  i.struct_size = sizeof i;
+  i.arch = h.arch_name.c_str();
+  i.name = h.name.c_str();
+  i.tokenizer = m.tokenizer().kind();
+  i.n_vocab = h.n_vocab;
+  i.n_ctx_train = h.n_ctx_train;
+  i.n_ctx = m.n_ctx();
+  i.n_embd = h.n_embd;
+  i.n_layer = h.n_layer;
+  i.n_head = h.n_head;
+  i.n_head_kv = h.n_head_kv;
+  i.head_dim = h.head_dim;
+  i.n_ff = h.n_ff;
+  i.n_params = m.n_params();
+  i.file_bytes = m.file().size();
+  i.bos = m.tokenizer().bos();
+  i.eos = m.tokenizer().eos();
+  i.n_threads = m.n_threads();
+  i.gpu_layers = m.gpu_layers();
+  i.gpu_output = m.gpu_output();
+  i.gpu_span = m.gpu_span();
+  self->backend_name = m.backend() ? m.backend()->name() : "cpu";
+  self->gpu_detail = m.gpu_detail();
+  i.backend = self->backend_name.c_str();
+  i.gpu_detail = self->gpu_detail.c_str();
+  i.cpu_kernels = fish::matmul_kernel_name();
+  std::memcpy(out, &i, std::min<size_t>(out->struct_size ? out->struct_size : sizeof i, sizeof i));
+}
+
+FISH_API int32_t fish_tokenize(const fish_model* m, const char* text, size_t len, int add_special, int parse_special,
+                               int32_t* out, int32_t cap) {
+  if (!m || (!text && len)) return -INT32_MAX;
+  std::vector<int32_t> ids;
+  fish_error* e = nullptr;
+  if (!guarded(&e, [&] { ids = m->m->tokenizer().encode(std::string_view(text ? text : "", len), add_special, parse_special); })) {
+    const_cast<fish_model*>(m)->error = fish_error_message(e);
+    fish_error_free(e);
+    return -INT32_MAX;
+  }
+  if (int64_t(ids.size()) > cap) return -int32_t(ids.size());
+  std::copy(ids.begin(), ids.end(), out);
+  return int32_t(ids.size());
+}
+
+FISH_API int32_t fish_token_to_piece(const fish_model* m, int32_t token, char* buf, int32_t cap, int special) {
+  if (!m || token < 0 || token >= m->m->tokenizer().n_vocab()) return 0;
+  return copy_out(m->m->tokenizer().token_to_piece(token, special != 0), buf, cap);
+}
+
+FISH_API int32_t fish_detokenize(const fish_model* m, const int32_t* ids, int32_t n, char* buf, int32_t cap,
+                                 int special) {
+  if (!m || n < 0) return 0;
+  for (int32_t i = 0; i < n; ++i)
+    if (ids[i] < 0 || ids[i] >= m->m->tokenizer().n_vocab()) return 0;
+  return copy_out(m->m->tokenizer().decode(std::vector<int32_t>(ids, ids + n), special != 0), buf, cap);
+}
+
+FISH_API int fish_token_is_eog(const fish_model* m, int32_t token) { return m && m->m->tokenizer().is_eog(token); }
+
+FISH_API int fish_eval(fish_model* m, const int32_t* tokens, int32_t n, int32_t pos, int all_logits) {
+  if (!m) return 1;
+  const auto t0 = std::chrono::steady_clock::now();
+  const int rc = run_status(m, [&] { m->m->eval(tokens, n, pos, all_logits != 0); });
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (rc == 0) {
+    if (n > 1) {
+      m->stats.n_prompt_tokens += n;
+      m->stats.prompt_seconds += dt;
+    } else {
+      m->stats.n_gen_tokens += n;
+      m->stats.gen_seconds += dt;
+    }
+  }
+  return rc;
+}
+
+FISH_API const float* fish_get_logits(fish_model* m, int32_t i) { return m ? m->m->logits(i) : nullptr; }
+
+FISH_API int32_t fish_kv_len(const fish_model* m) { return m ? m->m->kv_len() : 0; }
+
+FISH_API int fish_kv_truncate(fish_model* m, int32_t n) {
+  if (!m) return 1;
+  return run_status(m, [&] { m->m->kv_truncate(n); });
+}
+
+FISH_API void fish_get_stats(const fish_model* m, fish_stats* out) {
+  if (!m || !out) return;
+  fish_stats s = m->stats;
+  s.struct_size = sizeof s;
+  s.gpu_submits = m->m->stats().gpu_submits;
+  s.gpu_fallbacks = m->m->stats().gpu_fallbacks;
+  std::memcpy(out, &s, std::min<size_t>(out->struct_size ? out->struct_size : sizeof s, sizeof s));
+}
+
+FISH_API void fish_reset_stats(fish_model* m) {
+  if (!m) return;
+  m->stats = fish_stats{};
+  m->stats.struct_size = sizeof(fish_stats);
+  m->m->reset_stats();
+}
+
+}  // extern "C"

@@ -1,0 +1,95 @@
+#include "model/hparams.h"
+
+#include <cmath>
+
+#include "common/error.h"
+#include "gguf/gguf_file.h"
+
+namespace fish {
+
+const char* arch_name(Arch a) {
+  switch (a) {
+    case Arch::Llama: return "llama";
+    case Arch::Qwen2: return "qwen2";
+    case Arch::Qwen3: return "qwen3";
+  }
+  return "?";
+}
+
+namespace {
+
+int32_t req_i32(const gguf::File& f, const std::string& key) {
+  const gguf::Value* v = f.find(key);
+  if (!v) throw Error(f.path() + ": metadata '" + key + "' is missing");
+  if (v->type == gguf::ValueType::ARRAY)
+    throw Error(f.path() + ": metadata '" + key + "': per-layer values (an array) are not supported");
+  auto u = f.get_u32(key);
+  if (!u || *u == 0 || *u > (1u << 30)) throw Error(f.path() + ": metadata '" + key + "': invalid value");
+  return int32_t(*u);
+}
+
+int32_t opt_i32(const gguf::File& f, const std::string& key, int32_t dflt) {
+  return f.find(key) ? req_i32(f, key) : dflt;
+}
+
+}  // namespace
+
+Hparams Hparams::from_gguf(const gguf::File& f) {
+  Hparams h;
+  auto arch = f.get_str("general.architecture");
+  if (!arch) throw Error(f.path() + ": metadata 'general.architecture' is missing");
+  h.arch_name = std::string(*arch);
+  if (h.arch_name == "llama") h.arch = Arch::Llama;
+  else if (h.arch_name == "qwen2") h.arch = Arch::Qwen2;
+  else if (h.arch_name == "qwen3") h.arch = Arch::Qwen3;
+  else
+    throw Error(f.path() + ": unsupported architecture '" + h.arch_name + "' (supported: llama, qwen2, qwen3)");
+  if (auto n = f.get_str("general.name")) h.name = std::string(*n);
+  const std::string p = h.arch_name + ".";
+
+  h.n_layer = req_i32(f, p + "block_count");
+  h.n_embd = req_i32(f, p + "embedding_length");
+  h.n_ff = req_i32(f, p + "feed_forward_length");
+  h.n_head = req_i32(f, p + "attention.head_count");
+  h.n_head_kv = opt_i32(f, p + "attention.head_count_kv", h.n_head);
+  h.n_ctx_train = opt_i32(f, p + "context_length", 2048);
+  if (h.n_embd % h.n_head != 0 && !f.find(p + "attention.key_length"))
+    throw Error(f.path() + ": embedding_length " + std::to_string(h.n_embd) + " is not a multiple of head_count " +
+                std::to_string(h.n_head) + " and attention.key_length is missing");
+  h.head_dim = opt_i32(f, p + "attention.key_length", h.n_embd / h.n_head);
+  const int32_t v_len = opt_i32(f, p + "attention.value_length", h.head_dim);
+  if (v_len != h.head_dim)
+    throw Error(f.path() + ": attention.value_length " + std::to_string(v_len) + " differs from key_length " +
+                std::to_string(h.head_dim) + " (not supported)");
+  if (h.n_head % h.n_head_kv != 0)
+    throw Error(f.path() + ": head_count " + std::to_string(h.n_head) + " is not a multiple of head_count_kv " +
+                std::to_string(h.n_head_kv));
+  h.n_rot = opt_i32(f, p + "rope.dimension_count", h.head_dim);
+  if (h.n_rot > h.head_dim || h.n_rot % 2)
+    throw Error(f.path() + ": rope.dimension_count " + std::to_string(h.n_rot) + " is invalid for head size " +
+                std::to_string(h.head_dim));
+  if (auto e = f.get_f64(p + "attention.layer_norm_rms_epsilon")) h.rms_eps = float(*e);
+  if (auto b = f.get_f64(p + "rope.freq_base")) h.rope_freq_base = float(*b);
+  if (!(h.rms_eps > 0) || !(h.rope_freq_base > 0)) throw Error(f.path() + ": invalid rms epsilon or rope.freq_base");
+
+  // Linear RoPE scaling (rope.scaling.type = linear); Llama-3 scaling comes as
+  // the rope_freqs.weight tensor instead. YaRN and others are refused.
+  std::string scaling;
+  if (auto s = f.get_str(p + "rope.scaling.type")) scaling = std::string(*s);
+  double factor = 1.0;
+  if (auto fa = f.get_f64(p + "rope.scaling.factor")) factor = *fa;
+  else if (auto lin = f.get_f64(p + "rope.scale_linear")) { factor = *lin; scaling = "linear"; }
+  if (scaling == "linear" && factor > 0 && factor != 1.0) h.rope_freq_scale = float(1.0 / factor);
+  else if (!scaling.empty() && scaling != "none" && scaling != "linear" && factor != 1.0)
+    throw Error(f.path() + ": rope.scaling.type '" + scaling + "' is not supported");
+
+  h.rope_type = h.arch == Arch::Llama ? RopeType::Normal : RopeType::NeoX;
+  h.has_qkv_bias = h.arch == Arch::Qwen2;
+  h.has_qk_norm = h.arch == Arch::Qwen3;
+
+  if (auto v = f.get_u32(p + "vocab_size")) h.n_vocab = int32_t(*v);
+  else if (auto* toks = f.get_arr("tokenizer.ggml.tokens")) h.n_vocab = int32_t(toks->size);
+  return h;
+}
+
+}  // namespace fish

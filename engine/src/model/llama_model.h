@@ -1,0 +1,137 @@
+// LlamaModel: a Llama-family decoder (llama, qwen2, qwen3) over a mapped GGUF.
+// Weights stay in the mapping (no copies); the CPU path runs every layer with
+// int8-activation matmuls; layers placed on a compute backend run there either
+// per matmul (stage 1) or as one span (stage 2), see place_layers.cpp.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/compute_backend.h"
+#include "cpu/attention.h"
+#include "cpu/matmul.h"
+#include "cpu/thread_pool.h"
+#include "model/hparams.h"
+#include "model/kv_cache.h"
+
+namespace fish {
+
+namespace gguf { class File; struct TensorInfo; }
+class Tokenizer;
+
+struct ModelOptions {
+  int32_t n_threads = 0;   // <= 0: one per physical core
+  int32_t n_ctx = 0;       // <= 0: the model's training context
+  int32_t gpu_layers = -1; // -1: FISH_GPU_LAYERS or as many as fit; 0: CPU only
+  int32_t gpu_span = -1;   // -1: FISH_GPU_SPAN or on; 0: per-matmul; 1: span
+  bool verbose = false;
+};
+
+// A weight matrix: its CPU view and, when resident, its backend copy.
+struct Linear {
+  const gguf::TensorInfo* tensor = nullptr;
+  WeightView cpu;
+  BackendWeight* gpu = nullptr;
+};
+
+struct Layer {
+  const float* attn_norm = nullptr;  // [n_embd]
+  const float* ffn_norm = nullptr;   // [n_embd]
+  const float *bq = nullptr, *bk = nullptr, *bv = nullptr;  // qwen2
+  const float *q_norm = nullptr, *k_norm = nullptr;          // qwen3 [head_dim]
+  Linear wq, wk, wv, wo, gate, up, down;
+};
+
+struct ModelStats {
+  int64_t gpu_submits = 0;
+  int64_t gpu_fallbacks = 0;
+};
+
+class LlamaModel {
+ public:
+  static std::unique_ptr<LlamaModel> load(const std::string& path, const ModelOptions& opt);
+  ~LlamaModel();
+  LlamaModel(const LlamaModel&) = delete;
+  LlamaModel& operator=(const LlamaModel&) = delete;
+
+  // Evaluates n tokens at positions pos..pos+n-1 (pos <= kv_len(); later
+  // positions are replaced). Keeps the logits of every token when all_logits,
+  // else of the last one. Throws fish::Error on bad input.
+  void eval(const int32_t* tokens, int32_t n, int32_t pos, bool all_logits);
+  // Logits [n_vocab] of token i of the last eval (-1: the last token).
+  const float* logits(int32_t i) const;
+  int32_t n_logits() const { return n_logits_; }
+
+  int32_t kv_len() const { return kv_len_; }
+  void kv_truncate(int32_t n);
+
+  const Hparams& hparams() const { return hp_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const gguf::File& file() const { return *file_; }
+  int32_t n_ctx() const { return n_ctx_; }
+  int32_t n_threads() const { return pool_->size(); }
+  int64_t n_params() const { return n_params_; }
+  const ModelStats& stats() const { return stats_; }
+  void reset_stats() { stats_ = {}; }
+
+  // Placement (see place_layers.cpp).
+  ComputeBackend* backend() const { return backend_; }
+  int32_t gpu_layers() const { return n_layer_gpu_; }
+  bool gpu_output() const { return output_.gpu != nullptr; }
+  bool gpu_span() const { return span_ != nullptr; }
+  std::string gpu_detail() const;
+
+ private:
+  LlamaModel() = default;
+  void load_weights();
+  void place_layers(const ModelOptions& opt);
+  void release_backend();
+  bool build_span();
+  void fall_back_to_cpu(const char* what);
+
+  // false: the span failed and x is untouched (nothing else was changed).
+  bool eval_chunk(const int32_t* tokens, int32_t n, int32_t pos, bool all_logits, float* logits_out);
+  void embed(const int32_t* tokens, int32_t n, float* x);
+  void cpu_layer(int32_t l, float* x, int32_t n, int32_t pos);
+  void linear(const Linear& w, const float* x, int32_t n, float* y);
+  void linear_group(const Linear* const* ws, int32_t n_w, const float* x, int32_t n, float* const* ys);
+  const float* vector_tensor(const std::string& name, int64_t n, bool required);
+  Linear matrix_tensor(const std::string& name, int64_t n_in, int64_t n_out, bool required);
+
+  std::unique_ptr<gguf::File> file_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<ThreadPool> pool_;
+  Hparams hp_;
+  int32_t n_ctx_ = 0;
+  int64_t n_params_ = 0;
+
+  const gguf::TensorInfo* tok_embd_ = nullptr;
+  const float* output_norm_ = nullptr;
+  const float* rope_freqs_ = nullptr;
+  Linear output_;
+  std::vector<Layer> layers_;
+  std::vector<std::vector<float>> owned_vectors_;  // norms/biases stored as non-F32
+
+  KvCache kv_;
+  int32_t kv_len_ = 0;
+  std::vector<int32_t> history_;  // the token at each position < kv_len_ (to rebuild KV after a fallback)
+
+  // GPU placement
+  ComputeBackend* backend_ = nullptr;
+  int32_t n_layer_gpu_ = 0;       // the last n_layer_gpu_ layers are on the backend
+  BackendSpan* span_ = nullptr;   // when set, those layers run as one span
+
+  ModelStats stats_;
+
+  // Scratch, sized for the largest chunk seen (no allocation once warm).
+  std::vector<float> x_, xn_, q_, k_, v_, att_, o_, g_, u_, logits_;
+  std::vector<float> rope_cs_;
+  AttentionScratch att_scratch_;
+  int32_t n_logits_ = 0;
+};
+
+// Largest number of tokens evaluated in one pass; longer batches are split.
+constexpr int32_t kMaxChunk = 512;
+
+}  // namespace fish

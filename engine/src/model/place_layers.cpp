@@ -1,0 +1,188 @@
+// GPU placement (spec: "What runs where"): output projection first, then the
+// last layers backwards while upload() succeeds, trusting bytes_resident()
+// deltas rather than file sizes. With spans, the span's KV + arena are reserved
+// before any layer is placed, a declined span is retried with fewer layers, and
+// span layers get no CPU KV. Pages of uploaded tensors go back to the OS.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "model/backend_access.h"
+#include "common/error.h"
+#include "gguf/gguf_file.h"
+#include "model/llama_model.h"
+
+namespace fish {
+
+namespace {
+
+int env_int(const char* name, int dflt) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return dflt;
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  return (end && *end == 0) ? int(x) : dflt;
+}
+
+Linear* layer_matrices(Layer& L, int i) {
+  Linear* m[7] = {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down};
+  return m[i];
+}
+
+}  // namespace
+
+void LlamaModel::place_layers(const ModelOptions& opt) {
+  int32_t want = opt.gpu_layers >= 0 ? opt.gpu_layers : env_int("FISH_GPU_LAYERS", hp_.n_layer);
+  want = std::max(0, std::min(want, hp_.n_layer));
+  const bool span_wanted = opt.gpu_span >= 0 ? opt.gpu_span != 0 : env_int("FISH_GPU_SPAN", 1) != 0;
+  if (want == 0 && opt.gpu_layers == 0) return;  // CPU only, no plugin is even loaded
+  ComputeBackend* be = acquire_backend();
+  if (!be) return;
+  backend_ = be;
+  const uint64_t resident0 = be->bytes_resident();
+
+  auto release_linear = [&](Linear& lin) {
+    if (lin.gpu) be->release(lin.gpu);
+    lin.gpu = nullptr;
+  };
+  auto upload = [&](Linear& lin, bool& ok) {
+    if (!ok || !lin.tensor) return;
+    if (!be->supports(lin.cpu.type)) {
+      ok = false;
+      return;
+    }
+    WeightDesc d;
+    d.name = lin.tensor->name.c_str();
+    d.type = lin.cpu.type;
+    d.n_in = lin.cpu.n_in;
+    d.n_out = lin.cpu.n_out;
+    d.data = lin.cpu.data;
+    d.nbytes = lin.tensor->nbytes;
+    lin.gpu = be->upload(d);
+    ok = lin.gpu != nullptr;
+  };
+
+  // Layers whose every matrix the backend can hold qualify for a span.
+  bool span_ok = span_wanted && be->has_spans() && want > 0;
+  SpanDesc sd;
+  uint64_t span_reserve = 0;
+  auto fill_span_desc = [&](int32_t first) {
+    sd = SpanDesc{};
+    sd.first_layer = first;
+    sd.n_layers = hp_.n_layer - first;
+    sd.n_embd = hp_.n_embd;
+    sd.n_head = hp_.n_head;
+    sd.n_head_kv = hp_.n_head_kv;
+    sd.head_dim = hp_.head_dim;
+    sd.n_ff = hp_.n_ff;
+    sd.n_ctx = n_ctx_;
+    sd.rms_eps = hp_.rms_eps;
+    sd.rope_type = hp_.rope_type;
+    sd.n_rot = hp_.n_rot;
+    sd.rope_freq_base = hp_.rope_freq_base;
+    sd.rope_freq_scale = hp_.rope_freq_scale;
+    sd.rope_freqs = rope_freqs_;
+    for (int32_t l = first; l < hp_.n_layer; ++l) {
+      Layer& L = layers_[size_t(l)];
+      SpanLayerDesc ld;
+      ld.wq = L.wq.gpu; ld.wk = L.wk.gpu; ld.wv = L.wv.gpu; ld.wo = L.wo.gpu;
+      ld.w_gate = L.gate.gpu; ld.w_up = L.up.gpu; ld.w_down = L.down.gpu;
+      ld.attn_norm = L.attn_norm; ld.ffn_norm = L.ffn_norm;
+      ld.bq = L.bq; ld.bk = L.bk; ld.bv = L.bv;
+      ld.q_norm = L.q_norm; ld.k_norm = L.k_norm;
+      sd.layers.push_back(ld);
+    }
+  };
+  if (span_ok) {
+    fill_span_desc(hp_.n_layer - want);
+    span_reserve = be->span_bytes(sd);
+  }
+  const uint64_t free0 = be->memory_free();
+  auto fits_reserve = [&] { return span_reserve == 0 || be->memory_free() >= span_reserve; };
+
+  // 1. The output projection.
+  if (fits_reserve() && free0 > span_reserve) {
+    bool ok = true;
+    upload(output_, ok);
+    if (!ok) release_linear(output_);
+  }
+  // 2. Layers from the last backwards while they fit (keeping the span's reserve free).
+  int32_t placed = 0;
+  for (int32_t l = hp_.n_layer - 1; l >= hp_.n_layer - want; --l) {
+    Layer& L = layers_[size_t(l)];
+    const uint64_t before = be->bytes_resident();
+    bool ok = true;
+    for (int i = 0; i < 7; ++i) upload(*layer_matrices(L, i), ok);
+    if (ok && !fits_reserve()) ok = false;
+    if (!ok) {
+      for (int i = 0; i < 7; ++i) release_linear(*layer_matrices(L, i));
+      break;
+    }
+    (void)before;
+    ++placed;
+  }
+  n_layer_gpu_ = placed;
+
+  // 3. The span, retried with fewer layers when declined.
+  if (span_ok) {
+    while (n_layer_gpu_ > 0) {
+      fill_span_desc(hp_.n_layer - n_layer_gpu_);
+      span_ = be->span_create(sd);
+      if (span_) break;
+      if (opt.verbose)
+        std::fprintf(stderr, "fish: span of %d layers declined: %s\n", n_layer_gpu_, be->last_error().c_str());
+      Layer& L = layers_[size_t(hp_.n_layer - n_layer_gpu_)];
+      for (int i = 0; i < 7; ++i) release_linear(*layer_matrices(L, i));
+      --n_layer_gpu_;
+    }
+  }
+  for (int32_t l = hp_.n_layer - n_layer_gpu_; l < hp_.n_layer; ++l)
+    if (span_) kv_.set_layer_on_cpu(l, false);
+
+  // 4. The CPU no longer reads the uploaded weights: give their pages back.
+  auto drop_pages = [&](const Linear& lin) {
+    if (lin.gpu && lin.tensor && lin.tensor != tok_embd_) file_->release_pages(lin.tensor->data, lin.tensor->nbytes);
+  };
+  drop_pages(output_);
+  for (int32_t l = hp_.n_layer - n_layer_gpu_; l < hp_.n_layer; ++l)
+    for (int i = 0; i < 7; ++i) drop_pages(*layer_matrices(layers_[size_t(l)], i));
+
+  if (opt.verbose || std::getenv("FISH_GPU_VERBOSE"))
+    std::fprintf(stderr, "fish: %s: %d of %d layers%s%s, %.0f MB resident; %s\n", be->name().c_str(), n_layer_gpu_,
+                 hp_.n_layer, output_.gpu ? " + output" : "", span_ ? " as one span" : " per matmul",
+                 double(be->bytes_resident() - resident0) / 1e6, be->describe().c_str());
+  if (n_layer_gpu_ == 0 && !output_.gpu) backend_ = nullptr;
+}
+
+void LlamaModel::release_backend() {
+  if (!backend_) return;
+  if (span_) backend_->span_destroy(span_);
+  span_ = nullptr;
+  auto rel = [&](Linear& lin) {
+    if (lin.gpu) backend_->release(lin.gpu);
+    lin.gpu = nullptr;
+  };
+  rel(output_);
+  for (auto& L : layers_)
+    for (int i = 0; i < 7; ++i) rel(*layer_matrices(L, i));
+  n_layer_gpu_ = 0;
+  backend_ = nullptr;
+}
+
+void LlamaModel::fall_back_to_cpu(const char* what) {
+  ++stats_.gpu_fallbacks;
+  std::fprintf(stderr, "fish: %s failed on %s (%s); continuing on the CPU\n", what,
+               backend_ ? backend_->name().c_str() : "backend", backend_ ? backend_->last_error().c_str() : "");
+  const int32_t first = hp_.n_layer - n_layer_gpu_;
+  const bool had_span = span_ != nullptr;
+  release_backend();
+  if (had_span) {
+    kv_.reserve(kv_len_ + 1);
+    for (int32_t l = first; l < hp_.n_layer; ++l) kv_.set_layer_on_cpu(l, true);
+  }
+}
+
+std::string LlamaModel::gpu_detail() const { return backend_ ? const_cast<ComputeBackend*>(backend_)->describe() : ""; }
+
+}  // namespace fish

@@ -1,0 +1,43 @@
+// Sampler: turns logits into the next token. Greedy when temp <= 0; otherwise
+// the chain repetition penalty -> top-k -> top-p -> min-p -> temperature ->
+// random draw (llama.cpp's default order), seeded and reproducible.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <random>
+#include <vector>
+
+namespace fish {
+
+struct SamplerParams {
+  float temp = 0.8f;
+  int32_t top_k = 40;
+  float top_p = 0.95f;
+  float min_p = 0.05f;
+  float repeat_penalty = 1.0f;
+  int32_t repeat_last_n = 64;
+  uint64_t seed = 0;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplerParams& p);
+  int32_t sample(const float* logits, int32_t n_vocab);
+  void accept(int32_t token);  // remembered for the repetition penalty
+
+ private:
+  struct Cand {
+    int32_t id;
+    float logit;
+    float p;
+  };
+  SamplerParams p_;
+  std::mt19937_64 rng_;
+  std::deque<int32_t> recent_;
+  std::vector<Cand> cands_;
+};
+
+// Index of the largest logit (the first on ties).
+int32_t argmax(const float* logits, int32_t n);
+
+}  // namespace fish

@@ -1,0 +1,80 @@
+// Shared by the sub-commands that load a model: the common flags (-m, -t, -c,
+// --gpu-layers) and a loader that turns a failure into one clear line.
+#pragma once
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+#include <cstdlib>
+#include <string>
+
+#include "args.h"
+#include "fish/fish.h"
+
+namespace fish::cli {
+
+struct ModelFlags {
+  std::string path;
+  fish_model_params params = fish_model_default_params();
+};
+
+inline ModelFlags parse_model_flags(Args& a, bool gpu_default_off = false) {
+  ModelFlags f;
+  if (!a.value("-m", "--model", f.path)) a.fail("missing -m MODEL");
+  int64_t v = 0;
+  if (a.int_value("-t", "--threads", v)) {
+    if (v < 1 || v > 1024) a.fail("-t must be between 1 and 1024");
+    f.params.n_threads = int32_t(v);
+  }
+  if (a.int_value("-c", "--ctx-size", v)) {
+    if (v < 1 || v > (1 << 24)) a.fail("-c must be between 1 and 16777216");
+    f.params.n_ctx = int32_t(v);
+  }
+  if (gpu_default_off) f.params.gpu_layers = 0;
+  if (a.int_value("-ngl", "--gpu-layers", v)) {
+    if (v < 0) a.fail("--gpu-layers must be >= 0");
+    f.params.gpu_layers = int32_t(v);
+  }
+  if (a.flag(nullptr, "--verbose")) f.params.verbose = 1;
+  return f;
+}
+
+inline fish_model* load_or_exit(const char* cmd, const ModelFlags& f) {
+  fish_error* err = nullptr;
+  fish_model* m = fish_model_load(f.path.c_str(), &f.params, &err);
+  if (!m) {
+    std::fprintf(stderr, "fish %s: %s\n", cmd, fish_error_message(err));
+    fish_error_free(err);
+    std::exit(1);
+  }
+  return m;
+}
+
+inline std::string piece(const fish_model* m, int32_t tok) {
+  char buf[256];
+  int32_t n = fish_token_to_piece(m, tok, buf, sizeof buf, 0);
+  if (n < 0) {
+    std::string s(size_t(-n), '\0');
+    n = fish_token_to_piece(m, tok, s.data(), int32_t(s.size()), 0);
+    return s.substr(0, size_t(n > 0 ? n : 0));
+  }
+  return std::string(buf, size_t(n));
+}
+
+inline std::vector<int32_t> tokenize_or_exit(const char* cmd, const fish_model* m, const std::string& text,
+                                            bool add_special, bool parse_special) {
+  std::vector<int32_t> ids(text.size() + 16);
+  int32_t n = fish_tokenize(m, text.data(), text.size(), add_special, parse_special, ids.data(), int32_t(ids.size()));
+  if (n < 0 && n != -INT32_MAX) {
+    ids.resize(size_t(-n));
+    n = fish_tokenize(m, text.data(), text.size(), add_special, parse_special, ids.data(), int32_t(ids.size()));
+  }
+  if (n < 0) {
+    std::fprintf(stderr, "fish %s: tokenize failed: %s\n", cmd, fish_last_error(m));
+    std::exit(1);
+  }
+  ids.resize(size_t(n));
+  return ids;
+}
+
+}  // namespace fish::cli
