@@ -61,6 +61,15 @@ class ComputeBackend {
   virtual std::string name() const = 0;      // "vulkan", "reference"
   virtual std::string describe() = 0;        // one line: device, resident weights, span
   virtual std::string last_error() const = 0;
+  // Added with the plugin ABI (defaults keep other implementations compiling):
+  // "not opened" / "open: <device>" / "failed: <why>"; a multi-line timing
+  // profile since the last call ("" when the backend keeps none); the
+  // fish_status code of the last failure (plugin_abi.h, 0 = none).
+  virtual std::string status() { return ""; }
+  virtual std::string profile() { return ""; }
+  virtual int last_status() const { return 0; }
+  // Opens the device now (it opens lazily on the first query otherwise).
+  virtual bool open() { return true; }
 
   virtual uint64_t memory_free() = 0;        // bytes the backend could still allocate
   virtual uint64_t bytes_resident() = 0;     // bytes it holds now (exact)
@@ -81,10 +90,13 @@ class ComputeBackend {
   virtual uint64_t span_bytes(const SpanDesc& d) = 0;
   virtual BackendSpan* span_create(const SpanDesc& d) = 0;
   // x: [n_tok, n_embd] f32 residual stream in/out for positions pos0..pos0+n_tok-1.
-  // Refused (false, x untouched) when pos0 > the span's KV length (a gap).
+  // Refused (false, x untouched) when pos0 > the span's KV length (a gap), or
+  // when pos0 + n_tok exceeds the KV capacity (SpanDesc::n_ctx or the last
+  // span_kv_reserve): reserve first.
   virtual bool span_forward(BackendSpan* s, float* x, int n_tok, int pos0) = 0;
   virtual bool span_kv_truncate(BackendSpan* s, int n) = 0;  // keep positions < n
   virtual bool span_kv_reserve(BackendSpan* s, int n) = 0;   // grow device KV to hold n positions
+  virtual int span_kv_len(BackendSpan* s) { return -1; }       // positions held, -1 when unknown
   virtual void span_destroy(BackendSpan* s) = 0;
 };
 

@@ -120,7 +120,7 @@ typedef struct fish_host_api {
   const char* host_version;  /* "fish 0.1.0" */
 
   /* Log a line (no trailing newline needed). source: the plugin's name. The
-   * host decides what to show (FISH_GPU_VERBOSE=1: WARN and above on stderr,
+   * host decides what to show (FISH_GPU_VERBOSE=1: INFO and above on stderr,
    * 2: everything). */
   void (*log)(int32_t level, const char* source, const char* message);
 

@@ -1,0 +1,93 @@
+// Plugin discovery and loading (plugin_abi/README.md, "Discovery and selection").
+//
+// The engine looks for files named fish_<name> (and lib fish_<name>) with the
+// platform's shared-library suffix in exactly two folders: the folder of the
+// running executable and the folder of libfish, both asked of the OS. Never the
+// current directory, PATH or LD_LIBRARY_PATH. Files are opened with
+// RTLD_NOW | RTLD_LOCAL and never closed. Every refusal keeps its reason.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fish/plugin_abi.h"
+
+namespace fish::backend {
+
+// A loaded plugin file: the library stays open and this object alive for the
+// life of the process (plugins are never unloaded).
+struct PluginLibrary {
+  std::string path;
+  void* handle = nullptr;
+  fish_plugin_query_fn query = nullptr;
+  fish_plugin_api api{};  // as answered to this host's version; struct_size = what the plugin filled
+};
+
+struct PluginDevice {
+  uint32_t kind = FISH_DEVICE_OTHER;
+  int32_t score = 0;
+  uint64_t memory_total = 0;
+  std::string name, detail;
+};
+
+// What discovery learned about one plugin file.
+struct PluginRecord {
+  std::string path;            // full path of the file
+  std::string file_name;       // <name> taken from the file name
+  std::string name;            // the name the plugin reports ("" if it did not load)
+  std::string plugin_version;  // free-form version the plugin reports
+  bool loaded = false;         // opened, entry point found, ABI accepted
+  uint32_t abi_version = 0;    // the version it answered (0: none)
+  bool probed = false;         // probe() succeeded
+  int32_t score = 0;
+  uint32_t flags = 0;          // FISH_PLUGIN_*
+  int32_t default_device = -1;
+  std::vector<PluginDevice> devices;
+  bool eligible = false;       // may be chosen (by name, or automatically)
+  bool chosen = false;
+  std::string reason;          // why it was refused / not chosen; for the chosen one: why chosen
+  const PluginLibrary* lib = nullptr;  // set when loaded
+};
+
+// The result of one discovery pass: what `fish devices` prints.
+struct BackendReport {
+  std::vector<std::string> folders;  // where plugins were looked for
+  std::vector<PluginRecord> plugins; // every file found, in search order
+  bool disabled = false;             // FISH_GPU=off: nothing was loaded
+  int chosen = -1;                   // index into plugins, -1: CPU only
+  std::string reason;                // why that plugin (or why CPU only)
+};
+
+// The folder of the running executable and the folder of the binary holding
+// this code (libfish, or a test executable that links the engine statically),
+// deduplicated, in that order.
+std::vector<std::string> plugin_folders();
+
+// If fname (no folder) is a plugin file name for this platform, its <name>.
+bool plugin_name_from_file(const std::string& fname, std::string* name);
+
+// Plugin files in one folder, sorted by file name.
+std::vector<std::string> list_plugin_files(const std::string& folder);
+
+// Opens path (once per canonical path: later calls reuse the library) and
+// negotiates the ABI; then probes it and lists its devices. Never throws:
+// every failure is a reason in the record.
+PluginRecord load_plugin(const std::string& path);
+
+// Opens a plugin file without negotiating (the conformance suite negotiates
+// itself); nullptr with *err set on failure. Never closed.
+void* open_library(const std::string& path, std::string* err);
+fish_plugin_query_fn find_entry(void* handle, std::string* err);
+
+struct DiscoveryOptions {
+  std::vector<std::string> folders;  // where to look (plugin_folders() for the real thing)
+  std::vector<std::string> files;    // extra explicit files (tests, `fish plugin-test`)
+  bool disabled = false;             // FISH_GPU=off
+  std::string disabled_by;           // the variable's text, for the reason
+  std::string only;                  // FISH_BACKEND: load/choose only this name
+};
+
+// Finds, loads and probes the plugins, and picks one (see the README's rule).
+BackendReport discover(const DiscoveryOptions& opts);
+
+}  // namespace fish::backend
