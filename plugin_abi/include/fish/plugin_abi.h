@@ -349,7 +349,8 @@ typedef struct fish_plugin_api {
    * or after pos0 are replaced in the KV cache (its length becomes pos0+n_tok).
    * pos0 > KV length: FISH_E_RANGE (a gap is refused, never guessed);
    * pos0 + n_tok > reserved capacity: FISH_E_RANGE (call span_kv_reserve first).
-   * On any failure x is left untouched. */
+   * On any failure x is left untouched; positions < pos0 stay valid, and the
+   * KV length may drop to pos0 (later positions may have been overwritten). */
   fish_status (*span_forward)(fish_backend* b, fish_span* s, float* x, int32_t n_tok, int32_t pos0);
   /* Keeps positions < n (n <= KV length, else FISH_E_RANGE). */
   fish_status (*span_kv_truncate)(fish_backend* b, fish_span* s, int32_t n);
