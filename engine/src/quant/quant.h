@@ -29,4 +29,12 @@ GgmlType vec_dot_type(GgmlType weight);
 // tested against this.
 float vec_dot_ref(GgmlType t, int64_t n, const void* w_row, const void* act_row);
 
+// The row kernels themselves, for loops that convert many rows of one type
+// (no per-call switch or checks): n must be a multiple of the block size.
+// Throw fish::Error as dequant_row / quantize_row do for an unsupported type.
+using DequantRowFn = void (*)(const void* src, float* dst, int64_t n);
+using QuantizeRowFn = void (*)(const float* src, void* dst, int64_t n);
+DequantRowFn dequant_row_fn(GgmlType t);
+QuantizeRowFn quantize_row_fn(GgmlType t);
+
 }  // namespace fish

@@ -1,0 +1,144 @@
+// quant.h: the per-type dispatch and argument checks in front of the row
+// kernels (quant_kernels.h).
+#include "quant/quant.h"
+
+#include <cmath>
+#include <string>
+
+#include "common/error.h"
+#include "quant/blocks.h"
+#include "quant/quant_kernels.h"
+
+namespace fish {
+namespace {
+
+// The kernels count blocks; the public row functions count elements.
+template <void (*F)(const void*, float*, int64_t), int kBlock>
+void dequant_elems(const void* src, float* dst, int64_t n) {
+  F(src, dst, n / kBlock);
+}
+template <void (*F)(const float*, void*, int64_t), int kBlock>
+void quantize_elems(const float* src, void* dst, int64_t n) {
+  F(src, dst, n / kBlock);
+}
+
+DequantRowFn find_dequant(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: return qk::dequant_f32;
+    case GgmlType::F16: return qk::dequant_f16;
+    case GgmlType::BF16: return qk::dequant_bf16;
+    case GgmlType::Q4_0: return dequant_elems<qk::dequant_q4_0, 32>;
+    case GgmlType::Q4_1: return dequant_elems<qk::dequant_q4_1, 32>;
+    case GgmlType::Q5_0: return dequant_elems<qk::dequant_q5_0, 32>;
+    case GgmlType::Q5_1: return dequant_elems<qk::dequant_q5_1, 32>;
+    case GgmlType::Q8_0: return dequant_elems<qk::dequant_q8_0, 32>;
+    case GgmlType::Q8_1: return dequant_elems<qk::dequant_q8_1, 32>;
+    case GgmlType::Q2_K: return dequant_elems<qk::dequant_q2_k, QK_K>;
+    case GgmlType::Q3_K: return dequant_elems<qk::dequant_q3_k, QK_K>;
+    case GgmlType::Q4_K: return dequant_elems<qk::dequant_q4_k, QK_K>;
+    case GgmlType::Q5_K: return dequant_elems<qk::dequant_q5_k, QK_K>;
+    case GgmlType::Q6_K: return dequant_elems<qk::dequant_q6_k, QK_K>;
+    case GgmlType::Q8_K: return dequant_elems<qk::dequant_q8_k, QK_K>;
+    default: return nullptr;
+  }
+}
+
+QuantizeRowFn find_quantize(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: return qk::quantize_f32;
+    case GgmlType::F16: return qk::quantize_f16;
+    case GgmlType::BF16: return qk::quantize_bf16;
+    case GgmlType::Q4_0: return quantize_elems<qk::quantize_q4_0, 32>;
+    case GgmlType::Q8_0: return quantize_elems<qk::quantize_q8_0, 32>;
+    case GgmlType::Q8_1: return quantize_elems<qk::quantize_q8_1, 32>;
+    case GgmlType::Q8_K: return quantize_elems<qk::quantize_q8_k, QK_K>;
+    case GgmlType::Q4_K: return quantize_elems<qk::quantize_q4_k, QK_K>;
+    case GgmlType::Q5_K: return quantize_elems<qk::quantize_q5_k, QK_K>;
+    case GgmlType::Q6_K: return quantize_elems<qk::quantize_q6_k, QK_K>;
+    default: return nullptr;
+  }
+}
+
+// The weight formats fit scales to the data, and a NaN or inf there would
+// silently poison a whole block of a model file: refuse it. The activation
+// formats (Q8_*) are on the hot path and are left unchecked (no UB either way).
+bool is_weight_fit(GgmlType t) {
+  return t == GgmlType::Q4_0 || t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
+}
+
+// Throws unless n >= 0 is a whole number of blocks of t.
+void check_length(const char* what, GgmlType t, int64_t n) {
+  const auto info = ggml_type_info(t);
+  if (n < 0 || !info || n % info->block_size != 0) {
+    throw Error(std::string(what) + ": a " + ggml_type_name(t) + " row of " + std::to_string(n) +
+                " elements is not a whole number of " + std::to_string(info ? info->block_size : 0) +
+                "-element blocks");
+  }
+}
+
+}  // namespace
+
+DequantRowFn dequant_row_fn(GgmlType t) {
+  const DequantRowFn f = find_dequant(t);
+  if (!f) throw Error("dequant_row: fish cannot dequantise tensor type " + ggml_type_name(t));
+  return f;
+}
+
+QuantizeRowFn quantize_row_fn(GgmlType t) {
+  const QuantizeRowFn f = find_quantize(t);
+  if (!f) throw Error("quantize_row: fish cannot quantise to tensor type " + ggml_type_name(t));
+  return f;
+}
+
+bool can_dequantize(GgmlType t) { return find_dequant(t) != nullptr; }
+bool can_quantize(GgmlType t) { return find_quantize(t) != nullptr; }
+
+void dequant_row(GgmlType t, const void* src, float* dst, int64_t n) {
+  const DequantRowFn f = dequant_row_fn(t);
+  check_length("dequant_row", t, n);
+  if (n > 0) f(src, dst, n);
+}
+
+void quantize_row(GgmlType t, const float* src, void* dst, int64_t n) {
+  const QuantizeRowFn f = quantize_row_fn(t);
+  check_length("quantize_row", t, n);
+  if (is_weight_fit(t)) {
+    for (int64_t i = 0; i < n; ++i) {
+      if (!std::isfinite(src[i])) {
+        throw Error("quantize_row: " + ggml_type_name(t) + " input element " + std::to_string(i) +
+                    " is not finite (" + std::to_string(src[i]) + ")");
+      }
+    }
+  }
+  if (n > 0) f(src, dst, n);
+}
+
+GgmlType vec_dot_type(GgmlType weight) {
+  switch (weight) {
+    case GgmlType::F32:
+    case GgmlType::F16:
+    case GgmlType::BF16: return weight;
+    case GgmlType::Q4_0:
+    case GgmlType::Q5_0:
+    case GgmlType::Q8_0: return GgmlType::Q8_0;
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1: return GgmlType::Q8_1;
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K:
+    case GgmlType::Q8_K: return GgmlType::Q8_K;
+    default: throw Error("vec_dot_type: fish has no dot product for weight type " + ggml_type_name(weight));
+  }
+}
+
+float vec_dot_ref(GgmlType t, int64_t n, const void* w_row, const void* act_row) {
+  const GgmlType at = vec_dot_type(t);  // throws for unsupported weight types
+  check_length("vec_dot_ref", t, n);
+  check_length("vec_dot_ref", at, n);
+  if (n == 0) return 0.0f;
+  return qk::vec_dot_ref_unchecked(t, n, w_row, act_row);
+}
+
+}  // namespace fish

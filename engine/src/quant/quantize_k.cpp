@@ -1,0 +1,169 @@
+// f32 -> Q4_K, Q5_K, Q6_K: the quantisers that make fish's own model files
+// (`fish synth`, `fish quantize`), so they fit scales properly instead of
+// rounding to the nearest level of a min/max grid.
+//
+// Q4_K / Q5_K (x ≈ d·sc_j·q − dmin·m_j, q in 0..15 / 0..31, 8 groups of 32):
+//   1. each group: (scale_j, min_j) by fit_affine with weights rms_j + |x|
+//      (large weights matter more to a matmul than small ones);
+//   2. the super-scales: d = f16(max scale_j / 63), dmin = f16(max min_j / 63);
+//      sc_j = round(scale_j / d), m_j = round(min_j / dmin) to 6 bits, computed
+//      against the f16 values actually stored;
+//   3. every q re-rounded to the nearest level of its group's stored grid.
+// Q6_K (x ≈ d·sc_j·(q − 32), q in 0..63, 16 groups of 16, int8 sc_j):
+//   1. each group: scale_j by fit_symmetric with weights x² ;
+//   2. d = f16(-max_scale / 128) where max_scale is the scale of largest
+//      magnitude (so that group stores -128), sc_j = round(scale_j / d);
+//   3. every q re-rounded against d·sc_j.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/fp16.h"
+#include "quant/blocks.h"
+#include "quant/k_scales.h"
+#include "quant/kquant_fit.h"
+#include "quant/quant_kernels.h"
+#include "quant/rounding.h"
+
+namespace fish::qk {
+namespace {
+
+constexpr int kGroup = 32;             // Q4_K / Q5_K group
+constexpr int kGroups = QK_K / kGroup;  // 8
+
+// Levels and packed scales of one Q4_K / Q5_K super-block.
+struct AffineBlock {
+  uint16_t d = 0, dmin = 0;
+  uint8_t scales[K_SCALE_SIZE] = {};
+  uint8_t L[QK_K] = {};
+};
+
+int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
+
+void quantize_affine_block(const float* x, int nmax, const FitGrid& grid, AffineBlock& out) {
+  float scale[kGroups], min[kGroups];
+  float w[kGroup];
+  float max_scale = 0.0f, max_min = 0.0f;
+  for (int j = 0; j < kGroups; ++j) {
+    const float* xg = x + kGroup * j;
+    float sum_x2 = 0.0f;
+    for (int i = 0; i < kGroup; ++i) sum_x2 += xg[i] * xg[i];
+    const float rms = std::sqrt(sum_x2 / kGroup);
+    for (int i = 0; i < kGroup; ++i) w[i] = rms + std::fabs(xg[i]);
+    const AffineFit f = fit_affine(xg, w, kGroup, nmax, grid, out.L + kGroup * j);
+    scale[j] = f.scale;
+    min[j] = f.min;
+    max_scale = std::max(max_scale, f.scale);
+    max_min = std::max(max_min, f.min);
+  }
+
+  out.d = fp32_to_fp16(max_scale / 63.0f);
+  out.dmin = fp32_to_fp16(max_min / 63.0f);
+  const float d = fp16_to_fp32(out.d), dmin = fp16_to_fp32(out.dmin);
+  uint8_t sc[kGroups], m[kGroups];
+  for (int j = 0; j < kGroups; ++j) {
+    sc[j] = uint8_t(d > 0 ? clampi(round_half_even(scale[j] / d), 0, 63) : 0);
+    m[j] = uint8_t(dmin > 0 ? clampi(round_half_even(min[j] / dmin), 0, 63) : 0);
+  }
+  pack_scale_min_k4(sc, m, out.scales);
+
+  for (int j = 0; j < kGroups; ++j) {
+    const float ds = d * float(sc[j]), dm = dmin * float(m[j]);
+    uint8_t* L = out.L + kGroup * j;
+    const float* xg = x + kGroup * j;
+    if (ds == 0.0f) {  // every value decodes to -dm whatever q is
+      std::fill(L, L + kGroup, uint8_t(0));
+      continue;
+    }
+    const float inv = 1.0f / ds;
+    for (int i = 0; i < kGroup; ++i) L[i] = uint8_t(clampi(round_half_even((xg[i] + dm) * inv), 0, nmax));
+  }
+}
+
+}  // namespace
+
+void quantize_q4_k(const float* x, void* dst, int64_t nb) {
+  BlockQ4_K* b = static_cast<BlockQ4_K*>(dst);
+  AffineBlock blk;
+  for (int64_t i = 0; i < nb; ++i, x += QK_K) {
+    quantize_affine_block(x, 15, FitGrid{-1.0f, 0.1f, 20}, blk);
+    b[i].d = blk.d;
+    b[i].dmin = blk.dmin;
+    std::memcpy(b[i].scales, blk.scales, K_SCALE_SIZE);
+    // chunk c (64 values): qs[32c + l] = q[64c + l] | q[64c + 32 + l] << 4
+    for (int c = 0; c < 4; ++c)
+      for (int l = 0; l < 32; ++l)
+        b[i].qs[32 * c + l] = uint8_t(blk.L[64 * c + l] | (blk.L[64 * c + 32 + l] << 4));
+  }
+}
+
+void quantize_q5_k(const float* x, void* dst, int64_t nb) {
+  BlockQ5_K* b = static_cast<BlockQ5_K*>(dst);
+  AffineBlock blk;
+  for (int64_t i = 0; i < nb; ++i, x += QK_K) {
+    quantize_affine_block(x, 31, FitGrid{-0.5f, 0.1f, 15}, blk);
+    b[i].d = blk.d;
+    b[i].dmin = blk.dmin;
+    std::memcpy(b[i].scales, blk.scales, K_SCALE_SIZE);
+    // as Q4_K for the low nibbles; bit 4 of q[64c + l] -> bit 2c of qh[l],
+    // bit 4 of q[64c + 32 + l] -> bit 2c + 1 of qh[l].
+    std::memset(b[i].qh, 0, sizeof(b[i].qh));
+    for (int c = 0; c < 4; ++c) {
+      for (int l = 0; l < 32; ++l) {
+        const int q1 = blk.L[64 * c + l], q2 = blk.L[64 * c + 32 + l];
+        b[i].qs[32 * c + l] = uint8_t((q1 & 15) | ((q2 & 15) << 4));
+        b[i].qh[l] = uint8_t(b[i].qh[l] | ((q1 >> 4) << (2 * c)) | ((q2 >> 4) << (2 * c + 1)));
+      }
+    }
+  }
+}
+
+void quantize_q6_k(const float* x, void* dst, int64_t nb) {
+  constexpr int kG = 16, kNG = QK_K / kG;
+  BlockQ6_K* b = static_cast<BlockQ6_K*>(dst);
+  uint8_t L[QK_K];
+  float scale[kNG], w[kG];
+  for (int64_t i = 0; i < nb; ++i, x += QK_K) {
+    float max_scale = 0.0f, max_abs = 0.0f;
+    for (int j = 0; j < kNG; ++j) {
+      const float* xg = x + kG * j;
+      for (int l = 0; l < kG; ++l) w[l] = xg[l] * xg[l];
+      scale[j] = fit_symmetric(xg, w, kG, 32, L + kG * j);
+      if (std::fabs(scale[j]) > max_abs) {
+        max_abs = std::fabs(scale[j]);
+        max_scale = scale[j];
+      }
+    }
+    std::memset(&b[i], 0, sizeof(BlockQ6_K));
+    if (max_abs < 1e-15f) continue;  // all zero: d = 0 and q = 0 (decodes to 0)
+
+    b[i].d = fp32_to_fp16(max_scale / -128.0f);
+    const float d = fp16_to_fp32(b[i].d);
+    for (int j = 0; j < kNG; ++j) {
+      const int s = d != 0.0f ? clampi(round_half_even(scale[j] / d), -128, 127) : 0;
+      b[i].scales[j] = int8_t(s);
+      const float ds = d * float(s);
+      uint8_t* Lg = L + kG * j;
+      if (ds == 0.0f) {
+        std::fill(Lg, Lg + kG, uint8_t(32));
+        continue;
+      }
+      const float inv = 1.0f / ds;
+      for (int l = 0; l < kG; ++l) Lg[l] = uint8_t(clampi(round_half_even(x[kG * j + l] * inv), -32, 31) + 32);
+    }
+    // half h, quarter r: element 128h + 32r + l (l < 32) -> low nibble in
+    // ql[64h + l + 32 (r & 1)] (high half of the byte when r >= 2), top two
+    // bits at 2r of qh[32h + l].
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* Lh = L + 128 * h;
+      for (int l = 0; l < 32; ++l) {
+        b[i].ql[64 * h + l] = uint8_t((Lh[l] & 15) | ((Lh[64 + l] & 15) << 4));
+        b[i].ql[64 * h + 32 + l] = uint8_t((Lh[32 + l] & 15) | ((Lh[96 + l] & 15) << 4));
+        b[i].qh[32 * h + l] =
+            uint8_t((Lh[l] >> 4) | ((Lh[32 + l] >> 4) << 2) | ((Lh[64 + l] >> 4) << 4) | ((Lh[96 + l] >> 4) << 6));
+      }
+    }
+  }
+}
+
+}  // namespace fish::qk
