@@ -38,4 +38,14 @@ void matmul_ref_f32(const WeightView& w, const float* x, int n_tok, float* y);
 // FISH_CPU_KERNELS=scalar|avx2|avx512 forces one (for tests and comparisons).
 const char* matmul_kernel_name();
 
+// Kernel families, for tests and benchmarks that compare them in one process.
+enum class MatmulKernels { Scalar, Avx2, Avx512 };
+// Whether this CPU (and build) can run family k.
+bool matmul_kernels_supported(MatmulKernels k);
+// Overrides the family for every later call in this process (not thread-safe
+// against concurrent matmuls); throws fish::Error if the CPU cannot run it.
+void matmul_use_kernels(MatmulKernels k);
+// Back to the default choice (FISH_CPU_KERNELS or cpuid).
+void matmul_use_default_kernels();
+
 }  // namespace fish

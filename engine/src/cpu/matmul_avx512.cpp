@@ -1,0 +1,146 @@
+// The AVX-512 VNNI kernel family: its table, and the quantisers of the SIMD
+// activation layouts (X8_32, X8_32S, X8_K). They produce the same int8 values
+// and scales as ggml's Q8_0 / Q8_1 / Q8_K reference quantisers bit for bit
+// (same operations in the same f32 precision and rounding), so the SIMD and the
+// scalar kernels see identical integers.
+#include "cpu/matmul_kernels.h"
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <cstring>
+
+#include "common/ggml_type.h"
+#include "cpu/matmul_avx512_common.h"
+
+namespace fish::mm {
+namespace avx512 {
+namespace {
+
+// roundf(v): to nearest, ties away from zero (exact: v - trunc(v) is exact).
+inline __m512 round_half_away(__m512 v) {
+  const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(v, t);
+  const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(f), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+  const __m512 one = _mm512_or_ps(_mm512_set1_ps(1.0f), _mm512_and_ps(v, _mm512_set1_ps(-0.0f)));
+  return _mm512_mask_add_ps(t, up, t, one);
+}
+
+inline float f16_round(float v) { return _cvtsh_ss(_cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); }
+
+// Q8_0 values per 32-block: d = amax / 127, q = roundf(x * (1 / d)); the kernels
+// get d rounded to f16 as ggml stores it. kS: sa as Q8_1's f16 s = f16(d Σ q).
+template <bool kS>
+void quantize_x8_32(const float* x, int64_t n, uint8_t* dst) {
+  const X8_32Planes p = x8_32_planes(n);
+  int8_t* qs = reinterpret_cast<int8_t*>(dst);
+  float* dx = reinterpret_cast<float*>(dst + p.dx);
+  float* sa = reinterpret_cast<float*>(dst + p.sa);
+  const int64_t nb = n / 32;
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const __m512 vid = _mm512_set1_ps(id);
+    const __m512i q0 = _mm512_cvttps_epi32(round_half_away(_mm512_mul_ps(v0, vid)));
+    const __m512i q1 = _mm512_cvttps_epi32(round_half_away(_mm512_mul_ps(v1, vid)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 32 * b), _mm512_cvtepi32_epi8(q0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 32 * b + 16), _mm512_cvtepi32_epi8(q1));
+    const int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    const float dr = f16_round(d);
+    _mm256_storeu_ps(dx + 8 * b, _mm256_set1_ps(dr));
+    sa[b] = kS ? f16_round(float(sum) * d) : dr * float(sum);
+  }
+  // Zero the padding: kernels may read a half-used last pair of blocks.
+  std::memset(qs + n, 0, p.dx - uint64_t(n));
+  std::memset(reinterpret_cast<uint8_t*>(dx + 8 * nb), 0, p.sa - p.dx - uint64_t(nb) * 32);
+  std::memset(reinterpret_cast<uint8_t*>(sa + nb), 0, p.total - p.sa - uint64_t(nb) * 4);
+}
+
+// Q8_K values per 256-block: the first element of largest magnitude, max,
+// maps to -127: iscale = -127 / max, q = min(127, nearest-even(iscale x)),
+// d = 1 / iscale; sf[g] = d * (sum of the 16 q of group g).
+void quantize_x8_k(const float* x, int64_t n, uint8_t* dst) {
+  const X8_KPlanes p = x8_k_planes(n);
+  int8_t* qs = reinterpret_cast<int8_t*>(dst);
+  float* dp = reinterpret_cast<float*>(dst + p.d);
+  float* sf = reinterpret_cast<float*>(dst + p.sf);
+  const int64_t nb = n / QK_K;
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* xb = x + QK_K * b;
+    __m512 vmax = _mm512_setzero_ps();
+    for (int k = 0; k < 16; ++k) vmax = _mm512_max_ps(vmax, _mm512_abs_ps(_mm512_loadu_ps(xb + 16 * k)));
+    const float amax = _mm512_reduce_max_ps(vmax);
+    if (amax == 0.0f) {
+      std::memset(qs + QK_K * b, 0, QK_K);
+      dp[b] = 0.0f;
+      _mm512_storeu_ps(sf + 16 * b, _mm512_setzero_ps());
+      continue;
+    }
+    float max = 0.0f;
+    const __m512 va = _mm512_set1_ps(amax);
+    for (int k = 0; k < 16; ++k) {
+      const __mmask16 m = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(xb + 16 * k)), va, _CMP_EQ_OQ);
+      if (m) {
+        max = xb[16 * k + __builtin_ctz(m)];
+        break;
+      }
+    }
+    const float iscale = -127.0f / max;
+    const __m512 vis = _mm512_set1_ps(iscale);
+    alignas(64) int32_t sums[16];
+    for (int k = 0; k < 16; ++k) {
+      __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + 16 * k), vis));
+      q = _mm512_min_epi32(q, _mm512_set1_epi32(127));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + QK_K * b + 16 * k), _mm512_cvtepi32_epi8(q));
+      sums[k] = _mm512_reduce_add_epi32(q);
+    }
+    const float d = 1.0f / iscale;
+    dp[b] = d;
+    _mm512_storeu_ps(sf + 16 * b, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums)), _mm512_set1_ps(d)));
+  }
+  std::memset(reinterpret_cast<uint8_t*>(dp + nb), 0, p.sf - p.d - uint64_t(nb) * 4);
+}
+
+}  // namespace
+
+void quantize(ActLayout l, const float* x, int64_t n_in, uint8_t* dst) {
+  switch (l) {
+    case ActLayout::X8_32: quantize_x8_32<false>(x, n_in, dst); return;
+    case ActLayout::X8_32S: quantize_x8_32<true>(x, n_in, dst); return;
+    case ActLayout::X8_K: quantize_x8_k(x, n_in, dst); return;
+    default: quantize_act_scalar(l, x, n_in, dst); return;
+  }
+}
+
+}  // namespace avx512
+
+const KernelFamily* family_avx512() {
+  static const KernelFamily f = [] {
+    KernelFamily k{};
+    k.name = "avx512-vnni";
+    auto set = [&](WType t, KernelFn fn, ActLayout l) { k.entry[int(t)] = {fn, l}; };
+    set(WType::F32, avx512::kernel_f32, ActLayout::F32);
+    set(WType::F16, avx512::kernel_f16, ActLayout::F32);
+    set(WType::BF16, avx512::kernel_bf16, ActLayout::F32);
+    set(WType::Q4_0, avx512::kernel_q4_0, ActLayout::X8_32);
+    set(WType::Q4_1, avx512::kernel_q4_1, ActLayout::X8_32S);
+    set(WType::Q5_0, avx512::kernel_q5_0, ActLayout::X8_32);
+    set(WType::Q5_1, avx512::kernel_q5_1, ActLayout::X8_32S);
+    set(WType::Q8_0, avx512::kernel_q8_0, ActLayout::X8_32);
+    set(WType::Q4_K, avx512::kernel_q4_k, ActLayout::X8_K);
+    set(WType::Q5_K, avx512::kernel_q5_k, ActLayout::X8_K);
+    set(WType::Q6_K, avx512::kernel_q6_k, ActLayout::X8_K);
+    // Q2_K and Q3_K: no kernel of this family yet; the driver uses the scalar one.
+    k.quantize = avx512::quantize;
+    return k;
+  }();
+  return &f;
+}
+
+}  // namespace fish::mm
+
+#else
+namespace fish::mm {
+const KernelFamily* family_avx512() { return nullptr; }
+}  // namespace fish::mm
+#endif
