@@ -211,4 +211,58 @@ float fit_symmetric(const float* x, const float* w, int n, int nmax, uint8_t* L)
   return float(best_scale);
 }
 
+namespace {
+
+// Weighted error of x ≈ scale·q + off over levels q = nearest (lo..hi) of
+// (x − off)/scale, from the closed form; the levels are left in q.
+double grid_error(const float* x, const float* w, int n, const DataSums& ds, double scale, double off, float lo,
+                  float hi, float* q) {
+  if (scale == 0) {  // every value decodes to off
+    std::fill(q, q + n, lo < 0 ? 0.0f : lo);
+    return ds.xx - 2 * off * ds.x + off * off * ds.w;
+  }
+  const LevelSums s = assign_levels(x, w, n, float(off), float(1.0 / scale), lo, hi, q);
+  return ds.xx - 2 * scale * s.xl - 2 * off * ds.x + scale * scale * s.ll + 2 * scale * off * s.l + off * off * ds.w;
+}
+
+}  // namespace
+
+void pick_stored_scale_min(const float* x, const float* w, int n, int nmax, float d, float dmin, int& sc, int& m,
+                           uint8_t* L) {
+  const DataSums ds = data_sums(x, w, n);
+  float q[kMaxN], best_q[kMaxN];
+  double best = std::numeric_limits<double>::infinity();
+  const int sc0 = sc, m0 = m;
+  for (int s = std::max(0, sc0 - 1); s <= std::min(63, sc0 + 1); ++s) {
+    for (int mm = std::max(0, m0 - 1); mm <= std::min(63, m0 + 1); ++mm) {
+      // the decoder computes d·sc and dmin·m in f32: use the same values
+      const float scale = d * float(s), off = -(dmin * float(mm));
+      const double err = grid_error(x, w, n, ds, scale, off, 0.0f, float(nmax), q);
+      if (err < best) {
+        best = err;
+        sc = s;
+        m = mm;
+        std::copy(q, q + n, best_q);
+      }
+    }
+  }
+  for (int i = 0; i < n; ++i) L[i] = uint8_t(best_q[i]);
+}
+
+void pick_stored_scale(const float* x, const float* w, int n, int nmax, float d, int& sc, uint8_t* L) {
+  const DataSums ds = data_sums(x, w, n);
+  float q[kMaxN], best_q[kMaxN];
+  double best = std::numeric_limits<double>::infinity();
+  const int sc0 = sc;
+  for (int s = std::max(-128, sc0 - 1); s <= std::min(127, sc0 + 1); ++s) {
+    const double err = grid_error(x, w, n, ds, d * float(s), 0.0, -float(nmax), float(nmax - 1), q);
+    if (err < best) {
+      best = err;
+      sc = s;
+      std::copy(q, q + n, best_q);
+    }
+  }
+  for (int i = 0; i < n; ++i) L[i] = uint8_t(int(best_q[i]) + nmax);
+}
+
 }  // namespace fish::qk

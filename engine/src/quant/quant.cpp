@@ -59,11 +59,37 @@ QuantizeRowFn find_quantize(GgmlType t) {
   }
 }
 
-// The weight formats fit scales to the data, and a NaN or inf there would
-// silently poison a whole block of a model file: refuse it. The activation
-// formats (Q8_*) are on the hot path and are left unchecked (no UB either way).
-bool is_weight_fit(GgmlType t) {
-  return t == GgmlType::Q4_0 || t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
+// The weight formats fit scales to the data: a NaN or inf there would silently
+// poison a whole block of a model file, and a magnitude whose scale overflows
+// the f16 super-scale decodes to inf. Both are refused. The limit is where the
+// stored f16 scale would pass 65504, with a margin: Q4_0 d = max/8; Q4_K/Q5_K
+// dmin = (largest group min) / 63 and a group's min can be as large as max;
+// Q6_K d <= (max / 30.8) / 128.
+// The activation formats (Q8_*) are on the hot path and are left unchecked
+// (no UB either way).
+double weight_abs_limit(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q4_0: return 0.99 * 8 * 65504.0;
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K: return 0.9 * 63 * 65504.0;
+    case GgmlType::Q6_K: return 0.95 * 128 * 30 * 65504.0;
+    default: return 0.0;  // not a fitted weight format: no check
+  }
+}
+
+void check_weights(GgmlType t, const float* src, int64_t n) {
+  const double limit = weight_abs_limit(t);
+  if (limit == 0.0) return;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(src[i])) {
+      throw Error("quantize_row: " + ggml_type_name(t) + " input element " + std::to_string(i) +
+                  " is not finite (" + std::to_string(src[i]) + ")");
+    }
+    if (std::fabs(src[i]) > limit) {
+      throw Error("quantize_row: " + ggml_type_name(t) + " input element " + std::to_string(i) + " (" +
+                  std::to_string(src[i]) + ") is beyond the format's range (|x| <= " + std::to_string(limit) + ")");
+    }
+  }
 }
 
 // Throws unless n >= 0 is a whole number of blocks of t.
@@ -102,14 +128,7 @@ void dequant_row(GgmlType t, const void* src, float* dst, int64_t n) {
 void quantize_row(GgmlType t, const float* src, void* dst, int64_t n) {
   const QuantizeRowFn f = quantize_row_fn(t);
   check_length("quantize_row", t, n);
-  if (is_weight_fit(t)) {
-    for (int64_t i = 0; i < n; ++i) {
-      if (!std::isfinite(src[i])) {
-        throw Error("quantize_row: " + ggml_type_name(t) + " input element " + std::to_string(i) +
-                    " is not finite (" + std::to_string(src[i]) + ")");
-      }
-    }
-  }
+  check_weights(t, src, n);
   if (n > 0) f(src, dst, n);
 }
 

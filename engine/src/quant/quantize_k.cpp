@@ -2,18 +2,22 @@
 // (`fish synth`, `fish quantize`), so they fit scales properly instead of
 // rounding to the nearest level of a min/max grid.
 //
+// Every value gets the error weight rms(group) + |x|: large weights matter more
+// to a matmul than small ones, without letting the largest dominate.
+//
 // Q4_K / Q5_K (x ≈ d·sc_j·q − dmin·m_j, q in 0..15 / 0..31, 8 groups of 32):
-//   1. each group: (scale_j, min_j) by fit_affine with weights rms_j + |x|
-//      (large weights matter more to a matmul than small ones);
+//   1. each group: (scale_j, min_j) by fit_affine (grid of candidate steps +
+//      weighted least squares + refinement, see kquant_fit.h);
 //   2. the super-scales: d = f16(max scale_j / 63), dmin = f16(max min_j / 63);
-//      sc_j = round(scale_j / d), m_j = round(min_j / dmin) to 6 bits, computed
-//      against the f16 values actually stored;
-//   3. every q re-rounded to the nearest level of its group's stored grid.
+//   3. each group: the 6-bit (sc_j, m_j) around (scale_j / d, min_j / dmin),
+//      d and dmin being the f16 values actually stored, chosen by the error they
+//      give with every q re-rounded to the stored grid (pick_stored_scale_min).
 // Q6_K (x ≈ d·sc_j·(q − 32), q in 0..63, 16 groups of 16, int8 sc_j):
-//   1. each group: scale_j by fit_symmetric with weights x² ;
-//   2. d = f16(-max_scale / 128) where max_scale is the scale of largest
-//      magnitude (so that group stores -128), sc_j = round(scale_j / d);
-//   3. every q re-rounded against d·sc_j.
+//   1. each group: scale_j by fit_symmetric;
+//   2. d = f16(max_scale / −128) where max_scale is the scale of largest
+//      magnitude (so that group stores about −128);
+//   3. each group: the int8 sc_j around scale_j / d by the error it gives, q
+//      re-rounded (pick_stored_scale).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -40,17 +44,22 @@ struct AffineBlock {
 
 int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
+// Error weights of a group of N values: rms + |x|.
+template <int N>
+void group_weights(const float* x, float* w) {
+  float sum_x2 = 0.0f;
+  for (int i = 0; i < N; ++i) sum_x2 += x[i] * x[i];
+  const float rms = std::sqrt(sum_x2 / N);
+  for (int i = 0; i < N; ++i) w[i] = rms + std::fabs(x[i]);
+}
+
 void quantize_affine_block(const float* x, int nmax, const FitGrid& grid, AffineBlock& out) {
   float scale[kGroups], min[kGroups];
-  float w[kGroup];
+  float w[QK_K];
   float max_scale = 0.0f, max_min = 0.0f;
   for (int j = 0; j < kGroups; ++j) {
-    const float* xg = x + kGroup * j;
-    float sum_x2 = 0.0f;
-    for (int i = 0; i < kGroup; ++i) sum_x2 += xg[i] * xg[i];
-    const float rms = std::sqrt(sum_x2 / kGroup);
-    for (int i = 0; i < kGroup; ++i) w[i] = rms + std::fabs(xg[i]);
-    const AffineFit f = fit_affine(xg, w, kGroup, nmax, grid, out.L + kGroup * j);
+    group_weights<kGroup>(x + kGroup * j, w + kGroup * j);
+    const AffineFit f = fit_affine(x + kGroup * j, w + kGroup * j, kGroup, nmax, grid, out.L + kGroup * j);
     scale[j] = f.scale;
     min[j] = f.min;
     max_scale = std::max(max_scale, f.scale);
@@ -62,22 +71,13 @@ void quantize_affine_block(const float* x, int nmax, const FitGrid& grid, Affine
   const float d = fp16_to_fp32(out.d), dmin = fp16_to_fp32(out.dmin);
   uint8_t sc[kGroups], m[kGroups];
   for (int j = 0; j < kGroups; ++j) {
-    sc[j] = uint8_t(d > 0 ? clampi(round_half_even(scale[j] / d), 0, 63) : 0);
-    m[j] = uint8_t(dmin > 0 ? clampi(round_half_even(min[j] / dmin), 0, 63) : 0);
+    int s = d > 0 ? clampi(round_half_even(scale[j] / d), 0, 63) : 0;
+    int mm = dmin > 0 ? clampi(round_half_even(min[j] / dmin), 0, 63) : 0;
+    pick_stored_scale_min(x + kGroup * j, w + kGroup * j, kGroup, nmax, d, dmin, s, mm, out.L + kGroup * j);
+    sc[j] = uint8_t(s);
+    m[j] = uint8_t(mm);
   }
   pack_scale_min_k4(sc, m, out.scales);
-
-  for (int j = 0; j < kGroups; ++j) {
-    const float ds = d * float(sc[j]), dm = dmin * float(m[j]);
-    uint8_t* L = out.L + kGroup * j;
-    const float* xg = x + kGroup * j;
-    if (ds == 0.0f) {  // every value decodes to -dm whatever q is
-      std::fill(L, L + kGroup, uint8_t(0));
-      continue;
-    }
-    const float inv = 1.0f / ds;
-    for (int i = 0; i < kGroup; ++i) L[i] = uint8_t(clampi(round_half_even((xg[i] + dm) * inv), 0, nmax));
-  }
 }
 
 }  // namespace
@@ -122,13 +122,12 @@ void quantize_q6_k(const float* x, void* dst, int64_t nb) {
   constexpr int kG = 16, kNG = QK_K / kG;
   BlockQ6_K* b = static_cast<BlockQ6_K*>(dst);
   uint8_t L[QK_K];
-  float scale[kNG], w[kG];
+  float scale[kNG], w[QK_K];
   for (int64_t i = 0; i < nb; ++i, x += QK_K) {
     float max_scale = 0.0f, max_abs = 0.0f;
     for (int j = 0; j < kNG; ++j) {
-      const float* xg = x + kG * j;
-      for (int l = 0; l < kG; ++l) w[l] = xg[l] * xg[l];
-      scale[j] = fit_symmetric(xg, w, kG, 32, L + kG * j);
+      group_weights<kG>(x + kG * j, w + kG * j);
+      scale[j] = fit_symmetric(x + kG * j, w + kG * j, kG, 32, L + kG * j);
       if (std::fabs(scale[j]) > max_abs) {
         max_abs = std::fabs(scale[j]);
         max_scale = scale[j];
@@ -140,16 +139,9 @@ void quantize_q6_k(const float* x, void* dst, int64_t nb) {
     b[i].d = fp32_to_fp16(max_scale / -128.0f);
     const float d = fp16_to_fp32(b[i].d);
     for (int j = 0; j < kNG; ++j) {
-      const int s = d != 0.0f ? clampi(round_half_even(scale[j] / d), -128, 127) : 0;
+      int s = d != 0.0f ? clampi(round_half_even(scale[j] / d), -128, 127) : 0;
+      pick_stored_scale(x + kG * j, w + kG * j, kG, 32, d, s, L + kG * j);
       b[i].scales[j] = int8_t(s);
-      const float ds = d * float(s);
-      uint8_t* Lg = L + kG * j;
-      if (ds == 0.0f) {
-        std::fill(Lg, Lg + kG, uint8_t(32));
-        continue;
-      }
-      const float inv = 1.0f / ds;
-      for (int l = 0; l < kG; ++l) Lg[l] = uint8_t(clampi(round_half_even(x[kG * j + l] * inv), -32, 31) + 32);
     }
     // half h, quarter r: element 128h + 32r + l (l < 32) -> low nibble in
     // ql[64h + l + 32 (r & 1)] (high half of the byte when r >= 2), top two
