@@ -202,3 +202,44 @@ TEST_CASE("F16 and BF16 quantisation round to nearest even", "[quant][roundtrip]
   CHECK(b[0] == 0x3F80);
   CHECK(b[1] == 0x3F82);
 }
+
+TEST_CASE("F16 rows convert exactly as common/fp16.h does, for every half and many floats", "[quant][roundtrip]") {
+  // every half bit pattern -> float (NaNs compared as NaN)
+  std::vector<uint16_t> all(65536);
+  for (uint32_t i = 0; i < 65536; ++i) all[i] = uint16_t(i);
+  std::vector<float> f(65536);
+  dequant_row(GgmlType::F16, all.data(), f.data(), 65536);
+  size_t bad = 0;
+  for (uint32_t i = 0; i < 65536; ++i) {
+    const float want = fp16_to_fp32(uint16_t(i));
+    if (std::isnan(want) ? !std::isnan(f[i]) : fp32_to_bits(f[i]) != fp32_to_bits(want)) ++bad;
+  }
+  CHECK(bad == 0);
+
+  // floats -> half: a stride through all 2^32 bit patterns (every exponent,
+  // both signs, NaNs, infinities) plus the rounding boundaries of each half.
+  std::vector<float> x;
+  for (uint64_t b = 0; b < (uint64_t(1) << 32); b += 4093) x.push_back(fp32_from_bits(uint32_t(b)));
+  for (uint32_t hb = 0; hb < 0x7c00; hb += 7) {
+    const float lo = fp16_to_fp32(uint16_t(hb)), hi = fp16_to_fp32(uint16_t(hb + 1));
+    const float mid = lo + (hi - lo) / 2;  // exact: a tie
+    for (float v : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e30f)}) {
+      x.push_back(v);
+      x.push_back(-v);
+    }
+  }
+  for (float v : {65504.0f, 65519.99f, 65520.0f, 65536.0f, 1e30f, 0x1p-25f, 0x1.000002p-25f, 0x1p-24f, 0x1p-14f}) {
+    x.push_back(v);
+    x.push_back(-v);
+  }
+  std::vector<uint16_t> h(x.size());
+  quantize_row(GgmlType::F16, x.data(), h.data(), int64_t(x.size()));
+  bad = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (h[i] != fp32_to_fp16(x[i])) {
+      if (bad < 5) UNSCOPED_INFO("float bits " << std::hex << fp32_to_bits(x[i]) << ": " << h[i] << " vs " << fp32_to_fp16(x[i]));
+      ++bad;
+    }
+  }
+  CHECK(bad == 0);
+}

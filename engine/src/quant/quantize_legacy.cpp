@@ -23,26 +23,43 @@
 namespace fish::qk {
 namespace {
 
+// n is a multiple of 8; eight independent lanes so the loop becomes SIMD.
+// NaN never wins a comparison, so it is ignored.
 float abs_max(const float* x, int n) {
-  float amax = 0.0f;
-  for (int j = 0; j < n; ++j) {
-    const float a = std::fabs(x[j]);
-    amax = a > amax ? a : amax;  // NaN never wins (and the loop vectorises)
+  float al[8] = {};
+  for (int j = 0; j < n; j += 8) {
+    for (int k = 0; k < 8; ++k) {
+      const float a = std::fabs(x[j + k]);
+      al[k] = a > al[k] ? a : al[k];
+    }
   }
+  float amax = 0.0f;
+  for (int k = 0; k < 8; ++k) amax = al[k] > amax ? al[k] : amax;
   return amax;
 }
 
-// The element of largest magnitude, with its sign (the first one on ties).
+// The element of largest magnitude, with its sign: the first one on ties, as
+// a scan keeping the first strict maximum finds. The largest and smallest
+// elements decide it unless they tie in magnitude (rare, or all zero): only
+// then is the row scanned. 0 when every element is 0 (or NaN).
+// n is a multiple of 8; eight independent lanes so the loop becomes SIMD.
 float signed_abs_max(const float* x, int n) {
-  float amax = 0.0f, max = 0.0f;
-  for (int j = 0; j < n; ++j) {
-    const float a = std::fabs(x[j]);
-    if (a > amax) {
-      amax = a;
-      max = x[j];
+  float hl[8] = {}, ll[8] = {};
+  for (int j = 0; j < n; j += 8) {
+    for (int k = 0; k < 8; ++k) {
+      hl[k] = x[j + k] > hl[k] ? x[j + k] : hl[k];
+      ll[k] = x[j + k] < ll[k] ? x[j + k] : ll[k];
     }
   }
-  return max;
+  float hi = 0.0f, lo = 0.0f;
+  for (int k = 0; k < 8; ++k) {
+    hi = hl[k] > hi ? hl[k] : hi;
+    lo = ll[k] < lo ? ll[k] : lo;
+  }
+  if (hi != -lo) return hi > -lo ? hi : lo;
+  for (int j = 0; j < n; ++j)
+    if (std::fabs(x[j]) == hi) return x[j];
+  return 0.0f;
 }
 
 // trunc(v + 8.5) capped at 15. v + 8.5 lies in [0.5, 16.5] for finite input;

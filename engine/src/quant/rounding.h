@@ -10,7 +10,7 @@
 //    low mantissa bits. Exact for |v| < 2^22; outside that the result is some
 //    integer (garbage in, garbage out, never UB).
 //  - round_half_away: nearest integer, ties away from zero (C's roundf, used by
-//    the Q8_0 / Q8_1 reference quantisers). Valid for |v| <= 2^22 as well.
+//    the Q8_0 / Q8_1 reference quantisers). Exact for |v| < 2^22 as well.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -29,13 +29,15 @@ inline int32_t round_half_even(float v) {
   return (bits & 0x007fffff) - 0x00400000;
 }
 
-// Clamps to [-2^22, 2^22] first (NaN becomes -2^22), so the cast below is defined.
-inline int32_t round_half_away(float v) {
-  if (!(v >= -4194304.0f)) v = -4194304.0f;
-  if (!(v <= 4194304.0f)) v = 4194304.0f;
-  const int32_t t = int32_t(v);        // truncates toward zero
-  const float frac = v - float(t);     // exact: |v| < 2^23
-  return t + (frac >= 0.5f) - (frac <= -0.5f);
+// v rounded to an integral float, ties away from zero; exact for |v| < 2^22.
+// Round to even first, then move the ties that went toward zero: v − r is
+// exact there, and the bitwise & keeps the loop free of branches.
+inline float round_away_f(float v) {
+  const float r = round_even_f(v);
+  const float diff = v - r;
+  return r + float((diff == 0.5f) & (v > 0.0f)) - float((diff == -0.5f) & (v < 0.0f));
 }
+
+inline int32_t round_half_away(float v) { return round_half_even(round_away_f(v)); }
 
 }  // namespace fish
