@@ -6,11 +6,13 @@
 // norms and RoPE are not counted). Also prints what a plain memory read reaches.
 //
 //   fish_bench_matmul [--threads 1,2] [--kernels scalar|avx2|avx512] [--pp-tokens 512] [--quick]
+//                     [--only SHAPE_INDEX] [--tg-only | --pp-only] [--cpu-time]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -24,7 +26,17 @@ using namespace fish;
 
 namespace {
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+// Wall time, or with --cpu-time the calling thread's CPU time (robust against
+// other processes on a shared machine; meaningful for 1 thread only).
+bool g_cpu_time = false;
+double now() {
+  if (g_cpu_time) {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 // A weight of the 1B model: rows quantised with quantize_row from random
 // activations-like data (a pool of 256 distinct rows, repeated to fill large
@@ -86,6 +98,8 @@ double memory_read_gbs(ThreadPool& pool) {
   return double(n) / t / 1e9;
 }
 
+constexpr double kColdBytes = 384e6;  // per-shape footprint that no cache holds
+
 struct Shape {
   const char* name;
   GgmlType type;
@@ -97,7 +111,8 @@ struct Shape {
 int main(int argc, char** argv) {
   std::vector<int> threads = {1, 2};
   int pp_tokens = 512;
-  bool quick = false;
+  bool quick = false, do_tg = true, do_pp_all = true;
+  int only = -1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) {
@@ -114,8 +129,17 @@ int main(int argc, char** argv) {
       pp_tokens = std::atoi(argv[++i]);
     } else if (a == "--quick") {
       quick = true;
+    } else if (a == "--cpu-time") {
+      g_cpu_time = true;
+    } else if (a == "--tg-only") {
+      do_pp_all = false;
+    } else if (a == "--pp-only") {
+      do_tg = false;
+    } else if (a == "--only" && i + 1 < argc) {
+      only = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: %s [--threads 1,2] [--kernels scalar|avx2|avx512] [--pp-tokens N] [--quick]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--threads 1,2] [--kernels scalar|avx2|avx512] [--pp-tokens N] [--quick]\n"
+                   "          [--only SHAPE_INDEX] [--tg-only | --pp-only] [--cpu-time]\n", argv[0]);
       return 2;
     }
   }
@@ -135,7 +159,7 @@ int main(int argc, char** argv) {
   for (int nt : threads) {
     ThreadPool pool(nt);
     std::printf("\n== %d thread%s ==\n", nt, nt == 1 ? "" : "s");
-    std::printf("plain memory read: %.1f GB/s\n", memory_read_gbs(pool));
+    if (only < 0) std::printf("plain memory read: %.1f GB/s\n", memory_read_gbs(pool));
     std::printf("%-24s %-5s %10s %10s %12s %10s\n", "matrix", "type", "MB", "tg GB/s", "tg us/call", "pp GFLOP/s");
     double t_tg[kShapes], t_pp[kShapes];
     const auto x1 = test::random_acts(8192, 1);
@@ -143,15 +167,33 @@ int main(int argc, char** argv) {
     std::vector<float> y(size_t(128256) * 1);
     std::vector<float> yp(size_t(8192) * size_t(pp_tokens));
     for (int i = 0; i < kShapes; ++i) {
+      t_tg[i] = t_pp[i] = 0.0;
+      if (only >= 0 && i != only) continue;
       const Weight& w = ws[size_t(i)];
-      const WeightView v = w.view();
-      t_tg[i] = time_call([&] { matmul(pool, v, x1.data(), 1, y.data()); }, min_time, 5);
-      const bool do_pp = w.n_out <= 8192;  // pp needs the output matrix for the last token only
-      t_pp[i] = do_pp ? time_call([&] { matmul(pool, v, xp.data(), pp_tokens, yp.data()); }, min_time, 2) : 0.0;
+      // Copies of the weight, used in turn, so that every call reads its
+      // weights from DRAM as in a real decode step (the model's 800 MB do not
+      // stay in any cache), not from the L2/L3 a small matrix would fit in.
+      const size_t copies = std::max<size_t>(2, size_t(kColdBytes / w.bytes()));
+      std::vector<uint8_t> cold(w.data.size() * copies);
+      for (size_t c = 0; c < copies; ++c) std::memcpy(cold.data() + c * w.data.size(), w.data.data(), w.data.size());
+      size_t next = 0;
+      auto view = [&] {
+        WeightView v = w.view();
+        v.data = cold.data() + (next++ % copies) * w.data.size();
+        return v;
+      };
+      if (do_tg) t_tg[i] = time_call([&] { matmul(pool, view(), x1.data(), 1, y.data()); }, min_time, 5);
+      const bool do_pp = do_pp_all && w.n_out <= 8192;  // pp needs the output matrix for the last token only
+      t_pp[i] = do_pp ? time_call([&] { matmul(pool, view(), xp.data(), pp_tokens, yp.data()); }, min_time, 2) : 0.0;
       char pp[32] = "-";
       if (do_pp) std::snprintf(pp, sizeof pp, "%.1f", 2.0 * double(w.n_in) * double(w.n_out) * pp_tokens / t_pp[i] / 1e9);
-      std::printf("%-24s %-5s %10.2f %10.1f %12.1f %10s\n", shapes[i].name, ggml_type_name(w.type).c_str(),
-                  w.bytes() / 1e6, w.bytes() / t_tg[i] / 1e9, t_tg[i] * 1e6, pp);
+      char tg[32] = "-", tgus[32] = "-";
+      if (do_tg) {
+        std::snprintf(tg, sizeof tg, "%.1f", w.bytes() / t_tg[i] / 1e9);
+        std::snprintf(tgus, sizeof tgus, "%.1f", t_tg[i] * 1e6);
+      }
+      std::printf("%-24s %-5s %10.2f %10s %12s %10s\n", shapes[i].name, ggml_type_name(w.type).c_str(), w.bytes() / 1e6,
+                  tg, tgus, pp);
     }
     // Llama-3.2-1B Q4_K_M: 16 layers; per layer q, o (2048^2 Q4_K), k (Q4_K),
     // v (Q6_K in half the layers), gate + up (Q4_K), down (Q6_K in half).
@@ -163,6 +205,7 @@ int main(int argc, char** argv) {
     const double pp = (8 * pl_q4 + 8 * pl_q6) / pp_tokens + t_tg[6] / pp_tokens;
     const double bytes = 8 * (2 * ws[0].bytes() + 2 * ws[1].bytes() + 2 * ws[3].bytes() + ws[4].bytes()) +
             8 * (2 * ws[0].bytes() + ws[1].bytes() + ws[2].bytes() + 2 * ws[3].bytes() + ws[5].bytes()) + ws[6].bytes();
+    if (only >= 0 || !do_tg || !do_pp_all) continue;
     std::printf("estimate, Llama-3.2-1B Q4_K_M matmuls only (%.0f MB of weights per token):\n", bytes / 1e6);
     std::printf("  tg: %.1f tok/s (%.1f GB/s)   pp%d: %.1f tok/s\n", 1.0 / tg, bytes / tg / 1e9, pp_tokens, 1.0 / pp);
   }

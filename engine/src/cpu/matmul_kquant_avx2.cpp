@@ -1,0 +1,203 @@
+// AVX2 kernels of Q4_K, Q5_K and Q6_K against X8_K activations (int8 values
+// of Q8_K). Per weight row, 256-block and 64-element step: two ymm of unsigned
+// quants (element order) and their int16 sub-block scales; per token
+// vpmaddubsw (u8 x s8 -> s16 pairs; quants < 64 and |a| <= 127, so no
+// saturation) and vpmaddwd by the scales, summed in int32 over the block, then
+// one FMA with d_w * d_a and two for the min / offset term (dotted with the
+// activation's d_a * bsum per 16-group, as in the AVX-512 kernels).
+#if defined(__x86_64__) || defined(_M_X64)
+#include <cstring>
+
+#include "cpu/matmul_avx2_common.h"
+#include "quant/blocks.h"
+
+namespace fish::mm::avx2 {
+namespace {
+
+constexpr int kRowTile = 1, kTokTile = 4;
+
+template <int T>
+struct ActK {
+  const int8_t* qs[T];
+  const float* d[T];
+  const float* sf[T];
+  ActK(const KernelArgs& a, int t0) {
+    const X8_KPlanes p = x8_k_planes(a.n_in);
+    for (int t = 0; t < T; ++t) {
+      const uint8_t* base = a.act + uint64_t(t0 + t) * a.act_stride;
+      qs[t] = reinterpret_cast<const int8_t*>(base);
+      d[t] = reinterpret_cast<const float*>(base + p.d);
+      sf[t] = reinterpret_cast<const float*>(base + p.sf);
+    }
+  }
+};
+
+inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
+
+// One 64-element step: quants of elements 64j .. 64j+31 (lo) and +32 .. +63
+// (hi), and the int16 scale of each element pair.
+struct Step {
+  __m256i lo, hi, s_lo, s_hi;
+};
+
+// Q4_K / Q5_K: the 8 six-bit scales (bytes 0..7) and mins (8..15).
+inline void k4_scales_mins(const uint8_t* s, uint8_t* out) {
+  uint32_t a0, a1, a2;
+  std::memcpy(&a0, s, 4);
+  std::memcpy(&a1, s + 4, 4);
+  std::memcpy(&a2, s + 8, 4);
+  const uint32_t v[4] = {a0 & 0x3f3f3f3fu, (a2 & 0x0f0f0f0fu) | ((a0 >> 2) & 0x30303030u), a1 & 0x3f3f3f3fu,
+                         ((a2 >> 4) & 0x0f0f0f0fu) | ((a1 >> 2) & 0x30303030u)};
+  std::memcpy(out, v, 16);
+}
+
+template <bool kQ5>
+struct RowQ45 {
+  static constexpr size_t kBytes = kQ5 ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
+  const uint8_t* qs;
+  __m256i qh;
+  alignas(16) uint8_t sm[16];
+  float d, dmin;
+
+  explicit RowQ45(const uint8_t* blk) {
+    const auto* head = reinterpret_cast<const BlockQ4_K*>(blk);
+    qs = kQ5 ? reinterpret_cast<const BlockQ5_K*>(blk)->qs : head->qs;
+    qh = kQ5 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const BlockQ5_K*>(blk)->qh))
+             : _mm256_setzero_si256();
+    k4_scales_mins(head->scales, sm);
+    d = half_to_float(head->d);
+    dmin = half_to_float(head->dmin);
+  }
+  // qs[32j + l]: element 64j + l (low nibble), 64j + 32 + l (high); Q5_K adds
+  // 16 for bit 2j (lo) / 2j + 1 (hi) of qh[l].
+  template <int J>
+  Step step() const {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * J));
+    Step s;
+    s.lo = _mm256_and_si256(v, m4);
+    s.hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    if constexpr (kQ5) {
+      // Bit k of each byte to bit 4 (16-bit shifts: the mask keeps only bits of the same byte).
+      const __m256i b4 = _mm256_set1_epi8(0x10);
+      constexpr int k0 = 2 * J, k1 = 2 * J + 1;
+      const __m256i h0 = k0 <= 4 ? _mm256_slli_epi16(qh, 4 - k0) : _mm256_srli_epi16(qh, k0 - 4);
+      const __m256i h1 = k1 <= 4 ? _mm256_slli_epi16(qh, 4 - k1) : _mm256_srli_epi16(qh, k1 - 4);
+      s.lo = _mm256_or_si256(s.lo, _mm256_and_si256(h0, b4));
+      s.hi = _mm256_or_si256(s.hi, _mm256_and_si256(h1, b4));
+    }
+    s.s_lo = _mm256_set1_epi16(sm[2 * J]);
+    s.s_hi = _mm256_set1_epi16(sm[2 * J + 1]);
+    return s;
+  }
+  // Coefficients of d_a * bsum per 16-group g: -dmin * min[g / 2].
+  void corr(__m256& c0, __m256& c1) const {
+    const __m256i m = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 8)));
+    const __m256 nd = _mm256_set1_ps(-dmin);
+    c0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_permutevar8x32_epi32(m, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3))), nd);
+    c1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_permutevar8x32_epi32(m, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7))), nd);
+  }
+};
+
+struct RowQ6 {
+  static constexpr size_t kBytes = sizeof(BlockQ6_K);
+  const BlockQ6_K* b;
+  float d;
+  explicit RowQ6(const uint8_t* blk) : b(reinterpret_cast<const BlockQ6_K*>(blk)), d(half_to_float(b->d)) {}
+
+  // Step J: half h = J / 2; J even: elements 128h + 0..63, odd: 128h + 64..127.
+  // Element 128h + 32k + l: nibble of ql[64h + l + 32(k & 1)] (low for k < 2),
+  // bits 2k, 2k+1 of qh[32h + l]. Groups of 16 use scales[e / 16].
+  template <int J>
+  Step step() const {
+    constexpr int h = J / 2, part = J % 2;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    const __m256i A = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->ql + 64 * h));
+    const __m256i B = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->ql + 64 * h + 32));
+    const __m256i H = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qh + 32 * h));
+    Step s;
+    if constexpr (part == 0) {
+      s.lo = _mm256_or_si256(_mm256_and_si256(A, m4), _mm256_and_si256(_mm256_slli_epi16(H, 4), m30));
+      s.hi = _mm256_or_si256(_mm256_and_si256(B, m4), _mm256_and_si256(_mm256_slli_epi16(H, 2), m30));
+    } else {
+      s.lo = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), m4), _mm256_and_si256(H, m30));
+      s.hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), m4),
+                             _mm256_and_si256(_mm256_srli_epi16(H, 2), m30));
+    }
+    // int32 lanes (s | s << 16) of the 8 scales of this half; lo covers groups
+    // 8h + 4 part + {0, 1}, hi 8h + 4 part + {2, 3}.
+    const __m256i s32 = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->scales + 8 * h)));
+    const __m256i dup = _mm256_or_si256(_mm256_and_si256(s32, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(s32, 16));
+    constexpr int g = 4 * part;
+    s.s_lo = _mm256_permutevar8x32_epi32(dup, _mm256_setr_epi32(g, g, g, g, g + 1, g + 1, g + 1, g + 1));
+    s.s_hi = _mm256_permutevar8x32_epi32(dup, _mm256_setr_epi32(g + 2, g + 2, g + 2, g + 2, g + 3, g + 3, g + 3, g + 3));
+    return s;
+  }
+  // x = d sc (q - 32): coefficient -32 d sc[g] of d_a * bsum_g.
+  void corr(__m256& c0, __m256& c1) const {
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales));
+    const __m256 k = _mm256_set1_ps(-32.0f * d);
+    c0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)), k);
+    c1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(sc, sc))), k);
+  }
+};
+
+template <class Row>
+struct KMicro {
+  template <int J, int T>
+  static void step(const Row& row, const int8_t* const* q, __m256i (&acc)[T]) {
+    const Step s = row.template step<J>();
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const __m256i a0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[t] + 64 * J));
+      const __m256i a1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[t] + 64 * J + 32));
+      const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(s.lo, a0), s.s_lo),
+                                         _mm256_madd_epi16(_mm256_maddubs_epi16(s.hi, a1), s.s_hi));
+      acc[t] = _mm256_add_epi32(acc[t], p);
+    }
+  }
+
+  template <int R, int T>
+  static void tile(const KernelArgs& a, int64_t r0, int t0) {
+    const ActK<T> act(a, t0);
+    const int64_t nb = a.n_in / QK_K;
+    __m256 acc[R][T];
+    for (int i = 0; i < R; ++i)
+      for (int t = 0; t < T; ++t) acc[i][t] = _mm256_setzero_ps();
+    const uint8_t* row0 = a.w + uint64_t(r0) * a.w_stride;
+    for (int64_t b = 0; b < nb; ++b) {
+      const int8_t* q[T];
+      for (int t = 0; t < T; ++t) q[t] = act.qs[t] + b * QK_K;
+#pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) {
+        const Row row(row0 + uint64_t(i) * a.w_stride + uint64_t(b) * Row::kBytes);
+        __m256i isum[T];
+        for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+        step<0, T>(row, q, isum);
+        step<1, T>(row, q, isum);
+        step<2, T>(row, q, isum);
+        step<3, T>(row, q, isum);
+        __m256 c0, c1;
+        row.corr(c0, c1);
+        const __m256 d = _mm256_set1_ps(row.d);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          const __m256 dd = _mm256_mul_ps(d, _mm256_set1_ps(act.d[t][b]));
+          __m256 v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), dd, acc[i][t]);
+          v = _mm256_fmadd_ps(c0, _mm256_loadu_ps(act.sf[t] + 16 * b), v);
+          acc[i][t] = _mm256_fmadd_ps(c1, _mm256_loadu_ps(act.sf[t] + 16 * b + 8), v);
+        }
+      }
+    }
+    store_sums<R, T>(a, r0, t0, acc);
+  }
+};
+
+}  // namespace
+
+void kernel_q4_k(const KernelArgs& a) { drive<KMicro<RowQ45<false>>, kRowTile, kTokTile>(a); }
+void kernel_q5_k(const KernelArgs& a) { drive<KMicro<RowQ45<true>>, kRowTile, kTokTile>(a); }
+void kernel_q6_k(const KernelArgs& a) { drive<KMicro<RowQ6>, kRowTile, kTokTile>(a); }
+
+}  // namespace fish::mm::avx2
+#endif
