@@ -93,3 +93,14 @@ TEST_CASE("regex: invalid patterns are refused with the pattern in the message",
   // A '{' that does not start a repeat is a literal.
   CHECK(matches("a{x", "a{x") == V{"a{x"});
 }
+
+TEST_CASE("regex: searches stay linear on long runs", "[tokenizer][regex]") {
+  // \s+$ over 200k spaces and a digit: a naive search retries every start
+  // (quadratic, ~2e10 steps); the run skip makes it one pass.
+  std::string text(200000, ' ');
+  text += "1";
+  CHECK(matches("\\s+$", text).empty());
+  CHECK(matches("\\s+$", text + " ") == V{" "});
+  CHECK(matches("\\p{N}+x", std::string(100000, '7')).empty());
+  CHECK(matches("\\s+(?!\\S)|\\s+", text) == V{std::string(199999, ' '), " "});
+}

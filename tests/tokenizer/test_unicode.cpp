@@ -88,3 +88,13 @@ TEST_CASE("unicode: UTF-8 decoding is strict, invalid bytes count one each", "[t
     CHECK((c.valid && c.cp == cp && c.len == s.size()));
   }
 }
+
+TEST_CASE("unicode: generated tables are sorted and disjoint", "[tokenizer][unicode]") {
+  REQUIRE(kCategoryRangeCount > 3000);
+  for (size_t i = 0; i < kCategoryRangeCount; ++i) {
+    CHECK(kCategoryRanges[i].first <= kCategoryRanges[i].last);
+    CHECK(kCategoryRanges[i].last <= kMaxCodepoint);
+    if (i) CHECK(kCategoryRanges[i - 1].last < kCategoryRanges[i].first);
+  }
+  for (size_t i = 1; i < kWhiteSpaceRangeCount; ++i) CHECK(kWhiteSpaceRanges[i - 1].last < kWhiteSpaceRanges[i].first);
+}

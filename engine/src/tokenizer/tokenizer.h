@@ -35,7 +35,9 @@ class Tokenizer {
 
   // The bytes one token stands for, as printed while streaming (SentencePiece's
   // U+2581 becomes a space, byte tokens become their byte, BPE bytes are
-  // unmapped). Control tokens give "" unless `special` is true.
+  // unmapped): a character split over byte tokens comes out one byte per call.
+  // Control, unknown and unused tokens give "" unless `special` is true.
+  // Throws fish::Error for an id outside [0, n_vocab).
   virtual std::string token_to_piece(int32_t id, bool special = false) const = 0;
 
   // ids -> text. Concatenates the pieces; for SentencePiece the leading space

@@ -371,7 +371,7 @@ class RegexCompiler {
   void emit(size_t prog, int id) {
     using Inst = UnicodeRegex::Inst;
     using Op = UnicodeRegex::Op;
-    const Node n = nodes_[size_t(id)];  // copy: emit may grow nodes_? (no) but keeps refs simple
+    const Node& n = nodes_[size_t(id)];  // nodes_ is fixed while emitting; programs_ may grow
     auto P = [&]() -> UnicodeRegex::Program& { return re_.programs_[prog]; };
     auto here = [&]() { return int32_t(P().size()); };
     switch (n.kind) {
@@ -590,11 +590,24 @@ bool UnicodeRegex::match_at(const uint32_t* cps, size_t begin, size_t end, size_
 
 bool UnicodeRegex::search(const uint32_t* cps, size_t begin, size_t end, size_t from, size_t& match_begin,
                           size_t& match_end, Scratch& scratch) const {
-  for (size_t s = from; s <= end; ++s) {
+  // A pattern that starts with an unbounded run C{m,} (\s+$, \p{N}+, ...): if no
+  // match starts at s, none starts inside the same run of C either. From s+1 the
+  // rest of the pattern is tried at a subset of the positions it was tried at
+  // from s (the rest only looks forward). Skipping the run keeps such searches
+  // linear instead of quadratic in the run length.
+  const Inst& first = programs_[0][0];
+  const CharClass* run_class =
+      first.op == Op::Repeat && first.max < 0 ? &classes_[size_t(first.cls)] : nullptr;
+  for (size_t s = from; s <= end;) {
     if (run(0, cps, begin, end, s, match_end, scratch)) {
       match_begin = s;
       return true;
     }
+    size_t next = s + 1;
+    if (run_class && s < end && run_class->contains(cps[s], *info_)) {
+      while (next < end && run_class->contains(cps[next], *info_)) ++next;
+    }
+    s = next;
   }
   return false;
 }
