@@ -3,6 +3,7 @@
 // and decode back to the input.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -22,6 +23,16 @@ std::string ids_str(const std::vector<int32_t>& ids) {
   std::ostringstream s;
   for (size_t i = 0; i < ids.size(); ++i) s << (i ? " " : "") << ids[i];
   return s.str();
+}
+
+std::string hex(const std::string& t) {
+  std::string o;
+  char buf[4];
+  for (unsigned char c : t) {
+    std::snprintf(buf, sizeof buf, "%02x ", c);
+    o += buf;
+  }
+  return o;
 }
 
 std::string escaped(const std::string& t) {
@@ -121,5 +132,77 @@ TEST_CASE("vocab without cases: gpt-neox and baichuan load and round-trip", "[to
         if (!c.text.empty()) CHECK(!ids.empty());
       }
     }
+  }
+}
+
+// Random input (fixed seed): arbitrary bytes, invalid UTF-8 included, must come
+// back byte for byte, as far as the vocabulary can represent them. A BPE
+// vocabulary may lack the alphabet character of bytes it never saw (0xF8 ...;
+// such bytes are dropped), and DeepSeek's hold user-defined tokens spelled like
+// the characters of lone bytes 0xC0/0xC1/0xF5..0xFF, which therefore decode as
+// that spelling. Bytes that do not survive alone are left out of the input.
+TEST_CASE("vocab round trip on random bytes and random characters", "[tokenizer][vocab]") {
+  uint64_t state = 12345;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return uint32_t(state >> 33);
+  };
+  struct Expect { const char* name; int representable; };
+  // How many single bytes survive alone: gpt-2 and the SPM vocabularies (byte
+  // tokens) all 256. The others lack the alphabet characters of some bytes
+  // (counted from the GGUF token lists): falcon 28 (control bytes, 0xC0/0xC1,
+  // 0xF5..), mpt/gpt-neox 13 (0xC0, 0xC1, 0xF5..0xFF), starcoder/refact 14 (also
+  // 0xF1); DeepSeek's 13 are the user-defined look-alikes described above.
+  const Expect vocabs[] = {{"gpt-2", 256},     {"llama-spm", 256}, {"phi-3", 256},          {"baichuan", 256},
+                           {"falcon", 228},    {"mpt", 243},       {"starcoder", 242},      {"refact", 242},
+                           {"gpt-neox", 243},  {"deepseek-coder", 243}, {"deepseek-llm", 243}};
+  for (const auto& v : vocabs) {
+    INFO(v.name);
+    auto file = gguf::File::open(test::model_path(std::string("vocab/ggml-vocab-") + v.name + ".gguf"));
+    auto tok = Tokenizer::from_gguf(*file);
+    bool ok[256];
+    int n_ok = 0;
+    for (int b = 0; b < 256; ++b) {
+      const std::string s(1, char(b));
+      ok[b] = tok->decode(tok->encode(s, false, false)) == s;
+      n_ok += ok[b];
+    }
+    CHECK(n_ok == v.representable);
+    auto random_bytes = [&] {
+      std::string s;
+      for (uint32_t i = 0, n = next() % 48; i < n; ++i) {
+        int b;
+        do b = int(next() % 4 == 0 ? next() % 256 : uint8_t(" \n\tab1'.,"[next() % 9]));
+        while (!ok[b]);
+        s.push_back(char(b));
+      }
+      return s;
+    };
+    auto random_chars = [&] {  // valid UTF-8 over all planes, without U+2581 (SPM's space mark)
+      std::string s;
+      for (uint32_t i = 0, n = next() % 24; i < n; ++i) {
+        std::string c;
+        do {
+          const uint32_t r = next() % 4;
+          const uint32_t cp = r == 0 ? next() % 0x80 : r == 1 ? next() % 0x800 : r == 2 ? next() % 0x10000
+                                                                                       : next() % 0x110000;
+          c.clear();
+          if ((cp >= 0xD800 && cp <= 0xDFFF) || cp == 0x2581) continue;
+          test::put_utf8(c, cp);
+        } while (c.empty() || !std::all_of(c.begin(), c.end(), [&](char x) { return ok[uint8_t(x)]; }));
+        s += c;
+      }
+      return s;
+    };
+    int fails = 0;
+    for (int i = 0; i < 200; ++i) {
+      for (const std::string& t : {random_bytes(), random_chars()}) {
+        const auto ids = tok->encode(t, false, false);
+        for (int32_t id : ids) REQUIRE((id >= 0 && id < tok->n_vocab()));
+        const std::string back = tok->decode(ids);
+        if (back != t && ++fails <= 2) WARN(v.name << ": '" << hex(t) << "' -> '" << hex(back) << "'");
+      }
+    }
+    CHECK(fails == 0);
   }
 }

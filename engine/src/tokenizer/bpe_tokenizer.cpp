@@ -73,11 +73,14 @@ void BpeTokenizer::encode_text(std::string_view text, bool /*after_special*/, st
   for (const auto& [b, e] : pieces) encode_word(text.substr(b, e - b), s, out);
 }
 
+// Fallback for a symbol that is not a token: one token per byte. A byte whose
+// alphabet character is not in the vocabulary (vocabularies trained without
+// ever seeing e.g. 0xF8) is dropped, as llama.cpp does: the UNK of these
+// vocabularies is usually <|endoftext|>, which must not appear mid-prompt.
 void BpeTokenizer::emit_bytes(std::string_view bytes, std::vector<int32_t>& out) const {
   for (unsigned char c : bytes) {
     const int32_t t = byte_token_[c];
     if (t >= 0) out.push_back(t);
-    else if (unk() >= 0) out.push_back(unk());
   }
 }
 
