@@ -67,10 +67,8 @@ std::string BpeTokenizer::make_piece(int32_t id) const {
 }
 
 void BpeTokenizer::encode_text(std::string_view text, bool /*after_special*/, std::vector<int32_t>& out) const {
-  std::vector<PreTokenizer::Piece> pieces;
-  pre_.split(text, pieces);
   Scratch s;
-  for (const auto& [b, e] : pieces) encode_word(text.substr(b, e - b), s, out);
+  pre_.for_each_piece(text, [&](uint32_t b, uint32_t e) { encode_word(text.substr(b, e - b), s, out); });
 }
 
 // Fallback for a symbol that is not a token: one token per byte. A byte whose

@@ -124,40 +124,48 @@ PreTokenizer::PreTokenizer(std::string_view name) : name_(name) {
   default_add_bos_ = spec->add_bos;
 }
 
+struct PreTokenizer::Context {
+  std::vector<uint32_t> cps, offsets;  // code points of the text, byte offset of each (+ end)
+  UnicodeRegex::Scratch scratch;
+  const Sink* sink;
+};
+
+void PreTokenizer::split_impl(std::string_view text, const Sink& sink) const {
+  if (text.empty()) return;
+  Context ctx;
+  ctx.sink = &sink;
+  unicode::decode_utf8_all(text, ctx.cps, ctx.offsets);
+  split_level(ctx, 0, 0, ctx.cps.size());
+}
+
+// Splits code points [begin, end) with regex `level`; each piece (match or gap)
+// goes on to the next level, or to the sink after the last one.
+void PreTokenizer::split_level(Context& ctx, size_t level, size_t begin, size_t end) const {
+  if (level == regexes_.size()) {
+    ctx.sink->call(ctx.sink->fn, ctx.offsets[begin], ctx.offsets[end]);
+    return;
+  }
+  const UnicodeRegex& re = regexes_[level];
+  size_t pos = begin, from = begin, mb = 0, me = 0;
+  while (from <= end && re.search(ctx.cps.data(), begin, end, from, mb, me, ctx.scratch)) {
+    if (me == mb) {  // empty match: only a split point
+      if (mb > pos && mb < end) {
+        split_level(ctx, level + 1, pos, mb);
+        pos = mb;
+      }
+      from = mb + 1;
+      continue;
+    }
+    if (mb > pos) split_level(ctx, level + 1, pos, mb);
+    split_level(ctx, level + 1, mb, me);
+    pos = from = me;
+  }
+  if (pos < end) split_level(ctx, level + 1, pos, end);
+}
+
 void PreTokenizer::split(std::string_view text, std::vector<Piece>& pieces) const {
   pieces.clear();
-  if (text.empty()) return;
-  std::vector<uint32_t> cps, offsets;
-  unicode::decode_utf8_all(text, cps, offsets);
-
-  // Pieces as code point index ranges while splitting.
-  std::vector<std::pair<size_t, size_t>> cur{{0, cps.size()}}, next;
-  UnicodeRegex::Scratch scratch;
-  for (const auto& re : regexes_) {
-    next.clear();
-    next.reserve(cur.size() * 2);
-    for (const auto& [b, e] : cur) {
-      size_t pos = b, from = b;
-      size_t mb = 0, me = 0;
-      while (from <= e && re.search(cps.data(), b, e, from, mb, me, scratch)) {
-        if (me == mb) {  // empty match: only a split point
-          if (mb > pos && mb < e) {
-            next.emplace_back(pos, mb);
-            pos = mb;
-          }
-          from = mb + 1;
-          continue;
-        }
-        if (mb > pos) next.emplace_back(pos, mb);
-        next.emplace_back(mb, me);
-        pos = from = me;
-      }
-      if (pos < e) next.emplace_back(pos, e);
-    }
-    cur.swap(next);
-  }
-  pieces.reserve(cur.size());
-  for (const auto& [b, e] : cur) pieces.emplace_back(offsets[b], offsets[e]);
+  for_each_piece(text, [&](uint32_t b, uint32_t e) { pieces.emplace_back(b, e); });
 }
 
 std::vector<std::string> PreTokenizer::split(std::string_view text) const {

@@ -30,6 +30,15 @@ class PreTokenizer {
   void split(std::string_view text, std::vector<Piece>& pieces) const;
   std::vector<std::string> split(std::string_view text) const;  // the pieces as strings (tests)
 
+  // The same pieces, handed to `fn(begin, end)` as they are found: each regex
+  // step runs depth-first on the pieces of the previous one, so nothing but the
+  // decoded code points is stored for a long text.
+  template <typename Fn>
+  void for_each_piece(std::string_view text, Fn&& fn) const {
+    Sink sink{&fn, [](void* f, uint32_t b, uint32_t e) { (*static_cast<Fn*>(f))(b, e); }};
+    split_impl(text, sink);
+  }
+
   const std::string& name() const { return name_; }
   // Llama 3 vocabularies look a whole word up before merging (HF ignore_merges).
   bool ignore_merges() const { return ignore_merges_; }
@@ -37,6 +46,14 @@ class PreTokenizer {
   bool default_add_bos() const { return default_add_bos_; }
 
  private:
+  struct Sink {
+    void* fn;
+    void (*call)(void*, uint32_t, uint32_t);
+  };
+  struct Context;
+  void split_impl(std::string_view text, const Sink& sink) const;
+  void split_level(Context& ctx, size_t level, size_t begin, size_t end) const;
+
   std::string name_;
   std::vector<UnicodeRegex> regexes_;
   bool ignore_merges_ = false;
