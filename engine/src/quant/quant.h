@@ -9,12 +9,15 @@ namespace fish {
 
 // dst[0..n) = the values of a row of n elements of type t (n a multiple of the
 // block size). Types: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K,
-// Q4_K, Q5_K, Q6_K (and Q8_K). Throws fish::Error for any other type.
+// Q4_K, Q5_K, Q6_K (and the activation formats Q8_1, Q8_K). Throws fish::Error
+// for any other type, or for n not a whole number of blocks.
 void dequant_row(GgmlType t, const void* src, float* dst, int64_t n);
 
 // Quantises n floats (n a multiple of the block size) into a row of type t.
 // Types: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, and the activation
-// formats Q8_1 and Q8_K. Throws fish::Error for any other type.
+// formats Q8_1 and Q8_K. Throws fish::Error for any other type, for n not a
+// whole number of blocks, and (weight formats Q4_0, Q4_K, Q5_K, Q6_K) for an
+// input that is not finite or too large for the format's f16 scales.
 void quantize_row(GgmlType t, const float* src, void* dst, int64_t n);
 bool can_quantize(GgmlType t);
 bool can_dequantize(GgmlType t);
