@@ -97,30 +97,40 @@ DataSums data_sums(const float* x, const float* w, int n) {
   return s;
 }
 
-// Best x ≈ a * q + b with b <= 0 for fixed levels q, and its weighted error.
+// Best x ≈ a·q + b with b <= 0 for fixed levels q. Normal equations of
+// min Σ w (a q + b − x)²:  [ll l; l w] [a; b] = [xl; x], so with
+// det = w·ll − l²:  a = (w·xl − x·l) / det,  b = (ll·x − l·xl) / det, and the
+// error at the optimum is Σwx² − (a·xl + b·x). When b would be > 0 (or all q
+// are equal) the optimum lies on b = 0: a = xl / ll, error Σwx² − xl²/ll.
+// The error is kept as Σwx² − num/den so that candidates compare by a cross
+// product, without a division per candidate; a and b are only formed for the
+// winner.
 struct Affine {
-  double a = 0, b = 0, err = std::numeric_limits<double>::infinity();
+  double num = 0, den = 1;  // explained part of Σwx²: num / den, den > 0
+  double a_num = 0, b_num = 0;  // a = a_num / den, b = b_num / den
+  bool valid = false;           // a > 0
+
+  double a() const { return a_num / den; }
+  double b() const { return b_num / den; }
+  bool better_than(const Affine& o) const { return valid && (!o.valid || num * o.den > o.num * den); }
 };
 
 Affine solve_affine(const LevelSums& q, const DataSums& d) {
-  // Normal equations of min Σ w (a q + b - x)²:  [ll l; l w] [a; b] = [xl; x].
-  // At their solution the error is Σwx² - a·Σwxq - b·Σwx (no second pass).
   Affine r;
   const double det = d.w * q.ll - q.l * q.l;
-  if (det > 1e-12 * d.w * q.ll) {
-    const double inv_det = 1.0 / det;
-    r.a = (d.w * q.xl - d.x * q.l) * inv_det;
-    r.b = (q.ll * d.x - q.l * q.xl) * inv_det;
-    if (r.b <= 0) {
-      r.err = d.xx - r.a * q.xl - r.b * d.x;
-      return r;
-    }
+  const double b_num = q.ll * d.x - q.l * q.xl;
+  if (det > 1e-12 * d.w * q.ll && b_num <= 0) {
+    r.a_num = d.w * q.xl - d.x * q.l;
+    r.b_num = b_num;
+    r.den = det;
+    r.num = r.a_num * q.xl + r.b_num * d.x;
+  } else if (q.ll > 0) {
+    r.a_num = q.xl;
+    r.b_num = 0;
+    r.den = q.ll;
+    r.num = q.xl * q.xl;
   }
-  // One distinct level, or the free optimum wants a positive offset that the
-  // format cannot store: the constrained optimum then lies on b = 0.
-  r.b = 0;
-  r.a = q.ll > 0 ? q.xl / q.ll : 0;
-  r.err = d.xx - r.a * q.xl;
+  r.valid = r.a_num > 0;
   return r;
 }
 
@@ -145,27 +155,25 @@ AffineFit fit_affine(const float* x, const float* w, int n, int nmax, const FitG
   Affine best;
   auto consider = [&](float off, float inv) {
     const Affine r = solve_affine(assign_levels(x, w, n, off, inv, 0.0f, fmax, q), ds);
-    if (r.err < best.err && r.a > 0) {
-      best = r;
-      std::copy(q, q + n, best_q);
-      return true;
-    }
-    return false;
+    if (!r.better_than(best)) return false;
+    best = r;
+    std::copy(q, q + n, best_q);
+    return true;
   };
 
   consider(lo, fmax / range);
   for (int k = 0; k <= grid.nstep; ++k) consider(lo, (fmax + grid.rmin + grid.rdelta * float(k)) / range);
   // Alternate: nearest levels of the fitted grid, then re-fit.
-  for (int it = 0; it < 4 && best.a > 0; ++it) {
-    if (!consider(float(best.b), float(1.0 / best.a))) break;
+  for (int it = 0; it < 4 && best.valid; ++it) {
+    if (!consider(float(best.b()), float(best.den / best.a_num))) break;
   }
 
-  if (!(best.a > 0)) {  // nothing fitted (cannot happen for finite input with hi > lo)
+  if (!best.valid) {  // nothing fitted (cannot happen for finite input with hi > lo)
     std::fill(L, L + n, uint8_t(0));
     return AffineFit{0.0f, -lo};
   }
   for (int i = 0; i < n; ++i) L[i] = uint8_t(best_q[i]);
-  return AffineFit{float(best.a), float(-best.b)};
+  return AffineFit{float(best.a()), float(-best.b())};
 }
 
 float fit_symmetric(const float* x, const float* w, int n, int nmax, uint8_t* L) {
