@@ -19,12 +19,6 @@ namespace {
 
 constexpr int kMaxN = 32;
 
-// max-then-min form: maps onto SIMD max/min without branches.
-inline float clampf(float v, float lo, float hi) {
-  v = v > lo ? v : lo;
-  return v < hi ? v : hi;
-}
-
 // Weighted sums of one level assignment q (floats holding integers).
 struct LevelSums {
   double l = 0, ll = 0, xl = 0;  // Σ w q, Σ w q², Σ w x q
