@@ -1,0 +1,36 @@
+// The model shapes `fish synth` can make: the exact hyper-parameters of real
+// Llama-family checkpoints (and "tiny", a 4-layer test model).
+#pragma once
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fish::convert {
+
+struct SynthShape {
+  const char* id;     // "llama-1b"
+  const char* arch;   // general.architecture: "llama", "qwen2", "qwen3"
+  const char* model;  // the real model it mirrors, for general.name
+  int n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx;
+  float rope_base, rms_eps;
+  bool tied;      // no output.weight: token_embd is also the output projection
+  bool qkv_bias;  // attn_q/k/v.bias (Qwen2)
+  bool qk_norm;   // attn_q_norm/attn_k_norm [head_dim] (Qwen3)
+  // Llama 3.1-style rope scaling, stored as a rope_freqs.weight tensor
+  // [head_dim/2]; factor 0 = none.
+  float rope_scale_factor, rope_low_freq_factor, rope_high_freq_factor;
+  int rope_orig_ctx;
+};
+
+// nullptr for an unknown id.
+const SynthShape* find_synth_shape(std::string_view id);
+std::vector<std::string> synth_shape_ids();
+
+// The per-frequency divisors of Llama 3.1's rope scaling, as llama.cpp's
+// converter stores them in rope_freqs.weight: for each of the head_dim/2 rotary
+// frequencies f_i = base^(-2i/head_dim), with wavelength w = 2π/f_i:
+// 1 when w < orig_ctx/high, `factor` when w > orig_ctx/low, and between them
+// 1 / ((1 - s)/factor + s) with s = (orig_ctx/w - low) / (high - low).
+std::vector<float> llama3_rope_factors(int head_dim, float base, float factor, float low, float high, int orig_ctx);
+
+}  // namespace fish::convert
