@@ -1,8 +1,9 @@
 #include "model/backend_access.h"
 
+#include "backend/backend.h"
+
 namespace fish {
 
-// Wired to plugin discovery once the loader lands (engine/src/backend/).
-ComputeBackend* acquire_backend() { return nullptr; }
+ComputeBackend* acquire_backend() { return backend::get(); }
 
 }  // namespace fish
