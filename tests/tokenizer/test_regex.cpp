@@ -1,6 +1,8 @@
 // UnicodeRegex: Perl-style leftmost-first backtracking semantics over code points.
 #include <catch2/catch.hpp>
 
+#include <memory>
+
 #include "common/error.h"
 #include "tokenizer/unicode_regex.h"
 
@@ -103,4 +105,45 @@ TEST_CASE("regex: searches stay linear on long runs", "[tokenizer][regex]") {
   CHECK(matches("\\s+$", text + " ") == V{" "});
   CHECK(matches("\\p{N}+x", std::string(100000, '7')).empty());
   CHECK(matches("\\s+(?!\\S)|\\s+", text) == V{std::string(199999, ' '), " "});
+}
+
+TEST_CASE("regex: random patterns either compile or throw fish::Error", "[tokenizer][regex]") {
+  // Fixed-seed fuzzing of the parser and matcher: no crash, no out-of-range
+  // match, whatever the syntax. (Run under -DFISH_SANITIZE=ON in CI.)
+  const std::vector<std::string> atoms = {"a", "b", "(", ")", "[", "]", "^", "-", "|", "*", "+", "?", "{", "}",
+                                          ",", "1", "2", "\\s", "\\S", "\\p{L}", "\\P{N}", "\\", ".", "$", "(?:",
+                                          "(?=", "(?!", "(?i:", "\\x{41}", "\xc3\xa4", "'", " "};
+  const std::string text_chars[] = {"a", "b", " ", "1", "A", "\xc3\xa4", "'", "\n", "-"};
+  uint64_t state = 99;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return uint32_t(state >> 33);
+  };
+  int compiled = 0, refused = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::string pat;
+    for (uint32_t k = 0, n = 1 + next() % 8; k < n; ++k) pat += atoms[next() % atoms.size()];
+    std::unique_ptr<UnicodeRegex> re;
+    try {
+      re = std::make_unique<UnicodeRegex>(pat);
+      ++compiled;
+    } catch (const Error&) {
+      ++refused;
+      continue;
+    }
+    std::string text;
+    for (uint32_t k = 0, n = next() % 10; k < n; ++k) text += text_chars[next() % 9];
+    std::vector<uint32_t> cps, offs;
+    unicode::decode_utf8_all(text, cps, offs);
+    UnicodeRegex::Scratch s;
+    size_t from = 0, mb = 0, me = 0;
+    while (from <= cps.size() && re->search(cps.data(), 0, cps.size(), from, mb, me, s)) {
+      REQUIRE(mb >= from);
+      REQUIRE(mb <= me);
+      REQUIRE(me <= cps.size());
+      from = me > mb ? me : mb + 1;
+    }
+  }
+  CHECK(compiled > 300);
+  CHECK(refused > 300);
 }
