@@ -245,9 +245,11 @@ TEST_CASE("SIMD kernel families equal the scalar family", "[matmul]") {
       const int bs = block_of(t);
       // Row lengths: one block, a few blocks (odd counts: partial SIMD groups),
       // a model-sized row; float rows of any length.
-      std::vector<int64_t> n_ins = bs == 1 ? std::vector<int64_t>{1, 15, 64, 172, 2048}
-                                   : bs == 32 ? std::vector<int64_t>{32, 96, 160, 288, 2048}
-                                              : std::vector<int64_t>{256, 768, 2048};
+      // Rows past ~3000 elements are split in K chunks when there are many
+      // tokens (later chunks add to y): 4608 and 8192 cover that path.
+      std::vector<int64_t> n_ins = bs == 1 ? std::vector<int64_t>{1, 15, 64, 172, 2048, 4100}
+                                   : bs == 32 ? std::vector<int64_t>{32, 96, 160, 288, 2048, 8192}
+                                              : std::vector<int64_t>{256, 768, 2048, 4608};
       for (int64_t n_in : n_ins) {
         for (int64_t n_out : {int64_t(1), int64_t(7), int64_t(33)}) {
           const Matrix m = make_matrix(t, n_in, n_out, uint64_t(n_in * 131 + n_out) ^ uint64_t(t));

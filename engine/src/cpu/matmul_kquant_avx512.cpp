@@ -152,11 +152,12 @@ template <KType kT>
 struct KMicro {
   static constexpr size_t kBlockBytes =
       kT == KType::Q4 ? sizeof(BlockQ4_K) : kT == KType::Q5 ? sizeof(BlockQ5_K) : sizeof(BlockQ6_K);
+  static constexpr int64_t kKUnit = QK_K;
+  static constexpr double kActBytes = 1.0 + 64.0 / QK_K + 4.0 / QK_K;  // qs + sf + d per element
 
   template <int R, int T>
-  static void tile(const KernelArgs& a, int64_t r0, int t0) {
+  static void tile(const KernelArgs& a, int64_t r0, int t0, const KSpan& ks) {
     const ActK<T> act(a, t0);
-    const int64_t nb = a.n_in / QK_K;
     __m512i idx[4];
     for (int c = 0; c < 4; ++c) idx[c] = kT == KType::Q6 ? idx_sub16(c) : idx_sub32(c);
     __m512 acc[R][T];
@@ -165,10 +166,17 @@ struct KMicro {
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) acc[i][t] = _mm512_setzero_ps();
     const uint8_t* row0 = a.w + uint64_t(r0) * a.w_stride;
-    for (int64_t b = 0; b < nb; ++b) {
+    for (int64_t b = ks.k0 / QK_K; b < ks.k1 / QK_K; ++b) {
 #pragma GCC unroll 4
       for (int i = 0; i < R; ++i) {
         const uint8_t* blk = row0 + uint64_t(i) * a.w_stride + uint64_t(b) * kBlockBytes;
+        if constexpr (T <= 2) {
+          // Decode: the same block two tiles ahead. Rows are only a few
+          // blocks long, too short for the hardware prefetcher to follow
+          // R interleaved streams. (With more tokens the rows are in L2.)
+          const char* pf = reinterpret_cast<const char*>(blk + uint64_t(2 * R) * a.w_stride);
+          for (size_t o = 0; o < kBlockBytes; o += 64) _mm_prefetch(pf + o, _MM_HINT_T0);
+        }
         RowBlock rb;
         if constexpr (kT == KType::Q6) unpack_q6(blk, rb, idx);
         else unpack_q45<kT == KType::Q5>(blk, rb, idx);
@@ -185,7 +193,7 @@ struct KMicro {
         }
       }
     }
-    store_sums<R, T>(a, r0, t0, acc);
+    store_sums<R, T>(a, r0, t0, acc, ks.acc);
   }
 };
 

@@ -105,10 +105,13 @@ struct DecQ8_0 {
 // one gather of the blocks' first 4 bytes, then 4 pairs of blocks.
 template <class Dec>
 struct Micro32 {
+  static constexpr int64_t kKUnit = 256;  // groups of 8 blocks
+  static constexpr double kActBytes = 1.0 + 1.0 + 4.0 / 32;  // qs + dx + sa per element
+
   template <int R, int T>
-  static void tile(const KernelArgs& a, int64_t r0, int t0) {
+  static void tile(const KernelArgs& a, int64_t r0, int t0, const KSpan& ks) {
     const Act32<T> act(a, t0);
-    const int64_t nb = a.n_in / 32;
+    const int64_t nb = ks.k1 / 32;
     const __m256i gidx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(Dec::kBytes));
     __m512i pidx[4];
     for (int p = 0; p < 4; ++p)
@@ -119,7 +122,7 @@ struct Micro32 {
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) acc[i][t] = _mm512_setzero_ps();
     const uint8_t* row0 = a.w + uint64_t(r0) * a.w_stride;
-    for (int64_t g = 0; g < nb; g += 8) {
+    for (int64_t g = ks.k0 / 32; g < nb; g += 8) {
       const int ng = int(min64(8, nb - g));
       const __mmask8 gmask = __mmask8((1u << ng) - 1);
       const int npairs = (ng + 1) / 2;
@@ -158,7 +161,7 @@ struct Micro32 {
         }
       }
     }
-    store_sums<R, T>(a, r0, t0, acc);
+    store_sums<R, T>(a, r0, t0, acc, ks.acc);
   }
 };
 
