@@ -30,12 +30,12 @@ void quantize_act_scalar(ActLayout l, const float* x, int64_t n_in, uint8_t* dst
   switch (l) {
     case ActLayout::F32: std::memcpy(dst, x, size_t(n_in) * 4); return;
     case ActLayout::Q8_0: {
-      static const QuantizeRowFn q = quantize_row_fn(GgmlType::Q8_0);
+      static const QuantizeRowFn q = quantize_act_row_fn(GgmlType::Q8_0);
       q(x, dst, n_in);
       return;
     }
     case ActLayout::Q8_1: {
-      static const QuantizeRowFn q = quantize_row_fn(GgmlType::Q8_1);
+      static const QuantizeRowFn q = quantize_act_row_fn(GgmlType::Q8_1);
       q(x, dst, n_in);
       return;
     }

@@ -40,4 +40,11 @@ using QuantizeRowFn = void (*)(const float* src, void* dst, int64_t n);
 DequantRowFn dequant_row_fn(GgmlType t);
 QuantizeRowFn quantize_row_fn(GgmlType t);
 
+// Activation quantisation as llama.cpp's x86 CPU path does it at run time (its
+// SIMD quantisers, not the reference ones): Q8_0 / Q8_1 scale by id = 127/amax
+// and round ties to even; Q8_K (and every other type) as quantize_row. Matching
+// it matters because outputs are compared with llama.cpp's token by token; the
+// reference rounding (quantize_row) stays for weights, as llama-quantize does.
+QuantizeRowFn quantize_act_row_fn(GgmlType t);
+
 }  // namespace fish
