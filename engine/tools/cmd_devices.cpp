@@ -25,16 +25,15 @@ std::string bytes_text(uint64_t b) {
 static int cmd_devices(int argc, char** argv) {
   Args a(argc, argv);
   if (a.flag("-h", "--help")) {
-    std::printf("usage: fish devices [--no-open]\n"
+    std::printf("usage: fish devices\n"
                 "  Lists the compute-backend plugins found next to the fish executable and next to\n"
                 "  libfish: whether each loaded, its ABI version, its devices, which one the engine\n"
                 "  uses and why, and the reason for every refusal. The chosen backend's device is\n"
-                "  opened to show its status and free memory, unless --no-open.\n"
+                "  opened (as a model load would) to show its status and free memory.\n"
                 "  Environment: FISH_GPU=0 loads no plugin; FISH_BACKEND=<name> picks one;\n"
                 "  FISH_GPU_VERBOSE=1 prints the loader's decisions on stderr.\n");
     return 0;
   }
-  const bool no_open = a.flag(nullptr, "--no-open");
   if (!a.positional().empty()) a.fail("unexpected argument");
 
   const int32_t n_folders = fish_backend_folder_count();
@@ -69,10 +68,6 @@ static int cmd_devices(int argc, char** argv) {
     if (info.reason && *info.reason) std::printf("    %s\n", info.reason);
   }
 
-  if (no_open) {
-    std::printf("backend: %s\n", fish_backend_reason());
-    return 0;
-  }
   const char* active = fish_backend_active();
   if (active) {
     std::printf("backend: %s\n  %s\n  status: %s\n  memory free: %s\n", active, fish_backend_reason(),

@@ -19,6 +19,20 @@ namespace {
 
 constexpr uint32_t kMinor = FISH_PLUGIN_ABI_MINOR;  // the newest 1.x this plugin implements
 
+// The loader tests build this plugin again under other names, as a plugin that
+// may be chosen automatically with a given score (tests/plugin/CMakeLists.txt).
+#ifndef FISH_REFERENCE_NAME
+#define FISH_REFERENCE_NAME "reference"
+#endif
+#ifndef FISH_REFERENCE_SCORE
+#define FISH_REFERENCE_SCORE 0
+#endif
+#ifdef FISH_REFERENCE_AUTO
+constexpr uint32_t kFlags = 0;
+#else
+constexpr uint32_t kFlags = FISH_PLUGIN_MANUAL_ONLY;  // slower than the engine's CPU path: only by name
+#endif
+
 // ---- plugin-level error (plugin-level calls come one at a time) --------------
 std::string& plugin_error_storage() {
   static std::string s = "no error";
@@ -81,7 +95,7 @@ fish_status probe(fish_probe_result* out) {
     if (!out || out->struct_size < sizeof(uint32_t)) fail(FISH_E_INVALID_ARGUMENT, "probe: no result struct");
     fish_probe_result r{};
     r.n_devices = 1;  // the host CPU
-    r.score = 0;      // never chosen automatically (also flagged FISH_PLUGIN_MANUAL_ONLY)
+    r.score = FISH_REFERENCE_SCORE;  // 0: never chosen automatically (also flagged FISH_PLUGIN_MANUAL_ONLY)
     r.default_device = 0;
     write_out(out, r);
   });
@@ -93,7 +107,7 @@ fish_status device_info(uint32_t index, fish_device_info* out) {
     if (index != 0) fail(FISH_E_RANGE, "device_info: device " + std::to_string(index) + " does not exist");
     fish_device_info d{};
     d.kind = FISH_DEVICE_CPU;
-    d.score = 0;
+    d.score = FISH_REFERENCE_SCORE;
     d.memory_total = host_memory_total();
     std::snprintf(d.name, sizeof d.name, "CPU (reference implementation, f32 math)");
     std::snprintf(d.detail, sizeof d.detail, "host memory, %d host threads, weights decoded by the host's dequant_row",
@@ -230,9 +244,9 @@ fish_status span_destroy(fish_backend* b, fish_span* s) {
 fish_plugin_api full_table(uint32_t version) {
   fish_plugin_api t{};
   t.abi_version = version;
-  t.name = "reference";
+  t.name = FISH_REFERENCE_NAME;
   t.plugin_version = "0.1.0";
-  t.flags = FISH_PLUGIN_MANUAL_ONLY;
+  t.flags = kFlags;
   t.plugin_error = plugin_error;
   t.probe = probe;
   t.device_info = device_info;
@@ -292,7 +306,7 @@ extern "C" FISH_PLUGIN_EXPORT fish_status fish_plugin_query(uint32_t host_abi_ve
     host() = host_api;
   }
   if (st != FISH_OK) {
-    t.name = "reference";
+    t.name = FISH_REFERENCE_NAME;
     t.message = message;
   }
   write_out(out, t);

@@ -1,4 +1,4 @@
-// The process-wide backend: discovery once, then create + open the chosen plugin.
+// The process-wide backend: discovery, then create + open the best candidate.
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -15,11 +15,9 @@ namespace {
 
 struct Registry {
   std::mutex mu;
-  bool discovered = false;
-  bool opened = false;
+  bool ready = false;
   const BackendReport* rep = nullptr;
   ComputeBackend* backend = nullptr;
-  std::string reason;
   std::string override_path;
   bool has_override = false;
   // Reports and backends are kept for the life of the process: callers may
@@ -47,16 +45,16 @@ void log_report(const BackendReport& rep) {
 }
 
 // Caller holds mu.
-void discover_locked(Registry& g) {
-  if (g.discovered) return;
+void init_locked(Registry& g) {
+  if (g.ready) return;
   const BackendEnv env = read_backend_env();
   set_log_verbosity(env.verbose);
   DiscoveryOptions opts;
   if (g.has_override) {
     opts.files.push_back(g.override_path);
     std::string name;
-    plugin_name_from_file(std::filesystem::path(g.override_path).filename().string(), &name);
-    opts.only = name.empty() ? std::filesystem::path(g.override_path).stem().string() : name;
+    const std::filesystem::path p(g.override_path);
+    opts.only = plugin_name_from_file(p.filename().string(), &name) ? name : p.stem().string();
   } else {
     opts.folders = plugin_folders();
     opts.disabled = env.gpu_off;
@@ -64,70 +62,63 @@ void discover_locked(Registry& g) {
     opts.only = env.backend;
   }
   auto rep = std::make_unique<BackendReport>(discover(opts));
+  std::unique_ptr<ComputeBackend> be = open_chosen(*rep, env.fail);
+  log_report(*rep);
   g.rep = rep.get();
   g.reports.push_back(std::move(rep));
-  g.reason = g.rep->reason;
-  g.discovered = true;
-  log_report(*g.rep);
-}
-
-void open_locked(Registry& g) {
-  discover_locked(g);
-  if (g.opened) return;
-  g.opened = true;
-  if (g.rep->chosen < 0) return;
-  const PluginRecord& rec = g.rep->plugins[size_t(g.rep->chosen)];
-  fish_backend_config cfg{};
-  cfg.struct_size = sizeof cfg;
-  cfg.device_index = -1;
-  std::string err;
-  auto be = PluginBackend::create(rec.lib, rec.file_name, cfg, &err);
-  if (!be) {
-    g.reason = rec.file_name + ": " + err + "; CPU only";
-    host_log(FISH_LOG_WARN, "loader", g.reason);
-    return;
-  }
-  const BackendEnv env = read_backend_env();
-  if (!env.fail.empty() && !be->set_fail_spec(env.fail, &err)) host_log(FISH_LOG_ERROR, "loader", err);
-  if (!be->open()) {
-    g.reason = rec.file_name + ": the device did not open (" + be->last_error() + "); CPU only";
-    host_log(FISH_LOG_WARN, "loader", g.reason);
-    return;  // be is destroyed: nothing of it is in use
-  }
-  host_log(FISH_LOG_INFO, "loader", rec.file_name + ": " + be->status());
   g.backend = be.release();  // never destroyed
+  g.ready = true;
 }
 
 }  // namespace
 
+std::unique_ptr<ComputeBackend> open_chosen(BackendReport& rep, const std::string& fail_spec) {
+  for (size_t rank = 0; rep.chosen >= 0; choose_candidate(rep, ++rank)) {
+    PluginRecord& rec = rep.plugins[size_t(rep.chosen)];
+    fish_backend_config cfg{};
+    cfg.struct_size = sizeof cfg;
+    cfg.device_index = -1;
+    std::string err;
+    auto be = PluginBackend::create(rec.lib, rec.file_name, cfg, &err);
+    if (be && !be->open()) err = "the device did not open: " + be->last_error();
+    if (!be || !err.empty()) {
+      rec.reason = "chosen (" + rec.reason + ") but failed: " + err;
+      host_log(FISH_LOG_WARN, "loader", rec.path + ": " + rec.reason);
+      continue;  // be (if any) is destroyed here: nothing of it is in use
+    }
+    if (!fail_spec.empty() && !be->set_fail_spec(fail_spec, &err)) host_log(FISH_LOG_ERROR, "loader", err);
+    host_log(FISH_LOG_INFO, "loader", rec.file_name + ": " + be->status());
+    return be;
+  }
+  // Every candidate failed (or there was none): say why, naming the failures.
+  std::string failed;
+  for (int i : rep.candidates) failed += (failed.empty() ? "" : "; ") + rep.plugins[size_t(i)].file_name + ": " + rep.plugins[size_t(i)].reason;
+  if (!failed.empty()) rep.reason = "no plugin opened (" + failed + "): CPU only";
+  return nullptr;
+}
+
 ComputeBackend* get() {
   Registry& g = reg();
   std::lock_guard<std::mutex> lk(g.mu);
-  open_locked(g);
+  init_locked(g);
   return g.backend;
 }
 
 const BackendReport& report() {
   Registry& g = reg();
   std::lock_guard<std::mutex> lk(g.mu);
-  discover_locked(g);
+  init_locked(g);
   return *g.rep;
 }
 
-std::string reason() {
-  Registry& g = reg();
-  std::lock_guard<std::mutex> lk(g.mu);
-  discover_locked(g);
-  return g.reason;
-}
+std::string reason() { return report().reason; }
 
 void use_plugin_file(const std::string& path) {
   Registry& g = reg();
   std::lock_guard<std::mutex> lk(g.mu);
   g.has_override = !path.empty();
   g.override_path = path;
-  g.discovered = false;
-  g.opened = false;
+  g.ready = false;
   g.backend = nullptr;  // the old one (if any) stays alive for whoever holds it
 }
 

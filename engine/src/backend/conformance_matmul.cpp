@@ -39,7 +39,8 @@ void run_matmul_checks(Runner& run, const PluginLibrary* lib, const std::string&
     for (GgmlType t : test_types())
       if (be->supports(t)) {
         supported.push_back(t);
-        list += (list.empty() ? "" : " ") + ggml_type_name(t);
+        if (!list.empty()) list += ' ';
+        list += ggml_type_name(t);
       }
     expect(!be->supports(GgmlType(9999)), "claims to support GGUF type 9999");
     expect(!supported.empty(), "supports none of the types the suite knows");

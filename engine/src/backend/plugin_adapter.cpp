@@ -173,7 +173,13 @@ std::string PluginBackend::describe_what(uint32_t what) {
 }
 
 std::string PluginBackend::describe() { return describe_what(FISH_DESCRIBE_SUMMARY); }
-std::string PluginBackend::status() { return describe_what(FISH_DESCRIBE_STATUS); }
+
+std::string PluginBackend::status() {
+  std::string s = describe_what(FISH_DESCRIBE_STATUS);
+  if (s.empty()) s = "failed: " + last_error();  // the plugin cannot even say how it is
+  return s;
+}
+
 std::string PluginBackend::profile() { return describe_what(FISH_DESCRIBE_PROFILE); }
 
 bool PluginBackend::open() {

@@ -362,6 +362,16 @@ PluginRecord load_plugin(const std::string& path) {
   return rec;
 }
 
+void choose_candidate(BackendReport& rep, size_t rank) {
+  if (rep.chosen >= 0) rep.plugins[size_t(rep.chosen)].chosen = false;
+  rep.chosen = -1;
+  if (rank >= rep.candidates.size()) return;
+  rep.chosen = rep.candidates[rank];
+  auto& c = rep.plugins[size_t(rep.chosen)];
+  c.chosen = true;
+  rep.reason = "using " + c.file_name + " (" + c.path + "): " + c.reason;
+}
+
 BackendReport discover(const DiscoveryOptions& opts) {
   BackendReport rep;
   rep.folders = opts.folders;
@@ -422,14 +432,13 @@ BackendReport discover(const DiscoveryOptions& opts) {
       r.eligible = true;
     }
   }
-  int best = -1, n_eligible = 0;
-  for (int i = 0; i < int(rep.plugins.size()); ++i) {
-    const auto& r = rep.plugins[size_t(i)];
-    if (!r.eligible) continue;
-    ++n_eligible;
-    if (best < 0 || r.score > rep.plugins[size_t(best)].score) best = i;
-  }
-  if (best < 0) {
+  for (int i = 0; i < int(rep.plugins.size()); ++i)
+    if (rep.plugins[size_t(i)].eligible) rep.candidates.push_back(i);
+  // Best score first; equal scores keep the search order (exe folder first, then by name).
+  std::stable_sort(rep.candidates.begin(), rep.candidates.end(), [&](int a, int b) {
+    return rep.plugins[size_t(a)].score > rep.plugins[size_t(b)].score;
+  });
+  if (rep.candidates.empty()) {
     if (!opts.only.empty()) {
       const PluginRecord* named = nullptr;
       for (const auto& r : rep.plugins)
@@ -445,21 +454,20 @@ BackendReport discover(const DiscoveryOptions& opts) {
     }
     return rep;
   }
-  rep.chosen = best;
-  auto& c = rep.plugins[size_t(best)];
-  c.chosen = true;
-  if (!opts.only.empty())
-    c.reason = "chosen: named by FISH_BACKEND=" + opts.only;
-  else if (n_eligible == 1)
-    c.reason = "chosen: the only usable plugin (score " + std::to_string(c.score) + ")";
-  else
-    c.reason = "chosen: highest score (" + std::to_string(c.score) + ") of " + std::to_string(n_eligible) +
-               " usable plugins";
-  for (auto& r : rep.plugins)
-    if (r.eligible && !r.chosen)
-      r.reason = "not chosen: score " + std::to_string(r.score) + ", " + c.file_name + " scores " +
-                 std::to_string(c.score);
-  rep.reason = "using " + c.file_name + " (" + c.path + "): " + c.reason.substr(std::strlen("chosen: "));
+  const int n_usable = int(rep.candidates.size());
+  for (int rank = 0; rank < n_usable; ++rank) {
+    auto& r = rep.plugins[size_t(rep.candidates[size_t(rank)])];
+    if (!opts.only.empty())
+      r.reason = "named by FISH_BACKEND=" + opts.only;
+    else if (n_usable == 1)
+      r.reason = "the only usable plugin (score " + std::to_string(r.score) + ")";
+    else if (rank == 0)
+      r.reason = "highest score (" + std::to_string(r.score) + ") of " + std::to_string(n_usable) + " usable plugins";
+    else
+      r.reason = "usable, score " + std::to_string(r.score) + " (rank " + std::to_string(rank + 1) + " of " +
+                 std::to_string(n_usable) + ")";
+  }
+  choose_candidate(rep, 0);
   return rep;
 }
 

@@ -54,6 +54,7 @@ struct BackendReport {
   std::vector<std::string> folders;  // where plugins were looked for
   std::vector<PluginRecord> plugins; // every file found, in search order
   bool disabled = false;             // FISH_GPU=off: nothing was loaded
+  std::vector<int> candidates;       // usable plugins, best first (score, then search order)
   int chosen = -1;                   // index into plugins, -1: CPU only
   std::string reason;                // why that plugin (or why CPU only)
 };
@@ -87,7 +88,13 @@ struct DiscoveryOptions {
   std::string only;                  // FISH_BACKEND: load/choose only this name
 };
 
-// Finds, loads and probes the plugins, and picks one (see the README's rule).
+// Finds, loads and probes the plugins and ranks the usable ones (see the
+// README's rule); `chosen` is the first candidate. Opening it is the caller's
+// job (backend.h: open_chosen), which moves on to the next candidate when the
+// first one's device does not open.
 BackendReport discover(const DiscoveryOptions& opts);
+
+// Makes candidates[rank] the chosen plugin (rank past the end: none, CPU only).
+void choose_candidate(BackendReport& rep, size_t rank);
 
 }  // namespace fish::backend

@@ -1,0 +1,186 @@
+// Discovery through the real binaries: `fish` and libfish copied around, plugins
+// planted where they must not be found, broken plugins next to `fish`.
+#include <filesystem>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "plugin_test_util.h"
+#include "test_paths.h"
+
+using namespace fish::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+// The engine's own knobs cleared, so the caller's environment cannot decide a test.
+Env clean_env(Env extra = {}) {
+  Env e = {{"FISH_GPU", ""}, {"FISH_BACKEND", ""}, {"FISH_GPU_VERBOSE", ""}, {"FISH_BACKEND_FAIL", ""},
+           {"FISH_GPU_LAYERS", ""}, {"FISH_GPU_SPAN", ""}};
+  for (auto& kv : extra) e.push_back(kv);
+  return e;
+}
+
+// A self-contained install: fish + libfish (+ the given plugin files).
+fs::path make_app(const TempDir& root, const std::string& name, const std::vector<std::string>& plugins) {
+  const fs::path app = root.sub(name);
+  copy_into(FISH_TEST_FISH, app);
+  copy_into(FISH_TEST_LIBFISH, app);
+  for (const auto& p : plugins) copy_into(p, app);
+  return app;
+}
+
+std::vector<std::string> run_args(const std::string& fish) {
+  return {fish, "run", "-m", model_path("stories260K.gguf"), "-p", "Once upon a time", "-n", "12", "--temp", "0", "--ids"};
+}
+
+// Greedy token ids of the build's own fish with plugins off: the CPU reference output.
+const std::string& cpu_ids() {
+  static const std::string ids = [] {
+    const ProcResult r = run_process(run_args(FISH_TEST_FISH), "/", clean_env({{"FISH_GPU", "0"}}));
+    REQUIRE(r.status == 0);
+    REQUIRE(!r.out.empty());
+    return r.out;
+  }();
+  return ids;
+}
+
+}  // namespace
+
+TEST_CASE("plugins planted in the current directory, PATH or LD_LIBRARY_PATH are never loaded", "[plugin][e2e]") {
+  TempDir cwd("planted");
+  const std::string marker = (cwd.path() / "LOADED").string();
+  copy_into(test_plugin("marker"), cwd.path());                       // libfish_marker.so
+  copy_into(test_plugin("marker"), cwd.path(), "fish_marker2.so");    // fish_marker2.so
+  const Env env = clean_env({{"FISH_TEST_MARKER", marker},
+                             {"LD_LIBRARY_PATH", cwd.str()},
+                             {"PATH", cwd.str() + ":" + std::string(std::getenv("PATH") ? std::getenv("PATH") : "")}});
+  const ProcResult dev = run_process({FISH_TEST_FISH, "devices"}, cwd.str(), env);
+  CHECK(dev.status == 0);
+  CHECK_FALSE(contains(dev.out, "marker"));
+  CHECK_FALSE(fs::exists(marker));
+  const ProcResult run = run_process(run_args(FISH_TEST_FISH), cwd.str(), env);
+  CHECK(run.status == 0);
+  CHECK_FALSE(fs::exists(marker));
+
+  // Positive control: the same file next to `fish` is loaded (the marker appears).
+  TempDir root("control");
+  const fs::path app = make_app(root, "app", {test_plugin("marker")});
+  const ProcResult ctl = run_process({(app / "fish").string(), "devices"}, cwd.str(), env);
+  CHECK(ctl.status == 0);
+  CHECK(fs::exists(marker));
+}
+
+TEST_CASE("a copied install works with no rebuild; removing the plugin gives CPU only", "[plugin][e2e]") {
+  TempDir root("relocated");
+  const fs::path app = make_app(root, "app", {test_plugin("refauto50")});
+  const std::string fish = (app / "fish").string();
+  const std::string elsewhere = root.sub("elsewhere").string();
+
+  const ProcResult dev = run_process({fish, "devices"}, elsewhere, clean_env());
+  INFO(dev.out << dev.err);
+  CHECK(dev.status == 0);
+  CHECK(contains(dev.out, fs::canonical(app).string()));
+  CHECK(contains(dev.out, "backend: refauto50"));
+  CHECK(contains(dev.out, "status: open: CPU reference"));
+  const ProcResult run = run_process(run_args(fish), elsewhere, clean_env());
+  CHECK(run.status == 0);
+  CHECK(contains(run.err, "backend refauto50 (5 GPU layers)"));
+
+  fs::remove(app / "libfish_refauto50.so");
+  const ProcResult dev2 = run_process({fish, "devices"}, elsewhere, clean_env());
+  INFO(dev2.out);
+  CHECK(dev2.status == 0);
+  CHECK(contains(dev2.out, "plugin files: 0"));
+  CHECK(contains(dev2.out, "backend: none, CPU only"));
+  CHECK(contains(dev2.out, "no plugin files in " + fs::canonical(app).string() + ": CPU only"));
+  const ProcResult run2 = run_process(run_args(fish), elsewhere, clean_env());
+  CHECK(run2.status == 0);
+  CHECK(contains(run2.err, "backend cpu"));
+  CHECK(run2.out == cpu_ids());
+}
+
+TEST_CASE("libfish's own folder is searched; folders on LD_LIBRARY_PATH are not", "[plugin][e2e]") {
+  TempDir root("split");
+  const fs::path a = root.sub("A"), b = root.sub("B"), c = root.sub("C");
+  copy_into(FISH_TEST_FISH, a);
+  copy_into(FISH_TEST_LIBFISH, b);
+  copy_into(test_plugin("refauto80"), b);
+  copy_into(test_plugin("refauto50"), c);
+  copy_into(test_plugin("marker"), c);
+  const std::string marker = (root.path() / "LOADED").string();
+  const Env env = clean_env({{"LD_LIBRARY_PATH", b.string() + ":" + c.string()}, {"FISH_TEST_MARKER", marker}});
+  const ProcResult dev = run_process({(a / "fish").string(), "devices"}, root.str(), env);
+  INFO(dev.out << dev.err);
+  CHECK(dev.status == 0);
+  CHECK(contains(dev.out, fs::canonical(a).string()));
+  CHECK(contains(dev.out, fs::canonical(b).string()));
+  CHECK(contains(dev.out, "backend: refauto80"));
+  CHECK_FALSE(contains(dev.out, "refauto50"));
+  CHECK_FALSE(fs::exists(marker));
+}
+
+TEST_CASE("broken plugins next to fish: the engine stays up, CPU output unchanged, reason reported", "[plugin][e2e]") {
+  struct Case {
+    const char* plugin;
+    const char* reason;
+  };
+  const Case cases[] = {
+      {"noentry", "no entry symbol 'fish_plugin_query'"},
+      {"wrongmajor", "ABI version mismatch: the plugin speaks 2.0, this engine 1.0"},
+      {"refuses", "this test plugin needs ABI 7.x"},
+      {"probefail", "probe failed (no device): no test device present"},
+      {"throws", "probe failed (internal error)"},
+      {"allerrors", "the device did not open: open failed (device error): every call fails"},
+      {"callerrors", "status: failed: describe failed (device error): every call fails"},
+  };
+  TempDir root("broken");
+  std::vector<std::string> all;
+  for (const Case& c : cases) {
+    INFO(c.plugin);
+    all.push_back(test_plugin(c.plugin));
+    const fs::path app = make_app(root, c.plugin, {test_plugin(c.plugin)});
+    const ProcResult dev = run_process({(app / "fish").string(), "devices"}, root.str(), clean_env());
+    INFO(dev.out << dev.err);
+    CHECK(dev.status == 0);
+    CHECK(contains(dev.out, c.reason));
+    const ProcResult run = run_process(run_args((app / "fish").string()), root.str(), clean_env());
+    INFO(run.err);
+    CHECK(run.status == 0);
+    CHECK(run.out == cpu_ids());
+    // FISH_GPU_VERBOSE=1 shows the same reason on stderr.
+    const ProcResult verbose = run_process(run_args((app / "fish").string()), root.str(),
+                                           clean_env({{"FISH_GPU_VERBOSE", "1"}}));
+    CHECK(verbose.status == 0);
+    if (std::string(c.plugin) != "callerrors") CHECK(contains(verbose.err, c.reason));
+    CHECK(contains(verbose.err, "fish [loader]"));
+  }
+  // All of them at once.
+  const fs::path app = make_app(root, "all", all);
+  const ProcResult run = run_process(run_args((app / "fish").string()), root.str(), clean_env());
+  CHECK(run.status == 0);
+  CHECK(run.out == cpu_ids());
+}
+
+TEST_CASE("FISH_GPU=0|off|false|no loads nothing; FISH_BACKEND picks by name", "[plugin][e2e]") {
+  TempDir root("knobs");
+  const fs::path app = make_app(root, "app", {test_plugin("marker"), test_plugin("refauto50"), test_plugin("refauto80")});
+  const std::string fish = (app / "fish").string(), marker = (root.path() / "LOADED").string();
+  for (const char* off : {"0", "off", "FALSE", "no"}) {
+    INFO(off);
+    const ProcResult r = run_process({fish, "devices"}, root.str(), clean_env({{"FISH_GPU", off}, {"FISH_TEST_MARKER", marker}}));
+    CHECK(r.status == 0);
+    CHECK(contains(r.out, "plugin loading is off"));
+    CHECK(contains(r.out, "backend: none, CPU only"));
+    CHECK_FALSE(fs::exists(marker));
+  }
+  const ProcResult pick = run_process({fish, "devices"}, root.str(), clean_env({{"FISH_BACKEND", "refauto50"}, {"FISH_TEST_MARKER", marker}}));
+  CHECK(contains(pick.out, "backend: refauto50"));
+  CHECK_FALSE(fs::exists(marker));  // the others are not even loaded
+  const fs::path app2 = make_app(root, "app2", {test_plugin("refauto50"), test_plugin("refauto80")});
+  const ProcResult best = run_process({(app2 / "fish").string(), "devices"}, root.str(), clean_env());
+  CHECK(contains(best.out, "backend: refauto80"));
+  CHECK(contains(best.out, "highest score (80) of 2 usable plugins"));
+}
