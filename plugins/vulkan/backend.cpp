@@ -1,0 +1,450 @@
+// VulkanBackend: lazy open, weights, stage-1 matmuls (see backend.h).
+#include "backend.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+namespace fish::vk {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t(1) << 20;
+constexpr uint64_t kWeightPad = 32;          // zeroed bytes after the last row: the funnel reads look ahead
+constexpr uint64_t kStagingBytes = 16 * kMiB;
+
+uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+std::string mb(uint64_t bytes) { return std::to_string((bytes + kMiB / 2) / kMiB) + " MB"; }
+
+LogFn default_log(int verbose) {
+  if (verbose <= 0) return nullptr;
+  const int max_level = verbose >= 2 ? 3 : 1;
+  return [max_level](int level, const std::string& msg) {
+    if (level <= max_level) std::fprintf(stderr, "fish_vulkan: %s\n", msg.c_str());
+  };
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+ProbeReport probe_devices(const VkConfig& cfg, const LogFn& log) {
+  ProbeReport r;
+  if (!cfg.error.empty()) {
+    r.error = cfg.error;
+    return r;
+  }
+  if (cfg.gpu == VkConfig::GpuMode::Off) {
+    r.error = "GPU use is off (FISH_GPU)";
+    return r;
+  }
+  try {
+    Instance inst(cfg, log);
+    r.devices = inst.candidates(cfg);
+    r.ok = true;
+    r.chosen = choose_device(r.devices, cfg.device_index, &r.error);
+  } catch (const Failure& f) {
+    r.error = f.what();
+  } catch (const std::exception& e) {
+    r.error = std::string("unexpected error while probing Vulkan devices: ") + e.what();
+  }
+  return r;
+}
+
+VulkanBackend::VulkanBackend(Options opt) : opt_(std::move(opt)), cfg_(VkConfig::from_env()) {
+  if (!opt_.log) opt_.log = default_log(cfg_.verbose);
+}
+
+VulkanBackend::~VulkanBackend() { teardown(); }
+
+bool VulkanBackend::fail(FailKind k, const std::string& msg) {
+  error_ = msg;
+  error_kind_ = k;
+  if (k == FailKind::Device && state_ == State::Open) {
+    // A device error is sticky: the engine stops using this backend.
+    state_ = State::Failed;
+    error_ = "device error (the backend is unusable now): " + msg;
+  }
+  if (opt_.log) opt_.log(k == FailKind::OutOfMemory || k == FailKind::Unsupported ? 2 : 0, error_);
+  return false;
+}
+
+bool VulkanBackend::fail(const Failure& f) { return fail(f.kind(), f.what()); }
+
+bool VulkanBackend::open() {
+  if (state_ == State::Open) return true;
+  if (state_ == State::Failed) return false;
+  try {
+    if (!cfg_.error.empty()) throw Failure(FailKind::NoDevice, cfg_.error);
+    if (cfg_.gpu == VkConfig::GpuMode::Off) throw Failure(FailKind::NoDevice, "GPU use is off (FISH_GPU)");
+    instance_ = std::make_unique<Instance>(cfg_, opt_.log);
+    const auto pds = instance_->physical_devices();
+    const auto cands = instance_->candidates(cfg_);
+    const int forced = opt_.device_index >= 0 ? opt_.device_index : cfg_.device_index;
+    std::string why;
+    const int idx = choose_device(cands, forced, &why);
+    if (idx < 0) throw Failure(FailKind::NoDevice, why);
+    device_ = std::make_unique<Device>(*instance_, pds[size_t(idx)], cands[size_t(idx)], opt_.log);
+    memory_ = std::make_unique<Memory>(*device_, cfg_, opt_.memory_budget, opt_.log);
+    pipelines_ = std::make_unique<Pipelines>(*device_);
+    submitter_ = std::make_unique<Submitter>(*device_);
+    kernels_ = std::make_unique<MatmulKernels>(*device_, *pipelines_);
+    kernels_->set_override(uint32_t(cfg_.mv_rows), uint32_t(cfg_.mv_wg));
+    submitter_->set_profiling(cfg_.profile);
+    state_ = State::Open;
+    return true;
+  } catch (const Failure& f) {
+    teardown();
+    state_ = State::Failed;
+    error_ = f.what();
+    error_kind_ = f.kind() == FailKind::Device ? FailKind::NoDevice : f.kind();
+  } catch (const std::exception& e) {
+    teardown();
+    state_ = State::Failed;
+    error_ = std::string("opening the Vulkan device: ") + e.what();
+    error_kind_ = FailKind::NoDevice;
+  }
+  if (opt_.log) opt_.log(1, "unavailable: " + error_);
+  return false;
+}
+
+bool VulkanBackend::ensure_open() {
+  if (state_ == State::Open) return true;
+  if (state_ == State::Closed) return open();
+  return false;  // error_ still holds the sticky reason
+}
+
+void VulkanBackend::teardown() {
+  if (device_) device_->fns().vkDeviceWaitIdle(device_->handle());
+  for (Weight* w : weights_) free_weight(w);
+  weights_.clear();
+  if (memory_) {
+    memory_->destroy(x_dev_);
+    memory_->destroy(y_dev_);
+    memory_->destroy(x_up_);
+    memory_->destroy(y_down_);
+  }
+  kernels_.reset();
+  submitter_.reset();
+  pipelines_.reset();
+  memory_.reset();
+  device_.reset();
+  instance_.reset();
+}
+
+std::string VulkanBackend::status() const {
+  switch (state_) {
+    case State::Closed: return "not opened";
+    case State::Open: return "open: " + device_->info().name + ": " + device_->detail();
+    case State::Failed: return "failed: " + error_;
+  }
+  return "";
+}
+
+std::string VulkanBackend::describe() {
+  if (state_ != State::Open) return "vulkan: " + status();
+  std::map<std::string, int> count;
+  uint64_t bytes = 0;
+  for (const Weight* w : weights_) {
+    ++count[w->type->name];
+    bytes += w->alloc_bytes;
+  }
+  std::vector<std::pair<int, std::string>> order;
+  for (const auto& [name, n] : count) order.emplace_back(-n, name);
+  std::sort(order.begin(), order.end());
+  std::string s = "vulkan " + device_->info().name + ": " + mb(bytes) + " weights";
+  for (const auto& [n, name] : order) s += ", " + std::to_string(-n) + " x " + name;
+  return s;
+}
+
+std::string VulkanBackend::profile() {
+  if (prof_submits_ == 0) return "";
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "vulkan: %llu submits, %llu matvec + %llu tiled dispatches, %.1f MB of weights read, wall %.3f ms",
+                (unsigned long long)prof_submits_, (unsigned long long)prof_matvec_, (unsigned long long)prof_tiled_,
+                double(prof_weight_bytes_) / 1e6, prof_wall_s_ * 1e3);
+  std::string s = buf;
+  if (prof_gpu_s_ > 0) {
+    std::snprintf(buf, sizeof buf, "\nvulkan: kernels %.3f ms on the device (%.1f GB/s of weights)", prof_gpu_s_ * 1e3,
+                  double(prof_weight_bytes_) / prof_gpu_s_ / 1e9);
+    s += buf;
+  }
+  prof_submits_ = prof_matvec_ = prof_tiled_ = prof_weight_bytes_ = 0;
+  prof_gpu_s_ = prof_wall_s_ = 0;
+  return s;
+}
+
+bool VulkanBackend::memory_free(uint64_t* out) {
+  if (!ensure_open()) return false;
+  *out = memory_->memory_free();
+  return true;
+}
+
+bool VulkanBackend::bytes_resident(uint64_t* out) {
+  *out = state_ == State::Open ? memory_->resident() : 0;
+  return true;
+}
+
+bool VulkanBackend::supports(uint32_t ggml_type, bool* out) {
+  if (state_ == State::Failed) return false;
+  *out = matmul_type(ggml_type) != nullptr;
+  return true;
+}
+
+uint64_t VulkanBackend::binding_limit() const {
+  const DeviceCaps& c = device_->caps();
+  uint64_t lim = std::min<uint64_t>({c.max_storage_range, c.max_alloc, 0xFFFFFFC0ull});
+  if (test_chunk_limit_) lim = std::min(lim, test_chunk_limit_);
+  return lim;
+}
+
+void VulkanBackend::set_test_limits(uint64_t max_chunk_bytes, uint64_t max_scratch_bytes) {
+  test_chunk_limit_ = max_chunk_bytes;
+  test_scratch_limit_ = max_scratch_bytes;
+}
+
+void VulkanBackend::set_profiling(bool on) {
+  cfg_.profile = on;
+  if (submitter_) submitter_->set_profiling(on);
+}
+
+double VulkanBackend::last_gpu_seconds() const { return submitter_ ? submitter_->last_gpu_seconds() : 0.0; }
+
+void VulkanBackend::free_weight(Weight* w) {
+  for (WeightChunk& c : w->chunks) {
+    if (c.set && pipelines_) pipelines_->free_set(c.set);
+    if (memory_) memory_->destroy(c.buf);
+  }
+  delete w;
+}
+
+Weight* VulkanBackend::upload(const WeightUpload& in) {
+  if (!ensure_open()) return nullptr;
+  const std::string name = in.name && *in.name ? in.name : "(unnamed)";
+  const MatmulType* t = matmul_type(in.type);
+  if (!t) {
+    fail(FailKind::Unsupported, name + ": GGUF type " + std::to_string(in.type) + " has no Vulkan kernel");
+    return nullptr;
+  }
+  if (in.n_in <= 0 || in.n_out <= 0 || in.n_in % t->block_elems != 0 || in.n_in > (int64_t(1) << 30) ||
+      in.n_out > (int64_t(1) << 31) || !in.data) {
+    fail(FailKind::InvalidArgument, name + ": bad shape for " + t->name + " (n_in " + std::to_string(in.n_in) +
+                                        ", n_out " + std::to_string(in.n_out) + ", data " + (in.data ? "set" : "null") + ")");
+    return nullptr;
+  }
+  const uint64_t row_bytes = uint64_t(in.n_in) / t->block_elems * t->block_bytes;
+  if (in.nbytes != row_bytes * uint64_t(in.n_out)) {
+    fail(FailKind::InvalidArgument, name + ": nbytes " + std::to_string(in.nbytes) + " != " + std::to_string(in.n_out) +
+                                        " rows x " + std::to_string(row_bytes) + " bytes");
+    return nullptr;
+  }
+  const uint64_t limit = binding_limit();
+  if (row_bytes + kWeightPad > limit) {
+    fail(FailKind::Unsupported, name + ": one row (" + std::to_string(row_bytes) + " bytes) exceeds the device's binding limit");
+    return nullptr;
+  }
+  const uint64_t max_rows = std::min<uint64_t>((limit - kWeightPad) / row_bytes,
+                                               uint64_t(MatmulKernels::kTileRows) * device_->caps().max_wg_count_x);
+
+  auto* w = new Weight;
+  w->type = t;
+  w->name = name;
+  w->n_in = in.n_in;
+  w->n_out = in.n_out;
+  w->row_bytes = row_bytes;
+  w->nbytes = in.nbytes;
+  Buffer staging;
+  try {
+    // Where device memory is host-visible (integrated GPUs, lavapipe) the rows are
+    // written in place; otherwise through a staging buffer.
+    const bool direct = memory_->device_memory_mappable();
+    for (uint64_t r0 = 0; r0 < uint64_t(in.n_out); r0 += max_rows) {
+      WeightChunk c;
+      c.row0 = uint32_t(r0);
+      c.rows = uint32_t(std::min<uint64_t>(max_rows, uint64_t(in.n_out) - r0));
+      const uint64_t size = round_up(c.rows * row_bytes + kWeightPad, 16);
+      c.buf = memory_->create(size, direct ? MemKind::DeviceMapped : MemKind::Device,
+                              VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, name);
+      w->alloc_bytes += c.buf.alloc_size;
+      w->chunks.push_back(c);
+    }
+    // The GGUF bytes, then zeros up to the padded size.
+    const auto* src = static_cast<const uint8_t*>(in.data);
+    auto fill = [&](const WeightChunk& c, uint64_t off, uint64_t n, uint8_t* dst) {
+      const uint64_t data_begin = uint64_t(c.row0) * row_bytes, data_bytes = uint64_t(c.rows) * row_bytes;
+      const uint64_t from_data = off < data_bytes ? std::min(n, data_bytes - off) : 0;
+      if (from_data) std::memcpy(dst, src + data_begin + off, from_data);
+      if (from_data < n) std::memset(dst + from_data, 0, n - from_data);
+    };
+    if (direct) {
+      for (const WeightChunk& c : w->chunks) fill(c, 0, c.buf.size, static_cast<uint8_t*>(c.buf.mapped));
+    } else {
+      const uint64_t largest = w->chunks.front().buf.size;
+      staging = memory_->create(std::min(largest, kStagingBytes), MemKind::Upload, VK_BUFFER_USAGE_TRANSFER_SRC_BIT,
+                                name + " (upload staging)");
+      for (const WeightChunk& c : w->chunks) {
+        for (uint64_t off = 0; off < c.buf.size; off += staging.size) {
+          const uint64_t n = std::min(staging.size, c.buf.size - off);
+          fill(c, off, n, static_cast<uint8_t*>(staging.mapped));
+          VkCommandBuffer cmd = submitter_->begin();
+          VkBufferCopy region{0, off, n};
+          device_->fns().vkCmdCopyBuffer(cmd, staging.buffer, c.buf.buffer, 1, &region);
+          submitter_->submit_and_wait();
+        }
+      }
+    }
+    memory_->destroy(staging);
+  } catch (const Failure& f) {
+    memory_->destroy(staging);
+    free_weight(w);
+    fail(f);
+    return nullptr;
+  } catch (const std::exception& e) {
+    memory_->destroy(staging);
+    free_weight(w);
+    fail(FailKind::Internal, name + ": " + e.what());
+    return nullptr;
+  }
+  weights_.insert(w);
+  if (opt_.log)
+    opt_.log(3, "uploaded " + name + " (" + t->name + " " + std::to_string(in.n_out) + " x " + std::to_string(in.n_in) +
+                    ", " + std::to_string(w->chunks.size()) + " chunk(s), " + mb(w->alloc_bytes) + ")");
+  return w;
+}
+
+bool VulkanBackend::release(Weight* w) {
+  if (!w || !live(w)) return fail(FailKind::InvalidArgument, "release: not a weight of this backend");
+  weights_.erase(w);
+  free_weight(w);
+  if (weights_.empty()) {
+    // Nothing left to multiply: give the scratch back too, so that a model's
+    // unload leaves nothing of fish's in VRAM (bytes_resident() == 0).
+    memory_->destroy(x_dev_);
+    memory_->destroy(y_dev_);
+    memory_->destroy(x_up_);
+    memory_->destroy(y_down_);
+  }
+  return true;
+}
+
+void VulkanBackend::ensure_scratch(uint64_t x_bytes, uint64_t y_bytes) {
+  const uint64_t limit = binding_limit();
+  auto grow = [&](Buffer& dev, Buffer& host, uint64_t need, bool is_x) {
+    if (dev && host && dev.size >= need) return;
+    const uint64_t size = std::min(limit, std::max<uint64_t>(round_up(need, 64 * 1024), dev.size * 2));
+    memory_->destroy(dev);
+    memory_->destroy(host);
+    const VkBufferUsageFlags dev_usage =
+        VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | (is_x ? VK_BUFFER_USAGE_TRANSFER_DST_BIT : VK_BUFFER_USAGE_TRANSFER_SRC_BIT);
+    dev = memory_->create(size, MemKind::Device, dev_usage, is_x ? "matmul input" : "matmul output");
+    host = memory_->create(size, is_x ? MemKind::Upload : MemKind::Readback,
+                           is_x ? VK_BUFFER_USAGE_TRANSFER_SRC_BIT : VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                           is_x ? "matmul input staging" : "matmul output staging");
+    ++scratch_generation_;
+  };
+  grow(x_dev_, x_up_, x_bytes, true);
+  grow(y_dev_, y_down_, y_bytes, false);
+}
+
+void VulkanBackend::bind_chunk(WeightChunk& c) {
+  if (c.set && c.set_generation == scratch_generation_) return;
+  if (!c.set) c.set = pipelines_->allocate_set(kernels_->layout());
+  const VkBuffer bufs[3] = {c.buf.buffer, x_dev_.buffer, y_dev_.buffer};
+  const uint64_t offs[3] = {0, 0, 0};
+  const uint64_t ranges[3] = {c.buf.size, x_dev_.size, y_dev_.size};
+  pipelines_->write_set(c.set, 3, bufs, offs, ranges);
+  c.set_generation = scratch_generation_;
+}
+
+bool VulkanBackend::matmul(Weight* w, const float* x, int n_tok, float* y) { return matmul_group(&w, 1, x, n_tok, &y); }
+
+bool VulkanBackend::matmul_group(Weight* const* ws, int n_w, const float* x, int n_tok, float* const* ys) {
+  if (!ensure_open()) return false;
+  if (!ws || n_w < 1 || !x || !ys || n_tok < 1)
+    return fail(FailKind::InvalidArgument, "matmul: need at least one weight, x, y and n_tok >= 1");
+  for (int i = 0; i < n_w; ++i) {
+    if (!ws[i] || !live(ws[i])) return fail(FailKind::InvalidArgument, "matmul: weight " + std::to_string(i) + " is not a weight of this backend");
+    if (!ys[i]) return fail(FailKind::InvalidArgument, "matmul: y " + std::to_string(i) + " is null");
+    if (ws[i]->n_in != ws[0]->n_in)
+      return fail(FailKind::InvalidArgument, "matmul_group: " + ws[i]->name + " has n_in " + std::to_string(ws[i]->n_in) +
+                                                 ", " + ws[0]->name + " has " + std::to_string(ws[0]->n_in));
+  }
+  try {
+    return run_group(ws, n_w, x, n_tok, ys);
+  } catch (const Failure& f) {
+    return fail(f);
+  } catch (const std::exception& e) {
+    return fail(FailKind::Internal, std::string("matmul: ") + e.what());
+  }
+}
+
+bool VulkanBackend::run_group(Weight* const* ws, int n_w, const float* x, int n_tok, float* const* ys) {
+  const uint64_t n_in = uint64_t(ws[0]->n_in);
+  uint64_t total_out = 0, weight_bytes = 0;
+  for (int i = 0; i < n_w; ++i) {
+    total_out += uint64_t(ws[i]->n_out);
+    weight_bytes += ws[i]->nbytes;
+  }
+  // Tokens per submission: x and y of a batch must each fit one binding.
+  uint64_t limit = binding_limit();
+  if (test_scratch_limit_) limit = std::min(limit, test_scratch_limit_);
+  const uint64_t per_tok = std::max(n_in, total_out) * 4;
+  uint64_t tb = std::min<uint64_t>(uint64_t(n_tok), limit / per_tok);
+  if (tb == 0)
+    throw Failure(FailKind::Unsupported, "matmul: one token's input/output (" + std::to_string(per_tok) +
+                                             " bytes) exceeds the device's binding limit");
+  if (tb < uint64_t(n_tok) && tb > MatmulKernels::kTileTokens) tb = tb / MatmulKernels::kTileTokens * MatmulKernels::kTileTokens;
+
+  const DeviceFns& f = device_->fns();
+  for (uint64_t t0 = 0; t0 < uint64_t(n_tok); t0 += tb) {
+    const uint32_t nt = uint32_t(std::min<uint64_t>(tb, uint64_t(n_tok) - t0));
+    const uint64_t x_bytes = nt * n_in * 4, y_bytes = nt * total_out * 4;
+    ensure_scratch(x_bytes, y_bytes);
+    const double t_start = now_s();
+    std::memcpy(x_up_.mapped, x + t0 * n_in, x_bytes);
+    VkCommandBuffer cmd = submitter_->begin();
+    VkBufferCopy xr{0, 0, x_bytes};
+    f.vkCmdCopyBuffer(cmd, x_up_.buffer, x_dev_.buffer, 1, &xr);
+    submitter_->barrier(VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                        VK_ACCESS_SHADER_READ_BIT);
+    submitter_->mark_begin();
+    uint64_t region = 0;  // float offset of weight i's [nt, n_out_i] block in y
+    for (int i = 0; i < n_w; ++i) {
+      Weight* w = ws[i];
+      for (WeightChunk& c : w->chunks) {
+        bind_chunk(c);
+        MatmulPush pc{uint32_t(n_in), c.rows, nt, uint32_t(n_in), 0, uint32_t(w->n_out), uint32_t(region + c.row0), 0};
+        kernels_->record(cmd, *w->type, c.set, pc);
+        (nt <= MatmulKernels::kMaxMatvecTokens ? prof_matvec_ : prof_tiled_)++;
+      }
+      region += uint64_t(nt) * uint64_t(w->n_out);
+    }
+    submitter_->mark_end();
+    submitter_->barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                        VK_ACCESS_TRANSFER_READ_BIT);
+    VkBufferCopy yr{0, 0, y_bytes};
+    f.vkCmdCopyBuffer(cmd, y_dev_.buffer, y_down_.buffer, 1, &yr);
+    submitter_->barrier(VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
+                        VK_ACCESS_HOST_READ_BIT);
+    submitter_->submit_and_wait();
+    region = 0;
+    const auto* yd = static_cast<const float*>(y_down_.mapped);
+    for (int i = 0; i < n_w; ++i) {
+      const uint64_t n_out = uint64_t(ws[i]->n_out);
+      std::memcpy(ys[i] + t0 * n_out, yd + region, nt * n_out * 4);
+      region += nt * n_out;
+    }
+    ++prof_submits_;
+    prof_weight_bytes_ += weight_bytes;
+    prof_wall_s_ += now_s() - t_start;
+    prof_gpu_s_ += submitter_->last_gpu_seconds();
+  }
+  return true;
+}
+
+}  // namespace fish::vk

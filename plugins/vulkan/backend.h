@@ -1,0 +1,139 @@
+// VulkanBackend: fish_vulkan's plain C++ API (entry.cpp maps the plugin ABI
+// onto it; tests/vulkan call it directly).
+//
+// Creating one does nothing: the device is opened on the first call that needs
+// it (or open()). Any failure to open is sticky and reported with its reason;
+// a device error or a lost device later is sticky too (every call then fails,
+// the engine runs on the CPU). Other failures (budget, bad arguments,
+// unsupported type) fail that call only. Nothing throws out of these methods.
+//
+// Calls on one backend come from one thread at a time (plugin ABI rule).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "device.h"
+#include "kernels.h"
+#include "memory.h"
+#include "pipelines.h"
+
+namespace fish::vk {
+
+struct WeightChunk {
+  Buffer buf;                  // rows [row0, row0 + rows) in GGUF layout, zero-padded at the end
+  uint32_t row0 = 0, rows = 0;
+  VkDescriptorSet set = VK_NULL_HANDLE;
+  uint64_t set_generation = 0; // the scratch generation the set was written for
+};
+
+struct Weight {
+  const MatmulType* type = nullptr;
+  std::string name;
+  int64_t n_in = 0, n_out = 0;
+  uint64_t row_bytes = 0;
+  uint64_t nbytes = 0;         // bytes of the GGUF data
+  uint64_t alloc_bytes = 0;    // device bytes held for it
+  std::vector<WeightChunk> chunks;
+};
+
+struct WeightUpload {
+  uint32_t type = 0;           // GGUF type number
+  const char* name = "";
+  int64_t n_in = 0, n_out = 0;
+  const void* data = nullptr;  // n_out rows of row_bytes, packed
+  uint64_t nbytes = 0;
+};
+
+// Outcome of device discovery, for probe()/device_info()/`fish devices`.
+struct ProbeReport {
+  bool ok = false;             // the loader and an instance worked
+  std::string error;           // why not (when !ok), or why nothing is usable
+  std::vector<DeviceCandidate> devices;
+  int chosen = -1;             // index into devices, -1 when none qualifies
+};
+
+// Enumerates devices with a short-lived instance (destroyed before returning).
+ProbeReport probe_devices(const VkConfig& cfg, const LogFn& log);
+
+class VulkanBackend {
+ public:
+  struct Options {
+    int device_index = -1;     // >= 0 forces a device (else FISH_GPU_DEVICE, else the best)
+    uint64_t memory_budget = 0;// > 0: the host's ceiling in bytes
+    LogFn log;                 // null: stderr when FISH_GPU_VERBOSE is set
+  };
+
+  explicit VulkanBackend(Options opt);
+  ~VulkanBackend();  // releases everything (weights, scratch, pipelines, device, instance)
+  VulkanBackend(const VulkanBackend&) = delete;
+  VulkanBackend& operator=(const VulkanBackend&) = delete;
+
+  bool open();
+  const std::string& error() const { return error_; }
+  FailKind error_kind() const { return error_kind_; }
+
+  std::string status() const;    // "not opened" / "open: <device>: <detail>" / "failed: <why>"
+  std::string describe();        // "vulkan NVIDIA H200: 812 MB weights, 113 x Q4_K, 17 x Q6_K"
+  std::string profile();         // counters since the last call ("" when nothing ran)
+
+  bool memory_free(uint64_t* out);
+  bool bytes_resident(uint64_t* out);
+  bool supports(uint32_t ggml_type, bool* out);
+
+  Weight* upload(const WeightUpload& w);   // nullptr on failure
+  bool release(Weight* w);
+  // x: [n_tok, n_in] f32, y: [n_tok, n_out] f32.
+  bool matmul(Weight* w, const float* x, int n_tok, float* y);
+  bool matmul_group(Weight* const* ws, int n_w, const float* x, int n_tok, float* const* ys);
+
+  // ---- for tests and benchmarks -------------------------------------------------
+  const Device* device() const { return device_.get(); }
+  Memory* memory() { return memory_.get(); }
+  MatmulKernels* kernels() { return kernels_.get(); }
+  Submitter* submitter() { return submitter_.get(); }
+  void set_profiling(bool on);
+  double last_gpu_seconds() const;  // device time of the last submission's kernels (profiling on)
+  // Smaller limits than the device's, to exercise weight chunking and token batching.
+  void set_test_limits(uint64_t max_chunk_bytes, uint64_t max_scratch_bytes);
+
+ private:
+  bool fail(const Failure& f);
+  bool fail(FailKind k, const std::string& msg);
+  bool ensure_open();
+  void teardown();
+  bool live(const Weight* w) const { return weights_.count(const_cast<Weight*>(w)) != 0; }
+  void ensure_scratch(uint64_t x_bytes, uint64_t y_bytes);
+  void bind_chunk(WeightChunk& c);
+  void free_weight(Weight* w);
+  uint64_t binding_limit() const;
+  bool run_group(Weight* const* ws, int n_w, const float* x, int n_tok, float* const* ys);
+
+  Options opt_;
+  VkConfig cfg_;
+  enum class State { Closed, Open, Failed } state_ = State::Closed;
+  std::string error_;
+  FailKind error_kind_ = FailKind::Internal;
+
+  std::unique_ptr<Instance> instance_;
+  std::unique_ptr<Device> device_;
+  std::unique_ptr<Memory> memory_;
+  std::unique_ptr<Pipelines> pipelines_;
+  std::unique_ptr<Submitter> submitter_;
+  std::unique_ptr<MatmulKernels> kernels_;
+
+  std::set<Weight*> weights_;
+  Buffer x_dev_, y_dev_, x_up_, y_down_;  // matmul scratch: device x/y and their staging
+  uint64_t scratch_generation_ = 1;
+
+  uint64_t test_chunk_limit_ = 0, test_scratch_limit_ = 0;
+
+  // Profile counters since the last profile() call.
+  uint64_t prof_submits_ = 0, prof_matvec_ = 0, prof_tiled_ = 0, prof_weight_bytes_ = 0;
+  double prof_gpu_s_ = 0, prof_wall_s_ = 0;
+};
+
+}  // namespace fish::vk

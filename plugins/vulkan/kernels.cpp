@@ -1,0 +1,84 @@
+// Type table and dispatch recording of the matmul kernels.
+#include "kernels.h"
+
+#include <algorithm>
+
+namespace fish::vk {
+namespace {
+
+// GGUF numbers and block geometry (the GGUF format's; engine/src/quant/blocks.h).
+constexpr MatmulType kTypes[] = {
+    {0, "F32", 1, 4},       {1, "F16", 1, 2},       {2, "Q4_0", 32, 18},   {8, "Q8_0", 32, 34},
+    {12, "Q4_K", 256, 144}, {13, "Q5_K", 256, 176}, {14, "Q6_K", 256, 210},
+};
+
+uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+const MatmulType* matmul_type(uint32_t ggml_type) {
+  for (const auto& t : kTypes)
+    if (t.ggml_type == ggml_type) return &t;
+  return nullptr;
+}
+const MatmulType* matmul_types_begin() { return kTypes; }
+const MatmulType* matmul_types_end() { return kTypes + sizeof(kTypes) / sizeof(kTypes[0]); }
+
+MatmulKernels::MatmulKernels(const Device& dev, Pipelines& pipelines)
+    : dev_(dev), pipelines_(pipelines), layout_(&pipelines.layout(3, sizeof(MatmulPush))),
+      subgroups_(dev.caps().subgroup_arith) {}
+
+std::string MatmulKernels::matvec_module(const MatmulType& t) const {
+  return std::string("matvec_") + t.name + (subgroups_ ? "" : "_nosg");
+}
+
+MatvecConfig MatmulKernels::matvec_config(uint32_t n_rows, uint32_t n_tok) const {
+  MatvecConfig c;
+  // 128 invocations: 4 subgroups of 32 (NVIDIA), 2 of 64 (AMD); the fallback
+  // reduces through shared memory and wants a power of two.
+  c.wg = subgroups_ ? 128 : 64;
+  // Two rows per subgroup halve the x traffic from L1 when there are enough rows
+  // to keep every SM busy; with more tokens the x registers already dominate.
+  c.rows = (n_rows >= 8192 && n_tok <= 2) ? 2 : 1;
+  if (override_rows_) c.rows = override_rows_;
+  if (override_wg_) c.wg = override_wg_;
+  c.wg = std::min(c.wg, dev_.caps().max_wg_size);
+  return c;
+}
+
+void MatmulKernels::record(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MatmulPush& pc) {
+  const DeviceFns& f = dev_.fns();
+  const DeviceCaps& caps = dev_.caps();
+  VkPipeline p;
+  uint32_t gx, gy = 1;
+  if (pc.n_tok <= kMaxMatvecTokens) {
+    const MatvecConfig c = matvec_config(pc.n_rows, pc.n_tok);
+    p = pipelines_.get(matvec_module(t), *layout_, {c.wg, c.rows, pc.n_tok});
+    // Teams per workgroup as the driver reports its subgroup size; the kernel's
+    // grid-stride loop keeps the result right if the real size differs.
+    const uint32_t teams = subgroups_ ? std::max(1u, c.wg / caps.subgroup_size) : 1u;
+    gx = std::min(ceil_div(ceil_div(pc.n_rows, c.rows), teams), caps.max_wg_count_x);
+  } else {
+    p = pipelines_.get(std::string("tiled_") + t.name, *layout_, {});
+    gx = ceil_div(pc.n_rows, kTileRows);
+    gy = ceil_div(pc.n_tok, kTileTokens);
+    if (gx > caps.max_wg_count_x || gy > caps.max_wg_count_y)
+      throw Failure(FailKind::Internal, "tiled matmul grid " + std::to_string(gx) + " x " + std::to_string(gy) +
+                                            " exceeds the device's limits");
+  }
+  f.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
+  f.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, layout_->pipeline_layout, 0, 1, &set, 0, nullptr);
+  f.vkCmdPushConstants(cmd, layout_->pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(MatmulPush), &pc);
+  f.vkCmdDispatch(cmd, gx, gy, 1);
+}
+
+bool MatmulKernels::warm_up(const MatmulType& t, uint32_t n_rows) {
+  for (uint32_t nt = 1; nt <= kMaxMatvecTokens; ++nt) {
+    const MatvecConfig c = matvec_config(n_rows, nt);
+    pipelines_.get(matvec_module(t), *layout_, {c.wg, c.rows, nt});
+  }
+  pipelines_.get(std::string("tiled_") + t.name, *layout_, {});
+  return true;
+}
+
+}  // namespace fish::vk

@@ -1,0 +1,71 @@
+// The matmul kernels: which GGUF types run on the device, and recording of one
+// weight chunk's product y = x · Wᵀ into a command buffer.
+//
+// Per type two modules (shaders/modules.txt): matvec_<T> for n_tok <= 4
+// (subgroup reductions; matvec_<T>_nosg on devices without subgroup arithmetic)
+// and tiled_<T> for prefill. Both read the weights in their GGUF layout.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "pipelines.h"
+
+namespace fish::vk {
+
+// A weight type the kernels handle (GGUF numbering; geometry of one block).
+struct MatmulType {
+  uint32_t ggml_type;
+  const char* name;      // "Q4_K": module suffix and describe()
+  uint32_t block_elems;  // elements per block
+  uint32_t block_bytes;  // bytes per block
+};
+
+// nullptr for a type without kernels (supports() = false; the layer stays on the CPU).
+const MatmulType* matmul_type(uint32_t ggml_type);
+const MatmulType* matmul_types_begin();
+const MatmulType* matmul_types_end();
+
+// Push constants, laid out exactly as MatmulParams in shaders/matmul_common.glsl.
+struct MatmulPush {
+  uint32_t n_in, n_rows, n_tok, x_stride, x_off, y_stride, y_off, flags;
+};
+static_assert(sizeof(MatmulPush) == 32);
+
+struct MatvecConfig {
+  uint32_t wg = 128;   // workgroup size
+  uint32_t rows = 1;   // rows per subgroup (team)
+};
+
+class MatmulKernels {
+ public:
+  static constexpr uint32_t kMaxMatvecTokens = 4;  // above: the tiled kernel
+  static constexpr uint32_t kTileRows = 64, kTileTokens = 64;
+
+  MatmulKernels(const Device& dev, Pipelines& pipelines);
+
+  const Layout& layout() const { return *layout_; }  // bindings: 0 W, 1 x, 2 y
+  bool uses_subgroups() const { return subgroups_; }
+
+  // Records one chunk's product; set binds (W chunk, x, y) as the layout says.
+  void record(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MatmulPush& pc);
+
+  // The matvec shape for a chunk of n_rows rows and n_tok tokens (heuristic or
+  // the FISH_VK_MV_* / set_override values).
+  MatvecConfig matvec_config(uint32_t n_rows, uint32_t n_tok) const;
+  void set_override(uint32_t rows, uint32_t wg) { override_rows_ = rows; override_wg_ = wg; }
+
+  // Creates the pipelines a type needs now (so that the first product is not
+  // slowed by compilation); returns false for a type without kernels.
+  bool warm_up(const MatmulType& t, uint32_t n_rows);
+
+ private:
+  std::string matvec_module(const MatmulType& t) const;
+
+  const Device& dev_;
+  Pipelines& pipelines_;
+  const Layout* layout_;
+  bool subgroups_;
+  uint32_t override_rows_ = 0, override_wg_ = 0;
+};
+
+}  // namespace fish::vk

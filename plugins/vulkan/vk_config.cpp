@@ -1,0 +1,68 @@
+// Reads fish_vulkan's FISH_* environment knobs (see vk_config.h).
+#include "vk_config.h"
+
+#include <cctype>
+#include <cstdlib>
+
+namespace fish::vk {
+namespace {
+
+std::string lower(const char* s) {
+  std::string r(s);
+  for (char& c : r) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return r;
+}
+
+// A non-negative integer, or -1 when s is not one.
+long long parse_count(const char* s) {
+  if (!s || !*s) return -1;
+  char* end = nullptr;
+  long long v = std::strtoll(s, &end, 10);
+  if (*end != '\0' || v < 0) return -1;
+  return v;
+}
+
+}  // namespace
+
+VkConfig VkConfig::from_env() {
+  VkConfig c;
+  auto bad = [&c](const std::string& name, const char* value, const char* want) {
+    if (c.error.empty()) c.error = name + "='" + value + "' is not " + want;
+  };
+  if (const char* v = std::getenv("FISH_GPU")) {
+    const std::string s = lower(v);
+    if (s == "0" || s == "off" || s == "false" || s == "no") c.gpu = GpuMode::Off;
+    else if (s == "cpu") c.gpu = GpuMode::Cpu;
+  }
+  if (const char* v = std::getenv("FISH_GPU_DEVICE"); v && *v) {
+    const long long i = parse_count(v);
+    if (i < 0 || i > 1000000) bad("FISH_GPU_DEVICE", v, "a device index");
+    else c.device_index = int(i);
+  }
+  if (const char* v = std::getenv("FISH_VK_QUEUE"); v && *v) {
+    const std::string s = lower(v);
+    if (s == "universal") c.queue_universal = true;
+    else if (s != "compute") bad("FISH_VK_QUEUE", v, "'universal' or 'compute'");
+  }
+  if (const char* v = std::getenv("FISH_VK_VALIDATE")) c.validate = parse_count(v) > 0;
+  if (const char* v = std::getenv("FISH_GPU_VERBOSE")) c.verbose = int(parse_count(v) > 0 ? parse_count(v) : 0);
+  if (const char* v = std::getenv("FISH_VRAM_BUDGET_MB"); v && *v) {
+    const long long mb = parse_count(v);
+    if (mb <= 0) bad("FISH_VRAM_BUDGET_MB", v, "a positive number of MB");
+    else c.budget_bytes = uint64_t(mb) << 20;
+  }
+  if (const char* v = std::getenv("FISH_GPU_PROFILE")) c.profile = parse_count(v) > 0;
+  if (const char* v = std::getenv("FISH_VK_MV_ROWS"); v && *v) {
+    const long long r = parse_count(v);
+    if (r != 1 && r != 2 && r != 4) bad("FISH_VK_MV_ROWS", v, "1, 2 or 4");
+    else c.mv_rows = int(r);
+  }
+  if (const char* v = std::getenv("FISH_VK_MV_WG"); v && *v) {
+    const long long w = parse_count(v);
+    if (w != 32 && w != 64 && w != 128 && w != 256 && w != 512) bad("FISH_VK_MV_WG", v, "32, 64, 128, 256 or 512");
+    else c.mv_wg = int(w);
+  }
+  return c;
+}
+
+}  // namespace fish::vk

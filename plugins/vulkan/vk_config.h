@@ -1,0 +1,33 @@
+// fish_vulkan's environment knobs, read in this one place (names from the spec).
+//   FISH_GPU=0|off|false|no      no GPU at all (the plugin reports itself unavailable)
+//   FISH_GPU=cpu                 allow CPU Vulkan implementations (lavapipe), and only them
+//   FISH_GPU_DEVICE=<index>      force the physical device with this enumeration index
+//   FISH_VK_QUEUE=universal      use a graphics+compute queue family (default: compute-only if any)
+//   FISH_VK_VALIDATE=1           enable VK_LAYER_KHRONOS_validation if installed (messages to the log)
+//   FISH_GPU_VERBOSE=1|2         log to stderr when no host logger is given (the host filters otherwise)
+//   FISH_VRAM_BUDGET_MB=<n>      the plugin's ceiling on its own allocations (default 85% of free at open)
+//   FISH_GPU_PROFILE=1           time every submission with GPU timestamps (describe(PROFILE))
+//   FISH_VK_MV_ROWS / FISH_VK_MV_WG  matvec tuning: rows per subgroup (1, 2, 4), workgroup size
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace fish::vk {
+
+struct VkConfig {
+  enum class GpuMode { Default, Off, Cpu };
+  GpuMode gpu = GpuMode::Default;
+  int device_index = -1;         // -1: automatic selection
+  bool queue_universal = false;
+  bool validate = false;
+  int verbose = 0;
+  uint64_t budget_bytes = 0;     // 0: the 85% rule
+  bool profile = false;
+  int mv_rows = 0;               // 0: heuristic
+  int mv_wg = 0;                 // 0: heuristic
+  std::string error;             // a knob with a value that makes no sense (names it)
+
+  static VkConfig from_env();
+};
+
+}  // namespace fish::vk

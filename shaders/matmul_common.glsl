@@ -1,0 +1,118 @@
+// Shared declarations of the matmul kernels (matvec.comp, matmul_tiled.comp):
+// bindings, push constants and the bit tricks that turn packed quants into floats.
+//
+// y = x · Wᵀ for one weight chunk: W holds n_rows rows of n_in elements in GGUF
+// layout (row r at byte r * row_bytes), x is [n_tok, x_stride] f32 starting at
+// float x_off, y is [n_tok, y_stride] f32 and this chunk writes columns
+// y_off .. y_off + n_rows - 1 of every token row.
+//
+// Weights are bound as plain 32-bit words (and, aliased on the same binding, as
+// uvec4 for the block types whose blocks are 16-byte aligned): no 8/16-bit
+// storage feature is needed, bytes come out with shifts.
+
+layout(set = 0, binding = 0) readonly restrict buffer WeightWords { uint W[]; };
+layout(set = 0, binding = 0) readonly restrict buffer WeightVec4 { uvec4 W4[]; };
+layout(set = 0, binding = 1) readonly restrict buffer InputX { float X[]; };
+layout(set = 0, binding = 1) readonly restrict buffer InputX4 { vec4 X4[]; };
+layout(set = 0, binding = 2) writeonly restrict buffer OutputY { float Y[]; };
+
+layout(push_constant) uniform MatmulParams {
+  uint n_in;      // elements per weight row (and per x row)
+  uint n_rows;    // rows of this weight chunk
+  uint n_tok;     // token rows of x / y
+  uint x_stride;  // floats between consecutive token rows of x
+  uint x_off;     // float index of x[0][0] in X
+  uint y_stride;  // floats between consecutive token rows of y
+  uint y_off;     // float index of y[0][first row of this chunk] in Y
+  uint flags;     // reserved (0)
+} pc;
+
+// ---- unaligned reads --------------------------------------------------------
+// The 32 bits starting at byte offset `o` of the weight buffer, for blocks whose
+// size is not a multiple of 4 (Q4_0: 18, Q8_0: 34, Q6_K: 210 bytes). The two
+// neighbouring words are funnel-shifted; the shift is 0 for aligned offsets.
+uint funnel(uint lo, uint hi, uint byte_shift) {
+  uint s = byte_shift * 8u;
+  return s == 0u ? lo : (lo >> s) | (hi << (32u - s));
+}
+
+// Eight bytes at byte offset o (any alignment): three word reads.
+uvec2 load_bytes8(uint o) {
+  uint w = o >> 2, s = o & 3u;
+  uint a = W[w], b = W[w + 1u], c = W[w + 2u];
+  return uvec2(funnel(a, b, s), funnel(b, c, s));
+}
+
+// Sixteen bytes at byte offset o (any alignment): five word reads.
+uvec4 load_bytes16(uint o) {
+  uint w = o >> 2, s = o & 3u;
+  uint a = W[w], b = W[w + 1u], c = W[w + 2u], d = W[w + 3u], e = W[w + 4u];
+  return uvec4(funnel(a, b, s), funnel(b, c, s), funnel(c, d, s), funnel(d, e, s));
+}
+
+// The 16-bit half at byte offset o (o even).
+uint load_half(uint o) { return (W[o >> 2] >> ((o & 2u) * 8u)) & 0xFFFFu; }
+
+float half_to_float(uint h) { return unpackHalf2x16(h).x; }
+
+// ---- packed integers to floats without conversion instructions --------------
+// Integer-to-float conversions run at a quarter of the FMA rate on most GPUs, so
+// the quants are turned into floats by writing them into the mantissa of a
+// constant: with exponent field 126, 0x3F000000 | (q << 16) is 0.5 + q/256 for
+// 0 <= q < 128 (0.5 + q/32 for a nibble at bits 19..22). The dot
+// product is then recovered from Σf·x and Σx:  Σq·x = 256·Σf·x - 128·Σx
+// (32·Σf·x - 16·Σx for high nibbles). The subtraction happens per block of 16..32 values, so
+// the cancellation costs ~8 bits of f32 precision: far inside the 1e-3 bound.
+const uint F_HALF = 0x3F000000u;
+
+// Bytes 0..3 of v (each < 128) as 0.5 + b/256.
+vec4 bytes_f(uint v) {
+  return uintBitsToFloat(uvec4((v << 16) & 0x00FF0000u, (v << 8) & 0x00FF0000u, v & 0x00FF0000u,
+                               (v >> 8) & 0x00FF0000u) | F_HALF);
+}
+// Low nibbles of bytes 0..3 of v as 0.5 + q/256.
+vec4 nib_lo_f(uint v) {
+  return uintBitsToFloat(uvec4((v << 16) & 0x000F0000u, (v << 8) & 0x000F0000u, v & 0x000F0000u,
+                               (v >> 8) & 0x000F0000u) | F_HALF);
+}
+// High nibbles of bytes 0..3 of v as 0.5 + q/32 (moved to bits 19..22: bit 23
+// is the exponent's lowest bit).
+vec4 nib_hi_f(uint v) {
+  const uint h = v >> 1;
+  return uintBitsToFloat(uvec4((h << 16) & 0x00780000u, (h << 8) & 0x00780000u, h & 0x00780000u,
+                               (h >> 8) & 0x00780000u) | F_HALF);
+}
+// Signed bytes 0..3 of v as 1 + (b + 128)/256 (bits 15..22 of the mantissa, so
+// all 256 values fit): Σb·x = 256·Σf·x - 384·Σx.
+vec4 sbytes_f(uint v) {
+  v ^= 0x80808080u;
+  return uintBitsToFloat(uvec4((v << 15) & 0x007F8000u, (v << 7) & 0x007F8000u, (v >> 1) & 0x007F8000u,
+                               (v >> 9) & 0x007F8000u) | 0x3F800000u);
+}
+
+// Thirty-two bytes at byte offset o (any alignment): nine word reads.
+void load_bytes32(uint o, out uvec4 lo, out uvec4 hi) {
+  uint w = o >> 2, s = o & 3u;
+  uint a0 = W[w], a1 = W[w + 1u], a2 = W[w + 2u], a3 = W[w + 3u], a4 = W[w + 4u];
+  uint a5 = W[w + 5u], a6 = W[w + 6u], a7 = W[w + 7u], a8 = W[w + 8u];
+  lo = uvec4(funnel(a0, a1, s), funnel(a1, a2, s), funnel(a2, a3, s), funnel(a3, a4, s));
+  hi = uvec4(funnel(a4, a5, s), funnel(a5, a6, s), funnel(a6, a7, s), funnel(a7, a8, s));
+}
+
+// Byte k (0..3) of v.
+uint byte_of(uint v, uint k) { return (v >> (8u * k)) & 0xFFu; }
+
+// The signed byte at byte offset o.
+int load_sbyte(uint o) { return bitfieldExtract(int(W[o >> 2]), int((o & 3u) * 8u), 8); }
+
+// Q4_K / Q5_K: the 6-bit scale (x) and min (y) of group s (0..7) from a block's
+// first 16 bytes hd (hd.x = d | dmin << 16, hd.yzw = the 12 packed scale bytes
+// q[0..11]): s < 4: q[s] & 63, q[s+4] & 63; s >= 4: the low/high nibble of
+// q[s+4] with the top two bits of q[s-4] / q[s] above it.
+uvec2 k4_scale_min(uint s, uvec4 hd) {
+  const uint k = 8u * (s & 3u);
+  const uint a = (hd.y >> k) & 0xFFu, b = (hd.z >> k) & 0xFFu;
+  if (s < 4u) return uvec2(a & 63u, b & 63u);
+  const uint c = (hd.w >> k) & 0xFFu;
+  return uvec2((c & 15u) | ((a >> 6) << 4), (c >> 4) | ((b >> 6) << 4));
+}

@@ -1,0 +1,283 @@
+// fish_bench_vk: fish_vulkan kernel throughput measured with device timestamps
+// (run by hand, e.g. on the H200; not a test).
+//
+//   fish_bench_vk [--types Q4_K,Q6_K,...] [--shapes 8b|1b|all] [--sweep] [--reps N]
+//                 [--group-mb M] [--prefill N] [--no-check]
+//
+// For every type and shape it uploads enough copies of one random matrix that a
+// group product streams >= M MB (default 1024, far beyond any L2), runs
+// matmul_group on them (one submission, one dispatch per copy) and reports:
+//   matvec GB/s    weight bytes / device time of the kernels, n_tok = 1
+//   wall GB/s      the same over the whole call (x/y copies, submit, fence wait)
+//   prefill GFLOP/s  2·n_in·n_out·n_tok / device time (tiled kernel)
+// --sweep repeats the matvec for every (rows per subgroup, workgroup size).
+// First it measures the device's copy bandwidth (vkCmdCopyBuffer of 1 GiB,
+// counted as read + write) as the reference the matvec figures are read against.
+// One copy per shape is also checked against the CPU f32 reference (spec bound).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/fp16.h"
+#include "vk_test_util.h"
+
+using fish::GgmlType;
+using namespace fish::vktest;
+
+namespace {
+
+struct Shape {
+  const char* label;
+  int64_t n_in, n_out;
+};
+
+// Llama-3.1-8B: q/o 4096², k/v 4096→1024, gate/up 4096→14336, down 14336→4096, output 4096→128256.
+const Shape k8b[] = {{"8B attn_q 4096->4096", 4096, 4096},       {"8B attn_k 4096->1024", 4096, 1024},
+                     {"8B ffn_up 4096->14336", 4096, 14336},     {"8B ffn_down 14336->4096", 14336, 4096},
+                     {"8B output 4096->128256", 4096, 128256}};
+// Llama-3.2-1B: 2048², 2048→512, 2048→8192, 8192→2048, 2048→128256.
+const Shape k1b[] = {{"1B attn_q 2048->2048", 2048, 2048},   {"1B attn_k 2048->512", 2048, 512},
+                     {"1B ffn_up 2048->8192", 2048, 8192},   {"1B ffn_down 8192->2048", 8192, 2048},
+                     {"1B output 2048->128256", 2048, 128256}};
+
+// Random blocks without quantising (fast for 500 MB matrices): random bytes,
+// then every f16 scale set to a sane value (no NaN/Inf) and F32/F16 values drawn.
+Matrix fast_random_matrix(GgmlType t, int64_t n_in, int64_t n_out, uint64_t seed) {
+  Matrix m;
+  m.type = t;
+  m.n_in = n_in;
+  m.n_out = n_out;
+  const auto info = *fish::ggml_type_info(t);
+  m.row_bytes = uint64_t(n_in) / uint64_t(info.block_size) * uint64_t(info.type_size);
+  m.data.resize(m.row_bytes * uint64_t(n_out));
+  m.name = fish::ggml_type_name(t) + " " + std::to_string(n_out) + "x" + std::to_string(n_in);
+  std::mt19937_64 rng(seed);
+  auto* p = m.data.data();
+  const size_t n = m.data.size();
+  for (size_t i = 0; i + 8 <= n; i += 8) {
+    const uint64_t r = rng();
+    std::memcpy(p + i, &r, 8);
+  }
+  auto put_half = [&](size_t off, float v) {
+    const uint16_t h = fish::fp32_to_fp16(v);
+    std::memcpy(p + off, &h, 2);
+  };
+  std::uniform_real_distribution<float> sc(0.0005f, 0.002f);
+  std::normal_distribution<float> nd(0.0f, 0.02f);
+  switch (t) {
+    case GgmlType::F32:
+      for (size_t i = 0; i + 4 <= n; i += 4) {
+        const float v = nd(rng);
+        std::memcpy(p + i, &v, 4);
+      }
+      break;
+    case GgmlType::F16:
+      for (size_t i = 0; i + 2 <= n; i += 2) put_half(i, nd(rng));
+      break;
+    case GgmlType::Q4_0:
+    case GgmlType::Q8_0:
+      for (size_t b = 0; b < n; b += size_t(info.type_size)) put_half(b, sc(rng) * 8);
+      break;
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+      for (size_t b = 0; b < n; b += size_t(info.type_size)) {
+        put_half(b, sc(rng));
+        put_half(b + 2, sc(rng));
+      }
+      break;
+    case GgmlType::Q6_K:
+      for (size_t b = 0; b < n; b += size_t(info.type_size)) put_half(b + 208, sc(rng));
+      break;
+    default: break;
+  }
+  return m;
+}
+
+// Device copy bandwidth: one 1 GiB buffer copied to another, read + write counted.
+double copy_bandwidth(fish::vk::VulkanBackend& be) {
+  const uint64_t size = uint64_t(1) << 30;
+  fish::vk::Memory& mem = *be.memory();
+  fish::vk::Buffer a, b;
+  try {
+    a = mem.create(size, fish::vk::MemKind::Device, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, "copy src");
+    b = mem.create(size, fish::vk::MemKind::Device, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, "copy dst");
+  } catch (const fish::vk::Failure& f) {
+    std::printf("copy bandwidth: skipped (%s)\n", f.what());
+    mem.destroy(a);
+    return 0;
+  }
+  fish::vk::Submitter& sub = *be.submitter();
+  const auto& f = be.device()->fns();
+  double best = 1e30;
+  for (int rep = 0; rep < 6; ++rep) {
+    VkCommandBuffer cmd = sub.begin();
+    f.vkCmdFillBuffer(cmd, a.buffer, 0, size, 0x3f800000u);
+    sub.barrier(VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                VK_ACCESS_TRANSFER_READ_BIT);
+    sub.mark_begin();
+    VkBufferCopy r{0, 0, size};
+    f.vkCmdCopyBuffer(cmd, a.buffer, b.buffer, 1, &r);
+    sub.mark_end();
+    sub.submit_and_wait();
+    if (rep > 0) best = std::min(best, sub.last_gpu_seconds());
+  }
+  mem.destroy(a);
+  mem.destroy(b);
+  return best > 0 && best < 1e30 ? 2.0 * double(size) / best / 1e9 : 0.0;
+}
+
+struct Args {
+  std::vector<GgmlType> types = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0,
+                                 GgmlType::Q5_K, GgmlType::F16,  GgmlType::F32};
+  std::string shapes = "8b";
+  bool sweep = false;
+  bool check = true;
+  int reps = 5;
+  uint64_t group_mb = 1024;
+  int prefill = 256;
+};
+
+GgmlType parse_type(const std::string& s) {
+  for (uint32_t t : {0u, 1u, 2u, 8u, 12u, 13u, 14u})
+    if (fish::ggml_type_name(t) == s) return GgmlType(t);
+  std::fprintf(stderr, "unknown type %s\n", s.c_str());
+  std::exit(2);
+}
+
+// Best device seconds and median wall seconds of `reps` group calls.
+struct Timing {
+  double gpu_s = 0, wall_s = 0;
+};
+Timing time_group(fish::vk::VulkanBackend& be, std::vector<fish::vk::Weight*>& ws, const std::vector<float>& x, int n_tok,
+                  std::vector<std::vector<float>>& ys, int reps) {
+  std::vector<float*> yp;
+  for (auto& y : ys) yp.push_back(y.data());
+  std::vector<double> gpu, wall;
+  for (int r = 0; r <= reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!be.matmul_group(ws.data(), int(ws.size()), x.data(), n_tok, yp.data())) {
+      std::fprintf(stderr, "matmul_group failed: %s\n", be.error().c_str());
+      std::exit(1);
+    }
+    const double w = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r == 0) continue;  // warm-up (pipeline creation)
+    gpu.push_back(be.last_gpu_seconds());
+    wall.push_back(w);
+  }
+  std::sort(wall.begin(), wall.end());
+  return {*std::min_element(gpu.begin(), gpu.end()), wall[wall.size() / 2]};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", s.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (s == "--types") {
+      a.types.clear();
+      std::string v = next();
+      for (size_t p = 0; p <= v.size();) {
+        const size_t q = std::min(v.find(',', p), v.size());
+        a.types.push_back(parse_type(v.substr(p, q - p)));
+        p = q + 1;
+      }
+    } else if (s == "--shapes") a.shapes = next();
+    else if (s == "--sweep") a.sweep = true;
+    else if (s == "--no-check") a.check = false;
+    else if (s == "--reps") a.reps = std::max(1, std::atoi(next().c_str()));
+    else if (s == "--group-mb") a.group_mb = uint64_t(std::max(1, std::atoi(next().c_str())));
+    else if (s == "--prefill") a.prefill = std::atoi(next().c_str());
+    else {
+      std::fprintf(stderr, "usage: %s [--types T,..] [--shapes 8b|1b|all] [--sweep] [--reps N] [--group-mb M] [--prefill N] [--no-check]\n", argv[0]);
+      return 2;
+    }
+  }
+  auto be = open_backend("fish_bench_vk");
+  if (!be) return 0;
+  be->set_profiling(true);
+  if (!be->submitter()->can_profile()) {
+    std::printf("the device has no timestamps on its compute queue: nothing to measure\n");
+    return 0;
+  }
+  const double copy_gbs = copy_bandwidth(*be);
+  std::printf("device copy bandwidth (1 GiB vkCmdCopyBuffer, read + write): %.0f GB/s\n\n", copy_gbs);
+
+  std::vector<Shape> shapes;
+  if (a.shapes == "8b" || a.shapes == "all") shapes.insert(shapes.end(), std::begin(k8b), std::end(k8b));
+  if (a.shapes == "1b" || a.shapes == "all") shapes.insert(shapes.end(), std::begin(k1b), std::end(k1b));
+
+  std::printf("%-6s %-26s %6s %7s | %10s %7s %10s %9s | %11s\n", "type", "shape", "MB", "copies", "matvec GB/s",
+              "of copy", "wall GB/s", "call us", "prefill GF/s");
+  uint64_t seed = 1;
+  for (GgmlType t : a.types) {
+    for (const Shape& sh : shapes) {
+      const Matrix m = fast_random_matrix(t, sh.n_in, sh.n_out, seed++);
+      const uint64_t mb = m.data.size() >> 20;
+      const int copies = int(std::max<uint64_t>(1, std::min<uint64_t>(64, (a.group_mb << 20) / m.data.size())));
+      std::vector<fish::vk::Weight*> ws;
+      for (int c = 0; c < copies; ++c) {
+        fish::vk::Weight* w = be->upload(upload_desc(m));
+        if (!w) {
+          std::printf("upload failed: %s\n", be->error().c_str());
+          break;
+        }
+        ws.push_back(w);
+      }
+      if (ws.empty()) continue;
+      const double bytes = double(m.data.size()) * double(ws.size());
+      const auto x1 = random_x(1, sh.n_in, seed++);
+      std::vector<std::vector<float>> ys(ws.size(), std::vector<float>(size_t(sh.n_out) * size_t(std::max(1, a.prefill))));
+      const Timing mv = time_group(*be, ws, x1, 1, ys, a.reps);
+      // One weight alone: the per-call cost stage 1 pays.
+      std::vector<fish::vk::Weight*> one = {ws[0]};
+      std::vector<std::vector<float>> y1(1, std::vector<float>(size_t(sh.n_out)));
+      const Timing single = time_group(*be, one, x1, 1, y1, a.reps);
+      double gflops = 0;
+      if (a.prefill > 4) {
+        const auto xp = random_x(a.prefill, sh.n_in, seed++);
+        std::vector<std::vector<float>> yp(1, std::vector<float>(size_t(sh.n_out) * size_t(a.prefill)));
+        const Timing pf = time_group(*be, one, xp, a.prefill, yp, std::max(1, a.reps / 2));
+        gflops = 2.0 * double(sh.n_in) * double(sh.n_out) * a.prefill / pf.gpu_s / 1e9;
+      }
+      const double gbs = bytes / mv.gpu_s / 1e9;
+      std::printf("%-6s %-26s %6llu %7zu | %10.0f %6.0f%% %10.0f %9.1f | %11.0f\n", fish::ggml_type_name(t).c_str(),
+                  sh.label, (unsigned long long)mb, ws.size(), gbs, copy_gbs > 0 ? 100.0 * gbs / copy_gbs : 0.0,
+                  bytes / mv.wall_s / 1e9, single.wall_s * 1e6, gflops);
+      std::fflush(stdout);
+      if (a.sweep) {
+        for (uint32_t rows : {1u, 2u, 4u}) {
+          for (uint32_t wg : {64u, 128u, 256u, 512u}) {
+            be->kernels()->set_override(rows, wg);
+            const Timing s = time_group(*be, ws, x1, 1, ys, a.reps);
+            std::printf("         sweep rows %u wg %3u: %6.0f GB/s\n", rows, wg, bytes / s.gpu_s / 1e9);
+          }
+        }
+        be->kernels()->set_override(0, 0);
+        std::fflush(stdout);
+      }
+      if (a.check) {
+        // Correctness at full size on this device: one token against the CPU f32 reference.
+        int64_t bad = 0;
+        const double r = bound_ratio(m, x1.data(), 1, ys[0].data(), &bad);
+        if (bad) std::printf("         CHECK FAILED: %lld elements outside the bound (worst ratio %.3g)\n", (long long)bad, r);
+        else std::printf("         checked vs CPU f32: worst |err|/bound %.5f\n", r);
+      }
+      for (auto* w : ws) be->release(w);
+    }
+  }
+  return 0;
+}

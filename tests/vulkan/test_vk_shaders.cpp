@@ -1,0 +1,118 @@
+// The embedded SPIR-V: every module passes spirv-val (SPIRV-Tools, Vulkan 1.1
+// rules), the module table covers every kernel type, and the committed
+// shaders/prebuilt/fish_vk_shaders.inc was generated from the current sources
+// (same SHA-256 as cmake/FishGlslc.cmake computes: every *.comp, *.glsl and
+// modules.txt in shaders/, sorted by name, each as "<name>\n<content>").
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "kernels.h"
+#include "sha256.h"
+#include "shaders.h"
+#include "test_paths.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string sources_hash() {
+  const fs::path dir = fish::test::source_path("shaders");
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    const std::string n = e.path().filename().string();
+    const std::string ext = e.path().extension().string();
+    if (ext == ".comp" || ext == ".glsl" || n == "modules.txt") names.push_back(n);
+  }
+  std::sort(names.begin(), names.end());
+  std::string all;
+  for (const auto& n : names) all += n + "\n" + read_file(dir / n);
+  return fish::vktest::sha256_hex(all);
+}
+
+}  // namespace
+
+TEST_CASE("sha256 matches the FIPS 180-4 examples", "[vulkan]") {
+  CHECK(fish::vktest::sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(fish::vktest::sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(fish::vktest::sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") ==
+        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+}
+
+TEST_CASE("the prebuilt SPIR-V is up to date with the shader sources", "[vulkan]") {
+  const std::string want = sources_hash();
+  const std::string prebuilt = read_file(fish::test::source_path("shaders/prebuilt/fish_vk_shaders.inc"));
+  REQUIRE_FALSE(prebuilt.empty());
+  INFO("shaders/ hash " << want
+                        << "; refresh with: cmake -B build -DFISH_GLSLC=<glslc> && ninja -C build fish_vk_prebuilt");
+  CHECK(prebuilt.find("#define FISH_VK_SHADERS_SOURCE_SHA256 \"" + want + "\"") != std::string::npos);
+  // And the modules this build embeds come from the same sources.
+  CHECK(std::string(fish::vk::shaders_source_sha256()) == want);
+}
+
+TEST_CASE("every kernel type has its matvec, fallback matvec and tiled modules", "[vulkan]") {
+  int n = 0;
+  for (const auto* t = fish::vk::matmul_types_begin(); t != fish::vk::matmul_types_end(); ++t) {
+    for (const std::string prefix : {"matvec_", "tiled_"}) {
+      for (const std::string suffix : {"", "_nosg"}) {
+        if (prefix == "tiled_" && !suffix.empty()) continue;
+        const std::string name = prefix + t->name + suffix;
+        const FishVkModule* m = fish::vk::find_module(name);
+        INFO(name);
+        REQUIRE(m != nullptr);
+        REQUIRE(m->words > 5);
+        CHECK(m->code[0] == 0x07230203u);  // SPIR-V magic
+        CHECK(m->code[1] <= 0x00010300u);  // SPIR-V <= 1.3: what Vulkan 1.1 consumes
+        ++n;
+      }
+    }
+  }
+  CHECK(n == 21);
+}
+
+TEST_CASE("every embedded SPIR-V module passes spirv-val for Vulkan 1.1", "[vulkan]") {
+  const std::string val = FISH_SPIRV_VAL;
+  if (val.empty() || val.find("NOTFOUND") != std::string::npos) {
+    std::printf("SKIPPED: spirv-val not found (install spirv-tools)\n");
+    return;
+  }
+  const fs::path dir = fs::temp_directory_path() / ("fish_vk_spv_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  int n = 0;
+  for (const FishVkModule* m = fish::vk::modules_begin(); m != fish::vk::modules_end(); ++m) {
+    const fs::path p = dir / (std::string(m->name) + ".spv");
+    {
+      std::ofstream f(p, std::ios::binary);
+      f.write(reinterpret_cast<const char*>(m->code), std::streamsize(m->words * 4));
+    }
+    const std::string cmd = "\"" + val + "\" --target-env vulkan1.1 \"" + p.string() + "\" 2>&1";
+    FILE* pipe = popen(cmd.c_str(), "r");
+    REQUIRE(pipe);
+    std::string out;
+    char buf[512];
+    while (std::fgets(buf, sizeof buf, pipe)) out += buf;
+    const int rc = pclose(pipe);
+    INFO(m->name << ": " << out);
+    CHECK(rc == 0);
+    ++n;
+  }
+  fs::remove_all(dir);
+  CHECK(n == 21);
+}

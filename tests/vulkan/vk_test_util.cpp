@@ -1,0 +1,112 @@
+// Shared helpers of the fish_vulkan tests (see vk_test_util.h).
+#include "vk_test_util.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+
+#include "cpu/matmul.h"
+#include "quant/quant.h"
+
+namespace fish::vktest {
+
+std::unique_ptr<vk::VulkanBackend> open_backend(const std::string& test, vk::VulkanBackend::Options opt) {
+  auto be = std::make_unique<vk::VulkanBackend>(opt);
+  if (be->open()) {
+    std::printf("%s: on %s\n", test.c_str(), be->status().c_str());
+    return be;
+  }
+  const std::string first = be->error();
+  if (!std::getenv("FISH_GPU")) {
+    setenv("FISH_GPU", "cpu", 1);
+    be = std::make_unique<vk::VulkanBackend>(opt);
+    if (be->open()) {
+      std::printf("%s: no GPU (%s); on %s\n", test.c_str(), first.c_str(), be->status().c_str());
+      return be;
+    }
+    unsetenv("FISH_GPU");
+  }
+  std::printf("SKIPPED: %s: no Vulkan device: %s\n", test.c_str(), be->error().c_str());
+  return nullptr;
+}
+
+std::string type_name(GgmlType t) { return ggml_type_name(t); }
+
+Matrix random_matrix(GgmlType type, int64_t n_in, int64_t n_out, uint64_t seed) {
+  Matrix m;
+  m.type = type;
+  m.n_in = n_in;
+  m.n_out = n_out;
+  m.row_bytes = *ggml_row_bytes(uint32_t(type), n_in);
+  m.data.resize(m.row_bytes * uint64_t(n_out));
+  m.name = type_name(type) + " " + std::to_string(n_out) + "x" + std::to_string(n_in);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_real_distribution<float> ud(-2.0f, 0.0f);
+  std::vector<float> row(static_cast<size_t>(n_in));
+  for (int64_t r = 0; r < n_out; ++r) {
+    const float scale = 0.05f * std::pow(10.0f, ud(rng));
+    for (auto& v : row) {
+      v = nd(rng) * scale;
+      if ((rng() & 255) == 0) v *= 8.0f;  // outliers stress the block scales
+    }
+    quantize_row(type, row.data(), m.data.data() + uint64_t(r) * m.row_bytes, n_in);
+  }
+  return m;
+}
+
+std::vector<float> random_x(int n_tok, int64_t n_in, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(size_t(n_tok) * size_t(n_in));
+  for (auto& v : x) v = nd(rng);
+  return x;
+}
+
+vk::WeightUpload upload_desc(const Matrix& m) {
+  vk::WeightUpload u;
+  u.type = uint32_t(m.type);
+  u.name = m.name.c_str();
+  u.n_in = m.n_in;
+  u.n_out = m.n_out;
+  u.data = m.data.data();
+  u.nbytes = m.data.size();
+  return u;
+}
+
+double bound_ratio(const Matrix& w, const float* x, int n_tok, const float* y, int64_t* n_bad) {
+  WeightView v;
+  v.type = w.type;
+  v.data = w.data.data();
+  v.n_in = w.n_in;
+  v.n_out = w.n_out;
+  v.row_bytes = w.row_bytes;
+  std::vector<float> ref(size_t(n_tok) * size_t(w.n_out));
+  matmul_ref_f32(v, x, n_tok, ref.data());
+  // Σ_r |w_r| (element-wise column sums of |W|), then S_t = Σ_i colsum_i |x_ti|.
+  std::vector<double> colsum(size_t(w.n_in), 0.0);
+  std::vector<float> row(static_cast<size_t>(w.n_in));
+  for (int64_t r = 0; r < w.n_out; ++r) {
+    dequant_row(w.type, w.data.data() + uint64_t(r) * w.row_bytes, row.data(), w.n_in);
+    for (int64_t i = 0; i < w.n_in; ++i) colsum[size_t(i)] += std::fabs(double(row[size_t(i)]));
+  }
+  double worst = 0;
+  int64_t bad = 0;
+  for (int t = 0; t < n_tok; ++t) {
+    double s = 0;
+    for (int64_t i = 0; i < w.n_in; ++i) s += colsum[size_t(i)] * std::fabs(double(x[size_t(t) * size_t(w.n_in) + size_t(i)]));
+    const double bound = 1e-3 * s / double(w.n_out);
+    for (int64_t r = 0; r < w.n_out; ++r) {
+      const size_t k = size_t(t) * size_t(w.n_out) + size_t(r);
+      const double err = std::fabs(double(y[k]) - double(ref[k]));
+      const double ratio = bound > 0 ? err / bound : (err > 0 ? INFINITY : 0.0);
+      if (!(ratio <= 1.0)) ++bad;  // also catches NaN
+      if (!(ratio <= worst)) worst = std::isnan(ratio) ? INFINITY : ratio;
+    }
+  }
+  *n_bad = bad;
+  return worst;
+}
+
+}  // namespace fish::vktest

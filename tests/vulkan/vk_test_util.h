@@ -1,0 +1,46 @@
+// Helpers shared by the fish_vulkan tests: opening a backend (or saying SKIPPED
+// with the reason), random weights of any GGUF type, and the spec's bound check
+// against the engine's f32 reference product (fish::matmul_ref_f32).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "common/ggml_type.h"
+
+namespace fish::vktest {
+
+// The backend the tests use: the device the environment selects; when that
+// finds none and FISH_GPU is unset, a CPU implementation (FISH_GPU=cpu:
+// lavapipe) so the kernels really run wherever Mesa is installed. nullptr after
+// printing "SKIPPED: <test>: <reason>" when there is no Vulkan device at all.
+std::unique_ptr<vk::VulkanBackend> open_backend(const std::string& test, vk::VulkanBackend::Options opt = {});
+
+// A weight matrix in GGUF layout: n_out rows of n_in elements of `type`.
+struct Matrix {
+  GgmlType type = GgmlType::F32;
+  int64_t n_in = 0, n_out = 0;
+  uint64_t row_bytes = 0;
+  std::vector<uint8_t> data;
+  std::string name;
+};
+
+// Random weights (per-row scales vary over ~2 decades, some outliers) quantised
+// to `type` with the engine's quantize_row.
+Matrix random_matrix(GgmlType type, int64_t n_in, int64_t n_out, uint64_t seed);
+// x: [n_tok, n_in] ~ N(0, 1).
+std::vector<float> random_x(int n_tok, int64_t n_in, uint64_t seed);
+
+vk::WeightUpload upload_desc(const Matrix& m);
+
+// Checks y [n_tok, n_out] against matmul_ref_f32 with the spec's per-element
+// bound |y - ref| <= 1e-3 * (Σ_r Σ_i |w_ri| |x_ti|) / n_out (token t). Returns
+// the largest |y - ref| / bound seen (must be <= 1); the number of violations
+// goes to *n_bad.
+double bound_ratio(const Matrix& w, const float* x, int n_tok, const float* y, int64_t* n_bad);
+
+std::string type_name(GgmlType t);
+
+}  // namespace fish::vktest
