@@ -12,7 +12,7 @@
 
 using namespace fish;
 
-TEST_CASE("host table: size, version, every service present", "[plugin][host]") {
+TEST_CASE("host table - size version and every service present", "[plugin][host]") {
   const fish_host_api* h = backend::host_api();
   REQUIRE(h == backend::host_api());  // one table for the whole process
   CHECK(h->struct_size == sizeof(fish_host_api));
@@ -50,7 +50,7 @@ void cover_fn(void* ctx, int64_t b, int64_t e, int32_t ith) {
 }
 }  // namespace
 
-TEST_CASE("host parallel_for covers every index once, nested calls run serially", "[plugin][host]") {
+TEST_CASE("host parallel_for covers every index once and nested calls run serially", "[plugin][host]") {
   const fish_host_api* h = backend::host_api();
   for (bool nest : {false, true}) {
     const int64_t n = 10007;
@@ -67,7 +67,7 @@ TEST_CASE("host parallel_for covers every index once, nested calls run serially"
   h->parallel_for(10, 1, nullptr, nullptr);
 }
 
-TEST_CASE("host dequant_row / quantize_row: values and statuses", "[plugin][host]") {
+TEST_CASE("host dequant_row and quantize_row - values and statuses", "[plugin][host]") {
   const fish_host_api* h = backend::host_api();
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(-2, 2);
@@ -95,7 +95,7 @@ TEST_CASE("host dequant_row / quantize_row: values and statuses", "[plugin][host
   CHECK(h->quantize_row(FISH_TYPE_Q2_K, src.data(), q.data(), 256) == FISH_E_UNSUPPORTED);  // decode-only type
 }
 
-TEST_CASE("host type_info: geometry, short structs, unknown types", "[plugin][host]") {
+TEST_CASE("host type_info - geometry short structs and unknown types", "[plugin][host]") {
   const fish_host_api* h = backend::host_api();
   fish_type_info ti{};
   ti.struct_size = sizeof ti;

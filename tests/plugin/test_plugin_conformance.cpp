@@ -27,7 +27,7 @@ ConformanceSummary run_and_print(const std::string& path, const std::string& fil
 
 }  // namespace
 
-TEST_CASE("conformance: every plugin in the build folder", "[plugin][conformance]") {
+TEST_CASE("conformance - every plugin in the build folder", "[plugin][conformance]") {
   // fish_vulkan finds lavapipe (a CPU Vulkan driver) only with FISH_GPU=cpu;
   // the suite should run there too, so allow it unless the caller decided.
   setenv("FISH_GPU", "cpu", 0);
@@ -44,14 +44,14 @@ TEST_CASE("conformance: every plugin in the build folder", "[plugin][conformance
   }
 }
 
-TEST_CASE("conformance: the reference plugin passes every check, none skipped", "[plugin][conformance]") {
+TEST_CASE("conformance - the reference plugin passes every check with none skipped", "[plugin][conformance]") {
   const ConformanceSummary s = run_and_print(FISH_TEST_REFERENCE);
   CHECK(s.failed == 0);
   CHECK(s.skipped == 0);
   CHECK(s.passed >= 150);  // 13 types x 2 shapes x 4 n_tok alone are 104
 }
 
-TEST_CASE("conformance: a subtly wrong plugin is caught", "[plugin][conformance]") {
+TEST_CASE("conformance - a subtly wrong plugin is caught", "[plugin][conformance]") {
   // fish_skewed is fish_reference with every product 5% too large and every
   // span output scaled by 1.05: negotiation and bookkeeping pass, math fails.
   const ConformanceSummary s = run_conformance(fish::test::test_plugin("skewed"));
@@ -70,7 +70,7 @@ TEST_CASE("conformance: a subtly wrong plugin is caught", "[plugin][conformance]
   CHECK(negotiate_pass == 7);
 }
 
-TEST_CASE("conformance: a file that is not a plugin fails the first check", "[plugin][conformance]") {
+TEST_CASE("conformance - a file that is not a plugin fails the first check", "[plugin][conformance]") {
   const ConformanceSummary s = run_conformance(fish::test::test_plugin("noentry"));
   REQUIRE(s.results.size() == 1);
   CHECK(s.results[0].name == "load");

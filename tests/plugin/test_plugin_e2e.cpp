@@ -49,7 +49,7 @@ const std::string& cpu_ids() {
 
 }  // namespace
 
-TEST_CASE("plugins planted in the current directory, PATH or LD_LIBRARY_PATH are never loaded", "[plugin][e2e]") {
+TEST_CASE("plugins planted in the current directory or PATH or LD_LIBRARY_PATH are never loaded", "[plugin][e2e]") {
   TempDir cwd("planted");
   const std::string marker = (cwd.path() / "LOADED").string();
   copy_into(test_plugin("marker"), cwd.path());                       // libfish_marker.so
@@ -73,7 +73,7 @@ TEST_CASE("plugins planted in the current directory, PATH or LD_LIBRARY_PATH are
   CHECK(fs::exists(marker));
 }
 
-TEST_CASE("a copied install works with no rebuild; removing the plugin gives CPU only", "[plugin][e2e]") {
+TEST_CASE("a copied install works with no rebuild and removing the plugin gives CPU only", "[plugin][e2e]") {
   TempDir root("relocated");
   const fs::path app = make_app(root, "app", {test_plugin("refauto50")});
   const std::string fish = (app / "fish").string();
@@ -102,7 +102,7 @@ TEST_CASE("a copied install works with no rebuild; removing the plugin gives CPU
   CHECK(run2.out == cpu_ids());
 }
 
-TEST_CASE("libfish's own folder is searched; folders on LD_LIBRARY_PATH are not", "[plugin][e2e]") {
+TEST_CASE("libfish's own folder is searched but folders on LD_LIBRARY_PATH are not", "[plugin][e2e]") {
   TempDir root("split");
   const fs::path a = root.sub("A"), b = root.sub("B"), c = root.sub("C");
   copy_into(FISH_TEST_FISH, a);
@@ -122,7 +122,7 @@ TEST_CASE("libfish's own folder is searched; folders on LD_LIBRARY_PATH are not"
   CHECK_FALSE(fs::exists(marker));
 }
 
-TEST_CASE("broken plugins next to fish: the engine stays up, CPU output unchanged, reason reported", "[plugin][e2e]") {
+TEST_CASE("broken plugins next to fish - the engine stays up with CPU output unchanged and the reason reported", "[plugin][e2e]") {
   struct Case {
     const char* plugin;
     const char* reason;
@@ -164,7 +164,7 @@ TEST_CASE("broken plugins next to fish: the engine stays up, CPU output unchange
   CHECK(run.out == cpu_ids());
 }
 
-TEST_CASE("FISH_GPU=0|off|false|no loads nothing; FISH_BACKEND picks by name", "[plugin][e2e]") {
+TEST_CASE("FISH_GPU=0 or off or false or no loads nothing and FISH_BACKEND picks by name", "[plugin][e2e]") {
   TempDir root("knobs");
   const fs::path app = make_app(root, "app", {test_plugin("marker"), test_plugin("refauto50"), test_plugin("refauto80")});
   const std::string fish = (app / "fish").string(), marker = (root.path() / "LOADED").string();

@@ -55,7 +55,7 @@ TEST_CASE("plugin file names", "[plugin][loader]") {
     CHECK_FALSE(plugin_name_from_file(bad, nullptr));
 }
 
-TEST_CASE("search folders are the executable's and this module's, never the current directory", "[plugin][loader]") {
+TEST_CASE("search folders are the executable's and this module's and never the current directory", "[plugin][loader]") {
   fish::test::TempDir cwd("cwd");
   const fs::path old = fs::current_path();
   fs::current_path(cwd.path());
@@ -67,7 +67,7 @@ TEST_CASE("search folders are the executable's and this module's, never the curr
   for (const auto& f : folders) CHECK(f != fs::canonical(cwd.path()).string());
 }
 
-TEST_CASE("broken plugins are refused with their reason, without taking the process down", "[plugin][loader]") {
+TEST_CASE("broken plugins are refused with their reason without taking the process down", "[plugin][loader]") {
   struct Case {
     const char* name;
     bool loaded, probed;
@@ -97,7 +97,7 @@ TEST_CASE("broken plugins are refused with their reason, without taking the proc
   CHECK(contains(r.reason, "cannot open"));
 }
 
-TEST_CASE("selection: FISH_GPU off, manual-only, scores, FISH_BACKEND", "[plugin][loader]") {
+TEST_CASE("selection - FISH_GPU off and manual-only and scores and FISH_BACKEND", "[plugin][loader]") {
   PluginFolder pf{"refauto50", "refauto80", "probefail", "noentry"};
   const fs::path ref = FISH_TEST_REFERENCE;
   fish::test::copy_into(ref.string(), pf.dir.path());  // libfish_reference.so: manual only
@@ -177,7 +177,7 @@ TEST_CASE("a plugin whose device does not open gives way to the next candidate",
   CHECK(contains(rep2.reason, "CPU only"));
 }
 
-TEST_CASE("a backend whose every call fails: clean failures, messages, no crash", "[plugin][adapter]") {
+TEST_CASE("a backend whose every call fails gives clean failures with messages", "[plugin][adapter]") {
   PluginFolder pf{"callerrors"};
   BackendReport rep = discover(pf.opts());
   auto be = open_chosen(rep);
@@ -210,7 +210,7 @@ TEST_CASE("an exception thrown across the boundary is contained", "[plugin][adap
   CHECK(contains(r.reason, "internal error"));
 }
 
-TEST_CASE("FISH_BACKEND_FAIL injection: the n-th call and every later one fail", "[plugin][adapter]") {
+TEST_CASE("FISH_BACKEND_FAIL injection - the n-th call and every later one fail", "[plugin][adapter]") {
   const PluginRecord rec = load_plugin(FISH_TEST_REFERENCE);
   REQUIRE(rec.loaded);
   fish_backend_config cfg{};

@@ -96,7 +96,7 @@ Agreement compare(const std::vector<std::vector<float>>& a, const std::vector<st
 
 }  // namespace
 
-TEST_CASE("model: span ≡ per-matmul on the same layers (reference plugin, stories260K)", "[plugin][model]") {
+TEST_CASE("model - span equals per-matmul on the same layers (reference plugin on stories260K)", "[plugin][model]") {
   fish_backend_use_file(FISH_TEST_REFERENCE);
   const Trace t = cpu_trace(24);
   Model span(-1, 1), per(-1, 0);
@@ -118,7 +118,7 @@ TEST_CASE("model: span ≡ per-matmul on the same layers (reference plugin, stor
   fish_backend_use_file(nullptr);
 }
 
-TEST_CASE("model: a span failure mid-generation falls back to the CPU", "[plugin][model]") {
+TEST_CASE("model - a span failure mid-generation falls back to the CPU", "[plugin][model]") {
   const Trace t = cpu_trace(12);
   setenv("FISH_BACKEND_FAIL", "span_forward:5", 1);  // the prompt + 3 tokens run on the span, then it fails
   fish_backend_use_file(FISH_TEST_REFERENCE);
