@@ -16,6 +16,7 @@
 #include "convert/synth_vocab.h"
 #include "convert/type_mix.h"
 #include "convert_test_util.h"
+#include "quant/quant.h"
 #include "gguf/gguf_file.h"
 #include "test_paths.h"
 
@@ -346,6 +347,18 @@ TEST_CASE("synth: the real shapes' plans (tensors, types, sizes)", "[convert][sy
   CHECK(find(q2, "blk.0.attn_q.weight")->type == GgmlType::Q8_0);
   CHECK(find(q2, "blk.0.attn_q.bias")->type == GgmlType::F32);
   CHECK(q2.n_params == 494032768);
+  CHECK(q2.notes.empty());
+  // In Q4_K_M no K-quant fits 896: Q4_K falls back to Q5_0 (Q4_0 while fish cannot
+  // quantise Q5_0) and Q6_K to Q8_0, each noted; ffn_down (4864 wide) stays a K-quant.
+  const auto q2k = plan("qwen2-0.5b", "Q4_K_M");
+  const GgmlType alt = can_quantize(GgmlType::Q5_0) ? GgmlType::Q5_0 : GgmlType::Q4_0;
+  CHECK(q2k.notes.size() == 1 + 24 * 6);
+  CHECK(find(q2k, "token_embd.weight")->type == GgmlType::Q8_0);
+  CHECK(find(q2k, "blk.0.attn_v.weight")->type == GgmlType::Q8_0);   // a more-bits layer
+  CHECK(find(q2k, "blk.3.attn_v.weight")->type == alt);
+  CHECK(find(q2k, "blk.3.attn_q.weight")->type == alt);
+  CHECK(find(q2k, "blk.0.ffn_down.weight")->type == GgmlType::Q6_K);
+  CHECK(find(q2k, "blk.3.ffn_down.weight")->type == GgmlType::Q4_K);
 
   // Qwen3 0.6B: head_dim 128 != 1024/16, q/k norms [128], tied.
   const auto q3 = plan("qwen3-0.6b", "F16");

@@ -52,7 +52,14 @@ FISH_API int fish_synth_file(const char* shape, const char* type, const char* ou
   o.out = out;
   o.seed = seed;
   o.n_threads = n_threads;
-  return guarded(err, [&] { fish::convert::synth_model(o); }) ? 0 : 1;
+  return guarded(err, [&] {
+    const auto sum = fish::convert::synth_model(o);
+    // Tensors that could not take the type (one line, they share a cause).
+    if (!sum.notes.empty())
+      std::fprintf(stderr, "fish synth: %s%s\n", sum.notes[0].c_str(),
+                   sum.notes.size() > 1 ? (" (and " + std::to_string(sum.notes.size() - 1) + " more tensors)").c_str()
+                                        : "");
+  }) ? 0 : 1;
 }
 
 }  // extern "C"

@@ -88,7 +88,9 @@ SynthSummary build(const SynthOptions& o, ThreadPool& pool, std::deque<std::vect
 
   auto add = [&](const std::string& name, std::vector<int64_t> ne, Init init) {
     const uint32_t n_dims = uint32_t(ne.size());
-    const GgmlType type = choose_type(*f, name, ne[0], n_dims, s->n_layer, s->tied, GgmlType::F32).type;
+    const TypeChoice choice = choose_type(*f, name, ne[0], n_dims, s->n_layer, s->tied, GgmlType::F32);
+    const GgmlType type = choice.type;
+    if (!choice.note.empty()) sum.notes.push_back(name + ": " + choice.note);
     int64_t n_el = 1;
     for (int64_t d : ne) n_el *= d;
     sum.n_params += n_el;

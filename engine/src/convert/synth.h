@@ -30,6 +30,9 @@ struct SynthSummary {
   uint64_t file_bytes = 0;  // exact size of the file
   int64_t n_params = 0;
   std::vector<SynthTensor> tensors;  // in file order
+  // One line per tensor whose row length did not fit the format's type (what it
+  // got instead: type_mix.h), e.g. Qwen2.5 0.5B's 896-wide rows in Q4_K_M.
+  std::vector<std::string> notes;
 };
 
 // Writes the model. Throws fish::Error for an unknown shape or type, or when the
