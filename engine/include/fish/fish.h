@@ -131,6 +131,19 @@ FISH_API void fish_free(void* p);
 
 FISH_API const char* fish_version(void);
 
+/* ---- GPU validation (fish test-gpu) ----------------------------------------- */
+/* Bytes the active backend holds now (0 when CPU only). */
+FISH_API uint64_t fish_backend_bytes_resident(void);
+struct fish_plugin_check;
+/* Kernel checks on a model's blk.0 projections: each matrix the active backend
+ * supports is uploaded and multiplied with n_tok 1/3/37/256 random inputs, every
+ * element within the spec's bound 1e-3 * sum|w||x| / n_out of the CPU f32
+ * reference. Calls fn per check; returns the number of failures, or -1 with *err
+ * set when there is no backend or the model cannot be read. */
+FISH_API int32_t fish_test_gpu_kernels(const char* model_path,
+                                       void (*fn)(const struct fish_plugin_check* check, void* ctx), void* ctx,
+                                       fish_error** err);
+
 #ifdef __cplusplus
 }
 #endif

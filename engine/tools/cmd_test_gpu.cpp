@@ -1,0 +1,212 @@
+// fish test-gpu: the GPU validation tool (spec "Tests"). Kernels: the active
+// backend's matmul on the model's blk.0 projections vs the CPU f32 reference.
+// End to end: three runs on identical inputs, teacher-forced on the first run's
+// greedy tokens: auto placement (span), FISH_GPU_SPAN=0 (per-matmul) and
+// FISH_GPU_LAYERS=0 (CPU). Requires span ≡ per-matmul (same argmax at every
+// step, max |Δlogit| <= 2% of max |logit|) and all device memory freed on
+// unload; reports span vs CPU for information (or requires --min-agreement).
+// Exit status: 0 pass, 1 fail, 77 skipped (no GPU backend).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli_model.h"
+#include "command.h"
+
+using namespace fish::cli;
+
+namespace {
+
+struct Run {
+  std::string label;
+  std::vector<std::vector<float>> logits;  // per step: [n_vocab]
+  int32_t gpu_layers = 0, gpu_span = 0, gpu_output = 0;
+  std::string detail;
+  bool ok = true;
+};
+
+int failures = 0;
+
+void report(bool pass, const std::string& what, const std::string& detail) {
+  std::printf("%s %s%s%s\n", pass ? "PASS" : "FAIL", what.c_str(), detail.empty() ? "" : ": ", detail.c_str());
+  if (!pass) ++failures;
+}
+
+int32_t argmax(const std::vector<float>& v) {
+  return int32_t(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+// Evaluates prompt + forced tokens; records the logits before each forced token
+// and after the last. With forced empty, generates n greedy tokens into *forced.
+Run run_model(const std::string& label, const ModelFlags& base, int32_t gpu_layers, int32_t gpu_span,
+              const std::vector<int32_t>& prompt, std::vector<int32_t>* forced, int n) {
+  Run r;
+  r.label = label;
+  ModelFlags f = base;
+  f.params.gpu_layers = gpu_layers;
+  f.params.gpu_span = gpu_span;
+  fish_model* m = load_or_exit("test-gpu", f);
+  fish_model_info info{};
+  info.struct_size = sizeof info;
+  fish_model_get_info(m, &info);
+  r.gpu_layers = info.gpu_layers;
+  r.gpu_span = info.gpu_span;
+  r.gpu_output = info.gpu_output;
+  r.detail = info.gpu_detail;
+  const bool generate = forced->empty();
+  int32_t pos = 0;
+  auto eval = [&](const int32_t* t, int32_t k) {
+    if (fish_eval(m, t, k, pos, 0) != 0) {
+      report(false, label + " eval", fish_last_error(m));
+      r.ok = false;
+      return false;
+    }
+    pos += k;
+    const float* lg = fish_get_logits(m, -1);
+    r.logits.emplace_back(lg, lg + info.n_vocab);
+    return true;
+  };
+  if (eval(prompt.data(), int32_t(prompt.size()))) {
+    for (int i = 0; i < n; ++i) {
+      int32_t t;
+      if (generate) {
+        t = argmax(r.logits.back());
+        forced->push_back(t);
+      } else {
+        if (size_t(i) >= forced->size()) break;
+        t = (*forced)[size_t(i)];
+      }
+      if (!eval(&t, 1)) break;
+    }
+  }
+  fish_stats st{};
+  st.struct_size = sizeof st;
+  fish_get_stats(m, &st);
+  if (st.gpu_fallbacks) r.detail += " (" + std::to_string(st.gpu_fallbacks) + " fallbacks to the CPU)";
+  fish_model_free(m);
+  return r;
+}
+
+struct Compare {
+  int agree = 0, steps = 0;
+  double max_delta = 0, max_rel = 0;  // max |Δlogit|, and max of |Δ| / max|logit| per step
+};
+
+Compare compare(const Run& a, const Run& b) {
+  Compare c;
+  const size_t n = std::min(a.logits.size(), b.logits.size());
+  for (size_t s = 0; s < n; ++s) {
+    const auto &x = a.logits[s], &y = b.logits[s];
+    double d = 0, mx = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      d = std::max(d, double(std::fabs(x[i] - y[i])));
+      mx = std::max(mx, double(std::fabs(y[i])));
+    }
+    c.max_delta = std::max(c.max_delta, d);
+    c.max_rel = std::max(c.max_rel, mx > 0 ? d / mx : d);
+    c.agree += argmax(x) == argmax(y);
+    ++c.steps;
+  }
+  return c;
+}
+
+void print_check(const fish_plugin_check* c, void*) {
+  const char* tag = c->outcome == FISH_CHECK_PASS ? "PASS" : c->outcome == FISH_CHECK_FAIL ? "FAIL" : "SKIP";
+  std::printf("%s kernel %s: %s\n", tag, c->name, c->detail);
+}
+
+}  // namespace
+
+static int cmd_test_gpu(int argc, char** argv) {
+  Args a(argc, argv);
+  if (a.flag("-h", "--help")) {
+    std::printf(
+        "usage: fish test-gpu MODEL [--no-kernels] [--no-e2e] [--no-cpu-compare] [-n 32] [-p PROMPT] [-t N]\n"
+        "                     [--min-agreement F]\n"
+        "  Kernels: blk.0 projections on the GPU vs the CPU f32 product (spec bound).\n"
+        "  End to end: auto (span) / FISH_GPU_SPAN=0 / FISH_GPU_LAYERS=0, teacher-forced on the first\n"
+        "  run's greedy tokens; span must equal per-matmul (argmax, |dlogit| <= 2%% of max |logit|),\n"
+        "  device memory must be freed on unload. Exit 0 pass, 1 fail, 77 skipped (no GPU).\n");
+    return 0;
+  }
+  const bool no_kernels = a.flag(nullptr, "--no-kernels");
+  const bool no_e2e = a.flag(nullptr, "--no-e2e");
+  const bool no_cpu = a.flag(nullptr, "--no-cpu-compare");
+  int64_t n = 32;
+  a.int_value("-n", "--n-predict", n);
+  double min_agree = -1;
+  a.float_value(nullptr, "--min-agreement", min_agree);
+  std::string prompt = "Once upon a time";
+  a.value("-p", "--prompt", prompt);
+  ModelFlags mf;
+  int64_t t = 0;
+  if (a.int_value("-t", "--threads", t)) mf.params.n_threads = int32_t(t);
+  auto pos = a.positional();
+  if (pos.size() != 1) a.fail("usage: fish test-gpu MODEL [options]");
+  mf.path = pos[0];
+
+  const char* be = fish_backend_active();
+  if (!be) {
+    std::printf("SKIPPED: no GPU backend: %s\n", fish_backend_reason());
+    return 77;
+  }
+  std::printf("backend %s: %s\n", be, fish_backend_status());
+
+  if (!no_kernels) {
+    fish_error* err = nullptr;
+    const int32_t f = fish_test_gpu_kernels(mf.path.c_str(), &print_check, nullptr, &err);
+    if (f < 0) {
+      report(false, "kernels", fish_error_message(err));
+      fish_error_free(err);
+    } else {
+      failures += f;
+    }
+  }
+  if (!no_e2e) {
+    mf.params.n_ctx = 0;
+    fish_model* tm = load_or_exit("test-gpu", [&] { ModelFlags c = mf; c.params.gpu_layers = 0; return c; }());
+    std::vector<int32_t> prompt_ids = tokenize_or_exit("test-gpu", tm, prompt, true, false);
+    fish_model_free(tm);
+    if (prompt_ids.empty()) prompt_ids.push_back(0);
+
+    const uint64_t resident0 = fish_backend_bytes_resident();
+    std::vector<int32_t> toks;
+    Run span = run_model("auto", mf, -1, -1, prompt_ids, &toks, int(n));
+    const uint64_t after_a = fish_backend_bytes_resident();
+    report(after_a == resident0, "device memory freed after the auto run",
+           std::to_string(after_a) + " bytes resident vs " + std::to_string(resident0) + " before");
+    std::printf("auto placement: %d layers%s%s; %s\n", span.gpu_layers, span.gpu_output ? " + output" : "",
+                span.gpu_span ? " as one span" : " per matmul", span.detail.c_str());
+    Run pm = run_model("per-matmul", mf, -1, 0, prompt_ids, &toks, int(n));
+    const uint64_t after_b = fish_backend_bytes_resident();
+    report(after_b == resident0, "device memory freed after the per-matmul run",
+           std::to_string(after_b) + " bytes resident vs " + std::to_string(resident0) + " before");
+    if (!span.gpu_span) {
+      std::printf("SKIP span == per-matmul: the backend placed no span (%s)\n", span.detail.c_str());
+    } else {
+      const Compare c = compare(span, pm);
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "argmax equal at %d/%d steps, max |dlogit| %.4g (%.3f%% of max |logit|)", c.agree,
+                    c.steps, c.max_delta, c.max_rel * 100);
+      report(c.agree == c.steps && c.max_rel <= 0.02 && span.ok && pm.ok, "span == per-matmul", buf);
+    }
+    if (!no_cpu) {
+      std::vector<int32_t> forced = toks;
+      Run cpu = run_model("cpu", mf, 0, 0, prompt_ids, &forced, int(n));
+      const Compare c = compare(span, cpu);
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "top-1 agreement %d/%d (%.1f%%), max |dlogit| %.4g (%.3f%% of max |logit|)",
+                    c.agree, c.steps, 100.0 * c.agree / std::max(1, c.steps), c.max_delta, c.max_rel * 100);
+      if (min_agree >= 0)
+        report(c.agree >= min_agree * c.steps, "GPU vs CPU (required >= " + std::to_string(min_agree) + ")", buf);
+      else
+        std::printf("INFO GPU vs CPU: %s\n", buf);
+    }
+  }
+  std::printf("%s: %d failure%s\n", failures ? "FAIL" : "PASS", failures, failures == 1 ? "" : "s");
+  return failures ? 1 : 0;
+}
+
+static const Command reg{"test-gpu", "validate the GPU backend on a model (kernels + end to end)", &cmd_test_gpu};
