@@ -28,26 +28,36 @@ layout(push_constant) uniform MatmulParams {
 } pc;
 
 // ---- unaligned reads --------------------------------------------------------
-// The 32 bits starting at byte offset `o` of the weight buffer, for blocks whose
-// size is not a multiple of 4 (Q4_0: 18, Q8_0: 34, Q6_K: 210 bytes). The two
-// neighbouring words are funnel-shifted; the shift is 0 for aligned offsets.
-uint funnel(uint lo, uint hi, uint byte_shift) {
-  uint s = byte_shift * 8u;
-  return s == 0u ? lo : (lo >> s) | (hi << (32u - s));
-}
+// Blocks whose size is not a multiple of 4 bytes (Q4_0: 18, Q8_0: 34, Q6_K: 210)
+// are still 2-byte aligned, so a field is either word-aligned or starts in the
+// middle of a word: two neighbouring words are then funnel-shifted by 16 bits
+// (one byte-permute instruction on most GPUs). `odd` = the offset is 2 mod 4.
+uint funnel16(uint lo, uint hi, bool odd) { return odd ? (lo >> 16) | (hi << 16) : lo; }
 
-// Eight bytes at byte offset o (any alignment): three word reads.
+// Eight bytes at byte offset o (o even): three word reads.
 uvec2 load_bytes8(uint o) {
-  uint w = o >> 2, s = o & 3u;
-  uint a = W[w], b = W[w + 1u], c = W[w + 2u];
-  return uvec2(funnel(a, b, s), funnel(b, c, s));
+  const uint w = o >> 2;
+  const bool odd = (o & 2u) != 0u;
+  const uint a = W[w], b = W[w + 1u], c = W[w + 2u];
+  return uvec2(funnel16(a, b, odd), funnel16(b, c, odd));
 }
 
-// Sixteen bytes at byte offset o (any alignment): five word reads.
+// Sixteen bytes at byte offset o (o even): five word reads.
 uvec4 load_bytes16(uint o) {
-  uint w = o >> 2, s = o & 3u;
-  uint a = W[w], b = W[w + 1u], c = W[w + 2u], d = W[w + 3u], e = W[w + 4u];
-  return uvec4(funnel(a, b, s), funnel(b, c, s), funnel(c, d, s), funnel(d, e, s));
+  const uint w = o >> 2;
+  const bool odd = (o & 2u) != 0u;
+  const uint a = W[w], b = W[w + 1u], c = W[w + 2u], d = W[w + 3u], e = W[w + 4u];
+  return uvec4(funnel16(a, b, odd), funnel16(b, c, odd), funnel16(c, d, odd), funnel16(d, e, odd));
+}
+
+// Thirty-two bytes at byte offset o (o even): nine word reads.
+void load_bytes32(uint o, out uvec4 lo, out uvec4 hi) {
+  const uint w = o >> 2;
+  const bool odd = (o & 2u) != 0u;
+  const uint a0 = W[w], a1 = W[w + 1u], a2 = W[w + 2u], a3 = W[w + 3u], a4 = W[w + 4u];
+  const uint a5 = W[w + 5u], a6 = W[w + 6u], a7 = W[w + 7u], a8 = W[w + 8u];
+  lo = uvec4(funnel16(a0, a1, odd), funnel16(a1, a2, odd), funnel16(a2, a3, odd), funnel16(a3, a4, odd));
+  hi = uvec4(funnel16(a4, a5, odd), funnel16(a5, a6, odd), funnel16(a6, a7, odd), funnel16(a7, a8, odd));
 }
 
 // The 16-bit half at byte offset o (o even).
@@ -90,15 +100,6 @@ vec4 sbytes_f(uint v) {
                                (v >> 9) & 0x007F8000u) | 0x3F800000u);
 }
 
-// Thirty-two bytes at byte offset o (any alignment): nine word reads.
-void load_bytes32(uint o, out uvec4 lo, out uvec4 hi) {
-  uint w = o >> 2, s = o & 3u;
-  uint a0 = W[w], a1 = W[w + 1u], a2 = W[w + 2u], a3 = W[w + 3u], a4 = W[w + 4u];
-  uint a5 = W[w + 5u], a6 = W[w + 6u], a7 = W[w + 7u], a8 = W[w + 8u];
-  lo = uvec4(funnel(a0, a1, s), funnel(a1, a2, s), funnel(a2, a3, s), funnel(a3, a4, s));
-  hi = uvec4(funnel(a4, a5, s), funnel(a5, a6, s), funnel(a6, a7, s), funnel(a7, a8, s));
-}
-
 // Byte k (0..3) of v.
 uint byte_of(uint v, uint k) { return (v >> (8u * k)) & 0xFFu; }
 
@@ -111,8 +112,9 @@ int load_sbyte(uint o) { return bitfieldExtract(int(W[o >> 2]), int((o & 3u) * 8
 // q[s+4] with the top two bits of q[s-4] / q[s] above it.
 uvec2 k4_scale_min(uint s, uvec4 hd) {
   const uint k = 8u * (s & 3u);
-  const uint a = (hd.y >> k) & 0xFFu, b = (hd.z >> k) & 0xFFu;
-  if (s < 4u) return uvec2(a & 63u, b & 63u);
-  const uint c = (hd.w >> k) & 0xFFu;
-  return uvec2((c & 15u) | ((a >> 6) << 4), (c >> 4) | ((b >> 6) << 4));
+  const uint a = (hd.y >> k) & 0xFFu, b = (hd.z >> k) & 0xFFu, c = (hd.w >> k) & 0xFFu;
+  // Both forms, then a select: lanes of one subgroup take both branches.
+  const uvec2 low = uvec2(a & 63u, b & 63u);
+  const uvec2 high = uvec2((c & 15u) | ((a >> 6) << 4), (c >> 4) | ((b >> 6) << 4));
+  return s < 4u ? low : high;
 }

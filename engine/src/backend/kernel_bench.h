@@ -1,0 +1,66 @@
+// A backend-generic kernel benchmark (`fish bench --kernels`): for every weight
+// type the backend supports, a large random matrix is uploaded through
+// ComputeBackend (as several copies, so a grouped product streams far more
+// bytes than any cache holds) and timed:
+//   matvec   n_tok = 1 over all copies in one matmul_group call (one submit):
+//            GB/s of weight bytes, wall clock, submit and copies included
+//   call     one copy alone, n_tok = 1: the latency a stage-1 matmul pays
+//   prefill  n_tok = `prefill` on one copy: GFLOP/s (2·n_in·n_out·n_tok)
+// and, for the ratio in the same run, the engine's CPU matmul on the same
+// matrix (int8-activation kernels, thread pool).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/compute_backend.h"
+#include "common/ggml_type.h"
+
+namespace fish {
+
+struct KernelBenchShape {
+  int64_t n_in = 0, n_out = 0;
+};
+
+struct KernelBenchOptions {
+  std::vector<GgmlType> types;          // empty: F32 F16 Q4_0 Q8_0 Q4_K Q5_K Q6_K, those supported
+  std::vector<KernelBenchShape> shapes; // empty: the 8B's largest (4096->14336, 14336->4096, 4096->128256)
+  int prefill = 256;                    // tokens of the prefill measurement; <= 4: skipped
+  int reps = 5;                         // timed repetitions (after one warm-up); the median is reported
+  uint64_t group_bytes = 2ull << 30;    // a grouped call streams at least this much (capped by memory_free / 2)
+  bool cpu = true;                      // also time the CPU matmul on the same matrices
+  int n_threads = 0;                    // CPU threads (<= 0: one per core)
+  uint64_t seed = 1;
+};
+
+struct KernelBenchRow {
+  std::string type;
+  int64_t n_in = 0, n_out = 0;
+  uint64_t matrix_bytes = 0;
+  int copies = 0;
+  double matvec_gbs = 0;       // backend, n_tok = 1, grouped
+  double call_us = 0;          // backend, one matrix, n_tok = 1
+  double prefill_gflops = 0;   // backend, n_tok = prefill
+  double cpu_matvec_gbs = 0;   // engine CPU, n_tok = 1
+  double cpu_prefill_gflops = 0;
+  std::string error;           // non-empty: this row failed (upload refused, ...)
+};
+
+struct KernelBenchReport {
+  std::string backend;         // describe() of the backend
+  int prefill = 0;
+  int cpu_threads = 0;
+  std::vector<KernelBenchRow> rows;
+};
+
+// Throws fish::Error for bad options; a failing row keeps its reason in .error.
+KernelBenchReport run_kernel_bench(ComputeBackend& be, const KernelBenchOptions& opts);
+
+// llama-bench-like table, or JSON (one object with a "rows" array).
+std::string format_kernel_bench(const KernelBenchReport& r, bool json);
+
+// "4096x14336,14336x4096" -> shapes; "Q4_K,Q6_K" -> types. Throw fish::Error naming the bad item.
+std::vector<KernelBenchShape> parse_kernel_bench_shapes(const std::string& s);
+std::vector<GgmlType> parse_kernel_bench_types(const std::string& s);
+
+}  // namespace fish

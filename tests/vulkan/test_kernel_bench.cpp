@@ -1,0 +1,95 @@
+// The backend kernel benchmark (`fish bench --kernels`) over fish_vulkan: it
+// measures every requested type, reports positive figures, formats a table and
+// JSON, refuses bad options with a message, and works through the C API.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "backend/backend.h"
+#include "backend/kernel_bench.h"
+#include "common/error.h"
+#include "fish/fish_bench.h"
+
+namespace {
+
+// The engine's backend, made to be fish_vulkan (lavapipe when there is no GPU).
+fish::ComputeBackend* vulkan_backend() {
+  if (!std::getenv("FISH_GPU")) setenv("FISH_GPU", "cpu", 1);  // only used when no GPU is found
+  fish::backend::use_plugin_file(FISH_VULKAN_PLUGIN);
+  fish::ComputeBackend* be = fish::backend::get();
+  if (!be) std::printf("SKIPPED: kernel bench: no Vulkan backend: %s\n", fish::backend::reason().c_str());
+  return be;
+}
+
+}  // namespace
+
+TEST_CASE("kernel bench measures every requested type through ComputeBackend", "[vulkan]") {
+  fish::ComputeBackend* be = vulkan_backend();
+  if (!be) return;
+  fish::KernelBenchOptions o;
+  o.types = fish::parse_kernel_bench_types("Q4_K,Q8_0,F16");
+  o.shapes = fish::parse_kernel_bench_shapes("512x300,256x64");
+  o.prefill = 37;
+  o.reps = 1;
+  o.group_bytes = 1 << 20;
+  o.n_threads = 2;
+  const auto rep = fish::run_kernel_bench(*be, o);
+  REQUIRE(rep.rows.size() == 6);
+  for (const auto& r : rep.rows) {
+    INFO(r.type << " " << r.n_in << "x" << r.n_out << ": " << r.error);
+    CHECK(r.error.empty());
+    CHECK(r.copies >= 1);
+    CHECK(r.matvec_gbs > 0);
+    CHECK(r.call_us > 0);
+    CHECK(r.prefill_gflops > 0);
+    CHECK(r.cpu_matvec_gbs > 0);
+    CHECK(r.cpu_prefill_gflops > 0);
+  }
+  CHECK(rep.rows[0].copies == int((1 << 20) / rep.rows[0].matrix_bytes));  // 1 MB of copies
+  const std::string table = fish::format_kernel_bench(rep, false);
+  std::printf("%s", table.c_str());
+  CHECK(table.find("| Q4_K  |       512x300 |") != std::string::npos);
+  const std::string json = fish::format_kernel_bench(rep, true);
+  CHECK(json.find("\"rows\": [") != std::string::npos);
+  CHECK(json.find("\"type\": \"F16\", \"n_in\": 256, \"n_out\": 64") != std::string::npos);
+  uint64_t left = be->bytes_resident();
+  CHECK(left == 0);  // every copy released
+}
+
+TEST_CASE("kernel bench refuses bad options with the reason", "[vulkan]") {
+  CHECK_THROWS_WITH(fish::parse_kernel_bench_shapes("4096x"), Catch::Contains("bad shape '4096x'"));
+  CHECK_THROWS_WITH(fish::parse_kernel_bench_shapes("4096x14336,0x5"), Catch::Contains("'0x5'"));
+  CHECK_THROWS_WITH(fish::parse_kernel_bench_types("Q4_K,Q2_K"), Catch::Contains("'Q2_K'"));
+  CHECK(fish::parse_kernel_bench_shapes("4096x14336,14336X4096").size() == 2);
+}
+
+TEST_CASE("fish_kernel_bench through the C API", "[vulkan]") {
+  if (!vulkan_backend()) return;
+  fish_kernel_bench_params p = fish_kernel_bench_default_params();
+  p.types = "Q6_K";
+  p.shapes = "256x100";
+  p.prefill = 0;
+  p.reps = 1;
+  p.cpu = 0;
+  p.json = 1;
+  fish_error* err = nullptr;
+  char* s = fish_kernel_bench(&p, &err);
+  INFO((err ? fish_error_message(err) : ""));
+  REQUIRE(s);
+  const std::string out = s;
+  fish_free(s);
+  CHECK(out.find("\"type\": \"Q6_K\", \"n_in\": 256, \"n_out\": 100") != std::string::npos);
+  CHECK(out.find("\"error\": \"\"") != std::string::npos);
+  p.shapes = "100x7";  // not a whole number of Q6_K blocks: the row reports it
+  s = fish_kernel_bench(&p, &err);
+  REQUIRE(s);
+  CHECK(std::string(s).find("not a whole number of Q6_K blocks") != std::string::npos);
+  fish_free(s);
+  p.types = "Q9_X";
+  CHECK(fish_kernel_bench(&p, &err) == nullptr);
+  REQUIRE(err);
+  CHECK(std::string(fish_error_message(err)).find("'Q9_X'") != std::string::npos);
+  fish_error_free(err);
+}
