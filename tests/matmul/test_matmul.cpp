@@ -287,8 +287,8 @@ TEST_CASE("matmul_group equals separate matmuls, bit for bit", "[matmul]") {
   ThreadPool pool(2);
   std::vector<MatmulKernels> fams = simd_families();
   fams.push_back(MatmulKernels::Scalar);
-  // Mixed types sharing one input: two K-quants with SIMD kernels, one that may
-  // fall back to the scalar kernel (another activation layout), and a float pair.
+  // Mixed types sharing one input: K-quants of three kinds, a float pair, and
+  // 32-block types that need two activation layouts (Q8_0-like and Q8_1-like).
   struct Group {
     std::vector<Matrix> ms;
     int64_t n_in;

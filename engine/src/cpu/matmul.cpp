@@ -171,21 +171,17 @@ struct Scratch {
   }
 };
 
-// One-shot spin barrier for the threads of one ThreadPool::run (all of them
-// run the job at the same time, so a spin is enough and cheaper than a wake-up).
-struct SpinBarrier {
-  std::atomic<int> arrived{0};
-  void wait(int nth) {
-    arrived.fetch_add(1, std::memory_order_acq_rel);
-    int spins = 0;
-    while (arrived.load(std::memory_order_acquire) < nth) {
+// Waits until counter reaches target (all threads of one ThreadPool::run are
+// running the job, so a short spin is cheaper than a wake-up).
+void spin_until(const std::atomic<int>& counter, int target) {
+  int spins = 0;
+  while (counter.load(std::memory_order_acquire) < target) {
 #if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
+    __builtin_ia32_pause();
 #endif
-      if (++spins > 4096) std::this_thread::yield();
-    }
+    if (++spins > 4096) std::this_thread::yield();
   }
-};
+}
 
 // One weight of a call, ready to run.
 struct Task {
@@ -198,6 +194,7 @@ struct Task {
 };
 
 constexpr int kMaxLayouts = int(ActLayout::Count);
+constexpr int kMaxTasks = 8;  // weights per run_tasks call (matmul_group splits longer lists)
 constexpr int64_t kRowGrain = 16;  // rows per split unit: 64 bytes of y per token, no false sharing
 
 void run_tasks(ThreadPool& pool, const Task* tasks, int n_tasks, const KernelFamily& fam, const float* x,
@@ -242,69 +239,71 @@ void run_tasks(ThreadPool& pool, const Task* tasks, int n_tasks, const KernelFam
     }
   };
 
-  // Cost of a row: its weight bytes (what a decode step streams); for many
-  // tokens the compute is proportional to the same bytes within a type family.
+  // Work units: runs of rows of one task, taken in order from an atomic
+  // counter by whichever thread is free (a thread that is descheduled or slow
+  // holds up one unit, not a fixed share). About kUnitsPerThread units per
+  // thread, at least kRowGrain rows (64 bytes of y per token: no false
+  // sharing) and at least kMinUnitBytes of weights. Each row's result does not
+  // depend on which thread computes it, so outputs are bit-identical for any
+  // thread count.
+  constexpr uint64_t kUnitsPerThread = 8, kMinUnitBytes = 32u << 10;
+  const int nth_pool = pool.size();
   uint64_t cost_total = 0;
   for (int i = 0; i < n_tasks; ++i) cost_total += uint64_t(tasks[i].n_out) * tasks[i].w_stride;
+  uint64_t unit_bytes = cost_total / (uint64_t(nth_pool) * kUnitsPerThread);
+  if (unit_bytes < kMinUnitBytes) unit_bytes = kMinUnitBytes;
+  int64_t unit_rows[kMaxTasks], first_unit[kMaxTasks + 1];
+  first_unit[0] = 0;
+  for (int i = 0; i < n_tasks; ++i) {
+    const Task& tk = tasks[i];
+    int64_t rows = int64_t(unit_bytes / (tk.w_stride ? tk.w_stride : 1)) / kRowGrain * kRowGrain;
+    if (rows < kRowGrain) rows = kRowGrain;
+    unit_rows[i] = rows;
+    first_unit[i + 1] = first_unit[i] + (tk.n_out + rows - 1) / rows;
+  }
+  const int64_t n_units = first_unit[n_tasks];
 
-  auto run_share = [&](int ith, int nth) {
-    // Units of kRowGrain rows, task after task; thread ith takes the units whose
-    // cost prefix falls in [cost_total * ith / nth, cost_total * (ith + 1) / nth).
-    const uint64_t lo = cost_total * uint64_t(ith) / uint64_t(nth);
-    const uint64_t hi = cost_total * uint64_t(ith + 1) / uint64_t(nth);
-    uint64_t before = 0;
-    for (int i = 0; i < n_tasks; ++i) {
-      const Task& tk = tasks[i];
-      const uint64_t unit_cost = uint64_t(kRowGrain) * tk.w_stride;
-      const uint64_t task_cost = uint64_t(tk.n_out) * tk.w_stride;
-      const int64_t n_units = (tk.n_out + kRowGrain - 1) / kRowGrain;
-      // First unit whose start cost is >= lo (and likewise for hi): units are
-      // assigned by where they start, so every unit goes to exactly one thread.
-      auto unit_at = [&](uint64_t c) -> int64_t {
-        if (c <= before) return 0;
-        if (c >= before + task_cost) return n_units;
-        const int64_t u = int64_t((c - before + unit_cost - 1) / unit_cost);
-        return u < n_units ? u : n_units;
-      };
-      const int64_t u0 = unit_at(lo), u1 = ith == nth - 1 ? n_units : unit_at(hi);
-      before += task_cost;
-      if (u0 >= u1) continue;
-      mm::KernelArgs a;
-      a.w = tk.w;
-      a.w_stride = tk.w_stride;
-      a.n_in = tk.n_in;
-      const int s = slot_of[int(tk.layout)];
-      a.act = act[s];
-      a.act_stride = act_stride[s];
-      a.n_tok = n_tok;
-      a.y = tk.y;
-      a.ldy = tk.n_out;
-      a.r0 = u0 * kRowGrain;
-      a.r1 = u1 * kRowGrain < tk.n_out ? u1 * kRowGrain : tk.n_out;
-      tk.fn(a);
-    }
+  auto run_unit = [&](int64_t u) {
+    int i = 0;
+    while (u >= first_unit[i + 1]) ++i;
+    const Task& tk = tasks[i];
+    mm::KernelArgs a;
+    a.w = tk.w;
+    a.w_stride = tk.w_stride;
+    a.n_in = tk.n_in;
+    const int s = slot_of[int(tk.layout)];
+    a.act = act[s];
+    a.act_stride = act_stride[s];
+    a.n_tok = n_tok;
+    a.y = tk.y;
+    a.ldy = tk.n_out;
+    a.r0 = (u - first_unit[i]) * unit_rows[i];
+    a.r1 = a.r0 + unit_rows[i] < tk.n_out ? a.r0 + unit_rows[i] : tk.n_out;
+    tk.fn(a);
   };
 
   // Small problems run on the calling thread: waking the pool costs more.
   const uint64_t work = cost_total * uint64_t(n_tok < 16 ? n_tok : 16);
-  const int nth = pool.size();
-  if (nth <= 1 || work < (64u << 10)) {
+  if (nth_pool <= 1 || n_units <= 1 || work < (64u << 10)) {
     quantize_rows(0, n_tok);
-    run_share(0, 1);
+    for (int64_t u = 0; u < n_units; ++u) run_unit(u);
     return;
   }
-  const bool parallel_quant = int64_t(n_tok) * n_in >= 16384 && n_layouts > 0 &&
-                              !(n_layouts == 1 && layouts[0] == ActLayout::F32);
-  if (!parallel_quant) {
-    quantize_rows(0, n_tok);
-    pool.run([&](int ith, int n) { run_share(ith, n); });
-    return;
-  }
-  SpinBarrier barrier;
-  pool.run([&](int ith, int n) {
-    quantize_rows(int(int64_t(n_tok) * ith / n), int(int64_t(n_tok) * (ith + 1) / n));
-    barrier.wait(n);
-    run_share(ith, n);
+  // Many tokens: the threads also share the quantisation (one token row per
+  // claim) and start on the matmul once every row is done.
+  const bool parallel_quant = int64_t(n_tok) * n_in >= 16384 && !(n_layouts == 1 && layouts[0] == ActLayout::F32);
+  if (!parallel_quant) quantize_rows(0, n_tok);
+  std::atomic<int> q_next{0}, q_done{0};
+  std::atomic<int64_t> next{0};
+  pool.run([&](int, int) {
+    if (parallel_quant) {
+      for (int t; (t = q_next.fetch_add(1, std::memory_order_relaxed)) < n_tok;) {
+        quantize_rows(t, t + 1);
+        q_done.fetch_add(1, std::memory_order_release);
+      }
+      spin_until(q_done, n_tok);
+    }
+    for (int64_t u; (u = next.fetch_add(1, std::memory_order_relaxed)) < n_units;) run_unit(u);
   });
 }
 
@@ -319,7 +318,7 @@ void matmul_group(ThreadPool& pool, const WeightView* ws, int n_w, const float* 
   if (n_w <= 0) return;
   if (n_tok < 0) throw Error("matmul: negative token count " + std::to_string(n_tok));
   const KernelFamily& fam = active_family();
-  constexpr int kInline = 8;
+  constexpr int kInline = kMaxTasks;
   Task inline_tasks[kInline];
   std::vector<Task> heap_tasks;
   Task* tasks = inline_tasks;
@@ -338,7 +337,8 @@ void matmul_group(ThreadPool& pool, const WeightView* ws, int n_w, const float* 
   }
   if (n_tok == 0) return;
   if (!x) throw Error("matmul: input is null");
-  run_tasks(pool, tasks, n_w, fam, x, n_tok);
+  for (int i = 0; i < n_w; i += kMaxTasks)
+    run_tasks(pool, tasks + i, n_w - i < kMaxTasks ? n_w - i : kMaxTasks, fam, x, n_tok);
 }
 
 void matmul_ref_f32(const WeightView& w, const float* x, int n_tok, float* y) {

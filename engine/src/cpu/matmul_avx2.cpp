@@ -136,10 +136,11 @@ const KernelFamily* family_avx2() {
     set(WType::Q5_0, avx2::kernel_q5_0, ActLayout::X8_32);
     set(WType::Q5_1, avx2::kernel_q5_1, ActLayout::X8_32S);
     set(WType::Q8_0, avx2::kernel_q8_0, ActLayout::X8_32);
+    set(WType::Q2_K, avx2::kernel_q2_k, ActLayout::X8_K);
+    set(WType::Q3_K, avx2::kernel_q3_k, ActLayout::X8_K);
     set(WType::Q4_K, avx2::kernel_q4_k, ActLayout::X8_K);
     set(WType::Q5_K, avx2::kernel_q5_k, ActLayout::X8_K);
     set(WType::Q6_K, avx2::kernel_q6_k, ActLayout::X8_K);
-    // Q2_K and Q3_K: the scalar kernels.
     k.quantize = avx2::quantize;
     return k;
   }();

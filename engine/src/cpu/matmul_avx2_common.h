@@ -18,6 +18,8 @@ void kernel_q4_1(const KernelArgs& a);
 void kernel_q5_0(const KernelArgs& a);
 void kernel_q5_1(const KernelArgs& a);
 void kernel_q8_0(const KernelArgs& a);
+void kernel_q2_k(const KernelArgs& a);
+void kernel_q3_k(const KernelArgs& a);
 void kernel_q4_k(const KernelArgs& a);
 void kernel_q5_k(const KernelArgs& a);
 void kernel_q6_k(const KernelArgs& a);

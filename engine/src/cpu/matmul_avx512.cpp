@@ -127,10 +127,11 @@ const KernelFamily* family_avx512() {
     set(WType::Q5_0, avx512::kernel_q5_0, ActLayout::X8_32);
     set(WType::Q5_1, avx512::kernel_q5_1, ActLayout::X8_32S);
     set(WType::Q8_0, avx512::kernel_q8_0, ActLayout::X8_32);
+    set(WType::Q2_K, avx512::kernel_q2_k, ActLayout::X8_K);
+    set(WType::Q3_K, avx512::kernel_q3_k, ActLayout::X8_K);
     set(WType::Q4_K, avx512::kernel_q4_k, ActLayout::X8_K);
     set(WType::Q5_K, avx512::kernel_q5_k, ActLayout::X8_K);
     set(WType::Q6_K, avx512::kernel_q6_k, ActLayout::X8_K);
-    // Q2_K and Q3_K: no kernel of this family yet; the driver uses the scalar one.
     k.quantize = avx512::quantize;
     return k;
   }();

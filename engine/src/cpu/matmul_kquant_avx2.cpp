@@ -1,4 +1,4 @@
-// AVX2 kernels of Q4_K, Q5_K and Q6_K against X8_K activations (int8 values
+// AVX2 kernels of the K-quants (Q2_K .. Q6_K) against X8_K activations (int8 values
 // of Q8_K). Per weight row, 256-block and 64-element step: two ymm of unsigned
 // quants (element order) and their int16 sub-block scales; per token
 // vpmaddubsw (u8 x s8 -> s16 pairs; quants < 64 and |a| <= 127, so no
@@ -99,6 +99,18 @@ struct RowQ45 {
   }
 };
 
+// The int16-pair scale vectors of a step over 16-groups: int32 lanes
+// (s | s << 16) of scales 8h .. 8h + 7; lo covers groups 8h + 4p + {0, 1},
+// hi 8h + 4p + {2, 3} (h = J / 2, p = J % 2).
+template <int J>
+inline void scales16(const int8_t* sc16, Step& s) {
+  constexpr int h = J / 2, g = 4 * (J % 2);
+  const __m256i s32 = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc16 + 8 * h)));
+  const __m256i dup = _mm256_or_si256(_mm256_and_si256(s32, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(s32, 16));
+  s.s_lo = _mm256_permutevar8x32_epi32(dup, _mm256_setr_epi32(g, g, g, g, g + 1, g + 1, g + 1, g + 1));
+  s.s_hi = _mm256_permutevar8x32_epi32(dup, _mm256_setr_epi32(g + 2, g + 2, g + 2, g + 2, g + 3, g + 3, g + 3, g + 3));
+}
+
 struct RowQ6 {
   static constexpr size_t kBytes = sizeof(BlockQ6_K);
   const BlockQ6_K* b;
@@ -124,13 +136,7 @@ struct RowQ6 {
       s.hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), m4),
                              _mm256_and_si256(_mm256_srli_epi16(H, 2), m30));
     }
-    // int32 lanes (s | s << 16) of the 8 scales of this half; lo covers groups
-    // 8h + 4 part + {0, 1}, hi 8h + 4 part + {2, 3}.
-    const __m256i s32 = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->scales + 8 * h)));
-    const __m256i dup = _mm256_or_si256(_mm256_and_si256(s32, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(s32, 16));
-    constexpr int g = 4 * part;
-    s.s_lo = _mm256_permutevar8x32_epi32(dup, _mm256_setr_epi32(g, g, g, g, g + 1, g + 1, g + 1, g + 1));
-    s.s_hi = _mm256_permutevar8x32_epi32(dup, _mm256_setr_epi32(g + 2, g + 2, g + 2, g + 2, g + 3, g + 3, g + 3, g + 3));
+    scales16<J>(b->scales, s);
     return s;
   }
   // x = d sc (q - 32): coefficient -32 d sc[g] of d_a * bsum_g.
@@ -139,6 +145,73 @@ struct RowQ6 {
     const __m256 k = _mm256_set1_ps(-32.0f * d);
     c0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)), k);
     c1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(sc, sc))), k);
+  }
+};
+
+// Q2_K / Q3_K: element 128h + 32j + l = bits 2j of qs[32h + l]; step J covers
+// j = 2p (lo) and 2p + 1 (hi) of half h. Q3_K keeps u = q + 4 (0..7) unsigned:
+// +4 where bit 4h + j of hmask[l] is set, the -4 going to the correction.
+template <bool kQ3>
+struct RowQ23 {
+  static constexpr size_t kBytes = kQ3 ? sizeof(BlockQ3_K) : sizeof(BlockQ2_K);
+  const uint8_t* qs;
+  const uint8_t* hmask;
+  alignas(16) int8_t sc[16];  // signed scales (Q2_K: the low nibbles)
+  alignas(16) int8_t mn[16];  // Q2_K mins (high nibbles)
+  float d, dmin;
+
+  explicit RowQ23(const uint8_t* blk) {
+    if constexpr (kQ3) {
+      const auto* b = reinterpret_cast<const BlockQ3_K*>(blk);
+      qs = b->qs;
+      hmask = b->hmask;
+      uint32_t a0, a1, a2;
+      std::memcpy(&a0, b->scales, 4);
+      std::memcpy(&a1, b->scales + 4, 4);
+      std::memcpy(&a2, b->scales + 8, 4);
+      const uint32_t k4 = 0x0f0f0f0fu, k2 = 0x03030303u;
+      const uint32_t u[4] = {(a0 & k4) | ((a2 & k2) << 4), (a1 & k4) | (((a2 >> 2) & k2) << 4),
+                             ((a0 >> 4) & k4) | (((a2 >> 4) & k2) << 4), ((a1 >> 4) & k4) | (((a2 >> 6) & k2) << 4)};
+      const __m128i v = _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(u)), _mm_set1_epi8(32));
+      _mm_store_si128(reinterpret_cast<__m128i*>(sc), v);
+      d = half_to_float(b->d);
+      dmin = 0.0f;
+    } else {
+      const auto* b = reinterpret_cast<const BlockQ2_K*>(blk);
+      qs = b->qs;
+      hmask = nullptr;
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales));
+      const __m128i m4 = _mm_set1_epi8(0x0F);
+      _mm_store_si128(reinterpret_cast<__m128i*>(sc), _mm_and_si128(v, m4));
+      _mm_store_si128(reinterpret_cast<__m128i*>(mn), _mm_and_si128(_mm_srli_epi16(v, 4), m4));
+      d = half_to_float(b->d);
+      dmin = half_to_float(b->dmin);
+    }
+  }
+  template <int J>
+  Step step() const {
+    constexpr int h = J / 2, p = J % 2;
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * h));
+    Step s;
+    s.lo = _mm256_and_si256(_mm256_srli_epi16(v, 4 * p), m3);
+    s.hi = _mm256_and_si256(_mm256_srli_epi16(v, 4 * p + 2), m3);
+    if constexpr (kQ3) {
+      const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hmask));
+      const __m256i b0 = _mm256_set1_epi8(char(1 << (4 * h + 2 * p))), b1 = _mm256_set1_epi8(char(1 << (4 * h + 2 * p + 1)));
+      const __m256i four = _mm256_set1_epi8(4);
+      s.lo = _mm256_add_epi8(s.lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, b0), b0), four));
+      s.hi = _mm256_add_epi8(s.hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, b1), b1), four));
+    }
+    scales16<J>(sc, s);
+    return s;
+  }
+  // Q2_K: -dmin m[g]; Q3_K: -4 d sc[g] (coefficients of d_a bsum_g).
+  void corr(__m256& c0, __m256& c1) const {
+    const __m128i v = _mm_load_si128(reinterpret_cast<const __m128i*>(kQ3 ? sc : mn));
+    const __m256 k = _mm256_set1_ps(kQ3 ? -4.0f * d : -dmin);
+    c0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), k);
+    c1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(v, v))), k);
   }
 };
 
@@ -195,6 +268,8 @@ struct KMicro {
 
 }  // namespace
 
+void kernel_q2_k(const KernelArgs& a) { drive<KMicro<RowQ23<false>>, kRowTile, kTokTile>(a); }
+void kernel_q3_k(const KernelArgs& a) { drive<KMicro<RowQ23<true>>, kRowTile, kTokTile>(a); }
 void kernel_q4_k(const KernelArgs& a) { drive<KMicro<RowQ45<false>>, kRowTile, kTokTile>(a); }
 void kernel_q5_k(const KernelArgs& a) { drive<KMicro<RowQ45<true>>, kRowTile, kTokTile>(a); }
 void kernel_q6_k(const KernelArgs& a) { drive<KMicro<RowQ6>, kRowTile, kTokTile>(a); }

@@ -1,4 +1,4 @@
-// AVX-512 VNNI kernels of the K-quants that matter most (Q4_K, Q5_K, Q6_K)
+// AVX-512 VNNI kernels of the K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)
 // against X8_K activations (int8 values of Q8_K, see matmul_kernels.h).
 //
 // Per weight row and 256-block the kernel unpacks the quants into four zmm of
@@ -146,12 +146,70 @@ inline void unpack_q6(const uint8_t* blk, RowBlock& rb, const __m512i (&idx)[4])
   rb.d = _mm512_set1_ps(d);
 }
 
-enum class KType { Q4, Q5, Q6 };
+// Q2_K / Q3_K: element 128h + 32j + l has its 2 low bits at bits 2j of
+// qs[32h + l]. The 32 bytes are broadcast to both halves of a zmm and shifted
+// per 64-bit lane so chunk c = 2h + p (elements 64c .. 64c + 63, j = 2p and
+// 2p + 1) comes out in element order.
+inline __m512i q2_bits(const uint8_t* qs32, int p) {
+  const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs32)));
+  const __m512i sh = _mm512_inserti64x4(_mm512_set1_epi64(4 * p), _mm256_set1_epi64x(4 * p + 2), 1);
+  return _mm512_and_si512(_mm512_srlv_epi64(q, sh), _mm512_set1_epi8(3));
+}
+
+// Q2_K: x = d (scales[g] & 15) q - dmin (scales[g] >> 4), groups of 16.
+inline void unpack_q2(const uint8_t* blk, RowBlock& rb, const __m512i (&idx)[4]) {
+  const auto* b = reinterpret_cast<const BlockQ2_K*>(blk);
+  for (int c = 0; c < 4; ++c) rb.w[c] = q2_bits(b->qs + 32 * (c / 2), c % 2);
+  const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales));
+  const __m128i m4 = _mm_set1_epi8(0x0F);
+  const __m512i s16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(s8, m4)));
+  for (int c = 0; c < 4; ++c) rb.sc[c] = _mm512_permutexvar_epi16(idx[c], s16);
+  const __m512i mins = _mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(s8, 4), m4));
+  rb.corr = _mm512_mul_ps(_mm512_cvtepi32_ps(mins), _mm512_set1_ps(-half_to_float(b->dmin)));
+  rb.d = _mm512_set1_ps(half_to_float(b->d));
+}
+
+// Q3_K: q = low 2 bits - 4 unless bit (4h + j) of hmask[l] is set. Kept
+// unsigned as u = q + 4 in 0..7: x = d sc (u - 4), the -4 going to corr. The
+// 16 signed 6-bit scales: low nibbles from bytes 0..7 (scale j: byte j % 8,
+// nibble j / 8), high 2 bits from bytes 8..11 (byte 8 + j % 4, bits 2 (j / 4)).
+inline void unpack_q3(const uint8_t* blk, RowBlock& rb, const __m512i (&idx)[4]) {
+  const auto* b = reinterpret_cast<const BlockQ3_K*>(blk);
+  const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->hmask)));
+  const __m512i four = _mm512_set1_epi8(4);
+  for (int c = 0; c < 4; ++c) {
+    const int h = c / 2, p = c % 2;
+    const __m512i v = q2_bits(b->qs + 32 * h, p);
+    const __m512i sel = _mm512_inserti64x4(_mm512_set1_epi8(char(1 << (4 * h + 2 * p))),
+                                           _mm256_set1_epi8(char(1 << (4 * h + 2 * p + 1))), 1);
+    rb.w[c] = _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(hm, sel), v, four);
+  }
+  uint32_t a0, a1, a2;
+  std::memcpy(&a0, b->scales, 4);
+  std::memcpy(&a1, b->scales + 4, 4);
+  std::memcpy(&a2, b->scales + 8, 4);
+  const uint32_t k4 = 0x0f0f0f0fu, k2 = 0x03030303u;
+  const __m128i u6 = _mm_set_epi32(int(((a1 >> 4) & k4) | (((a2 >> 6) & k2) << 4)),
+                                   int(((a0 >> 4) & k4) | (((a2 >> 4) & k2) << 4)),
+                                   int((a1 & k4) | (((a2 >> 2) & k2) << 4)), int((a0 & k4) | ((a2 & k2) << 4)));
+  const __m128i sc8 = _mm_sub_epi8(u6, _mm_set1_epi8(32));
+  const __m512i s16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(sc8));
+  for (int c = 0; c < 4; ++c) rb.sc[c] = _mm512_permutexvar_epi16(idx[c], s16);
+  const float d = half_to_float(b->d);
+  rb.corr = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc8)), _mm512_set1_ps(-4.0f * d));
+  rb.d = _mm512_set1_ps(d);
+}
+
+enum class KType { Q2, Q3, Q4, Q5, Q6 };
 
 template <KType kT>
 struct KMicro {
-  static constexpr size_t kBlockBytes =
-      kT == KType::Q4 ? sizeof(BlockQ4_K) : kT == KType::Q5 ? sizeof(BlockQ5_K) : sizeof(BlockQ6_K);
+  static constexpr size_t kBlockBytes = kT == KType::Q2   ? sizeof(BlockQ2_K)
+                                        : kT == KType::Q3 ? sizeof(BlockQ3_K)
+                                        : kT == KType::Q4 ? sizeof(BlockQ4_K)
+                                        : kT == KType::Q5 ? sizeof(BlockQ5_K)
+                                                          : sizeof(BlockQ6_K);
+  static constexpr bool kGroups16 = kT == KType::Q2 || kT == KType::Q3 || kT == KType::Q6;
   static constexpr int64_t kKUnit = QK_K;
   static constexpr double kActBytes = 1.0 + 64.0 / QK_K + 4.0 / QK_K;  // qs + sf + d per element
 
@@ -159,7 +217,7 @@ struct KMicro {
   static void tile(const KernelArgs& a, int64_t r0, int t0, const KSpan& ks) {
     const ActK<T> act(a, t0);
     __m512i idx[4];
-    for (int c = 0; c < 4; ++c) idx[c] = kT == KType::Q6 ? idx_sub16(c) : idx_sub32(c);
+    for (int c = 0; c < 4; ++c) idx[c] = kGroups16 ? idx_sub16(c) : idx_sub32(c);
     __m512 acc[R][T];
 #pragma GCC unroll 4
     for (int i = 0; i < R; ++i)
@@ -178,7 +236,9 @@ struct KMicro {
           for (size_t o = 0; o < kBlockBytes; o += 64) _mm_prefetch(pf + o, _MM_HINT_T0);
         }
         RowBlock rb;
-        if constexpr (kT == KType::Q6) unpack_q6(blk, rb, idx);
+        if constexpr (kT == KType::Q2) unpack_q2(blk, rb, idx);
+        else if constexpr (kT == KType::Q3) unpack_q3(blk, rb, idx);
+        else if constexpr (kT == KType::Q6) unpack_q6(blk, rb, idx);
         else unpack_q45<kT == KType::Q5>(blk, rb, idx);
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) {
@@ -199,6 +259,8 @@ struct KMicro {
 
 }  // namespace
 
+void kernel_q2_k(const KernelArgs& a) { drive<KMicro<KType::Q2>, kRowTile, kTokTile>(a); }
+void kernel_q3_k(const KernelArgs& a) { drive<KMicro<KType::Q3>, kRowTile, kTokTile>(a); }
 void kernel_q4_k(const KernelArgs& a) { drive<KMicro<KType::Q4>, kRowTile, kTokTile>(a); }
 void kernel_q5_k(const KernelArgs& a) { drive<KMicro<KType::Q5>, kRowTile, kTokTile>(a); }
 void kernel_q6_k(const KernelArgs& a) { drive<KMicro<KType::Q6>, kRowTile, kTokTile>(a); }
