@@ -30,16 +30,19 @@ struct LoadBF16 {
 
 template <class L>
 struct FloatMicro {
+  static constexpr int64_t kKUnit = 8;
+  static constexpr double kActBytes = 4.0;
+
   template <int R, int T>
-  static void tile(const KernelArgs& a, int64_t r0, int t0) {
-    const int64_t n = a.n_in;
+  static void tile(const KernelArgs& a, int64_t r0, int t0, const KSpan& ks) {
+    const int64_t n = ks.k1;
     const uint8_t* w = a.w + uint64_t(r0) * a.w_stride;
     const float* x[T];
     for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const float*>(a.act + uint64_t(t0 + t) * a.act_stride);
     __m256 acc[R][T];
     for (int i = 0; i < R; ++i)
       for (int t = 0; t < T; ++t) acc[i][t] = _mm256_setzero_ps();
-    int64_t k = 0;
+    int64_t k = ks.k0;
     for (; k + 8 <= n; k += 8) {
 #pragma GCC unroll 4
       for (int i = 0; i < R; ++i) {
@@ -61,7 +64,7 @@ struct FloatMicro {
         }
       }
     }
-    store_sums<R, T>(a, r0, t0, acc);
+    store_sums<R, T>(a, r0, t0, acc, ks.acc);
   }
 };
 

@@ -230,15 +230,17 @@ struct KMicro {
     }
   }
 
+  static constexpr int64_t kKUnit = QK_K;
+  static constexpr double kActBytes = 1.0 + 64.0 / QK_K + 4.0 / QK_K;  // qs + sf + d per element
+
   template <int R, int T>
-  static void tile(const KernelArgs& a, int64_t r0, int t0) {
+  static void tile(const KernelArgs& a, int64_t r0, int t0, const KSpan& ks) {
     const ActK<T> act(a, t0);
-    const int64_t nb = a.n_in / QK_K;
     __m256 acc[R][T];
     for (int i = 0; i < R; ++i)
       for (int t = 0; t < T; ++t) acc[i][t] = _mm256_setzero_ps();
     const uint8_t* row0 = a.w + uint64_t(r0) * a.w_stride;
-    for (int64_t b = 0; b < nb; ++b) {
+    for (int64_t b = ks.k0 / QK_K; b < ks.k1 / QK_K; ++b) {
       const int8_t* q[T];
       for (int t = 0; t < T; ++t) q[t] = act.qs[t] + b * QK_K;
 #pragma GCC unroll 4
@@ -262,7 +264,7 @@ struct KMicro {
         }
       }
     }
-    store_sums<R, T>(a, r0, t0, acc);
+    store_sums<R, T>(a, r0, t0, acc, ks.acc);
   }
 };
 

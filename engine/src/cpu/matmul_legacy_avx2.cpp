@@ -89,16 +89,19 @@ struct DecQ8_0 {
 
 template <class Dec>
 struct Micro32 {
+  static constexpr int64_t kKUnit = 256;  // groups of 8 blocks
+  static constexpr double kActBytes = 1.0 + 1.0 + 4.0 / 32;  // qs + dx + sa per element
+
   template <int R, int T>
-  static void tile(const KernelArgs& a, int64_t r0, int t0) {
+  static void tile(const KernelArgs& a, int64_t r0, int t0, const KSpan& ks) {
     const Act32<T> act(a, t0);
-    const int64_t nb = a.n_in / 32;
+    const int64_t nb = ks.k1 / 32;
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[R][T];
     for (int i = 0; i < R; ++i)
       for (int t = 0; t < T; ++t) acc[i][t] = _mm256_setzero_ps();
     const uint8_t* row0 = a.w + uint64_t(r0) * a.w_stride;
-    for (int64_t g = 0; g < nb; g += 8) {
+    for (int64_t g = ks.k0 / 32; g < nb; g += 8) {
       const int ng = int(min64(8, nb - g));
 #pragma GCC unroll 4
       for (int i = 0; i < R; ++i) {
@@ -128,7 +131,7 @@ struct Micro32 {
         }
       }
     }
-    store_sums<R, T>(a, r0, t0, acc);
+    store_sums<R, T>(a, r0, t0, acc, ks.acc);
   }
 };
 
