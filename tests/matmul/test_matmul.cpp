@@ -22,7 +22,10 @@
 //    this bound is small (<= 5% of M), so it cannot pass vacuously.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <new>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -38,6 +41,22 @@
 #include "quant/quant.h"
 
 using namespace fish;
+
+// Heap allocations made while g_count_allocs is set (all threads): the global
+// operator new of this test binary counts, then defers to malloc.
+static std::atomic<bool> g_count_allocs{false};
+static std::atomic<long> g_allocs{0};
+void* operator new(std::size_t n) {
+  if (g_count_allocs.load(std::memory_order_relaxed)) g_allocs.fetch_add(1);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+// GCC pairs free() with the replaced operator new and warns (a false positive).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
 
 namespace {
 
@@ -341,6 +360,27 @@ TEST_CASE("results do not depend on the thread count", "[matmul]") {
         REQUIRE(std::memcmp(a.data(), c.data(), a.size() * 4) == 0);
       }
     }
+  }
+}
+
+TEST_CASE("no heap allocation per call once the scratch has grown", "[matmul]") {
+  ThreadPool pool(2);
+  const Matrix q4 = make_matrix(GgmlType::Q4_K, 2048, 512, 1), q6 = make_matrix(GgmlType::Q6_K, 2048, 256, 2);
+  const auto x = test::random_acts(2048 * 64, 3);
+  std::vector<float> y1(64 * 512), y2(64 * 256);
+  const WeightView ws[2] = {q4.view(), q6.view()};
+  float* ys[2] = {y1.data(), y2.data()};
+  for (int n_tok : {64, 1}) {  // the largest first: the scratch grows once
+    matmul_group(pool, ws, 2, x.data(), n_tok, ys);
+    g_allocs = 0;
+    g_count_allocs = true;
+    for (int rep = 0; rep < 20; ++rep) {
+      matmul(pool, ws[0], x.data(), n_tok, y1.data());
+      matmul_group(pool, ws, 2, x.data(), n_tok, ys);
+    }
+    g_count_allocs = false;
+    INFO("n_tok " << n_tok);
+    CHECK(g_allocs.load() == 0);
   }
 }
 

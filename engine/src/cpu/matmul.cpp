@@ -295,7 +295,7 @@ void run_tasks(ThreadPool& pool, const Task* tasks, int n_tasks, const KernelFam
   if (!parallel_quant) quantize_rows(0, n_tok);
   std::atomic<int> q_next{0}, q_done{0};
   std::atomic<int64_t> next{0};
-  pool.run([&](int, int) {
+  auto job = [&](int, int) {
     if (parallel_quant) {
       for (int t; (t = q_next.fetch_add(1, std::memory_order_relaxed)) < n_tok;) {
         quantize_rows(t, t + 1);
@@ -304,7 +304,9 @@ void run_tasks(ThreadPool& pool, const Task* tasks, int n_tasks, const KernelFam
       spin_until(q_done, n_tok);
     }
     for (int64_t u; (u = next.fetch_add(1, std::memory_order_relaxed)) < n_units;) run_unit(u);
-  });
+  };
+  // A one-pointer closure fits std::function's inline buffer: no allocation per call.
+  pool.run([j = &job](int ith, int nth) { (*j)(ith, nth); });
 }
 
 }  // namespace
