@@ -1,7 +1,9 @@
 // The matmul driver: checks the weights, picks the kernel family (cpuid, or
 // FISH_CPU_KERNELS), quantises the activations once per call into a reusable
-// per-thread buffer, and splits the output rows of one or several weights over
-// the thread pool in one ThreadPool::run, balanced by weight bytes.
+// per-thread buffer (in parallel when there are many tokens), and hands the
+// output rows of one or several weights to the thread pool in one
+// ThreadPool::run, as units of about equal weight bytes that the threads take
+// from a shared counter.
 #include "cpu/matmul.h"
 
 #include <atomic>
