@@ -40,6 +40,12 @@ TEST_CASE("TinyStories-656K-Q8_0: greedy from BOS reproduces the reference ids",
   CHECK(got == want);
 }
 
+TEST_CASE("llama-2-tiny-random (F16): greedy from BOS reproduces the reference ids", "[e2e][greedy]") {
+  ModelHandle h(model_path("llama-2-tiny-random.gguf"));
+  const auto want = parse_ids("31102 18247 4847 634 20459 5601 29710 4660 29509 31364 28253 12321 12681 14340 1189 30070");
+  CHECK(greedy(h.m, {1}, 16) == want);
+}
+
 namespace {
 
 // Follows the reference text token by token from `pos` (KV holds the prefix and
