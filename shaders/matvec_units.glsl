@@ -200,31 +200,34 @@ void mv_unit(uint u, uint row0) {
 
 #elif defined(TYPE_Q6_K)
 // 210-byte blocks {ql[128], qh[64], int8 scales[16], f16 d} (2-byte aligned:
-// funnel-shifted reads). Unit u: block b = u / 8, t = u % 8, half n = t / 4,
-// l0 = 8·(t % 4). For l = l0 .. l0+7 the unit covers elements 128n + l + 32k
+// funnel-shifted reads). Unit u: block b = u / 4, t = u % 4, half n = t / 2,
+// l0 = 16·(t % 2). For l = l0 .. l0+15 the unit covers elements 128n + l + 32k
 // (k = 0..3): k = 0/2 from the low/high nibble of ql[64n + l], k = 1/3 from the
 // low/high nibble of ql[64n + 32 + l], bits 2k..2k+1 of qh[32n + l] on top;
-// scale sc[8n + l0/16 + 2k]; value d·sc·(q - 32).
-uint mv_units() { return (pc.n_in >> 8) * 8u; }
+// scale sc[8n + l0/16 + 2k]; value d·sc·(q - 32). 64 weights per unit so that
+// the scales, d and the funnel shifts are paid once per 64.
+uint mv_units() { return (pc.n_in >> 8) * 4u; }
 void mv_unit(uint u, uint row0) {
   const uint nb = pc.n_in >> 8;
-  const uint b = u >> 3, t8 = u & 7u, n = t8 >> 2, l0 = (t8 & 3u) * 8u, c = (t8 & 3u) >> 1;
+  const uint b = u >> 2, t4 = u & 3u, n = t4 >> 1, l0 = (t4 & 1u) * 16u, c = t4 & 1u;
   const uint e0 = b * 256u + 128u * n + l0;
-  vec4 xv[NT * 8];  // [t][k][2]: run k = elements e0 + 32k .. +7
+  vec4 xv[NT * 16];  // [t][k][4]: run k = elements e0 + 32k .. +15
   float sx[NT * 4];
   for (uint t = 0u; t < NT; ++t) {
     for (uint k = 0u; k < 4u; ++k) {
-      const vec4 a = x4_at(t, e0 + 32u * k), bb = x4_at(t, e0 + 32u * k + 4u);
-      xv[t * 8u + 2u * k] = a;
-      xv[t * 8u + 2u * k + 1u] = bb;
-      sx[t * 4u + k] = hsum(a + bb);
+      vec4 s4 = vec4(0.0);
+      for (uint i = 0u; i < 4u; ++i) {
+        xv[t * 16u + 4u * k + i] = x4_at(t, e0 + 32u * k + 4u * i);
+        s4 += xv[t * 16u + 4u * k + i];
+      }
+      sx[t * 4u + k] = hsum(s4);
     }
   }
   for (uint r = 0u; r < ROWS; ++r) {
     const uint o = (last_row(row0, r) * nb + b) * 210u;
-    const uvec2 qa = load_bytes8(o + 64u * n + l0);
-    const uvec2 qb = load_bytes8(o + 64u * n + 32u + l0);
-    const uvec2 qh = load_bytes8(o + 128u + 32u * n + l0);
+    const uvec4 qa = load_bytes16(o + 64u * n + l0);
+    const uvec4 qb = load_bytes16(o + 64u * n + 32u + l0);
+    const uvec4 qh = load_bytes16(o + 128u + 32u * n + l0);
     const uvec2 sw = load_bytes8(o + 192u + 8u * n);
     const float d = half_to_float(load_half(o + 208u));
     const int sh = int(8u * c);
@@ -232,16 +235,20 @@ void mv_unit(uint u, uint row0) {
     const float s1 = d * float(bitfieldExtract(int(sw.x), sh + 16, 8));
     const float s2 = d * float(bitfieldExtract(int(sw.y), sh, 8));
     const float s3 = d * float(bitfieldExtract(int(sw.y), sh + 16, 8));
-    const uvec2 v0 = (qa & 0x0F0F0F0Fu) | ((qh << 4) & 0x30303030u);
-    const uvec2 v1 = (qb & 0x0F0F0F0Fu) | ((qh << 2) & 0x30303030u);
-    const uvec2 v2 = ((qa >> 4) & 0x0F0F0F0Fu) | (qh & 0x30303030u);
-    const uvec2 v3 = ((qb >> 4) & 0x0F0F0F0Fu) | ((qh >> 2) & 0x30303030u);
+    const uvec4 v0 = (qa & 0x0F0F0F0Fu) | ((qh << 4) & 0x30303030u);
+    const uvec4 v1 = (qb & 0x0F0F0F0Fu) | ((qh << 2) & 0x30303030u);
+    const uvec4 v2 = ((qa >> 4) & 0x0F0F0F0Fu) | (qh & 0x30303030u);
+    const uvec4 v3 = ((qb >> 4) & 0x0F0F0F0Fu) | ((qh >> 2) & 0x30303030u);
     for (uint t = 0u; t < NT; ++t) {
-      const uint x0 = t * 8u, s = t * 4u;
-      const float f0 = dot(bytes_f(v0.x), xv[x0]) + dot(bytes_f(v0.y), xv[x0 + 1u]);
-      const float f1 = dot(bytes_f(v1.x), xv[x0 + 2u]) + dot(bytes_f(v1.y), xv[x0 + 3u]);
-      const float f2 = dot(bytes_f(v2.x), xv[x0 + 4u]) + dot(bytes_f(v2.y), xv[x0 + 5u]);
-      const float f3 = dot(bytes_f(v3.x), xv[x0 + 6u]) + dot(bytes_f(v3.y), xv[x0 + 7u]);
+      const uint x0 = t * 16u, s = t * 4u;
+      const float f0 = dot(bytes_f(v0.x), xv[x0]) + dot(bytes_f(v0.y), xv[x0 + 1u]) +
+                       dot(bytes_f(v0.z), xv[x0 + 2u]) + dot(bytes_f(v0.w), xv[x0 + 3u]);
+      const float f1 = dot(bytes_f(v1.x), xv[x0 + 4u]) + dot(bytes_f(v1.y), xv[x0 + 5u]) +
+                       dot(bytes_f(v1.z), xv[x0 + 6u]) + dot(bytes_f(v1.w), xv[x0 + 7u]);
+      const float f2 = dot(bytes_f(v2.x), xv[x0 + 8u]) + dot(bytes_f(v2.y), xv[x0 + 9u]) +
+                       dot(bytes_f(v2.z), xv[x0 + 10u]) + dot(bytes_f(v2.w), xv[x0 + 11u]);
+      const float f3 = dot(bytes_f(v3.x), xv[x0 + 12u]) + dot(bytes_f(v3.y), xv[x0 + 13u]) +
+                       dot(bytes_f(v3.z), xv[x0 + 14u]) + dot(bytes_f(v3.w), xv[x0 + 15u]);
       // Σ(q-32)x = 256 f - 128 s - 32 s per run.
       acc[r * NT + t] += s0 * (256.0 * f0 - 160.0 * sx[s]) + s1 * (256.0 * f1 - 160.0 * sx[s + 1u]) +
                          s2 * (256.0 * f2 - 160.0 * sx[s + 2u]) + s3 * (256.0 * f3 - 160.0 * sx[s + 3u]);

@@ -95,6 +95,7 @@ class VulkanBackend {
   Memory* memory() { return memory_.get(); }
   MatmulKernels* kernels() { return kernels_.get(); }
   Submitter* submitter() { return submitter_.get(); }
+  Pipelines* pipelines() { return pipelines_.get(); }
   void set_profiling(bool on);
   double last_gpu_seconds() const;  // device time of the last submission's kernels (profiling on)
   // Smaller limits than the device's, to exercise weight chunking and token batching.

@@ -2,7 +2,7 @@
 // (run by hand, e.g. on the H200; not a test).
 //
 //   fish_bench_vk [--types Q4_K,Q6_K,...] [--shapes 8b|1b|all] [--sweep] [--reps N]
-//                 [--group-mb M] [--prefill N] [--no-check]
+//                 [--warm-ms N] [--group-mb M] [--prefill N] [--no-check]
 //
 // For every type and shape it uploads enough copies of one random matrix that a
 // group product streams >= M MB (default 1024, far beyond any L2), runs
@@ -14,6 +14,8 @@
 // First it measures the device's copy bandwidth (vkCmdCopyBuffer of 1 GiB,
 // counted as read + write) as the reference the matvec figures are read against.
 // One copy per shape is also checked against the CPU f32 reference (spec bound).
+// Every timing follows a warm-up of repeated calls (--warm-ms): an idle H200
+// runs its SMs at ~345 MHz and takes a while to reach 1980 MHz.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -99,37 +101,66 @@ Matrix fast_random_matrix(GgmlType t, int64_t n_in, int64_t n_out, uint64_t seed
   return m;
 }
 
-// Device copy bandwidth: one 1 GiB buffer copied to another, read + write counted.
-double copy_bandwidth(fish::vk::VulkanBackend& be) {
+// Device copy bandwidth, read + write counted, 1 GiB buffers: through the SMs
+// (the copy_u4 kernel, what the matvec kernels compete with) and with
+// vkCmdCopyBuffer. Both after a warm-up: the GPU idles at a low clock.
+struct CopyBandwidth {
+  double kernel_gbs = 0, transfer_gbs = 0;
+};
+CopyBandwidth copy_bandwidth(fish::vk::VulkanBackend& be) {
+  CopyBandwidth out;
   const uint64_t size = uint64_t(1) << 30;
   fish::vk::Memory& mem = *be.memory();
   fish::vk::Buffer a, b;
+  const VkBufferUsageFlags usage =
+      VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   try {
-    a = mem.create(size, fish::vk::MemKind::Device, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, "copy src");
-    b = mem.create(size, fish::vk::MemKind::Device, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, "copy dst");
+    a = mem.create(size, fish::vk::MemKind::Device, usage, "copy src");
+    b = mem.create(size, fish::vk::MemKind::Device, usage, "copy dst");
   } catch (const fish::vk::Failure& f) {
     std::printf("copy bandwidth: skipped (%s)\n", f.what());
     mem.destroy(a);
-    return 0;
+    return out;
   }
   fish::vk::Submitter& sub = *be.submitter();
+  fish::vk::Pipelines& pl = *be.pipelines();
   const auto& f = be.device()->fns();
-  double best = 1e30;
-  for (int rep = 0; rep < 6; ++rep) {
-    VkCommandBuffer cmd = sub.begin();
-    f.vkCmdFillBuffer(cmd, a.buffer, 0, size, 0x3f800000u);
-    sub.barrier(VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
-                VK_ACCESS_TRANSFER_READ_BIT);
-    sub.mark_begin();
-    VkBufferCopy r{0, 0, size};
-    f.vkCmdCopyBuffer(cmd, a.buffer, b.buffer, 1, &r);
-    sub.mark_end();
-    sub.submit_and_wait();
-    if (rep > 0) best = std::min(best, sub.last_gpu_seconds());
+  const fish::vk::Layout& lay = pl.layout(2, 4);
+  VkPipeline copy = pl.get("copy_u4", lay, {});
+  VkDescriptorSet set = pl.allocate_set(lay);
+  const VkBuffer bufs[2] = {a.buffer, b.buffer};
+  const uint64_t offs[2] = {0, 0}, ranges[2] = {size, size};
+  pl.write_set(set, 2, bufs, offs, ranges);
+  const uint32_t n = uint32_t(size / 16);
+  for (int mode = 0; mode < 2; ++mode) {
+    std::vector<double> t;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (;;) {
+      VkCommandBuffer cmd = sub.begin();
+      sub.mark_begin();
+      if (mode == 0) {
+        f.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, copy);
+        f.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, lay.pipeline_layout, 0, 1, &set, 0, nullptr);
+        f.vkCmdPushConstants(cmd, lay.pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &n);
+        f.vkCmdDispatch(cmd, 132 * 16, 1, 1);
+      } else {
+        VkBufferCopy r{0, 0, size};
+        f.vkCmdCopyBuffer(cmd, a.buffer, b.buffer, 1, &r);
+      }
+      sub.mark_end();
+      sub.submit_and_wait();
+      // Half a second of copies first (clocks up), then 10 timed ones.
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > 0.5) t.push_back(sub.last_gpu_seconds());
+      if (t.size() >= 10) break;
+    }
+    std::sort(t.begin(), t.end());
+    const double gbs = t.empty() || t[t.size() / 2] <= 0 ? 0.0 : 2.0 * double(size) / t[t.size() / 2] / 1e9;
+    (mode == 0 ? out.kernel_gbs : out.transfer_gbs) = gbs;
   }
+  pl.free_set(set);
   mem.destroy(a);
   mem.destroy(b);
-  return best > 0 && best < 1e30 ? 2.0 * double(size) / best / 1e9 : 0.0;
+  return out;
 }
 
 struct Args {
@@ -138,7 +169,8 @@ struct Args {
   std::string shapes = "8b";
   bool sweep = false;
   bool check = true;
-  int reps = 5;
+  int reps = 10;
+  int warm_ms = 300;
   uint64_t group_mb = 1024;
   int prefill = 256;
 };
@@ -150,28 +182,34 @@ GgmlType parse_type(const std::string& s) {
   std::exit(2);
 }
 
-// Best device seconds and median wall seconds of `reps` group calls.
+// Median device and wall seconds of `reps` group calls, after repeating the
+// call for warm_ms (pipeline creation, and the GPU clocks up from idle).
 struct Timing {
   double gpu_s = 0, wall_s = 0;
 };
 Timing time_group(fish::vk::VulkanBackend& be, std::vector<fish::vk::Weight*>& ws, const std::vector<float>& x, int n_tok,
-                  std::vector<std::vector<float>>& ys, int reps) {
+                  std::vector<std::vector<float>>& ys, int reps, int warm_ms) {
   std::vector<float*> yp;
   for (auto& y : ys) yp.push_back(y.data());
-  std::vector<double> gpu, wall;
-  for (int r = 0; r <= reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
+  auto call = [&] {
     if (!be.matmul_group(ws.data(), int(ws.size()), x.data(), n_tok, yp.data())) {
       std::fprintf(stderr, "matmul_group failed: %s\n", be.error().c_str());
       std::exit(1);
     }
-    const double w = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (r == 0) continue;  // warm-up (pipeline creation)
+  };
+  const auto t_warm = std::chrono::steady_clock::now();
+  do call();
+  while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t_warm).count() * 1e3 < warm_ms);
+  std::vector<double> gpu, wall;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    call();
+    wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     gpu.push_back(be.last_gpu_seconds());
-    wall.push_back(w);
   }
   std::sort(wall.begin(), wall.end());
-  return {*std::min_element(gpu.begin(), gpu.end()), wall[wall.size() / 2]};
+  std::sort(gpu.begin(), gpu.end());
+  return {gpu[gpu.size() / 2], wall[wall.size() / 2]};
 }
 
 }  // namespace
@@ -199,6 +237,7 @@ int main(int argc, char** argv) {
     else if (s == "--sweep") a.sweep = true;
     else if (s == "--no-check") a.check = false;
     else if (s == "--reps") a.reps = std::max(1, std::atoi(next().c_str()));
+    else if (s == "--warm-ms") a.warm_ms = std::max(0, std::atoi(next().c_str()));
     else if (s == "--group-mb") a.group_mb = uint64_t(std::max(1, std::atoi(next().c_str())));
     else if (s == "--prefill") a.prefill = std::atoi(next().c_str());
     else {
@@ -213,8 +252,10 @@ int main(int argc, char** argv) {
     std::printf("the device has no timestamps on its compute queue: nothing to measure\n");
     return 0;
   }
-  const double copy_gbs = copy_bandwidth(*be);
-  std::printf("device copy bandwidth (1 GiB vkCmdCopyBuffer, read + write): %.0f GB/s\n\n", copy_gbs);
+  const CopyBandwidth cb = copy_bandwidth(*be);
+  const double copy_gbs = cb.kernel_gbs;
+  std::printf("device copy bandwidth, 1 GiB, read + write: %.0f GB/s with a copy kernel, %.0f GB/s with vkCmdCopyBuffer\n\n",
+              cb.kernel_gbs, cb.transfer_gbs);
 
   std::vector<Shape> shapes;
   if (a.shapes == "8b" || a.shapes == "all") shapes.insert(shapes.end(), std::begin(k8b), std::end(k8b));
@@ -241,16 +282,16 @@ int main(int argc, char** argv) {
       const double bytes = double(m.data.size()) * double(ws.size());
       const auto x1 = random_x(1, sh.n_in, seed++);
       std::vector<std::vector<float>> ys(ws.size(), std::vector<float>(size_t(sh.n_out) * size_t(std::max(1, a.prefill))));
-      const Timing mv = time_group(*be, ws, x1, 1, ys, a.reps);
+      const Timing mv = time_group(*be, ws, x1, 1, ys, a.reps, a.warm_ms);
       // One weight alone: the per-call cost stage 1 pays.
       std::vector<fish::vk::Weight*> one = {ws[0]};
       std::vector<std::vector<float>> y1(1, std::vector<float>(size_t(sh.n_out)));
-      const Timing single = time_group(*be, one, x1, 1, y1, a.reps);
+      const Timing single = time_group(*be, one, x1, 1, y1, a.reps, a.warm_ms / 3);
       double gflops = 0;
       if (a.prefill > 4) {
         const auto xp = random_x(a.prefill, sh.n_in, seed++);
         std::vector<std::vector<float>> yp(1, std::vector<float>(size_t(sh.n_out) * size_t(a.prefill)));
-        const Timing pf = time_group(*be, one, xp, a.prefill, yp, std::max(1, a.reps / 2));
+        const Timing pf = time_group(*be, one, xp, a.prefill, yp, std::max(1, a.reps / 2), a.warm_ms / 3);
         gflops = 2.0 * double(sh.n_in) * double(sh.n_out) * a.prefill / pf.gpu_s / 1e9;
       }
       const double gbs = bytes / mv.gpu_s / 1e9;
@@ -260,9 +301,9 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       if (a.sweep) {
         for (uint32_t rows : {1u, 2u, 4u}) {
-          for (uint32_t wg : {64u, 128u, 256u, 512u}) {
+          for (uint32_t wg : {64u, 128u, 256u}) {
             be->kernels()->set_override(rows, wg);
-            const Timing s = time_group(*be, ws, x1, 1, ys, a.reps);
+            const Timing s = time_group(*be, ws, x1, 1, ys, 5, 60);
             std::printf("         sweep rows %u wg %3u: %6.0f GB/s\n", rows, wg, bytes / s.gpu_s / 1e9);
           }
         }

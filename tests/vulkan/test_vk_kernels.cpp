@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <cstring>
 #include <map>
 
 #include "gguf/gguf_file.h"
@@ -76,11 +77,11 @@ TEST_CASE("every supported type on synthetic matrices, n_tok 1/3/37/256", "[vulk
   }
 }
 
-TEST_CASE("matvec with two rows per subgroup on a tall matrix", "[vulkan]") {
+TEST_CASE("matvec with several rows per subgroup on a tall matrix", "[vulkan]") {
   auto be = open_backend("vk kernels tall matvec");
   if (!be) return;
-  // n_out >= 8192 with n_tok <= 2 takes 2 rows per subgroup; 8203 rows leave a
-  // half-filled last pair and a partial last workgroup.
+  // 8203 rows: 4 rows per subgroup for one token, 2 for two (kernels.cpp),
+  // leaving a partly filled last row group and a partial last workgroup.
   const std::pair<GgmlType, int64_t> cases[] = {{GgmlType::Q4_K, 256}, {GgmlType::Q6_K, 256}, {GgmlType::Q8_0, 64},
                                                 {GgmlType::Q4_0, 32},  {GgmlType::F16, 40},   {GgmlType::F32, 21},
                                                 {GgmlType::Q5_K, 256}};
@@ -236,4 +237,40 @@ TEST_CASE("types without kernels are refused cleanly and the backend goes on", "
   CHECK(be->error_kind() == fish::vk::FailKind::Unsupported);
   CHECK(be->error().find("blk.0.attn_q.weight") != std::string::npos);
   run_one(*be, random_matrix(GgmlType::F32, 64, 8, 5), 1, 6);
+}
+
+TEST_CASE("copy_u4 copies a buffer through the SMs", "[vulkan]") {
+  auto be = open_backend("vk kernels copy");
+  if (!be) return;
+  fish::vk::Memory& mem = *be->memory();
+  const uint64_t size = 3 << 20;  // 3 MB: 196608 uvec4, several grid strides
+  auto a = mem.create(size, fish::vk::MemKind::Upload, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, "copy src");
+  auto b = mem.create(size, fish::vk::MemKind::Readback, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, "copy dst");
+  auto* src = static_cast<uint32_t*>(a.mapped);
+  for (uint64_t i = 0; i < size / 4; ++i) src[i] = uint32_t(i * 2654435761u);
+  std::memset(b.mapped, 0, size);
+  fish::vk::Pipelines& pl = *be->pipelines();
+  const fish::vk::Layout& lay = pl.layout(2, 4);
+  VkPipeline p = pl.get("copy_u4", lay, {});
+  VkDescriptorSet set = pl.allocate_set(lay);
+  const VkBuffer bufs[2] = {a.buffer, b.buffer};
+  const uint64_t offs[2] = {0, 0}, ranges[2] = {size, size};
+  pl.write_set(set, 2, bufs, offs, ranges);
+  const uint32_t n = uint32_t(size / 16) - 5;  // leave the last 5 uvec4 untouched
+  const auto& f = be->device()->fns();
+  VkCommandBuffer cmd = be->submitter()->begin();
+  f.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
+  f.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, lay.pipeline_layout, 0, 1, &set, 0, nullptr);
+  f.vkCmdPushConstants(cmd, lay.pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &n);
+  f.vkCmdDispatch(cmd, 7, 1, 1);
+  be->submitter()->barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
+                           VK_ACCESS_HOST_READ_BIT);
+  be->submitter()->submit_and_wait();
+  const auto* dst = static_cast<const uint32_t*>(b.mapped);
+  uint64_t wrong = 0;
+  for (uint64_t i = 0; i < size / 4; ++i) wrong += dst[i] != (i < uint64_t(n) * 4 ? src[i] : 0u);
+  CHECK(wrong == 0);
+  pl.free_set(set);
+  mem.destroy(a);
+  mem.destroy(b);
 }

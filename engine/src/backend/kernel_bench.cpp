@@ -42,10 +42,15 @@ std::vector<uint8_t> make_matrix(GgmlType t, int64_t n_in, int64_t n_out, uint64
   return m;
 }
 
-// Median seconds of fn over reps runs after one warm-up; false when a run fails.
+// Median seconds of fn over reps runs, after repeating it for warm_ms (at least
+// once): first-call costs (pipeline creation) stay out, and a GPU that idled at
+// a low clock gets time to clock up. false when a run fails.
 template <class Fn>
-bool median_time(int reps, Fn&& fn, double* out) {
-  if (!fn()) return false;
+bool median_time(int reps, int warm_ms, Fn&& fn, double* out) {
+  const double t_warm = now_s();
+  do {
+    if (!fn()) return false;
+  } while ((now_s() - t_warm) * 1e3 < warm_ms);
   std::vector<double> t;
   for (int i = 0; i < reps; ++i) {
     const double t0 = now_s();
@@ -156,15 +161,15 @@ KernelBenchReport run_kernel_bench(ComputeBackend& be, const KernelBenchOptions&
         std::vector<float*> yp;
         for (auto& y : ys) yp.push_back(y.data());
         double s = 0;
-        if (median_time(reps, [&] { return be.matmul_group(ws.data(), int(ws.size()), x.data(), 1, yp.data()); }, &s))
+        if (median_time(reps, o.warm_ms, [&] { return be.matmul_group(ws.data(), int(ws.size()), x.data(), 1, yp.data()); }, &s))
           row.matvec_gbs = double(m.size()) * double(ws.size()) / s / 1e9;
         else
           row.error = "matmul_group: " + be.last_error();
-        if (row.error.empty() && median_time(reps, [&] { return be.matmul(ws[0], x.data(), 1, yp[0]); }, &s))
+        if (row.error.empty() && median_time(reps, o.warm_ms / 3, [&] { return be.matmul(ws[0], x.data(), 1, yp[0]); }, &s))
           row.call_us = s * 1e6;
         if (row.error.empty() && o.prefill > 4) {
           std::vector<float> y(size_t(o.prefill) * size_t(sh.n_out));
-          if (median_time(std::max(1, reps / 2), [&] { return be.matmul(ws[0], x.data(), o.prefill, y.data()); }, &s))
+          if (median_time(std::max(1, reps / 2), o.warm_ms / 3, [&] { return be.matmul(ws[0], x.data(), o.prefill, y.data()); }, &s))
             row.prefill_gflops = 2.0 * double(sh.n_in) * double(sh.n_out) * o.prefill / s / 1e9;
           else
             row.error = "matmul (prefill): " + be.last_error();
@@ -181,8 +186,8 @@ KernelBenchReport run_kernel_bench(ComputeBackend& be, const KernelBenchOptions&
             matmul(*pool, v, x.data(), n_tok, y.data());
             return true;
           };
-          if (median_time(reps, [&] { return cpu(1); }, &s)) row.cpu_matvec_gbs = double(m.size()) / s / 1e9;
-          if (o.prefill > 4 && median_time(1, [&] { return cpu(o.prefill); }, &s))
+          if (median_time(reps, 0, [&] { return cpu(1); }, &s)) row.cpu_matvec_gbs = double(m.size()) / s / 1e9;
+          if (o.prefill > 4 && median_time(1, 0, [&] { return cpu(o.prefill); }, &s))
             row.cpu_prefill_gflops = 2.0 * double(sh.n_in) * double(sh.n_out) * o.prefill / s / 1e9;
         }
       }

@@ -26,7 +26,8 @@ struct KernelBenchOptions {
   std::vector<GgmlType> types;          // empty: F32 F16 Q4_0 Q8_0 Q4_K Q5_K Q6_K, those supported
   std::vector<KernelBenchShape> shapes; // empty: the 8B's largest (4096->14336, 14336->4096, 4096->128256)
   int prefill = 256;                    // tokens of the prefill measurement; <= 4: skipped
-  int reps = 5;                         // timed repetitions (after one warm-up); the median is reported
+  int reps = 5;                         // timed repetitions; the median is reported
+  int warm_ms = 300;                    // repeat each measurement this long first (a GPU idles at a low clock)
   uint64_t group_bytes = 2ull << 30;    // a grouped call streams at least this much (capped by memory_free / 2)
   bool cpu = true;                      // also time the CPU matmul on the same matrices
   int n_threads = 0;                    // CPU threads (<= 0: one per core)
