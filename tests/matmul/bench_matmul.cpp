@@ -7,6 +7,7 @@
 //
 //   fish_bench_matmul [--threads 1,2] [--kernels scalar|avx2|avx512] [--pp-tokens 512] [--quick]
 //                     [--only SHAPE_INDEX] [--tg-only | --pp-only] [--cpu-time] [--warm] [--best]
+//                     [--type TYPE]   (every shape in TYPE instead of the Q4_K_M mix) [--warm] [--best]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -57,7 +58,11 @@ Weight make_weight(GgmlType t, int64_t n_in, int64_t n_out) {
   const int64_t pool_rows = std::min<int64_t>(n_out, 256);
   std::vector<uint8_t> pool(rb * uint64_t(pool_rows));
   const auto x = test::random_acts(n_in * pool_rows, uint64_t(n_in) * 7 + uint64_t(t));
-  for (int64_t r = 0; r < pool_rows; ++r) quantize_row(t, x.data() + r * n_in, pool.data() + rb * uint64_t(r), n_in);
+  if (can_quantize(t)) {
+    for (int64_t r = 0; r < pool_rows; ++r) quantize_row(t, x.data() + r * n_in, pool.data() + rb * uint64_t(r), n_in);
+  } else {  // types fish does not quantise to: random blocks with sane scales
+    pool = test::random_weights(t, n_in, pool_rows, uint64_t(t));
+  }
   w.data.resize(rb * uint64_t(n_out));
   for (int64_t r = 0; r < n_out; ++r) std::memcpy(w.data.data() + rb * uint64_t(r), pool.data() + rb * uint64_t(r % pool_rows), rb);
   return w;
@@ -115,6 +120,7 @@ int main(int argc, char** argv) {
   int pp_tokens = 512;
   bool quick = false, do_tg = true, do_pp_all = true;
   int only = -1;
+  const char* type_override = nullptr;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) {
@@ -141,11 +147,13 @@ int main(int argc, char** argv) {
       do_pp_all = false;
     } else if (a == "--pp-only") {
       do_tg = false;
+    } else if (a == "--type" && i + 1 < argc) {
+      type_override = argv[++i];
     } else if (a == "--only" && i + 1 < argc) {
       only = std::atoi(argv[++i]);
     } else {
       std::fprintf(stderr, "usage: %s [--threads 1,2] [--kernels scalar|avx2|avx512] [--pp-tokens N] [--quick]\n"
-                   "          [--only SHAPE_INDEX] [--tg-only | --pp-only] [--cpu-time] [--warm] [--best]\n", argv[0]);
+                   "          [--only SHAPE_INDEX] [--tg-only | --pp-only] [--cpu-time] [--warm] [--best] [--type TYPE]\n", argv[0]);
       return 2;
     }
   }
@@ -159,8 +167,23 @@ int main(int argc, char** argv) {
       {"output 2048->128256", GgmlType::Q6_K, 2048, 128256},
   };
   constexpr int kShapes = int(sizeof shapes / sizeof shapes[0]);
+  GgmlType forced = GgmlType::F32;
+  if (type_override) {
+    bool found = false;
+    for (uint32_t t = 0; t < 64 && !found; ++t)
+      if (ggml_type_name(t) == type_override) {
+        forced = GgmlType(t);
+        found = true;
+      }
+    if (!found) {
+      std::fprintf(stderr, "unknown type %s\n", type_override);
+      return 2;
+    }
+  }
   std::vector<Weight> ws;
-  for (const Shape& s : shapes) ws.push_back(make_weight(s.type, s.n_in, s.n_out));
+  for (const Shape& s : shapes)
+    if (only < 0 || &s == &shapes[only]) ws.push_back(make_weight(type_override ? forced : s.type, s.n_in, s.n_out));
+    else ws.push_back(Weight{s.type, s.n_in, s.n_out, {}});
 
   for (int nt : threads) {
     ThreadPool pool(nt);

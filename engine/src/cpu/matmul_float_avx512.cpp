@@ -47,7 +47,10 @@ struct FloatMicro {
     for (; k + 16 <= n; k += 16) {
 #pragma GCC unroll 4
       for (int i = 0; i < R; ++i) {
-        const __m512 wv = L::load(w + uint64_t(i) * a.w_stride + uint64_t(k) * L::kBytes);
+        const uint8_t* wp = w + uint64_t(i) * a.w_stride + uint64_t(k) * L::kBytes;
+        if constexpr (T <= 2)  // decode: the same place two row tiles ahead
+          if ((k * L::kBytes) % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(wp + uint64_t(2 * R) * a.w_stride), _MM_HINT_T0);
+        const __m512 wv = L::load(wp);
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) acc[i][t] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x[t] + k), acc[i][t]);
       }

@@ -129,6 +129,10 @@ struct Micro32 {
 #pragma GCC unroll 4
       for (int i = 0; i < R; ++i) {
         const uint8_t* blk = row0 + uint64_t(i) * a.w_stride + uint64_t(g) * Dec::kBytes;
+        if constexpr (T <= 2) {  // decode: the same group two row tiles ahead (see the K-quant kernels)
+          const char* pf = reinterpret_cast<const char*>(blk + uint64_t(2 * R) * a.w_stride);
+          for (int o = 0; o < 8 * Dec::kBytes; o += 64) _mm_prefetch(pf + o, _MM_HINT_T0);
+        }
         const __m256i head = _mm256_mmask_i32gather_epi32(_mm256_setzero_si256(), gmask, gidx, blk, 1);
         const __m256 d8 = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(head));
         __m256 c8;  // coefficient of d_a Σ a per block
