@@ -124,7 +124,7 @@ static int cmd_test_gpu(int argc, char** argv) {
   if (a.flag("-h", "--help")) {
     std::printf(
         "usage: fish test-gpu MODEL [--no-kernels] [--no-e2e] [--no-cpu-compare] [-n 32] [-p PROMPT] [-t N]\n"
-        "                     [--min-agreement F]\n"
+        "                     [--min-agreement F] [--max-cpu-delta F]\n"
         "  Kernels: blk.0 projections on the GPU vs the CPU f32 product (spec bound).\n"
         "  End to end: auto (span) / FISH_GPU_SPAN=0 / FISH_GPU_LAYERS=0, teacher-forced on the first\n"
         "  run's greedy tokens; span must equal per-matmul (argmax, |dlogit| <= 2%% of max |logit|),\n"
@@ -136,8 +136,9 @@ static int cmd_test_gpu(int argc, char** argv) {
   const bool no_cpu = a.flag(nullptr, "--no-cpu-compare");
   int64_t n = 32;
   a.int_value("-n", "--n-predict", n);
-  double min_agree = -1;
+  double min_agree = -1, max_cpu_delta = -1;
   a.float_value(nullptr, "--min-agreement", min_agree);
+  a.float_value(nullptr, "--max-cpu-delta", max_cpu_delta);
   std::string prompt = "Once upon a time";
   a.value("-p", "--prompt", prompt);
   ModelFlags mf;
@@ -200,9 +201,11 @@ static int cmd_test_gpu(int argc, char** argv) {
       std::snprintf(buf, sizeof buf, "top-1 agreement %d/%d (%.1f%%), max |dlogit| %.4g (%.3f%% of max |logit|)",
                     c.agree, c.steps, 100.0 * c.agree / std::max(1, c.steps), c.max_delta, c.max_rel * 100);
       if (min_agree >= 0)
-        report(c.agree >= min_agree * c.steps, "GPU vs CPU (required >= " + std::to_string(min_agree) + ")", buf);
-      else
-        std::printf("INFO GPU vs CPU: %s\n", buf);
+        report(c.agree >= min_agree * c.steps, "GPU vs CPU agreement (required >= " + std::to_string(min_agree) + ")", buf);
+      if (max_cpu_delta >= 0)
+        report(c.max_rel <= max_cpu_delta, "GPU vs CPU max |dlogit| (required <= " + std::to_string(max_cpu_delta) +
+                                               " of max |logit|)", buf);
+      if (min_agree < 0 && max_cpu_delta < 0) std::printf("INFO GPU vs CPU: %s\n", buf);
     }
   }
   std::printf("%s: %d failure%s\n", failures ? "FAIL" : "PASS", failures, failures == 1 ? "" : "s");

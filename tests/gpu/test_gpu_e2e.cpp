@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "test_paths.h"
@@ -68,4 +69,31 @@ TEST_CASE("test-gpu with fish_vulkan (lavapipe in CI)", "[gpu][vulkan]") {
   // Teacher-forced top-1 agreement with the CPU must be at least 99% (issue 5).
   for (const char* m : {"stories260K.gguf", "TinyStories-656K-Q8_0.gguf", "synth-tiny-Q4_K_M.gguf"})
     test_gpu("FISH_BACKEND=vulkan", m, "--min-agreement 0.99");
+}
+
+// The architectures' own features (Llama-3 rope scaling, Qwen2 biases, Qwen3
+// q/k norms with head_dim != n_embd/n_head) through two independent
+// implementations: the engine's CPU forward and the reference plugin's span.
+// With F32 weights both use f32 activations, so they must agree closely
+// (0.5% of max |logit|; measured ~0.05%, the f16 vs f32 KV difference).
+TEST_CASE("architectures: CPU forward vs the reference plugin's span", "[gpu][reference][arch]") {
+  REQUIRE(has_plugin("reference"));
+  char tmpl[] = "/tmp/fish-arch-XXXXXX";
+  REQUIRE(mkdtemp(tmpl));
+  const std::string dir = tmpl;
+  for (const char* shape : {"tiny-llama3", "tiny-qwen2", "tiny-qwen3"}) {
+    for (const char* type : {"F32", "Q8_0"}) {
+      const std::string file = dir + "/" + shape + "-" + type + ".gguf";
+      const Out s = run("", std::string("synth --shape ") + shape + " --type " + type + " -o " + file);
+      REQUIRE(s.status == 0);
+      const bool f32 = std::string(type) == "F32";
+      const Out o = run("FISH_BACKEND=reference", "test-gpu " + file + " -n 16 --no-kernels --min-agreement 0.9" +
+                                                      (f32 ? " --max-cpu-delta 0.005" : ""));
+      INFO(shape << " " << type << "\n" << o.text);
+      CHECK(o.status == 0);
+      CHECK(o.text.find("PASS span == per-matmul") != std::string::npos);
+      std::remove(file.c_str());
+    }
+  }
+  rmdir(dir.c_str());
 }

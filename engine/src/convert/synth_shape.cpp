@@ -18,6 +18,14 @@ constexpr SynthShape kShapes[] = {
      false, 0, 0, 0, 0},
     {"qwen3-0.6b", "qwen3", "Qwen3 0.6B", 1024, 28, 16, 8, 128, 3072, 151936, 40960, 1000000.f, 1e-6f, true, false,
      true, 0, 0, 0, 0},
+    // Small stand-ins with each architecture's features, for tests: Llama-3 rope
+    // scaling + tied embeddings, Qwen2 biases, Qwen3 q/k norms with head_dim != n_embd/n_head.
+    {"tiny-llama3", "llama", "tiny Llama 3", 256, 3, 8, 2, 32, 512, 4096, 4096, 500000.f, 1e-5f, true, false, false,
+     8.f, 1.f, 4.f, 1024},
+    {"tiny-qwen2", "qwen2", "tiny Qwen2", 256, 3, 4, 2, 64, 512, 4096, 4096, 1000000.f, 1e-6f, true, true, false, 0, 0,
+     0, 0},
+    {"tiny-qwen3", "qwen3", "tiny Qwen3", 256, 3, 4, 2, 128, 512, 4096, 4096, 1000000.f, 1e-6f, true, false, true, 0, 0,
+     0, 0},
 };
 }  // namespace
 
