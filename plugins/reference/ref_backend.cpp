@@ -34,6 +34,10 @@ Backend::Backend(const fish_backend_config* cfg) {
   if (cfg && FISH_STRUCT_HAS(cfg, fish_backend_config, device_index) && cfg->device_index > 0)
     fail(FISH_E_NO_DEVICE, "device " + std::to_string(cfg->device_index) + " does not exist (the reference plugin has one)");
   if (cfg && FISH_STRUCT_HAS(cfg, fish_backend_config, memory_budget)) budget_ = cfg->memory_budget;
+#ifdef FISH_REFERENCE_DEFAULT_BUDGET
+  // Test builds only (tests/plugin): a small device, to see the engine place what fits.
+  if (!budget_) budget_ = FISH_REFERENCE_DEFAULT_BUDGET;
+#endif
 }
 
 Backend::~Backend() {

@@ -1,6 +1,8 @@
 // Discovery through the real binaries: `fish` and libfish copied around, plugins
 // planted where they must not be found, broken plugins next to `fish`.
 #include <filesystem>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -183,4 +185,27 @@ TEST_CASE("FISH_GPU=0 or off or false or no loads nothing and FISH_BACKEND picks
   const ProcResult best = run_process({(app2 / "fish").string(), "devices"}, root.str(), clean_env());
   CHECK(contains(best.out, "backend: refauto80"));
   CHECK(contains(best.out, "highest score (80) of 2 usable plugins"));
+}
+
+TEST_CASE("a small device - the engine places what fits and the rest runs on the CPU", "[plugin][e2e]") {
+  // refsmall refuses uploads past 600 kB; stories260K's F32 layers (~180 kB
+  // each) and output projection (131 kB) need more, so placement (per matmul:
+  // a span's KV reserve for 2048 positions would not fit at all) stops part-way
+  // and the run goes on.
+  TempDir root("small");
+  const fs::path app = make_app(root, "app", {test_plugin("refsmall")});
+  const ProcResult run = run_process(run_args((app / "fish").string()), root.str(),
+                                     clean_env({{"FISH_GPU_VERBOSE", "1"}, {"FISH_GPU_SPAN", "0"}}));
+  INFO(run.err);
+  REQUIRE(run.status == 0);
+  CHECK(contains(run.err, "exceed the budget"));
+  // "backend refsmall (k GPU layers)" with 0 < k < 5 (stories260K has 5 layers).
+  const size_t at = run.err.find("backend refsmall (");
+  REQUIRE(at != std::string::npos);
+  const int k = std::atoi(run.err.c_str() + at + std::strlen("backend refsmall ("));
+  CHECK(k > 0);
+  CHECK(k < 5);
+  // The model's weights are F32, for which the CPU path also multiplies in f32:
+  // the greedy tokens are the CPU's.
+  CHECK(run.out == cpu_ids());
 }

@@ -131,6 +131,7 @@ bool PluginBackend::call(const char* what, F&& f) {
     if (it->second <= 1) {
       last_status_ = FISH_E_DEVICE;
       last_error_ = std::string(what) + ": forced failure (FISH_BACKEND_FAIL)";
+      host_log(FISH_LOG_INFO, name_, last_error_);
       return false;
     }
     --it->second;
@@ -152,6 +153,8 @@ bool PluginBackend::call(const char* what, F&& f) {
   } catch (...) {
   }
   last_error_ = std::string(what) + " failed (" + status_name(st) + ")" + (msg.empty() ? "" : ": " + msg);
+  // Visible with FISH_GPU_VERBOSE=1: why placement stopped, why a span fell back.
+  host_log(FISH_LOG_INFO, name_, last_error_);
   return false;
 }
 
