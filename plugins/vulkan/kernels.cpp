@@ -32,19 +32,34 @@ std::string MatmulKernels::matvec_module(const MatmulType& t) const {
   return std::string("matvec_") + t.name + (subgroups_ ? "" : "_nosg");
 }
 
-MatvecConfig MatmulKernels::matvec_config(uint32_t n_rows, uint32_t n_tok) const {
+MatvecConfig MatmulKernels::matvec_config(const MatmulType& t, uint32_t n_in, uint32_t n_rows, uint32_t n_tok) const {
   MatvecConfig c;
   // 128 invocations: 4 subgroups of 32 (NVIDIA), 2 of 64 (AMD); the fallback
   // reduces through shared memory and wants a power of two.
   c.wg = subgroups_ ? 128 : 64;
   // Several rows per subgroup reuse each x value loaded from L1 for every row
-  // (x traffic is 4 bytes per weight per row otherwise, 7x the Q4_K weight
-  // bytes). Measured on an H200 (8B shapes, Q4_K/Q6_K): 2 rows ~1.7x and 4 rows
-  // ~1.8x the throughput of 1 row whenever there are enough rows to fill the
-  // GPU; more tokens already hold several x vectors in registers.
-  if (n_tok == 1) c.rows = n_rows >= 4096 ? 4 : n_rows >= 1024 ? 2 : 1;
-  else if (n_tok == 2) c.rows = n_rows >= 2048 ? 2 : 1;
-  else c.rows = 1;
+  // (x traffic is otherwise 4 bytes per weight per row, 7x the Q4_K weight
+  // bytes), at the price of fewer subgroups. H200, n_tok 1, 8B shapes, GB/s of
+  // weights (tests/vulkan/bench_vk_kernels.cpp --sweep):
+  //            rows:   1     2     4
+  //   Q4_K 4096->4096 1053  1777  1320   (4096 rows / 4 = too few subgroups)
+  //   Q4_K 14336->4096 1075 1875  1927
+  //   Q4_K 4096->14336 1061 1825  1839
+  //   Q6_K 4096->4096  568   668   820   (Q6_K's costlier rows gain more)
+  //   Q6_K 14336->4096 1307 1652  2013
+  //   Q6_K 4096->128256 1306 1561 1922
+  // Workgroup size (64/128/256) moved results by < 5%. More tokens already
+  // hold several x vectors in registers.
+  const bool heavy_rows = t.ggml_type == 14;  // Q6_K
+  if (n_tok == 1) {
+    if (n_rows >= 8192 || (n_rows >= 4096 && n_in >= 8192) || (heavy_rows && n_rows >= 1024)) c.rows = 4;
+    else if (n_rows >= 1024) c.rows = 2;
+    else c.rows = 1;
+  } else if (n_tok == 2) {
+    c.rows = n_rows >= 2048 ? 2 : 1;
+  } else {
+    c.rows = 1;
+  }
   if (override_rows_) c.rows = override_rows_;
   if (override_wg_) c.wg = override_wg_;
   c.wg = std::min(c.wg, dev_.caps().max_wg_size);
@@ -57,7 +72,7 @@ void MatmulKernels::record(VkCommandBuffer cmd, const MatmulType& t, VkDescripto
   VkPipeline p;
   uint32_t gx, gy = 1;
   if (pc.n_tok <= kMaxMatvecTokens) {
-    const MatvecConfig c = matvec_config(pc.n_rows, pc.n_tok);
+    const MatvecConfig c = matvec_config(t, pc.n_in, pc.n_rows, pc.n_tok);
     p = pipelines_.get(matvec_module(t), *layout_, {c.wg, c.rows, pc.n_tok});
     // Teams per workgroup as the driver reports its subgroup size; the kernel's
     // grid-stride loop keeps the result right if the real size differs.
@@ -77,9 +92,9 @@ void MatmulKernels::record(VkCommandBuffer cmd, const MatmulType& t, VkDescripto
   f.vkCmdDispatch(cmd, gx, gy, 1);
 }
 
-bool MatmulKernels::warm_up(const MatmulType& t, uint32_t n_rows) {
+bool MatmulKernels::warm_up(const MatmulType& t, uint32_t n_in, uint32_t n_rows) {
   for (uint32_t nt = 1; nt <= kMaxMatvecTokens; ++nt) {
-    const MatvecConfig c = matvec_config(n_rows, nt);
+    const MatvecConfig c = matvec_config(t, n_in, n_rows, nt);
     pipelines_.get(matvec_module(t), *layout_, {c.wg, c.rows, nt});
   }
   pipelines_.get(std::string("tiled_") + t.name, *layout_, {});

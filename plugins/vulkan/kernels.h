@@ -49,14 +49,14 @@ class MatmulKernels {
   // Records one chunk's product; set binds (W chunk, x, y) as the layout says.
   void record(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MatmulPush& pc);
 
-  // The matvec shape for a chunk of n_rows rows and n_tok tokens (heuristic or
-  // the FISH_VK_MV_* / set_override values).
-  MatvecConfig matvec_config(uint32_t n_rows, uint32_t n_tok) const;
+  // The matvec shape for a chunk of n_rows rows of n_in elements of type t and
+  // n_tok tokens (measured heuristic, or the FISH_VK_MV_* / set_override values).
+  MatvecConfig matvec_config(const MatmulType& t, uint32_t n_in, uint32_t n_rows, uint32_t n_tok) const;
   void set_override(uint32_t rows, uint32_t wg) { override_rows_ = rows; override_wg_ = wg; }
 
   // Creates the pipelines a type needs now (so that the first product is not
   // slowed by compilation); returns false for a type without kernels.
-  bool warm_up(const MatmulType& t, uint32_t n_rows);
+  bool warm_up(const MatmulType& t, uint32_t n_in, uint32_t n_rows);
 
  private:
   std::string matvec_module(const MatmulType& t) const;
