@@ -253,8 +253,17 @@ bool LlamaModel::eval_chunk(const int32_t* tokens, int32_t n, int32_t pos, bool 
   const int32_t first_gpu = h.n_layer - n_layer_gpu_;
   for (int32_t l = 0; l < h.n_layer; ++l) {
     if (span_ && l == first_gpu) {
+      if (span_fail_at_ >= 0 && pos + n > span_fail_at_) {  // test-only knob: FISH_TEST_SPAN_FAIL_AT
+        span_fail_reason_ = "simulated by FISH_TEST_SPAN_FAIL_AT=" + std::to_string(span_fail_at_);
+        return false;
+      }
+      if (!grow_span_kv(pos + n)) {
+        span_fail_reason_ = "span_kv_reserve(" + std::to_string(pos + n) + "): " + backend_->last_error();
+        return false;
+      }
       ++stats_.gpu_submits;
       if (backend_->span_forward(span_, x, n, pos)) break;  // the span ran every remaining layer
+      span_fail_reason_ = backend_->last_error();
       return false;  // x is untouched; eval() falls back and replays
     }
     cpu_layer(l, x, n, pos);
@@ -292,16 +301,13 @@ void LlamaModel::eval(const int32_t* tokens, int32_t n, int32_t pos, bool all_lo
     // With all_logits each chunk writes its rows; otherwise only the last chunk's last token.
     float* out = all_logits ? logits_.data() + int64_t(done) * V : logits_.data();
     const int32_t p = pos + done;
+    if (kv_replay_needed_) replay_history(p);
     if (!eval_chunk(tokens + done, c, p, all_logits, out)) {
       // The span failed (x untouched): its layers move to the CPU, whose KV for
-      // them lacks positions < p. Rebuild it by replaying the history (CPU layers
-      // recompute identical values), then run this chunk again.
-      fall_back_to_cpu("span_forward");
-      std::vector<int32_t> hist(history_.begin(), history_.begin() + p);
-      std::vector<float> tmp(static_cast<size_t>(V));
-      for (int32_t r = 0; r < p; r += kMaxChunk)
-        if (!eval_chunk(hist.data() + r, std::min(kMaxChunk, p - r), r, false, tmp.data()))
-          throw Error("eval: the backend failed again after falling back to the CPU");
+      // them lacks positions < p; replay_history rebuilds it, then this chunk
+      // runs again.
+      fall_back_to_cpu("span_forward", span_fail_reason_);
+      replay_history(p);
       if (!eval_chunk(tokens + done, c, p, all_logits, out))
         throw Error("eval: the backend failed again after falling back to the CPU");
     }
@@ -311,6 +317,33 @@ void LlamaModel::eval(const int32_t* tokens, int32_t n, int32_t pos, bool all_lo
     kv_.set_len(kv_len_);
     done += c;
   }
+}
+
+bool LlamaModel::grow_span_kv(int32_t n) {
+  if (n <= span_kv_cap_) return true;
+  // Grow geometrically (at least 1024 more positions), never past n_ctx.
+  const int32_t want = std::min(n_ctx_, std::max(n, std::max(span_kv_cap_ * 2, span_kv_cap_ + 1024)));
+  if (backend_->span_kv_reserve(span_, want)) {
+    span_kv_cap_ = want;
+    return true;
+  }
+  if (want > n && backend_->span_kv_reserve(span_, n)) {  // the doubled size did not fit: exactly enough
+    span_kv_cap_ = n;
+    return true;
+  }
+  return false;
+}
+
+void LlamaModel::replay_history(int32_t p) {
+  // Layers that ran in a span have no CPU KV: evaluate the history again on the
+  // CPU (CPU layers recompute identical values) so no position is missing.
+  kv_replay_needed_ = false;
+  if (p == 0) return;
+  std::vector<int32_t> hist(history_.begin(), history_.begin() + p);
+  std::vector<float> tmp(static_cast<size_t>(hp_.n_vocab));
+  for (int32_t r = 0; r < p; r += kMaxChunk)
+    if (!eval_chunk(hist.data() + r, std::min(kMaxChunk, p - r), r, false, tmp.data()))
+      throw Error("eval: the backend failed again after falling back to the CPU");
 }
 
 const float* LlamaModel::logits(int32_t i) const {

@@ -88,7 +88,10 @@ class LlamaModel {
   void place_layers(const ModelOptions& opt);
   void release_backend();
   bool build_span();
-  void fall_back_to_cpu(const char* what);
+  // Releases every backend resource and continues on the CPU (why: for the message).
+  void fall_back_to_cpu(const char* what, const std::string& why = "");
+  bool grow_span_kv(int32_t n);  // span_kv_reserve so positions < n fit
+  void replay_history(int32_t p);  // rebuild the CPU KV of positions < p after a span fallback
 
   // false: the span failed and x is untouched (nothing else was changed).
   bool eval_chunk(const int32_t* tokens, int32_t n, int32_t pos, bool all_logits, float* logits_out);
@@ -121,6 +124,10 @@ class LlamaModel {
   ComputeBackend* backend_ = nullptr;
   int32_t n_layer_gpu_ = 0;       // the last n_layer_gpu_ layers are on the backend
   BackendSpan* span_ = nullptr;   // when set, those layers run as one span
+  int32_t span_kv_cap_ = 0;       // positions the span's device KV holds now (grown on demand)
+  int32_t span_fail_at_ = -1;     // FISH_TEST_SPAN_FAIL_AT: a simulated span failure (tests)
+  std::string span_fail_reason_;
+  bool kv_replay_needed_ = false;  // a span fell back: the CPU KV of its layers is empty
 
   ModelStats stats_;
 

@@ -3,6 +3,7 @@
 // deltas rather than file sizes. With spans, the span's KV + arena are reserved
 // before any layer is placed, a declined span is retried with fewer layers, and
 // span layers get no CPU KV. Pages of uploaded tensors go back to the OS.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +17,8 @@
 namespace fish {
 
 namespace {
+
+constexpr int32_t kSpanKvInitial = 512;  // positions of device KV a span starts with
 
 int env_int(const char* name, int dflt) {
   const char* v = std::getenv(name);
@@ -37,6 +40,7 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
   want = std::max(0, std::min(want, hp_.n_layer));
   const bool span_wanted = opt.gpu_span >= 0 ? opt.gpu_span != 0 : env_int("FISH_GPU_SPAN", 1) != 0;
   if (want == 0 && opt.gpu_layers == 0) return;  // CPU only, no plugin is even loaded
+  span_fail_at_ = env_int("FISH_TEST_SPAN_FAIL_AT", -1);
   ComputeBackend* be = acquire_backend();
   if (!be) return;
   backend_ = be;
@@ -76,7 +80,9 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
     sd.n_head_kv = hp_.n_head_kv;
     sd.head_dim = hp_.head_dim;
     sd.n_ff = hp_.n_ff;
-    sd.n_ctx = n_ctx_;
+    // The device KV starts small and grows on demand (grow_span_kv before each
+    // forward) instead of taking n_ctx positions up front.
+    sd.n_ctx = std::min(n_ctx_, kSpanKvInitial);
     sd.rms_eps = hp_.rms_eps;
     sd.rope_type = hp_.rope_type;
     sd.n_rot = hp_.n_rot;
@@ -129,7 +135,10 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
     while (n_layer_gpu_ > 0) {
       fill_span_desc(hp_.n_layer - n_layer_gpu_);
       span_ = be->span_create(sd);
-      if (span_) break;
+      if (span_) {
+        span_kv_cap_ = sd.n_ctx;
+        break;
+      }
       if (opt.verbose)
         std::fprintf(stderr, "fish: span of %d layers declined: %s\n", n_layer_gpu_, be->last_error().c_str());
       Layer& L = layers_[size_t(hp_.n_layer - n_layer_gpu_)];
@@ -170,16 +179,18 @@ void LlamaModel::release_backend() {
   backend_ = nullptr;
 }
 
-void LlamaModel::fall_back_to_cpu(const char* what) {
+void LlamaModel::fall_back_to_cpu(const char* what, const std::string& why) {
   ++stats_.gpu_fallbacks;
+  const std::string reason = !why.empty() ? why : backend_ ? backend_->last_error() : std::string();
   std::fprintf(stderr, "fish: %s failed on %s (%s); continuing on the CPU\n", what,
-               backend_ ? backend_->name().c_str() : "backend", backend_ ? backend_->last_error().c_str() : "");
+               backend_ ? backend_->name().c_str() : "the backend", reason.c_str());
   const int32_t first = hp_.n_layer - n_layer_gpu_;
   const bool had_span = span_ != nullptr;
   release_backend();
   if (had_span) {
     kv_.reserve(kv_len_ + 1);
     for (int32_t l = first; l < hp_.n_layer; ++l) kv_.set_layer_on_cpu(l, true);
+    kv_replay_needed_ = true;
   }
 }
 
