@@ -8,11 +8,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "cli_model.h"
 #include "command.h"
+#include "fish/fish_bench.h"
 
 using namespace fish::cli;
 
@@ -117,9 +119,11 @@ static int cmd_bench(int argc, char** argv) {
   Args a(argc, argv);
   if (a.flag("-h", "--help")) {
     std::printf("usage: fish bench [-m MODEL] [-p 512] [-n 128] [-t N] [-r 5] [--gpu-layers N] [--json]\n"
+                "       fish bench --kernels [--types Q4_K,Q6_K] [--shapes 4096x14336,...] [-r N] [--json]\n"
                 "  Prompt processing (ppN) and generation (tgN) tok/s, mean ± sd over -r repetitions.\n"
                 "  With a GPU plugin: auto placement and CPU-only rows, and their ratio.\n"
-                "  Without -m: a Llama-3.2-1B-shaped Q4_K_M model is synthesised once and cached.\n");
+                "  Without -m: a Llama-3.2-1B-shaped Q4_K_M model is synthesised once and cached.\n"
+                "  --kernels: the GPU backend's matmul kernels on large matrices (GB/s), next to the CPU's.\n");
     return 0;
   }
   std::string model;
@@ -127,10 +131,33 @@ static int cmd_bench(int argc, char** argv) {
   int64_t n_p = 512, n_g = 128, reps = 5, threads = 0, ngl = -1;
   a.int_value("-p", "--n-prompt", n_p);
   a.int_value("-n", "--n-gen", n_g);
-  a.int_value("-r", "--repetitions", reps);
+  const bool reps_given = a.int_value("-r", "--repetitions", reps);
   a.int_value("-t", "--threads", threads);
   a.int_value("-ngl", "--gpu-layers", ngl);
   const bool json = a.flag(nullptr, "--json");
+  if (a.flag(nullptr, "--kernels")) {  // the backend's kernels on large matrices, GB/s
+    std::string types, shapes;
+    a.value(nullptr, "--types", types);
+    a.value(nullptr, "--shapes", shapes);
+    if (!a.positional().empty()) a.fail("unexpected argument");
+    fish_kernel_bench_params kp = fish_kernel_bench_default_params();
+    kp.types = types.c_str();
+    kp.shapes = shapes.c_str();
+    kp.n_threads = int32_t(threads);
+    kp.json = json;
+    if (reps_given) kp.reps = int32_t(reps);
+    fish_error* kerr = nullptr;
+    char* report = fish_kernel_bench(&kp, &kerr);
+    if (!report) {
+      std::fprintf(stderr, "fish bench --kernels: %s\n", fish_error_message(kerr));
+      fish_error_free(kerr);
+      return 1;
+    }
+    std::fputs(report, stdout);
+    if (*report && report[std::strlen(report) - 1] != '\n') std::fputc('\n', stdout);
+    fish_free(report);
+    return 0;
+  }
   if (!a.positional().empty()) a.fail("unexpected argument");
   if (n_p < 0 || n_g < 0 || reps < 1 || threads < 0) a.fail("-p/-n must be >= 0, -r >= 1, -t >= 1");
   if (model.empty()) model = default_model(int32_t(threads));
