@@ -43,19 +43,39 @@
 using namespace fish;
 
 // Heap allocations made while g_count_allocs is set (all threads): the global
-// operator new of this test binary counts, then defers to malloc.
+// operator new of this test binary counts, then defers to malloc. Default
+// visibility (the build hides symbols): the replacement must be the one the
+// shared libraries (libstdc++, a sanitizer runtime) see too.
+#define FISH_TEST_EXPORT __attribute__((visibility("default")))
 static std::atomic<bool> g_count_allocs{false};
 static std::atomic<long> g_allocs{0};
-void* operator new(std::size_t n) {
+namespace {
+void* counted_malloc(std::size_t n) {
   if (g_count_allocs.load(std::memory_order_relaxed)) g_allocs.fetch_add(1);
-  if (void* p = std::malloc(n ? n : 1)) return p;
+  return std::malloc(n ? n : 1);
+}
+}  // namespace
+// Every unaligned form, so that no allocation goes through another
+// allocator's operator new and comes back through free() (sanitizers check).
+FISH_TEST_EXPORT void* operator new(std::size_t n) {
+  if (void* p = counted_malloc(n)) return p;
   throw std::bad_alloc();
 }
+FISH_TEST_EXPORT void* operator new[](std::size_t n) {
+  if (void* p = counted_malloc(n)) return p;
+  throw std::bad_alloc();
+}
+FISH_TEST_EXPORT void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return counted_malloc(n); }
+FISH_TEST_EXPORT void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return counted_malloc(n); }
 // GCC pairs free() with the replaced operator new and warns (a false positive).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+FISH_TEST_EXPORT void operator delete(void* p) noexcept { std::free(p); }
+FISH_TEST_EXPORT void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+FISH_TEST_EXPORT void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+FISH_TEST_EXPORT void operator delete[](void* p) noexcept { std::free(p); }
+FISH_TEST_EXPORT void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+FISH_TEST_EXPORT void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 #pragma GCC diagnostic pop
 
 namespace {
