@@ -35,6 +35,7 @@ typedef struct fish_model_params {
   int32_t gpu_layers;  /* -1: auto (FISH_GPU_LAYERS or as many as fit); 0: CPU only */
   int32_t gpu_span;    /* -1: default (FISH_GPU_SPAN or on); 0: per-matmul; 1: span */
   int32_t verbose;     /* progress and placement on stderr */
+  int32_t vocab_only;  /* 1: load only the tokenizer (any GGUF with tokenizer metadata); no eval */
 } fish_model_params;
 
 FISH_API fish_model_params fish_model_default_params(void);

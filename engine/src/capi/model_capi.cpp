@@ -49,6 +49,7 @@ FISH_API fish_model_params fish_model_default_params(void) {
   p.gpu_layers = -1;
   p.gpu_span = -1;
   p.verbose = 0;
+  p.vocab_only = 0;
   return p;
 }
 
@@ -67,6 +68,7 @@ FISH_API fish_model* fish_model_load(const char* path, const fish_model_params* 
     o.gpu_layers = p.gpu_layers;
     o.gpu_span = p.gpu_span;
     o.verbose = p.verbose != 0;
+    o.vocab_only = p.vocab_only != 0;
     fm->m = fish::LlamaModel::load(path, o);
   });
   if (!ok) return nullptr;

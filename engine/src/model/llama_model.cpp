@@ -17,6 +17,15 @@ namespace fish {
 std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, const ModelOptions& opt) {
   std::unique_ptr<LlamaModel> m(new LlamaModel());
   m->file_ = gguf::File::open(path);
+  if (opt.vocab_only) {  // a tokenizer-only load: any architecture, no tensors needed
+    m->vocab_only_ = true;
+    m->tokenizer_ = Tokenizer::from_gguf(*m->file_);
+    if (auto a = m->file_->get_str("general.architecture")) m->hp_.arch_name = std::string(*a);
+    if (auto nm = m->file_->get_str("general.name")) m->hp_.name = std::string(*nm);
+    m->hp_.n_vocab = m->tokenizer_->n_vocab();
+    m->pool_ = std::make_unique<ThreadPool>(1);
+    return m;
+  }
   m->hp_ = Hparams::from_gguf(*m->file_);
   m->load_weights();
   m->tokenizer_ = Tokenizer::from_gguf(*m->file_);
@@ -280,6 +289,7 @@ bool LlamaModel::eval_chunk(const int32_t* tokens, int32_t n, int32_t pos, bool 
 }
 
 void LlamaModel::eval(const int32_t* tokens, int32_t n, int32_t pos, bool all_logits) {
+  if (vocab_only_) throw Error("eval: the model was loaded with vocab_only (tokenizer only)");
   if (n <= 0) throw Error("eval: no tokens");
   if (pos < 0 || pos > kv_len_)
     throw Error("eval: position " + std::to_string(pos) + " leaves a gap after the " + std::to_string(kv_len_) +

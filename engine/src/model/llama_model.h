@@ -26,6 +26,7 @@ struct ModelOptions {
   int32_t gpu_layers = -1; // -1: FISH_GPU_LAYERS or as many as fit; 0: CPU only
   int32_t gpu_span = -1;   // -1: FISH_GPU_SPAN or on; 0: per-matmul; 1: span
   bool verbose = false;
+  bool vocab_only = false;  // the tokenizer alone (vocab files); eval() refuses
 };
 
 // A weight matrix: its CPU view and, when resident, its backend copy.
@@ -80,6 +81,7 @@ class LlamaModel {
   int32_t gpu_layers() const { return n_layer_gpu_; }
   bool gpu_output() const { return output_.gpu != nullptr; }
   bool gpu_span() const { return span_ != nullptr; }
+  bool vocab_only() const { return vocab_only_; }
   std::string gpu_detail() const;
 
  private:
@@ -136,6 +138,7 @@ class LlamaModel {
   std::vector<float> rope_cs_;
   AttentionScratch att_scratch_;
   int32_t n_logits_ = 0;
+  bool vocab_only_ = false;
 };
 
 // Largest number of tokens evaluated in one pass; longer batches are split.
