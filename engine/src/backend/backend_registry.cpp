@@ -21,8 +21,10 @@ struct Registry {
   std::string override_path;
   bool has_override = false;
   // Reports and backends are kept for the life of the process: callers may
-  // hold references to older ones after use_plugin_file().
+  // hold references to older ones after use_plugin_file(). (Reachable from
+  // here, so leak checkers see them as kept, not lost.)
   std::vector<std::unique_ptr<BackendReport>> reports;
+  std::vector<ComputeBackend*> backends;
 };
 
 Registry& reg() {
@@ -67,6 +69,7 @@ void init_locked(Registry& g) {
   g.rep = rep.get();
   g.reports.push_back(std::move(rep));
   g.backend = be.release();  // never destroyed
+  if (g.backend) g.backends.push_back(g.backend);
   g.ready = true;
 }
 
