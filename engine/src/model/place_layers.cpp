@@ -5,6 +5,7 @@
 // span layers get no CPU KV. Pages of uploaded tensors go back to the OS.
 #include <algorithm>
 #include <cstdio>
+#include <vector>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -70,7 +71,6 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
   // Layers whose every matrix the backend can hold qualify for a span.
   bool span_ok = span_wanted && be->has_spans() && want > 0;
   SpanDesc sd;
-  uint64_t span_reserve = 0;
   auto fill_span_desc = [&](int32_t first) {
     sd = SpanDesc{};
     sd.first_layer = first;
@@ -100,32 +100,35 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
       sd.layers.push_back(ld);
     }
   };
-  if (span_ok) {
-    fill_span_desc(hp_.n_layer - want);
-    span_reserve = be->span_bytes(sd);
-  }
-  const uint64_t free0 = be->memory_free();
-  auto fits_reserve = [&] { return span_reserve == 0 || be->memory_free() >= span_reserve; };
+  // What a span of k layers needs beyond its weights (KV for its initial
+  // positions + arena + params): kept free while layers are placed.
+  std::vector<uint64_t> reserve_for(size_t(want) + 1, 0);
+  if (span_ok)
+    for (int32_t k = 1; k <= want; ++k) {
+      fill_span_desc(hp_.n_layer - k);
+      reserve_for[size_t(k)] = be->span_bytes(sd);
+    }
+  auto fits_reserve = [&](int32_t k) { return be->memory_free() >= reserve_for[size_t(k)]; };
 
-  // 1. The output projection.
-  if (fits_reserve() && free0 > span_reserve) {
+  // 1. The output projection (if a one-layer span would still fit beside it).
+  {
     bool ok = true;
     upload(output_, ok);
-    if (!ok) release_linear(output_);
+    if (!ok || !fits_reserve(want > 0 ? 1 : 0)) release_linear(output_);
   }
-  // 2. Layers from the last backwards while they fit (keeping the span's reserve free).
+  // 2. Layers from the last backwards while upload() succeeds and the span of
+  // that many layers still has its reserve free (live memory_free(), i.e. the
+  // bytes_resident() growth of each upload, not file sizes).
   int32_t placed = 0;
   for (int32_t l = hp_.n_layer - 1; l >= hp_.n_layer - want; --l) {
     Layer& L = layers_[size_t(l)];
-    const uint64_t before = be->bytes_resident();
     bool ok = true;
     for (int i = 0; i < 7; ++i) upload(*layer_matrices(L, i), ok);
-    if (ok && !fits_reserve()) ok = false;
+    if (ok && !fits_reserve(placed + 1)) ok = false;
     if (!ok) {
       for (int i = 0; i < 7; ++i) release_linear(*layer_matrices(L, i));
       break;
     }
-    (void)before;
     ++placed;
   }
   n_layer_gpu_ = placed;
