@@ -12,9 +12,20 @@
 
 layout(set = 0, binding = 0) readonly restrict buffer WeightWords { uint W[]; };
 layout(set = 0, binding = 0) readonly restrict buffer WeightVec4 { uvec4 W4[]; };
+#ifndef FISH_SPAN
 layout(set = 0, binding = 1) readonly restrict buffer InputX { float X[]; };
 layout(set = 0, binding = 1) readonly restrict buffer InputX4 { vec4 X4[]; };
 layout(set = 0, binding = 2) writeonly restrict buffer OutputY { float Y[]; };
+#else
+// Span variant (FISH_SPAN): x and y are regions of the span's arena (binding 1,
+// read-write, no restrict: y may be the residual stream x is read from in the
+// same layer), binding 2 holds the span's f32 parameters (norm weights).
+layout(set = 0, binding = 1) buffer ArenaF { float X[]; };
+layout(set = 0, binding = 1) buffer ArenaF4 { vec4 X4[]; };
+#define Y X
+layout(set = 0, binding = 2) readonly buffer ParamsF { float P[]; };
+layout(set = 0, binding = 2) readonly buffer ParamsF4 { vec4 P4[]; };
+#endif
 
 layout(push_constant) uniform MatmulParams {
   uint n_in;      // elements per weight row (and per x row)
@@ -25,6 +36,12 @@ layout(push_constant) uniform MatmulParams {
   uint y_stride;  // floats between consecutive token rows of y
   uint y_off;     // float index of y[0][first row of this chunk] in Y
   uint flags;     // reserved (0)
+#ifdef FISH_SPAN
+  uint norm_off;  // NORM: float index in P of the norm weights [n_in]
+  float eps;      // NORM: rms epsilon
+  uint x2_off;    // XPROD: float index of the second factor's [0][0] (same stride as x)
+  uint pad;
+#endif
 } pc;
 
 // ---- unaligned reads --------------------------------------------------------

@@ -18,6 +18,26 @@ layout(local_size_x = 256) in;
 #include "matmul_common.glsl"
 #include "dequant.glsl"
 
+#ifdef FISH_SPAN
+// Span variant: x := x ∘ x2 on load (XPROD), and the epilogue EPI (0 store,
+// 1 add into y: the residual, 2 silu: the gate), as in matvec.comp.
+layout(constant_id = 0) const uint EPI = 0;
+layout(constant_id = 1) const bool XPROD = false;
+float x_load(uint tok, uint k) {
+  float v = X[pc.x_off + tok * pc.x_stride + k];
+  if (XPROD) v *= X[pc.x2_off + tok * pc.x_stride + k];
+  return v;
+}
+void store_y(uint a, float v) {
+  if (EPI == 2u) v = v / (1.0 + exp(-v));
+  if (EPI == 1u) Y[a] += v;
+  else Y[a] = v;
+}
+#else
+float x_load(uint tok, uint k) { return X[pc.x_off + tok * pc.x_stride + k]; }
+void store_y(uint a, float v) { Y[a] = v; }
+#endif
+
 const uint TM = 64u, TN = 64u, BK = 32u;
 shared float w_tile[BK][TM + 1u];  // [k][row]  (+1: no bank conflicts on the transposed store)
 shared float x_tile[BK][TN + 1u];  // [k][token]
@@ -44,7 +64,7 @@ void main() {
     }
     for (uint i = 0u; i < 8u; ++i) {
       const uint k = k0 + ld_k + i;
-      x_tile[ld_k + i][ld_row] = (x_ok && k < pc.n_in) ? X[pc.x_off + x_tok * pc.x_stride + k] : 0.0;
+      x_tile[ld_k + i][ld_row] = (x_ok && k < pc.n_in) ? x_load(x_tok, k) : 0.0;
     }
     barrier();
     for (uint k = 0u; k < BK; ++k) {
@@ -62,7 +82,7 @@ void main() {
     if (r >= pc.n_rows) continue;
     for (uint j = 0u; j < 4u; ++j) {
       const uint t = tok_base + tc + 16u * j;
-      if (t < pc.n_tok) Y[pc.y_off + t * pc.y_stride + r] = acc[i * 4u + j];
+      if (t < pc.n_tok) store_y(pc.y_off + t * pc.y_stride + r, acc[i * 4u + j]);
     }
   }
 }

@@ -8,8 +8,10 @@
 // x is read as vec4 for the block types: n_in is a multiple of 32 there, and the
 // host keeps x_stride and x_off multiples of 4.
 
+#ifndef FISH_SPAN
 vec4 x4_at(uint t, uint e) { return X4[(pc.x_off + t * pc.x_stride + e) >> 2]; }
 float x_at(uint t, uint e) { return X[pc.x_off + t * pc.x_stride + e]; }
+#endif  // the span variant defines both in matvec.comp (fused norm / product)
 float hsum(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
 uint last_row(uint row0, uint r) { return min(row0 + r, pc.n_rows - 1u); }
 

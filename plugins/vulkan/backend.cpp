@@ -93,6 +93,8 @@ bool VulkanBackend::open() {
     pipelines_ = std::make_unique<Pipelines>(*device_);
     submitter_ = std::make_unique<Submitter>(*device_);
     kernels_ = std::make_unique<MatmulKernels>(*device_, *pipelines_);
+    span_kernels_ = std::make_unique<SpanKernels>(*device_, *pipelines_);
+    submitter_->set_spin(cfg_.spin && !device_->caps().cpu_device);
     kernels_->set_override(uint32_t(cfg_.mv_rows), uint32_t(cfg_.mv_wg));
     submitter_->set_profiling(cfg_.profile);
     state_ = State::Open;
@@ -120,6 +122,8 @@ bool VulkanBackend::ensure_open() {
 
 void VulkanBackend::teardown() {
   if (device_) device_->fns().vkDeviceWaitIdle(device_->handle());
+  for (Span* sp : spans_) delete sp;  // before the weights they use
+  spans_.clear();
   for (Weight* w : weights_) free_weight(w);
   weights_.clear();
   if (memory_) {
@@ -128,6 +132,7 @@ void VulkanBackend::teardown() {
     memory_->destroy(x_up_);
     memory_->destroy(y_down_);
   }
+  span_kernels_.reset();
   kernels_.reset();
   submitter_.reset();
   pipelines_.reset();
@@ -158,11 +163,17 @@ std::string VulkanBackend::describe() {
   std::sort(order.begin(), order.end());
   std::string s = "vulkan " + device_->info().name + ": " + mb(bytes) + " weights";
   for (const auto& [n, name] : order) s += ", " + std::to_string(-n) + " x " + name;
+  for (const Span* sp : spans_) s += "; " + sp->describe();
   return s;
 }
 
 std::string VulkanBackend::profile() {
-  if (prof_submits_ == 0) return "";
+  std::string spans;
+  for (Span* sp : spans_) {
+    const std::string p = sp->profile();
+    if (!p.empty()) spans += (spans.empty() ? "" : "\n") + p;
+  }
+  if (prof_submits_ == 0) return spans;
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "vulkan: %llu submits, %llu matvec + %llu tiled dispatches, %.1f MB of weights read, wall %.3f ms",
@@ -176,7 +187,7 @@ std::string VulkanBackend::profile() {
   }
   prof_submits_ = prof_matvec_ = prof_tiled_ = prof_weight_bytes_ = 0;
   prof_gpu_s_ = prof_wall_s_ = 0;
-  return s;
+  return spans.empty() ? s : s + "\n" + spans;
 }
 
 bool VulkanBackend::memory_free(uint64_t* out) {
@@ -210,6 +221,7 @@ void VulkanBackend::set_test_limits(uint64_t max_chunk_bytes, uint64_t max_scrat
 
 void VulkanBackend::set_profiling(bool on) {
   cfg_.profile = on;
+  cfg_.profile_level = on ? std::max(1, cfg_.profile_level) : 0;
   if (submitter_) submitter_->set_profiling(on);
 }
 
@@ -319,9 +331,11 @@ Weight* VulkanBackend::upload(const WeightUpload& in) {
 
 bool VulkanBackend::release(Weight* w) {
   if (!w || !live(w)) return fail(FailKind::InvalidArgument, "release: not a weight of this backend");
+  for (const Span* sp : spans_)
+    if (sp->uses(w)) return fail(FailKind::InvalidArgument, "release " + w->name + ": a span still uses it (destroy the span first)");
   weights_.erase(w);
   free_weight(w);
-  if (weights_.empty()) {
+  if (weights_.empty() && spans_.empty()) {
     // Nothing left to multiply: give the scratch back too, so that a model's
     // unload leaves nothing of fish's in VRAM (bytes_resident() == 0).
     memory_->destroy(x_dev_);
@@ -443,6 +457,126 @@ bool VulkanBackend::run_group(Weight* const* ws, int n_w, const float* x, int n_
     prof_weight_bytes_ += weight_bytes;
     prof_wall_s_ += now_s() - t_start;
     prof_gpu_s_ += submitter_->last_gpu_seconds();
+  }
+  return true;
+}
+
+}  // namespace fish::vk
+
+// ---- spans ---------------------------------------------------------------------------
+
+namespace fish::vk {
+
+SpanContext VulkanBackend::span_context() {
+  SpanContext c;
+  c.dev = device_.get();
+  c.mem = memory_.get();
+  c.pipelines = pipelines_.get();
+  c.matmul = kernels_.get();
+  c.kernels = span_kernels_.get();
+  c.cfg = &cfg_;
+  c.log = opt_.log;
+  return c;
+}
+
+bool VulkanBackend::check_span_in(const SpanIn& in, const char* what) {
+  if (int(in.layers.size()) != in.n_layers || in.n_layers < 1)
+    return fail(FailKind::InvalidArgument, std::string(what) + ": n_layers " + std::to_string(in.n_layers) + " with " +
+                                               std::to_string(in.layers.size()) + " layer descriptions");
+  for (const SpanLayerIn& l : in.layers)
+    for (const Weight* w : l.w)
+      if (!w || !live(w))
+        return fail(FailKind::InvalidArgument, std::string(what) + ": a layer's weight is missing or not a weight of this backend");
+  return true;
+}
+
+bool VulkanBackend::span_bytes(const SpanIn& in, uint64_t* out) {
+  if (!ensure_open()) return false;
+  try {
+    if (!check_span_in(in, "span_bytes")) return false;
+    const SpanContext ctx = span_context();
+    Span::validate(ctx, in);
+    *out = Span::bytes_for(ctx, in, in.n_ctx);
+    return true;
+  } catch (const Failure& f) {
+    return fail(f);
+  } catch (const std::exception& e) {
+    return fail(FailKind::Internal, std::string("span_bytes: ") + e.what());
+  }
+}
+
+Span* VulkanBackend::span_create(const SpanIn& in) {
+  if (!ensure_open()) return nullptr;
+  try {
+    if (!check_span_in(in, "span_create")) return nullptr;
+    auto* sp = new Span(span_context(), in);
+    spans_.insert(sp);
+    return sp;
+  } catch (const Failure& f) {
+    fail(f);
+  } catch (const std::exception& e) {
+    fail(FailKind::Internal, std::string("span_create: ") + e.what());
+  }
+  return nullptr;
+}
+
+bool VulkanBackend::span_forward(Span* s, float* x, int n_tok, int pos0) {
+  if (!ensure_open()) return false;
+  if (!s || !live(s)) return fail(FailKind::InvalidArgument, "span_forward: not a span of this backend");
+  try {
+    s->forward(x, n_tok, pos0);
+    return true;
+  } catch (const Failure& f) {
+    return fail(f);
+  } catch (const std::exception& e) {
+    return fail(FailKind::Internal, std::string("span_forward: ") + e.what());
+  }
+}
+
+bool VulkanBackend::span_kv_truncate(Span* s, int n) {
+  if (!ensure_open()) return false;
+  if (!s || !live(s)) return fail(FailKind::InvalidArgument, "span_kv_truncate: not a span of this backend");
+  try {
+    s->truncate(n);
+    return true;
+  } catch (const Failure& f) {
+    return fail(f);
+  }
+}
+
+bool VulkanBackend::span_kv_reserve(Span* s, int n) {
+  if (!ensure_open()) return false;
+  if (!s || !live(s)) return fail(FailKind::InvalidArgument, "span_kv_reserve: not a span of this backend");
+  try {
+    s->reserve(n);
+    return true;
+  } catch (const Failure& f) {
+    return fail(f);
+  } catch (const std::exception& e) {
+    return fail(FailKind::Internal, std::string("span_kv_reserve: ") + e.what());
+  }
+}
+
+bool VulkanBackend::span_kv_len(Span* s, int* out) {
+  if (!ensure_open()) return false;
+  if (!s || !live(s) || !out) return fail(FailKind::InvalidArgument, "span_kv_len: not a span of this backend");
+  *out = s->kv_len();
+  return true;
+}
+
+bool VulkanBackend::span_destroy(Span* s) {
+  if (!s || !live(s)) return fail(FailKind::InvalidArgument, "span_destroy: not a span of this backend");
+  spans_.erase(s);
+  delete s;
+  // The per-matmul scratch goes too (the next matmul re-creates it): the
+  // engine destroys a span at unload or when it falls back to the CPU, and the
+  // conformance suite expects bytes_resident() back at its value before the
+  // span was created, though its per-matmul reference path grew the scratch.
+  if (state_ == State::Open) {
+    memory_->destroy(x_dev_);
+    memory_->destroy(y_dev_);
+    memory_->destroy(x_up_);
+    memory_->destroy(y_down_);
   }
   return true;
 }

@@ -20,6 +20,8 @@
 #include "kernels.h"
 #include "memory.h"
 #include "pipelines.h"
+#include "span.h"
+#include "span_kernels.h"
 
 namespace fish::vk {
 
@@ -90,13 +92,33 @@ class VulkanBackend {
   bool matmul(Weight* w, const float* x, int n_tok, float* y);
   bool matmul_group(Weight* const* ws, int n_w, const float* x, int n_tok, float* const* ys);
 
+  // Spans (stage 2, span.h). A weight a span uses cannot be released before
+  // the span is destroyed.
+  bool span_bytes(const SpanIn& in, uint64_t* out);
+  Span* span_create(const SpanIn& in);  // nullptr on failure
+  bool span_forward(Span* s, float* x, int n_tok, int pos0);
+  bool span_kv_truncate(Span* s, int n);
+  bool span_kv_reserve(Span* s, int n);
+  bool span_kv_len(Span* s, int* out);
+  bool span_destroy(Span* s);
+
   // ---- for tests and benchmarks -------------------------------------------------
   const Device* device() const { return device_.get(); }
   Memory* memory() { return memory_.get(); }
   MatmulKernels* kernels() { return kernels_.get(); }
+  SpanKernels* span_kernels() { return span_kernels_.get(); }
+  const VkConfig& config() const { return cfg_; }
   Submitter* submitter() { return submitter_.get(); }
   Pipelines* pipelines() { return pipelines_.get(); }
   void set_profiling(bool on);
+  void set_profile_level(int level) { cfg_.profile_level = level; cfg_.profile = level > 0; }
+  // Span knobs for tests (normally FISH_VK_SPAN_FUSE / FISH_VK_ATTN_*; take effect for spans created later).
+  void set_span_options(bool fuse, int attn_split, int attn_max_splits, int tokens) {
+    cfg_.span_fuse = fuse;
+    cfg_.attn_split = attn_split;
+    cfg_.attn_max_splits = attn_max_splits;
+    cfg_.span_tokens = tokens;
+  }
   double last_gpu_seconds() const;  // device time of the last submission's kernels (profiling on)
   // Smaller limits than the device's, to exercise weight chunking and token batching.
   void set_test_limits(uint64_t max_chunk_bytes, uint64_t max_scratch_bytes);
@@ -107,6 +129,9 @@ class VulkanBackend {
   bool ensure_open();
   void teardown();
   bool live(const Weight* w) const { return weights_.count(const_cast<Weight*>(w)) != 0; }
+  bool live(const Span* s) const { return spans_.count(const_cast<Span*>(s)) != 0; }
+  SpanContext span_context();
+  bool check_span_in(const SpanIn& in, const char* what);
   void ensure_scratch(uint64_t x_bytes, uint64_t y_bytes);
   void bind_chunk(WeightChunk& c);
   void free_weight(Weight* w);
@@ -125,8 +150,10 @@ class VulkanBackend {
   std::unique_ptr<Pipelines> pipelines_;
   std::unique_ptr<Submitter> submitter_;
   std::unique_ptr<MatmulKernels> kernels_;
+  std::unique_ptr<SpanKernels> span_kernels_;
 
   std::set<Weight*> weights_;
+  std::set<Span*> spans_;
   Buffer x_dev_, y_dev_, x_up_, y_down_;  // matmul scratch: device x/y and their staging
   uint64_t scratch_generation_ = 1;
 

@@ -1,6 +1,8 @@
 // Command recording and synchronous submission.
 #include "commands.h"
 
+#include <chrono>
+
 namespace fish::vk {
 
 Submitter::Submitter(const Device& dev) : dev_(dev) {
@@ -60,17 +62,31 @@ void Submitter::barrier(VkPipelineStageFlags src, VkAccessFlags src_access, VkPi
   dev_.fns().vkCmdPipelineBarrier(cmd_, src, dst, 0, 1, &mb, 0, nullptr, 0, nullptr);
 }
 
+void submit_wait(const Device& dev, VkCommandBuffer cmd, VkFence fence, bool spin) {
+  const DeviceFns& f = dev.fns();
+  check(f.vkResetFences(dev.handle(), 1, &fence), "vkResetFences");
+  auto si = vk_init<VkSubmitInfo>(VK_STRUCTURE_TYPE_SUBMIT_INFO);
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cmd;
+  VkResult r = f.vkQueueSubmit(dev.queue(), 1, &si, fence);
+  if (r != VK_SUCCESS) throw Failure(FailKind::Device, std::string("vkQueueSubmit failed: ") + result_name(r), r);
+  if (spin) {
+    const auto t0 = std::chrono::steady_clock::now();
+    while ((r = f.vkGetFenceStatus(dev.handle(), fence)) == VK_NOT_READY) {
+      if (std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(50)) break;
+    }
+    if (r == VK_SUCCESS) return;
+    if (r != VK_NOT_READY)
+      throw Failure(FailKind::Device, std::string("vkGetFenceStatus failed: ") + result_name(r), r);
+  }
+  r = f.vkWaitForFences(dev.handle(), 1, &fence, VK_TRUE, UINT64_MAX);
+  if (r != VK_SUCCESS) throw Failure(FailKind::Device, std::string("vkWaitForFences failed: ") + result_name(r), r);
+}
+
 void Submitter::submit_and_wait() {
   const DeviceFns& f = dev_.fns();
   check(f.vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
-  check(f.vkResetFences(dev_.handle(), 1, &fence_), "vkResetFences");
-  auto si = vk_init<VkSubmitInfo>(VK_STRUCTURE_TYPE_SUBMIT_INFO);
-  si.commandBufferCount = 1;
-  si.pCommandBuffers = &cmd_;
-  VkResult r = f.vkQueueSubmit(dev_.queue(), 1, &si, fence_);
-  if (r != VK_SUCCESS) throw Failure(FailKind::Device, std::string("vkQueueSubmit failed: ") + result_name(r), r);
-  r = f.vkWaitForFences(dev_.handle(), 1, &fence_, VK_TRUE, UINT64_MAX);
-  if (r != VK_SUCCESS) throw Failure(FailKind::Device, std::string("vkWaitForFences failed: ") + result_name(r), r);
+  submit_wait(dev_, cmd_, fence_, spin_);
   last_gpu_s_ = 0;
   if (profiling_ && marked_) {
     uint64_t ts[2] = {0, 0};

@@ -12,6 +12,12 @@
 
 namespace fish::vk {
 
+// Submits cmd (ended) with `fence` (reset here) and waits for it. spin: poll
+// the fence for up to 50 ms before blocking, since a blocking wait wakes up
+// tens of µs late on some drivers and a decode step is ~1 ms. Throws
+// Failure(Device) on any error, incl. device loss.
+void submit_wait(const Device& dev, VkCommandBuffer cmd, VkFence fence, bool spin);
+
 class Submitter {
  public:
   explicit Submitter(const Device& dev);
@@ -25,6 +31,8 @@ class Submitter {
   void submit_and_wait();    // throws Failure (Device) on any error, incl. device loss
 
   void set_profiling(bool on) { profiling_ = on && query_pool_ != VK_NULL_HANDLE; }
+  void set_spin(bool on) { spin_ = on; }
+  bool spin() const { return spin_; }
   bool profiling() const { return profiling_; }
   bool can_profile() const { return query_pool_ != VK_NULL_HANDLE; }
   double last_gpu_seconds() const { return last_gpu_s_; }
@@ -39,6 +47,7 @@ class Submitter {
   VkFence fence_ = VK_NULL_HANDLE;
   VkQueryPool query_pool_ = VK_NULL_HANDLE;
   bool profiling_ = false;
+  bool spin_ = false;
   bool marked_ = false;
   double last_gpu_s_ = 0;
 };

@@ -323,6 +323,9 @@ Device::Device(const Instance& inst, VkPhysicalDevice pd, const DeviceCandidate&
   caps_.max_wg_size = std::min(lim.maxComputeWorkGroupSize[0], lim.maxComputeWorkGroupInvocations);
   caps_.max_push_constants = lim.maxPushConstantsSize;
   caps_.non_coherent_atom = std::max<uint64_t>(1, lim.nonCoherentAtomSize);
+  caps_.storage_offset_align = std::max<uint64_t>(4, lim.minStorageBufferOffsetAlignment);
+  caps_.max_shared_bytes = lim.maxComputeSharedMemorySize;
+  caps_.cpu_device = cand.type == VK_PHYSICAL_DEVICE_TYPE_CPU;
   uint32_t nq = 0;
   f.vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, nullptr);
   std::vector<VkQueueFamilyProperties> qf(nq);

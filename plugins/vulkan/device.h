@@ -79,6 +79,9 @@ struct DeviceCaps {
   uint32_t max_push_constants = 128;
   float timestamp_period_ns = 0;      // 0: no timestamps on the queue
   uint64_t non_coherent_atom = 64;
+  uint64_t storage_offset_align = 256; // minStorageBufferOffsetAlignment
+  uint32_t max_shared_bytes = 16384;   // maxComputeSharedMemorySize
+  bool cpu_device = false;            // a CPU implementation (lavapipe): never spin on fences
   bool memory_budget = false;         // VK_EXT_memory_budget enabled
   bool shader_float16 = false;        // enabled when the device has it (not required)
   bool shader_int8 = false;

@@ -319,6 +319,103 @@ fish_status matmul_group(fish_backend* b, fish_weight* const* ws, int32_t n_w, c
   });
 }
 
+// ---- spans ------------------------------------------------------------------------------
+Span* SP(fish_span* s) { return reinterpret_cast<Span*>(s); }
+
+// fish_span_desc -> SpanIn; false with h->last_error set when it is malformed.
+bool span_in(Handle* h, const fish_span_desc* d, SpanIn* out) {
+  if (!d || !FISH_STRUCT_HAS(d, fish_span_desc, layers) || !d->layers || d->n_layers < 1 || d->n_layers > 100000) {
+    h->last_error = "span: missing or short span description (or no layers)";
+    return false;
+  }
+  if (d->rope_type != FISH_ROPE_NORMAL && d->rope_type != FISH_ROPE_NEOX) {
+    h->last_error = "span: RoPE type " + std::to_string(d->rope_type) + " is not supported";
+    return false;
+  }
+  SpanIn in;
+  in.first_layer = d->first_layer;
+  in.n_layers = d->n_layers;
+  in.n_embd = d->n_embd;
+  in.n_head = d->n_head;
+  in.n_head_kv = d->n_head_kv;
+  in.head_dim = d->head_dim;
+  in.n_ff = d->n_ff;
+  in.n_ctx = d->n_ctx;
+  in.rms_eps = d->rms_eps;
+  in.neox = d->rope_type == FISH_ROPE_NEOX;
+  in.n_rot = d->n_rot;
+  in.rope_freq_base = d->rope_freq_base;
+  in.rope_freq_scale = d->rope_freq_scale;
+  in.rope_freqs = d->rope_freqs;
+  in.attn_scale = d->attn_scale;
+  for (int i = 0; i < d->n_layers; ++i) {
+    const fish_span_layer* l = d->layers[i];
+    if (!l || !FISH_STRUCT_HAS(l, fish_span_layer, ffn_norm)) {
+      h->last_error = "span: layer " + std::to_string(d->first_layer + i) + ": missing or short layer description";
+      return false;
+    }
+    SpanLayerIn L;
+    fish_weight* ws[7] = {l->wq, l->wk, l->wv, l->wo, l->w_gate, l->w_up, l->w_down};
+    for (int k = 0; k < 7; ++k) L.w[k] = W(ws[k]);
+    L.attn_norm = l->attn_norm;
+    L.ffn_norm = l->ffn_norm;
+    // Optional fields: absent when NULL or beyond what the host wrote.
+    if (FISH_STRUCT_HAS(l, fish_span_layer, bq)) L.bq = l->bq;
+    if (FISH_STRUCT_HAS(l, fish_span_layer, bk)) L.bk = l->bk;
+    if (FISH_STRUCT_HAS(l, fish_span_layer, bv)) L.bv = l->bv;
+    if (FISH_STRUCT_HAS(l, fish_span_layer, q_norm)) L.q_norm = l->q_norm;
+    if (FISH_STRUCT_HAS(l, fish_span_layer, k_norm)) L.k_norm = l->k_norm;
+    in.layers.push_back(L);
+  }
+  *out = std::move(in);
+  return true;
+}
+
+fish_status span_bytes(fish_backend* b, const fish_span_desc* d, uint64_t* out) {
+  if (!b || !out) return FISH_E_INVALID_ARGUMENT;
+  SpanIn in;
+  if (!span_in(H(b), d, &in)) return FISH_E_INVALID_ARGUMENT;
+  return call(b, "span_bytes", [&](VulkanBackend& be) { return be.span_bytes(in, out); });
+}
+
+fish_status span_create(fish_backend* b, const fish_span_desc* d, fish_span** out) {
+  if (!b || !out) return FISH_E_INVALID_ARGUMENT;
+  *out = nullptr;
+  SpanIn in;
+  if (!span_in(H(b), d, &in)) return FISH_E_INVALID_ARGUMENT;
+  return call(b, "span_create", [&](VulkanBackend& be) {
+    Span* s = be.span_create(in);
+    *out = reinterpret_cast<fish_span*>(s);
+    return s != nullptr;
+  });
+}
+
+fish_status span_forward(fish_backend* b, fish_span* s, float* x, int32_t n_tok, int32_t pos0) {
+  return call(b, "span_forward", [&](VulkanBackend& be) { return be.span_forward(SP(s), x, n_tok, pos0); });
+}
+
+fish_status span_kv_truncate(fish_backend* b, fish_span* s, int32_t n) {
+  return call(b, "span_kv_truncate", [&](VulkanBackend& be) { return be.span_kv_truncate(SP(s), n); });
+}
+
+fish_status span_kv_reserve(fish_backend* b, fish_span* s, int32_t n) {
+  return call(b, "span_kv_reserve", [&](VulkanBackend& be) { return be.span_kv_reserve(SP(s), n); });
+}
+
+fish_status span_kv_len(fish_backend* b, fish_span* s, int32_t* out) {
+  if (!out) return FISH_E_INVALID_ARGUMENT;
+  return call(b, "span_kv_len", [&](VulkanBackend& be) {
+    int n = 0;
+    if (!be.span_kv_len(SP(s), &n)) return false;
+    *out = n;
+    return true;
+  });
+}
+
+fish_status span_destroy(fish_backend* b, fish_span* s) {
+  return call(b, "span_destroy", [&](VulkanBackend& be) { return be.span_destroy(SP(s)); });
+}
+
 fish_plugin_api full_table(uint32_t version) {
   static const std::string version_text = std::string("0.1.0 (SPIR-V: ") + shaders_compiler() + ")";
   fish_plugin_api t{};
@@ -341,7 +438,13 @@ fish_plugin_api full_table(uint32_t version) {
   t.release = release;
   t.matmul = matmul;
   t.matmul_group = matmul_group;
-  // Spans (stage 2) are not implemented yet: NULL = FISH_E_UNSUPPORTED for the host.
+  t.span_bytes = span_bytes;
+  t.span_create = span_create;
+  t.span_forward = span_forward;
+  t.span_kv_truncate = span_kv_truncate;
+  t.span_kv_reserve = span_kv_reserve;
+  t.span_kv_len = span_kv_len;
+  t.span_destroy = span_destroy;
   return t;
 }
 

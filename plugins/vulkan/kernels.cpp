@@ -26,7 +26,7 @@ const MatmulType* matmul_types_end() { return kTypes + sizeof(kTypes) / sizeof(k
 
 MatmulKernels::MatmulKernels(const Device& dev, Pipelines& pipelines)
     : dev_(dev), pipelines_(pipelines), layout_(&pipelines.layout(3, sizeof(MatmulPush))),
-      subgroups_(dev.caps().subgroup_arith) {}
+      span_layout_(&pipelines.layout(3, sizeof(SpanMatmulPush))), subgroups_(dev.caps().subgroup_arith) {}
 
 std::string MatmulKernels::matvec_module(const MatmulType& t) const {
   return std::string("matvec_") + t.name + (subgroups_ ? "" : "_nosg");
@@ -89,6 +89,34 @@ void MatmulKernels::record(VkCommandBuffer cmd, const MatmulType& t, VkDescripto
   f.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
   f.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, layout_->pipeline_layout, 0, 1, &set, 0, nullptr);
   f.vkCmdPushConstants(cmd, layout_->pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(MatmulPush), &pc);
+  f.vkCmdDispatch(cmd, gx, gy, 1);
+}
+
+void MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const SpanMatmulPush& pc,
+                                SpanFusion fz) {
+  const DeviceFns& f = dev_.fns();
+  const DeviceCaps& caps = dev_.caps();
+  VkPipeline p;
+  uint32_t gx, gy = 1;
+  if (pc.m.n_tok <= kMaxMatvecTokens) {
+    if (!subgroups_) throw Failure(FailKind::Unsupported, "span matvec needs subgroup arithmetic");
+    const MatvecConfig c = matvec_config(t, pc.m.n_in, pc.m.n_rows, pc.m.n_tok);
+    p = pipelines_.get(std::string("mvs_") + t.name, *span_layout_,
+                       {c.wg, c.rows, pc.m.n_tok, fz.norm ? 1u : 0u, fz.epi, fz.xprod ? 1u : 0u});
+    const uint32_t teams = std::max(1u, c.wg / caps.subgroup_size);
+    gx = std::min(ceil_div(ceil_div(pc.m.n_rows, c.rows), teams), caps.max_wg_count_x);
+  } else {
+    if (fz.norm) throw Failure(FailKind::Internal, "span: the tiled kernel has no fused rmsnorm");
+    p = pipelines_.get(std::string("tls_") + t.name, *span_layout_, {fz.epi, fz.xprod ? 1u : 0u});
+    gx = ceil_div(pc.m.n_rows, kTileRows);
+    gy = ceil_div(pc.m.n_tok, kTileTokens);
+    if (gx > caps.max_wg_count_x || gy > caps.max_wg_count_y)
+      throw Failure(FailKind::Internal, "tiled matmul grid " + std::to_string(gx) + " x " + std::to_string(gy) +
+                                            " exceeds the device's limits");
+  }
+  f.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
+  f.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, span_layout_->pipeline_layout, 0, 1, &set, 0, nullptr);
+  f.vkCmdPushConstants(cmd, span_layout_->pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(SpanMatmulPush), &pc);
   f.vkCmdDispatch(cmd, gx, gy, 1);
 }
 

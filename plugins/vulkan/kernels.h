@@ -31,6 +31,24 @@ struct MatmulPush {
 };
 static_assert(sizeof(MatmulPush) == 32);
 
+// Push constants of the span variants (mvs_<T>, tls_<T>: MatmulParams with FISH_SPAN).
+struct SpanMatmulPush {
+  MatmulPush m;
+  uint32_t norm_off = 0;  // NORM: P index of the norm weights
+  float eps = 0;          // NORM: rms epsilon
+  uint32_t x2_off = 0;    // XPROD: float index of the second factor
+  uint32_t pad = 0;
+};
+static_assert(sizeof(SpanMatmulPush) == 48);
+
+// What a span matmul folds in (see shaders/matvec.comp): NORM (matvec only),
+// the epilogue (0 store, 1 add into y, 2 silu) and the x∘x2 input.
+struct SpanFusion {
+  bool norm = false;
+  uint32_t epi = 0;
+  bool xprod = false;
+};
+
 struct MatvecConfig {
   uint32_t wg = 128;   // workgroup size
   uint32_t rows = 1;   // rows per subgroup (team)
@@ -44,10 +62,16 @@ class MatmulKernels {
   MatmulKernels(const Device& dev, Pipelines& pipelines);
 
   const Layout& layout() const { return *layout_; }  // bindings: 0 W, 1 x, 2 y
+  // The span variants: 0 W, 1 the span's arena (x and y), 2 the span's parameters.
+  const Layout& span_layout() const { return *span_layout_; }
   bool uses_subgroups() const { return subgroups_; }
 
   // Records one chunk's product; set binds (W chunk, x, y) as the layout says.
   void record(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MatmulPush& pc);
+  // The same for a span (matvec for n_tok <= 4 with NORM; tiled above, where
+  // NORM is not available and must be false).
+  void record_span(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const SpanMatmulPush& pc,
+                   SpanFusion fz);
 
   // The matvec shape for a chunk of n_rows rows of n_in elements of type t and
   // n_tok tokens (measured heuristic, or the FISH_VK_MV_* / set_override values).
@@ -64,6 +88,7 @@ class MatmulKernels {
   const Device& dev_;
   Pipelines& pipelines_;
   const Layout* layout_;
+  const Layout* span_layout_;
   bool subgroups_;
   uint32_t override_rows_ = 0, override_wg_ = 0;
 };

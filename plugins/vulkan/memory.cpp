@@ -145,6 +145,22 @@ Buffer Memory::create(uint64_t size, MemKind kind, VkBufferUsageFlags usage, con
   return b;
 }
 
+uint64_t Memory::allocation_size(uint64_t size, MemKind kind, VkBufferUsageFlags usage, bool* counted) const {
+  const DeviceFns& f = dev_.fns();
+  auto bci = vk_init<VkBufferCreateInfo>(VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO);
+  bci.size = std::max<uint64_t>(size, 16);
+  bci.usage = usage;
+  bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  VkBuffer b = VK_NULL_HANDLE;
+  check(f.vkCreateBuffer(dev_.handle(), &bci, nullptr, &b), "vkCreateBuffer");
+  VkMemoryRequirements req{};
+  f.vkGetBufferMemoryRequirements(dev_.handle(), b, &req);
+  f.vkDestroyBuffer(dev_.handle(), b, nullptr);
+  const int type = pick_type(req.memoryTypeBits, kind);
+  if (counted) *counted = type >= 0 && dev_.memory_properties().memoryTypes[type].heapIndex == heap_;
+  return req.size;
+}
+
 void Memory::destroy(Buffer& b) {
   if (!b.buffer) return;
   const DeviceFns& f = dev_.fns();

@@ -47,6 +47,9 @@ class Memory {
 
   // Throws Failure(OutOfMemory) naming `what`, the sizes and the rule that refused it.
   Buffer create(uint64_t size, MemKind kind, VkBufferUsageFlags usage, const std::string& what);
+  // The bytes create(size, kind, usage) would allocate, and whether they come
+  // from the budget heap (counted in resident()); nothing is allocated.
+  uint64_t allocation_size(uint64_t size, MemKind kind, VkBufferUsageFlags usage, bool* counted) const;
   void destroy(Buffer& b);
 
   uint64_t device_free() const;

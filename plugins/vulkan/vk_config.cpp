@@ -1,6 +1,7 @@
 // Reads fish_vulkan's FISH_* environment knobs (see vk_config.h).
 #include "vk_config.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 
@@ -51,7 +52,25 @@ VkConfig VkConfig::from_env() {
     if (mb <= 0) bad("FISH_VRAM_BUDGET_MB", v, "a positive number of MB");
     else c.budget_bytes = uint64_t(mb) << 20;
   }
-  if (const char* v = std::getenv("FISH_GPU_PROFILE")) c.profile = parse_count(v) > 0;
+  if (const char* v = std::getenv("FISH_GPU_PROFILE")) {
+    c.profile_level = int(std::max<long long>(0, std::min<long long>(2, parse_count(v))));
+    c.profile = c.profile_level > 0;
+  }
+  auto ranged = [&](const char* name, long long lo, long long hi, int* out) {
+    const char* v = std::getenv(name);
+    if (!v || !*v) return;
+    const long long n = parse_count(v);
+    if (n < lo || n > hi) bad(name, v, ("a number from " + std::to_string(lo) + " to " + std::to_string(hi)).c_str());
+    else *out = int(n);
+  };
+  int fuse = 1, spin = 1;
+  ranged("FISH_VK_SPAN_FUSE", 0, 1, &fuse);
+  ranged("FISH_VK_SPAN_TOKENS", 8, 1024, &c.span_tokens);
+  ranged("FISH_VK_ATTN_SPLIT", 16, 1 << 20, &c.attn_split);
+  ranged("FISH_VK_ATTN_MAX_SPLITS", 1, 128, &c.attn_max_splits);
+  ranged("FISH_VK_SPIN", 0, 1, &spin);
+  c.span_fuse = fuse != 0;
+  c.spin = spin != 0;
   if (const char* v = std::getenv("FISH_VK_MV_ROWS"); v && *v) {
     const long long r = parse_count(v);
     if (r != 1 && r != 2 && r != 4) bad("FISH_VK_MV_ROWS", v, "1, 2 or 4");

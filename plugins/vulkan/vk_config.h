@@ -6,8 +6,15 @@
 //   FISH_VK_VALIDATE=1           enable VK_LAYER_KHRONOS_validation if installed (messages to the log)
 //   FISH_GPU_VERBOSE=1|2         log to stderr when no host logger is given (the host filters otherwise)
 //   FISH_VRAM_BUDGET_MB=<n>      the plugin's ceiling on its own allocations (default 85% of free at open)
-//   FISH_GPU_PROFILE=1           time every submission with GPU timestamps (describe(PROFILE))
+//   FISH_GPU_PROFILE=1|2         time every submission with GPU timestamps (describe(PROFILE));
+//                                2 adds per-stage timestamps inside span forwards
 //   FISH_VK_MV_ROWS / FISH_VK_MV_WG  matvec tuning: rows per subgroup (1, 2, 4), workgroup size
+//   FISH_VK_SPAN_FUSE=0          spans: separate rmsnorm / RoPE+KV store / add / act·mul kernels
+//                                in decode (default 1: folded into matvec and attention kernels)
+//   FISH_VK_SPAN_TOKENS=<n>      spans: tokens per submission (work buffers' size; default 128)
+//   FISH_VK_ATTN_SPLIT=<n>       spans: target positions per attention split in decode (default 256)
+//   FISH_VK_ATTN_MAX_SPLITS=<n>  spans: most splits per (token, KV head) (default 32, at most 128)
+//   FISH_VK_SPIN=0               wait on fences by blocking only (default: spin briefly on GPUs)
 #pragma once
 #include <cstdint>
 #include <string>
@@ -23,6 +30,12 @@ struct VkConfig {
   int verbose = 0;
   uint64_t budget_bytes = 0;     // 0: the 85% rule
   bool profile = false;
+  int profile_level = 0;         // FISH_GPU_PROFILE: 0 off, 1 per submission, 2 per span stage
+  bool span_fuse = true;
+  int span_tokens = 128;
+  int attn_split = 256;
+  int attn_max_splits = 32;
+  bool spin = true;
   int mv_rows = 0;               // 0: heuristic
   int mv_wg = 0;                 // 0: heuristic
   std::string error;             // a knob with a value that makes no sense (names it)

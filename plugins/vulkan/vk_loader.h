@@ -76,6 +76,7 @@ namespace fish::vk {
   X(vkCmdBindDescriptorSets)             \
   X(vkCmdPushConstants)                  \
   X(vkCmdDispatch)                       \
+  X(vkCmdDispatchIndirect)               \
   X(vkCmdCopyBuffer)                     \
   X(vkCmdFillBuffer)                     \
   X(vkCmdPipelineBarrier)                \
@@ -87,7 +88,8 @@ namespace fish::vk {
   X(vkCreateFence)                       \
   X(vkDestroyFence)                      \
   X(vkResetFences)                       \
-  X(vkWaitForFences)
+  X(vkWaitForFences)                     \
+  X(vkGetFenceStatus)
 
 // A zeroed Vulkan struct with its sType set.
 template <class T>

@@ -1,0 +1,602 @@
+// Span: device resources, forward, KV truncate / reserve (see span.h). The
+// recording of a forward lives in span_record.cpp, the profile in span_profile.cpp.
+#include "span.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "backend.h"
+#include "commands.h"
+
+namespace fish::vk {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t(1) << 20;
+constexpr uint64_t kStagingChunk = 16 * kMiB;
+constexpr uint32_t kAlignFloats = 64;  // region alignment: 256 bytes (any storage offset alignment)
+
+uint32_t align_up(uint64_t v, uint64_t a) { return uint32_t((v + a - 1) / a * a); }
+std::string mb(uint64_t b) { return std::to_string((b + kMiB / 2) / kMiB) + " MB"; }
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+constexpr VkBufferUsageFlags kStorageIn = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+constexpr VkBufferUsageFlags kKvUsage =
+    VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+constexpr VkBufferUsageFlags kArenaUsage = kStorageIn | VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT;
+
+// The buffers of a span, as (size, kind, usage): one list for bytes_for() and the constructor.
+struct Planned {
+  uint64_t size;
+  MemKind kind;
+  VkBufferUsageFlags usage;
+};
+
+uint64_t params_floats(const SpanIn& in) {
+  const uint64_t E = uint64_t(in.n_embd), QD = uint64_t(in.n_head) * in.head_dim, KD = uint64_t(in.n_head_kv) * in.head_dim;
+  uint64_t per = 0;
+  auto add = [&](uint64_t n) { per += align_up(n, 4); };
+  add(E), add(E);
+  const SpanLayerIn* l0 = in.layers.empty() ? nullptr : &in.layers[0];
+  if (l0 && l0->bq) add(QD);
+  if (l0 && l0->bk) add(KD);
+  if (l0 && l0->bv) add(KD);
+  if (l0 && l0->q_norm) add(uint64_t(in.head_dim));
+  if (l0 && l0->k_norm) add(uint64_t(in.head_dim));
+  return std::max<uint64_t>(4, per * uint64_t(in.n_layers));
+}
+
+uint64_t kv_bytes(const SpanIn& in, int capacity) {
+  return 2 * uint64_t(capacity) * uint64_t(in.n_head_kv) * uint64_t(in.head_dim) * 2;
+}
+
+uint64_t rope_bytes(const SpanIn& in, int capacity) {
+  return std::max<uint64_t>(16, uint64_t(capacity) * uint64_t(in.n_rot / 2) * 8);
+}
+
+}  // namespace
+
+// ---- shapes ------------------------------------------------------------------------
+
+ArenaLayout Span::arena_layout(const SpanIn& in, uint32_t tokens) {
+  ArenaLayout a;
+  a.tokens = tokens;
+  const uint64_t E = uint64_t(in.n_embd), F = uint64_t(in.n_ff), QD = uint64_t(in.n_head) * in.head_dim,
+                 KD = uint64_t(in.n_head_kv) * in.head_dim, G = uint64_t(in.n_head / in.n_head_kv);
+  uint64_t at = ctrl::kWords;
+  auto region = [&](uint64_t floats) {
+    const uint32_t off = uint32_t(at);
+    at = align_up(at + floats, kAlignFloats);
+    return off;
+  };
+  a.x = region(tokens * E);
+  a.xn = region(tokens * E);
+  a.qkv = region(tokens * (QD + 2 * KD));
+  a.qr = region(tokens * QD);
+  a.att = region(tokens * QD);
+  a.o = region(tokens * E);
+  a.g = region(tokens * F);
+  a.u = region(tokens * F);
+  a.part = region(uint64_t(in.n_head_kv) * kPartSlots * G * (uint64_t(in.head_dim) + 2));
+  a.cnt = region(uint64_t(kPartSlots) * uint64_t(in.n_head_kv));
+  a.total = uint32_t(at);
+  return a;
+}
+
+void Span::validate(const SpanContext& ctx, const SpanIn& in) {
+  const std::string where = "span_create (layers " + std::to_string(in.first_layer) + ".." +
+                            std::to_string(in.first_layer + in.n_layers - 1) + ")";
+  auto bad = [&](const std::string& why) { throw Failure(FailKind::InvalidArgument, where + ": " + why); };
+  auto unsupported = [&](const std::string& why) { throw Failure(FailKind::Unsupported, where + ": " + why); };
+  if (in.n_layers < 1 || in.n_embd < 1 || in.n_head < 1 || in.n_head_kv < 1 || in.head_dim < 1 || in.n_ff < 1 ||
+      in.n_ctx < 1)
+    bad("n_layers, n_embd, n_head, n_head_kv, head_dim, n_ff and n_ctx must be >= 1");
+  if (int(in.layers.size()) != in.n_layers) bad("n_layers is " + std::to_string(in.n_layers) + " but " +
+                                                std::to_string(in.layers.size()) + " layers are given");
+  if (in.n_head % in.n_head_kv != 0)
+    bad("n_head " + std::to_string(in.n_head) + " is not a multiple of n_head_kv " + std::to_string(in.n_head_kv));
+  if (in.n_rot < 0 || in.n_rot % 2 != 0 || in.n_rot > in.head_dim)
+    bad("n_rot " + std::to_string(in.n_rot) + " must be even and <= head_dim " + std::to_string(in.head_dim));
+  if (!(in.rms_eps >= 0) || !std::isfinite(in.rope_freq_base) || in.rope_freq_base <= 0 ||
+      !std::isfinite(in.rope_freq_scale) || !std::isfinite(in.attn_scale))
+    bad("rms_eps, rope_freq_base, rope_freq_scale or attn_scale is not a usable number");
+  // What the kernels handle (else the engine keeps these layers per matmul).
+  const DeviceCaps& caps = ctx.dev->caps();
+  if (!caps.subgroup_arith) unsupported("the device has no subgroup arithmetic in compute shaders");
+  if (in.head_dim % 4 != 0 || in.head_dim > 512)
+    unsupported("head_dim " + std::to_string(in.head_dim) + " (the kernels need a multiple of 4, at most 512)");
+  if (in.n_embd % 8 != 0) unsupported("n_embd " + std::to_string(in.n_embd) + " is not a multiple of 8");
+  if (in.n_ff % 4 != 0) unsupported("n_ff " + std::to_string(in.n_ff) + " is not a multiple of 4");
+  const int group = in.n_head / in.n_head_kv;
+  if (group > 32) unsupported("more than 32 query heads per KV head (" + std::to_string(group) + ")");
+  SpanKernelShape ks{uint32_t(in.head_dim), uint32_t(group), uint32_t(in.n_head_kv)};
+  if (SpanKernels::attention_shared_bytes(ks) > caps.max_shared_bytes)
+    unsupported("attention for head_dim " + std::to_string(in.head_dim) + " x " + std::to_string(group) +
+                " heads per KV head needs more shared memory than the device has");
+  const int64_t E = in.n_embd, QD = int64_t(in.n_head) * in.head_dim, KD = int64_t(in.n_head_kv) * in.head_dim;
+  const int64_t shapes[7][2] = {{QD, E}, {KD, E}, {KD, E}, {E, QD}, {in.n_ff, E}, {in.n_ff, E}, {E, in.n_ff}};
+  const char* names[7] = {"wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down"};
+  const SpanLayerIn& l0 = in.layers[0];
+  for (int i = 0; i < in.n_layers; ++i) {
+    const SpanLayerIn& l = in.layers[size_t(i)];
+    const std::string lw = "layer " + std::to_string(in.first_layer + i);
+    for (int k = 0; k < 7; ++k) {
+      const Weight* w = l.w[k];
+      if (!w) bad(lw + ": " + names[k] + " is missing");
+      if (w->n_out != shapes[k][0] || w->n_in != shapes[k][1])
+        bad(lw + " " + names[k] + " (" + w->name + ") is [" + std::to_string(w->n_out) + " x " + std::to_string(w->n_in) +
+            "], the span needs [" + std::to_string(shapes[k][0]) + " x " + std::to_string(shapes[k][1]) + "]");
+    }
+    if (!l.attn_norm || !l.ffn_norm) bad(lw + ": attn_norm / ffn_norm missing");
+    if (!l.bq != !l0.bq || !l.bk != !l0.bk || !l.bv != !l0.bv || !l.q_norm != !l0.q_norm || !l.k_norm != !l0.k_norm)
+      bad(lw + ": its optional vectors (biases, q/k norms) differ from the first layer's");
+  }
+}
+
+uint64_t Span::bytes_for(const SpanContext& ctx, const SpanIn& in, int capacity) {
+  const uint32_t tokens = uint32_t(ctx.cfg->span_tokens);
+  const ArenaLayout a = arena_layout(in, tokens);
+  std::vector<Planned> plan = {
+      {params_floats(in) * 4, MemKind::Device, kStorageIn},
+      {rope_bytes(in, capacity), MemKind::Device, kStorageIn},
+      {uint64_t(a.total) * 4, MemKind::Device, kArenaUsage},
+      {ctrl::kWords * 4 + uint64_t(tokens) * in.n_embd * 4, MemKind::Upload, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT},
+      {uint64_t(tokens) * in.n_embd * 4, MemKind::Readback, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT},
+  };
+  for (int l = 0; l < in.n_layers; ++l) plan.push_back({kv_bytes(in, capacity), MemKind::Device, kKvUsage});
+  uint64_t total = 0;
+  for (const Planned& p : plan) total += ctx.mem->allocation_size(p.size, p.kind, p.usage, nullptr);
+  return total;
+}
+
+std::vector<float> Span::rope_table(const SpanIn& in, int capacity) {
+  // θ_i(p) = p · base^(-2i/n_rot) / ff_i · freq_scale, in double (the f32 product
+  // p·f loses the angle's low bits at long contexts).
+  const int half = in.n_rot / 2;
+  std::vector<float> t(std::max<size_t>(4, size_t(capacity) * size_t(half) * 2));
+  std::vector<double> freq(static_cast<size_t>(half));
+  for (int i = 0; i < half; ++i) {
+    const double ff = in.rope_freqs ? double(in.rope_freqs[i]) : 1.0;
+    freq[size_t(i)] = std::pow(double(in.rope_freq_base), -2.0 * i / in.n_rot) / ff * double(in.rope_freq_scale);
+  }
+  for (int p = 0; p < capacity; ++p)
+    for (int i = 0; i < half; ++i) {
+      const double th = double(p) * freq[size_t(i)];
+      t[(size_t(p) * half + i) * 2] = float(std::cos(th));
+      t[(size_t(p) * half + i) * 2 + 1] = float(std::sin(th));
+    }
+  return t;
+}
+
+// ---- creation ------------------------------------------------------------------------
+
+Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
+  validate(ctx, in);
+  const int64_t kv_halves = int64_t(in.n_ctx) * in.n_head_kv * in.head_dim * 2;
+  if (kv_halves >= (int64_t(1) << 32))
+    throw Failure(FailKind::Unsupported, "span_create: " + std::to_string(in.n_ctx) + " positions exceed the kernels' 32-bit indices");
+  shape_ = in;
+  if (in.rope_freqs) rope_freqs_.assign(in.rope_freqs, in.rope_freqs + in.n_rot / 2);
+  shape_.rope_freqs = rope_freqs_.empty() ? nullptr : rope_freqs_.data();  // kept for reserve()
+  shape_.layers.clear();
+  first_layer_ = in.first_layer;
+  kshape_ = {uint32_t(in.head_dim), uint32_t(in.n_head / in.n_head_kv), uint32_t(in.n_head_kv)};
+  arena_ = arena_layout(in, uint32_t(ctx.cfg->span_tokens));
+  const DeviceFns& f = ctx_.dev->fns();
+  const VkDevice d = ctx_.dev->handle();
+  try {
+    // Parameters: per layer attn_norm, ffn_norm, then the optional vectors (16-byte aligned).
+    std::vector<float> params(size_t(params_floats(in)), 0.0f);
+    const size_t E = size_t(in.n_embd), QD = size_t(in.n_head) * in.head_dim, KD = size_t(in.n_head_kv) * in.head_dim;
+    size_t at = 0;
+    auto put = [&](const float* v, size_t n) {
+      if (!v) return kNone;
+      const uint32_t off = uint32_t(at);
+      std::memcpy(params.data() + at, v, n * 4);
+      at = align_up(at + n, 4);
+      return off;
+    };
+    for (const SpanLayerIn& li : in.layers) {
+      Layer L;
+      std::copy(li.w, li.w + 7, L.w);
+      L.attn_norm = put(li.attn_norm, E);
+      L.ffn_norm = put(li.ffn_norm, E);
+      L.bq = put(li.bq, QD);
+      L.bk = put(li.bk, KD);
+      L.bv = put(li.bv, KD);
+      L.qn = put(li.q_norm, size_t(in.head_dim));
+      L.kn = put(li.k_norm, size_t(in.head_dim));
+      layers_.push_back(std::move(L));
+    }
+    // Rope table for the initial capacity (before the copy above is forgotten).
+    const std::vector<float> rope = rope_table(in, in.n_ctx);
+
+    Memory& mem = *ctx_.mem;
+    const std::string tag = "span layers " + std::to_string(in.first_layer) + ".." + std::to_string(in.first_layer + in.n_layers - 1);
+    params_ = mem.create(params.size() * 4, MemKind::Device, kStorageIn, tag + " parameters");
+    rope_ = mem.create(rope_bytes(in, in.n_ctx), MemKind::Device, kStorageIn, tag + " RoPE table");
+    arena_buf_ = mem.create(uint64_t(arena_.total) * 4, MemKind::Device, kArenaUsage, tag + " arena");
+    staging_ = mem.create(ctrl::kWords * 4 + uint64_t(arena_.tokens) * E * 4, MemKind::Upload,
+                          VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, tag + " input staging");
+    readback_ = mem.create(uint64_t(arena_.tokens) * E * 4, MemKind::Readback, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+                           tag + " output staging");
+    std::vector<Buffer> kv;
+    capacity_ = in.n_ctx;
+    allocate_kv(capacity_, &kv);
+    for (size_t l = 0; l < layers_.size(); ++l) layers_[l].kv = kv[l];
+
+    auto pci = vk_init<VkCommandPoolCreateInfo>(VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO);
+    pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+    pci.queueFamilyIndex = ctx_.dev->queue_family();
+    check(f.vkCreateCommandPool(d, &pci, nullptr, &pool_), "vkCreateCommandPool");
+    auto fci = vk_init<VkFenceCreateInfo>(VK_STRUCTURE_TYPE_FENCE_CREATE_INFO);
+    check(f.vkCreateFence(d, &fci, nullptr, &fence_), "vkCreateFence");
+    if (ctx_.dev->caps().timestamp_period_ns > 0) {
+      max_stamps_ = uint32_t(in.n_layers) * 16 + 8;
+      auto qci = vk_init<VkQueryPoolCreateInfo>(VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO);
+      qci.queryType = VK_QUERY_TYPE_TIMESTAMP;
+      qci.queryCount = max_stamps_;
+      if (f.vkCreateQueryPool(d, &qci, nullptr, &queries_) != VK_SUCCESS) queries_ = VK_NULL_HANDLE;
+    }
+
+    write_buffer(params_, 0, params.data(), params.size() * 4);
+    write_buffer(rope_, 0, rope.data(), std::min<uint64_t>(rope.size() * 4, rope_.size));
+    // Zero the arena once: the attention's arrival counters must start at 0
+    // (the combining workgroup resets its counter to 0 after use).
+    VkCommandBuffer cmd = recording_for(0, false);
+    f.vkCmdFillBuffer(cmd, arena_buf_.buffer, 0, VK_WHOLE_SIZE, 0);
+    check(f.vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
+    submit_wait(*ctx_.dev, cmd, fence_, false);
+
+    // Descriptor sets: per weight chunk (span matmul layout), per layer (aux), copies.
+    Pipelines& pl = *ctx_.pipelines;
+    const Layout& mm = ctx_.matmul->span_layout();
+    for (Layer& L : layers_)
+      for (int k = 0; k < 7; ++k)
+        for (const WeightChunk& c : L.w[k]->chunks) {
+          VkDescriptorSet set = pl.allocate_set(mm);
+          L.mm_sets[k].push_back(set);
+          const VkBuffer bufs[3] = {c.buf.buffer, arena_buf_.buffer, params_.buffer};
+          const uint64_t offs[3] = {0, 0, 0}, ranges[3] = {c.buf.size, arena_buf_.size, params_.size};
+          pl.write_set(set, 3, bufs, offs, ranges);
+        }
+    for (Layer& L : layers_) L.aux_set = pl.allocate_set(ctx_.kernels->aux_layout());
+    write_aux_sets();
+    copy_in_set_ = pl.allocate_set(ctx_.kernels->copy_layout());
+    copy_out_set_ = pl.allocate_set(ctx_.kernels->copy_layout());
+    {
+      const VkBuffer bi[2] = {staging_.buffer, arena_buf_.buffer};
+      const uint64_t oi[2] = {0, 0}, ri[2] = {staging_.size, staging_.size};
+      pl.write_set(copy_in_set_, 2, bi, oi, ri);
+      const uint64_t xb = uint64_t(arena_.tokens) * E * 4;
+      const VkBuffer bo[2] = {arena_buf_.buffer, readback_.buffer};
+      const uint64_t oo[2] = {uint64_t(arena_.x) * 4, 0}, ro[2] = {xb, xb};
+      pl.write_set(copy_out_set_, 2, bo, oo, ro);
+    }
+    ctx_.kernels->warm_up(kshape_);
+  } catch (...) {
+    release_all();
+    throw;
+  }
+  if (ctx_.log)
+    ctx_.log(2, "span created: " + describe());
+}
+
+Span::~Span() { release_all(); }
+
+void Span::release_all() {
+  const DeviceFns& f = ctx_.dev->fns();
+  const VkDevice d = ctx_.dev->handle();
+  if (fence_) f.vkWaitForFences(d, 1, &fence_, VK_TRUE, UINT64_MAX);
+  Pipelines& pl = *ctx_.pipelines;
+  for (Layer& L : layers_) {
+    for (auto& sets : L.mm_sets)
+      for (VkDescriptorSet s : sets) pl.free_set(s);
+    if (L.aux_set) pl.free_set(L.aux_set);
+    ctx_.mem->destroy(L.kv);
+  }
+  layers_.clear();
+  if (copy_in_set_) pl.free_set(copy_in_set_);
+  if (copy_out_set_) pl.free_set(copy_out_set_);
+  copy_in_set_ = copy_out_set_ = VK_NULL_HANDLE;
+  for (Buffer* b : {&params_, &rope_, &arena_buf_, &staging_, &readback_}) ctx_.mem->destroy(*b);
+  cached_.clear();
+  free_cmds_.clear();
+  scratch_cmd_ = VK_NULL_HANDLE;
+  if (queries_) f.vkDestroyQueryPool(d, queries_, nullptr);
+  if (fence_) f.vkDestroyFence(d, fence_, nullptr);
+  if (pool_) f.vkDestroyCommandPool(d, pool_, nullptr);  // frees its command buffers
+  queries_ = VK_NULL_HANDLE;
+  fence_ = VK_NULL_HANDLE;
+  pool_ = VK_NULL_HANDLE;
+}
+
+void Span::allocate_kv(int capacity, std::vector<Buffer>* out) const {
+  const uint64_t bytes = kv_bytes(shape_, capacity);
+  try {
+    for (int l = 0; l < shape_.n_layers; ++l)
+      out->push_back(ctx_.mem->create(bytes, MemKind::Device, kKvUsage,
+                                      "span KV cache, layer " + std::to_string(first_layer_ + l) + " (" +
+                                          std::to_string(capacity) + " positions)"));
+  } catch (...) {
+    for (Buffer& b : *out) ctx_.mem->destroy(b);
+    out->clear();
+    throw;
+  }
+}
+
+void Span::write_aux_sets() {
+  for (Layer& L : layers_) {
+    const VkBuffer bufs[5] = {arena_buf_.buffer, L.kv.buffer, params_.buffer, rope_.buffer, arena_buf_.buffer};
+    const uint64_t offs[5] = {0, 0, 0, 0, 0};
+    const uint64_t ranges[5] = {arena_buf_.size, L.kv.size, params_.size, rope_.size, arena_buf_.size};
+    ctx_.pipelines->write_set(L.aux_set, 5, bufs, offs, ranges);
+  }
+}
+
+// Host data into a device buffer: in place where device memory is mapped,
+// else through a temporary staging buffer in 16 MB pieces.
+void Span::write_buffer(Buffer& dst, uint64_t offset, const void* src, uint64_t n) {
+  if (n == 0) return;
+  const DeviceFns& f = ctx_.dev->fns();
+  Buffer stage = ctx_.mem->create(std::min(n, kStagingChunk), MemKind::Upload, VK_BUFFER_USAGE_TRANSFER_SRC_BIT,
+                                  "span upload staging");
+  try {
+    for (uint64_t done = 0; done < n; done += stage.size) {
+      const uint64_t k = std::min(stage.size, n - done);
+      std::memcpy(stage.mapped, static_cast<const uint8_t*>(src) + done, k);
+      VkCommandBuffer cmd = recording_for(0, false);
+      const VkBufferCopy r{0, offset + done, k};
+      f.vkCmdCopyBuffer(cmd, stage.buffer, dst.buffer, 1, &r);
+      check(f.vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
+      submit_wait(*ctx_.dev, cmd, fence_, false);
+    }
+  } catch (...) {
+    ctx_.mem->destroy(stage);
+    throw;
+  }
+  ctx_.mem->destroy(stage);
+}
+
+// ---- forward ---------------------------------------------------------------------------
+
+Span::Mode Span::mode_for(int n_tok) const {
+  Mode m;
+  const bool fuse = ctx_.cfg->span_fuse;
+  m.tiled = n_tok > int(MatmulKernels::kMaxMatvecTokens);
+  m.fuse_norm = !m.tiled && fuse;
+  m.fuse_attn = n_tok == 1 && fuse;
+  m.fuse_epi = m.tiled || fuse;
+  return m;
+}
+
+void Span::forward(float* x, int n_tok, int pos0) {
+  if (!x || n_tok < 1 || pos0 < 0)
+    throw Failure(FailKind::InvalidArgument, "span_forward: needs x, n_tok >= 1 and pos0 >= 0");
+  if (pos0 > kv_len_)
+    throw Failure(FailKind::Range, "span_forward: pos0 " + std::to_string(pos0) + " would leave a gap after the " +
+                                       std::to_string(kv_len_) + " cached positions");
+  if (int64_t(pos0) + n_tok > capacity_)
+    throw Failure(FailKind::Range, "span_forward: positions up to " + std::to_string(int64_t(pos0) + n_tok) +
+                                       " exceed the KV capacity " + std::to_string(capacity_) +
+                                       " (span_kv_reserve first)");
+  const double t0 = now_s();
+  kv_len_ = std::min(kv_len_, pos0);  // positions >= pos0 are about to be replaced
+  const size_t E = size_t(shape_.n_embd);
+  const int batch = int(arena_.tokens);
+  try {
+    if (n_tok <= batch) {
+      run_batch(x, n_tok, pos0, nullptr);
+      std::memcpy(x, readback_.mapped, size_t(n_tok) * E * 4);
+    } else {
+      // Several submissions; x is written only once all of them succeeded.
+      std::vector<float> out(size_t(n_tok) * E);
+      for (int done = 0; done < n_tok; done += batch) {
+        const int n = std::min(batch, n_tok - done);
+        run_batch(x + size_t(done) * E, n, pos0 + done, out.data() + size_t(done) * E);
+        kv_len_ = pos0 + done + n;
+      }
+      std::memcpy(x, out.data(), out.size() * 4);
+    }
+  } catch (...) {
+    kv_len_ = std::min(kv_len_, pos0);
+    throw;
+  }
+  kv_len_ = pos0 + n_tok;
+  const double dt = now_s() - t0;
+  ++prof_forwards_;
+  prof_tokens_ += uint64_t(n_tok);
+  prof_wall_s_ += dt;
+  if (n_tok == 1) {
+    ++prof_decode_;
+    prof_decode_wall_s_ += dt;
+  }
+}
+
+// One submission: tokens [pos0, pos0 + n) with x rows `x`; the result is left
+// in the readback buffer (and copied to `out` when given).
+void Span::run_batch(const float* x, int n, int pos0, float* out) {
+  const uint32_t n_kv = uint32_t(pos0 + n);
+  // Attention splits along the context: decode and small batches split so
+  // that ~attn_split positions go to each workgroup; prefill has a workgroup
+  // per (token, KV head) already.
+  uint32_t splits = 1;
+  if (n <= int(MatmulKernels::kMaxMatvecTokens)) {
+    const uint32_t cap = std::min<uint32_t>(uint32_t(ctx_.cfg->attn_max_splits), kPartSlots / uint32_t(n));
+    splits = std::clamp<uint32_t>((n_kv + uint32_t(ctx_.cfg->attn_split) - 1) / uint32_t(ctx_.cfg->attn_split), 1, cap);
+  }
+  const uint32_t split_len = (n_kv + splits - 1) / splits;
+  auto* c = static_cast<uint32_t*>(staging_.mapped);
+  std::memset(c, 0, ctrl::kWords * 4);
+  c[ctrl::kAttnArgs] = uint32_t(shape_.n_head_kv);
+  c[ctrl::kAttnArgs + 1] = splits;
+  c[ctrl::kAttnArgs + 2] = uint32_t(n);
+  c[ctrl::kPos0] = uint32_t(pos0);
+  c[ctrl::kSplits] = splits;
+  c[ctrl::kSplitLen] = split_len;
+  std::memcpy(c + ctrl::kWords, x, size_t(n) * size_t(shape_.n_embd) * 4);
+
+  const int level = ctx_.cfg->profile_level;
+  const bool stamps = level >= 1 && queries_ != VK_NULL_HANDLE;
+  VkCommandBuffer cmd = recording_for(n, stamps);
+  submit_wait(*ctx_.dev, cmd, fence_, ctx_.cfg->spin && !ctx_.dev->caps().cpu_device);
+  ++prof_submits_;
+  if (stamps) {
+    const uint32_t n_stamps = uint32_t(stamp_names_.size()) + 1;
+    std::vector<uint64_t> ts(n_stamps);
+    const DeviceFns& f = ctx_.dev->fns();
+    if (f.vkGetQueryPoolResults(ctx_.dev->handle(), queries_, 0, n_stamps, ts.size() * 8, ts.data(), 8,
+                                VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) == VK_SUCCESS) {
+      const double period = double(ctx_.dev->caps().timestamp_period_ns) * 1e-9;
+      const double total = double(ts.back() - ts.front()) * period;
+      prof_gpu_s_ += total;
+      if (n == 1) {
+        prof_decode_gpu_s_ += total;
+        for (size_t i = 0; i + 1 < n_stamps; ++i) {
+          Stage& st = stages_[stamp_names_[i]];
+          st.name = stamp_names_[i];
+          st.category = stamp_cats_[i];
+          st.seconds += double(ts[i + 1] - ts[i]) * period;
+        }
+      }
+    }
+  }
+  if (out) std::memcpy(out, readback_.mapped, size_t(n) * size_t(shape_.n_embd) * 4);
+}
+
+// A command buffer holding the forward of n tokens (n = 0: an empty one-time
+// buffer for uploads). Recorded once per n and reused; with timestamps the
+// recording is made afresh each time (stage names are collected while recording).
+VkCommandBuffer Span::recording_for(int n, bool profiled) {
+  const DeviceFns& f = ctx_.dev->fns();
+  auto fresh = [&]() {
+    VkCommandBuffer cmd = VK_NULL_HANDLE;
+    if (!free_cmds_.empty()) {
+      cmd = free_cmds_.back();
+      free_cmds_.pop_back();
+    } else {
+      auto ai = vk_init<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
+      ai.commandPool = pool_;
+      ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+      ai.commandBufferCount = 1;
+      check(f.vkAllocateCommandBuffers(ctx_.dev->handle(), &ai, &cmd), "vkAllocateCommandBuffers");
+    }
+    check(f.vkResetCommandBuffer(cmd, 0), "vkResetCommandBuffer");
+    return cmd;
+  };
+  auto begin = [&](VkCommandBuffer cmd, bool once) {
+    auto bi = vk_init<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
+    bi.flags = once ? VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT : 0;
+    check(f.vkBeginCommandBuffer(cmd, &bi), "vkBeginCommandBuffer");
+  };
+  if (n == 0 || profiled) {
+    if (!scratch_cmd_) scratch_cmd_ = fresh();
+    check(f.vkResetCommandBuffer(scratch_cmd_, 0), "vkResetCommandBuffer");
+    begin(scratch_cmd_, true);
+    if (n > 0) {
+      record(scratch_cmd_, n, mode_for(n), true);
+      check(f.vkEndCommandBuffer(scratch_cmd_), "vkEndCommandBuffer");
+    }
+    return scratch_cmd_;
+  }
+  if (auto it = cached_.find(n); it != cached_.end()) return it->second;
+  if (cached_.size() >= 16) invalidate_recordings();  // many batch sizes: keep the cache small
+  VkCommandBuffer cmd = fresh();
+  try {
+    begin(cmd, false);
+    record(cmd, n, mode_for(n), false);
+    check(f.vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
+  } catch (...) {
+    free_cmds_.push_back(cmd);
+    throw;
+  }
+  cached_[n] = cmd;
+  return cmd;
+}
+
+void Span::invalidate_recordings() {
+  for (auto& [n, cmd] : cached_) free_cmds_.push_back(cmd);
+  cached_.clear();
+}
+
+// ---- KV cache ------------------------------------------------------------------------
+
+void Span::truncate(int n) {
+  if (n < 0 || n > kv_len_)
+    throw Failure(FailKind::Range, "span_kv_truncate: " + std::to_string(n) + " is outside 0.." + std::to_string(kv_len_));
+  kv_len_ = n;
+}
+
+void Span::reserve(int n) {
+  if (n < 0) throw Failure(FailKind::InvalidArgument, "span_kv_reserve: negative size");
+  if (n <= capacity_) return;
+  const int64_t kv_halves = int64_t(n) * shape_.n_head_kv * shape_.head_dim * 2;
+  if (kv_halves >= (int64_t(1) << 32))
+    throw Failure(FailKind::Unsupported, "span_kv_reserve: " + std::to_string(n) + " positions exceed the kernels' 32-bit indices");
+  std::vector<Buffer> kv;
+  allocate_kv(n, &kv);  // throws OutOfMemory with nothing allocated
+  Buffer rope;
+  const DeviceFns& f = ctx_.dev->fns();
+  try {
+    rope = ctx_.mem->create(rope_bytes(shape_, n), MemKind::Device, kStorageIn, "span RoPE table");
+    const std::vector<float> table = rope_table(shape_, n);
+    write_buffer(rope, 0, table.data(), std::min<uint64_t>(table.size() * 4, rope.size));
+    // K and V prefixes (positions < kv_len) into the new buffers.
+    if (kv_len_ > 0) {
+      const uint64_t KD2 = uint64_t(shape_.n_head_kv) * shape_.head_dim * 2;  // bytes per position
+      VkCommandBuffer cmd = recording_for(0, false);
+      for (size_t l = 0; l < layers_.size(); ++l) {
+        const VkBufferCopy regions[2] = {{0, 0, uint64_t(kv_len_) * KD2},
+                                         {uint64_t(capacity_) * KD2, uint64_t(n) * KD2, uint64_t(kv_len_) * KD2}};
+        f.vkCmdCopyBuffer(cmd, layers_[l].kv.buffer, kv[l].buffer, 2, regions);
+      }
+      check(f.vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
+      submit_wait(*ctx_.dev, cmd, fence_, false);
+    }
+  } catch (...) {
+    for (Buffer& b : kv) ctx_.mem->destroy(b);
+    ctx_.mem->destroy(rope);
+    throw;
+  }
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    ctx_.mem->destroy(layers_[l].kv);
+    layers_[l].kv = kv[l];
+  }
+  ctx_.mem->destroy(rope_);
+  rope_ = rope;
+  capacity_ = n;
+  write_aux_sets();
+  invalidate_recordings();  // the recorded sets were rewritten
+  if (ctx_.log) ctx_.log(3, "span KV grown: " + describe());
+}
+
+// ---- queries -----------------------------------------------------------------------------
+
+bool Span::uses(const Weight* w) const {
+  for (const Layer& L : layers_)
+    for (const Weight* lw : L.w)
+      if (lw == w) return true;
+  return false;
+}
+
+uint64_t Span::bytes() const {
+  uint64_t b = 0;
+  auto add = [&](const Buffer& x) {
+    if (x.counted) b += x.alloc_size;
+  };
+  for (const Layer& L : layers_) add(L.kv);
+  for (const Buffer* x : {&params_, &rope_, &arena_buf_, &staging_, &readback_}) add(*x);
+  return b;
+}
+
+std::string Span::describe() const {
+  const uint64_t kv = layers_.empty() ? 0 : uint64_t(layers_.size()) * layers_[0].kv.alloc_size;
+  return "span " + std::to_string(shape_.n_layers) + " layers (" + std::to_string(first_layer_) + ".." +
+         std::to_string(first_layer_ + shape_.n_layers - 1) + "), KV " + std::to_string(kv_len_) + " of " +
+         std::to_string(capacity_) + " positions (" + mb(kv) + " f16), arena " + mb(arena_buf_.alloc_size);
+}
+
+}  // namespace fish::vk

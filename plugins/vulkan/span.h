@@ -1,0 +1,163 @@
+// A span (stage 2): a contiguous range of decoder layers resident on the
+// device with its own f16 KV cache, run by span_forward as one command buffer,
+// one submit, one fence (plugin_abi.h spells out the math).
+//
+// Device memory (all through Memory, so bytes_resident() is exact):
+//   params   f32 vectors per layer: attn_norm, ffn_norm [, bq, bk, bv, q_norm, k_norm]
+//   rope     [capacity][n_rot/2] (cos θ, sin θ), computed on the host in double
+//   kv[l]    per layer K [capacity][n_head_kv][D] then V, f16: position-major, so
+//            growing the capacity copies two prefixes
+//   arena    ctrl block, x and the work regions for `tokens` tokens (ArenaLayout)
+//   staging  host-visible ctrl + x in, x out
+// The KV starts at the capacity span_create is given and grows on demand
+// (reserve); forward refuses a gap or a position past the capacity.
+//
+// Per forward the host writes the ctrl block and x into the staging buffer and
+// submits one command buffer: copy in, per layer the steps below, copy out.
+// Decode (n_tok = 1) reuses a command buffer recorded once (the position lives
+// in the ctrl block, the attention grid is an indirect dispatch), so a token
+// costs the host two memcpys, a submit and a fence wait. Per layer (decode):
+//   q|k|v matvecs with the attention rmsnorm folded in → barrier →
+//   attention (q/k bias + norm + RoPE, KV store, split context, combine) → barrier →
+//   wo matvec + residual add → barrier →
+//   gate (silu) | up matvecs with the FFN rmsnorm folded in → barrier →
+//   down matvec on silu(gate)·up + residual add → barrier
+// Prefill (n_tok > 4) uses separate rmsnorm and RoPE/KV-store kernels and the
+// tiled matmuls; every token of the submission is one chunk (the work regions
+// hold `tokens` tokens; larger n_tok is split into several submissions).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels.h"
+#include "memory.h"
+#include "span_kernels.h"
+
+namespace fish::vk {
+
+struct Weight;
+
+// What span_create gets (the ABI's fish_span_desc, host pointers valid during the call).
+struct SpanLayerIn {
+  Weight* w[7] = {};  // wq wk wv wo gate up down
+  const float *attn_norm = nullptr, *ffn_norm = nullptr;
+  const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *q_norm = nullptr, *k_norm = nullptr;
+};
+struct SpanIn {
+  int first_layer = 0, n_layers = 0;
+  int n_embd = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0, n_ctx = 0;
+  float rms_eps = 1e-5f;
+  bool neox = false;
+  int n_rot = 0;
+  float rope_freq_base = 10000, rope_freq_scale = 1;
+  const float* rope_freqs = nullptr;  // [n_rot / 2] or null
+  float attn_scale = 0;               // 0: 1/sqrt(head_dim)
+  std::vector<SpanLayerIn> layers;
+};
+
+// Float offsets of the arena's regions (each 256-byte aligned) for T tokens.
+struct ArenaLayout {
+  uint32_t tokens = 0;
+  uint32_t x = 0, xn = 0, qkv = 0, qr = 0, att = 0, o = 0, g = 0, u = 0, part = 0, cnt = 0;
+  uint32_t total = 0;  // floats
+};
+
+// Everything a span needs from its backend.
+struct SpanContext {
+  const Device* dev = nullptr;
+  Memory* mem = nullptr;
+  Pipelines* pipelines = nullptr;
+  MatmulKernels* matmul = nullptr;
+  SpanKernels* kernels = nullptr;
+  const VkConfig* cfg = nullptr;
+  LogFn log;
+};
+
+class Span {
+ public:
+  static constexpr uint32_t kPartSlots = 128;  // attention partials per KV head (splits × tokens)
+
+  // Checks the description (shapes against the weights, what the kernels
+  // support); throws Failure naming the field (InvalidArgument / Unsupported).
+  static void validate(const SpanContext& ctx, const SpanIn& in);
+  // Bytes span_create allocates for this shape at `capacity` positions (exact:
+  // the driver's sizes of the same buffers).
+  static uint64_t bytes_for(const SpanContext& ctx, const SpanIn& in, int capacity);
+
+  Span(const SpanContext& ctx, const SpanIn& in);  // throws Failure; allocates nothing on failure
+  ~Span();
+  Span(const Span&) = delete;
+  Span& operator=(const Span&) = delete;
+
+  // x: [n_tok, n_embd] in/out. Throws Failure (Range: gap / capacity; Device).
+  // x is written only after the last submission succeeded.
+  void forward(float* x, int n_tok, int pos0);
+  void truncate(int n);  // Range when n > kv_len
+  void reserve(int n);   // grows the capacity (contents kept); OutOfMemory leaves the old KV
+  int kv_len() const { return kv_len_; }
+  int capacity() const { return capacity_; }
+  bool uses(const Weight* w) const;
+  uint64_t bytes() const;              // device bytes held (the budget heap)
+  std::string describe() const;        // "span 16 layers (0..15), KV 512 positions, 16 MB f16; arena 15 MB"
+  std::string profile();               // span part of describe(PROFILE), "" when nothing ran; resets
+
+ private:
+  struct Layer {
+    Weight* w[7] = {};
+    uint32_t attn_norm = kNone, ffn_norm = kNone, bq = kNone, bk = kNone, bv = kNone, qn = kNone, kn = kNone;
+    Buffer kv;
+    VkDescriptorSet aux_set = VK_NULL_HANDLE;
+    std::vector<VkDescriptorSet> mm_sets[7];  // per weight chunk
+  };
+  // A recording's shape: which steps are fused (see record()).
+  struct Mode {
+    bool tiled = false, fuse_norm = false, fuse_attn = false, fuse_epi = false;
+  };
+  class Recorder;  // span_record.cpp
+
+  static ArenaLayout arena_layout(const SpanIn& in, uint32_t tokens);
+  static std::vector<float> rope_table(const SpanIn& in, int capacity);
+  Mode mode_for(int n_tok) const;
+  void allocate_kv(int capacity, std::vector<Buffer>* out) const;
+  void write_buffer(Buffer& dst, uint64_t offset, const void* src, uint64_t n);
+  void write_aux_sets();
+  void run_batch(const float* x, int n_tok, int pos0, float* out);
+  VkCommandBuffer recording_for(int n_tok, bool profiled);
+  void record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps);
+  void invalidate_recordings();
+  void release_all();
+
+  SpanContext ctx_;
+  SpanIn shape_;          // layers' host pointers are not kept (cleared)
+  std::vector<float> rope_freqs_;  // shape_.rope_freqs points here
+  SpanKernelShape kshape_{};
+  int first_layer_ = 0;
+  int capacity_ = 0, kv_len_ = 0;
+  ArenaLayout arena_{};
+  std::vector<Layer> layers_;
+  Buffer params_, rope_, arena_buf_, staging_, readback_;
+  VkDescriptorSet copy_in_set_ = VK_NULL_HANDLE, copy_out_set_ = VK_NULL_HANDLE;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+  VkQueryPool queries_ = VK_NULL_HANDLE;
+  uint32_t max_stamps_ = 0;
+  std::map<int, VkCommandBuffer> cached_;  // n_tok -> recorded command buffer (reused)
+  VkCommandBuffer scratch_cmd_ = VK_NULL_HANDLE;  // profiled recordings
+  std::vector<VkCommandBuffer> free_cmds_;
+
+  // Profile since the last profile() call.
+  struct Stage {
+    std::string name, category;
+    double seconds = 0;
+  };
+  std::vector<std::string> stamp_names_;  // per timestamp interval of the last profiled recording
+  std::vector<std::string> stamp_cats_;
+  std::map<std::string, Stage> stages_;
+  uint64_t prof_forwards_ = 0, prof_decode_ = 0, prof_tokens_ = 0, prof_submits_ = 0;
+  double prof_wall_s_ = 0, prof_gpu_s_ = 0, prof_decode_wall_s_ = 0, prof_decode_gpu_s_ = 0;
+};
+
+}  // namespace fish::vk

@@ -1,0 +1,71 @@
+// Recording of the span's auxiliary kernels (see span_kernels.h).
+#include "span_kernels.h"
+
+#include <algorithm>
+
+namespace fish::vk {
+namespace {
+uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+}  // namespace
+
+SpanKernels::SpanKernels(const Device& dev, Pipelines& pipelines)
+    : dev_(dev), pipelines_(pipelines), aux_(&pipelines.layout(5, sizeof(SpanPush))), copy_(&pipelines.layout(2, 4)) {}
+
+uint32_t SpanKernels::attention_shared_bytes(const SpanKernelShape& s) {
+  // span_attention.comp: prep_sh [G·D] + prep_inv [G] + q_sh [G·D] + kv_sh [2·D] +
+  // p_sh [128·G] + red_sh [32·G] + stat_sh [2·G] + o_sh [PP·DT·4] floats + 1 word.
+  const uint32_t D = s.head_dim, G = s.group, dt = D / 4, pp = kAttnWg / std::max(1u, dt);
+  return 4 * (G * D + G + G * D + 2 * D + kAttnWg * G + 32 * G + 2 * G + pp * dt * 4 + 1);
+}
+
+void SpanKernels::bind(VkCommandBuffer cmd, VkPipeline p, const Layout& l, VkDescriptorSet set, const void* pc,
+                       uint32_t bytes) {
+  const DeviceFns& f = dev_.fns();
+  f.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
+  f.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, l.pipeline_layout, 0, 1, &set, 0, nullptr);
+  f.vkCmdPushConstants(cmd, l.pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, bytes, pc);
+}
+
+void SpanKernels::rmsnorm(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc) {
+  bind(cmd, pipelines_.get("span_rmsnorm", *aux_, {}), *aux_, set, &pc, sizeof pc);
+  dev_.fns().vkCmdDispatch(cmd, pc.n_tok, 1, 1);
+}
+
+void SpanKernels::add(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc) {
+  bind(cmd, pipelines_.get("span_eltwise", *aux_, {0}), *aux_, set, &pc, sizeof pc);
+  dev_.fns().vkCmdDispatch(cmd, std::min(ceil_div(pc.count, 256), 4096u), 1, 1);
+}
+
+void SpanKernels::act_mul(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc) {
+  bind(cmd, pipelines_.get("span_eltwise", *aux_, {1}), *aux_, set, &pc, sizeof pc);
+  dev_.fns().vkCmdDispatch(cmd, std::min(ceil_div(pc.count, 256), 4096u), 1, 1);
+}
+
+void SpanKernels::rope_store(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc, const SpanKernelShape& s) {
+  bind(cmd, pipelines_.get("span_rope_store", *aux_, {s.head_dim, s.n_head_kv}), *aux_, set, &pc, sizeof pc);
+  dev_.fns().vkCmdDispatch(cmd, pc.n_tok, pc.n_head + s.n_head_kv, 1);
+}
+
+void SpanKernels::attention(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc, const SpanKernelShape& s,
+                            bool fused, VkBuffer arena) {
+  bind(cmd, pipelines_.get("span_attention", *aux_, {s.head_dim, s.group, s.n_head_kv, fused ? 1u : 0u}), *aux_, set,
+       &pc, sizeof pc);
+  dev_.fns().vkCmdDispatchIndirect(cmd, arena, ctrl::kAttnArgs * 4);
+}
+
+void SpanKernels::copy(VkCommandBuffer cmd, VkDescriptorSet set, uint32_t n16) {
+  bind(cmd, pipelines_.get("copy_u4", *copy_, {}), *copy_, set, &n16, 4);
+  dev_.fns().vkCmdDispatch(cmd, std::min(ceil_div(n16, 256), 1024u), 1, 1);
+}
+
+void SpanKernels::warm_up(const SpanKernelShape& s) {
+  pipelines_.get("span_rmsnorm", *aux_, {});
+  pipelines_.get("span_eltwise", *aux_, {0});
+  pipelines_.get("span_eltwise", *aux_, {1});
+  pipelines_.get("span_rope_store", *aux_, {s.head_dim, s.n_head_kv});
+  pipelines_.get("span_attention", *aux_, {s.head_dim, s.group, s.n_head_kv, 0});
+  pipelines_.get("span_attention", *aux_, {s.head_dim, s.group, s.n_head_kv, 1});
+  pipelines_.get("copy_u4", *copy_, {});
+}
+
+}  // namespace fish::vk

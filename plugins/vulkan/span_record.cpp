@@ -1,0 +1,232 @@
+// Span: recording of one forward into a command buffer, and its profile
+// (see span.h for the step list and what is fused when).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "backend.h"
+#include "span.h"
+
+namespace fish::vk {
+
+void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
+  const DeviceFns& f = ctx_.dev->fns();
+  SpanKernels& k = *ctx_.kernels;
+  const uint32_t n = uint32_t(n_tok);
+  const uint32_t E = uint32_t(shape_.n_embd), F = uint32_t(shape_.n_ff), D = uint32_t(shape_.head_dim);
+  const uint32_t QD = uint32_t(shape_.n_head) * D, KD = uint32_t(shape_.n_head_kv) * D, QKV = QD + 2 * KD;
+  const ArenaLayout& a = arena_;
+  const bool per_stage = stamps && ctx_.cfg->profile_level >= 2;
+
+  auto barrier = [&](VkPipelineStageFlags src, VkAccessFlags src_access, VkPipelineStageFlags dst,
+                     VkAccessFlags dst_access) {
+    auto mb = vk_init<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
+    mb.srcAccessMask = src_access;
+    mb.dstAccessMask = dst_access;
+    f.vkCmdPipelineBarrier(cmd, src, dst, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  };
+  auto step = [&]() {  // compute -> compute: the next step reads what this one wrote
+    barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+            VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+  };
+  uint32_t q = 0;
+  if (stamps) {
+    stamp_names_.clear();
+    stamp_cats_.clear();
+    f.vkCmdResetQueryPool(cmd, queries_, 0, max_stamps_);
+    f.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_, q++);
+  }
+  auto stage = [&](const char* name, const char* category) {
+    if (!per_stage) return;
+    f.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, q++);
+    stamp_names_.push_back(name);
+    stamp_cats_.push_back(category);
+  };
+  // One span matmul: every chunk of weight `w` of layer L.
+  auto mm = [&](const Layer& L, int w, uint32_t x_off, uint32_t x_stride, uint32_t y_off, uint32_t y_stride,
+                SpanFusion fz, uint32_t norm_off = 0, uint32_t x2_off = 0) {
+    const Weight* wt = L.w[w];
+    for (size_t c = 0; c < wt->chunks.size(); ++c) {
+      const WeightChunk& ch = wt->chunks[c];
+      SpanMatmulPush pc;
+      pc.m = {uint32_t(wt->n_in), ch.rows, n, x_stride, x_off, y_stride, y_off + ch.row0, 0};
+      pc.norm_off = norm_off;
+      pc.eps = shape_.rms_eps;
+      pc.x2_off = x2_off;
+      ctx_.matmul->record_span(cmd, *wt->type, L.mm_sets[w][c], pc, fz);
+    }
+  };
+
+  // Earlier submissions (uploads, the previous forward) before anything here.
+  barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+          VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+          VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+  // ctrl block + x: staging -> arena, then also read as the attention's indirect grid.
+  k.copy(cmd, copy_in_set_, (ctrl::kWords * 4 + n * E * 4) / 16);
+  barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+          VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT,
+          VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_INDIRECT_COMMAND_READ_BIT);
+  stage("copy x in", "copy");
+
+  const float scale = shape_.attn_scale != 0 ? shape_.attn_scale : float(1.0 / std::sqrt(double(D)));
+  for (const Layer& L : layers_) {
+    SpanPush p;
+    p.n_tok = n;
+    p.n_embd = E;
+    p.eps = shape_.rms_eps;
+    p.kv_cap = uint32_t(capacity_);
+    p.att_off = a.att;
+    p.part_off = a.part;
+    p.cnt_off = a.cnt;
+    p.bq_off = L.bq, p.bk_off = L.bk, p.bv_off = L.bv, p.qn_off = L.qn, p.kn_off = L.kn;
+    p.scale = scale;
+    p.n_rot = uint32_t(shape_.n_rot);
+    p.neox = shape_.neox ? 1 : 0;
+    p.n_head = uint32_t(shape_.n_head);
+    p.q_stride = QKV;
+    p.k_off = a.qkv + QD;
+    p.v_off = a.qkv + QD + KD;
+
+    // ---- attention block ----
+    uint32_t in = a.x;
+    if (!m.fuse_norm) {
+      SpanPush r = p;
+      r.x_off = a.x, r.y_off = a.xn, r.norm_off = L.attn_norm;
+      k.rmsnorm(cmd, L.aux_set, r);
+      step();
+      stage("rmsnorm", "rmsnorm");
+      in = a.xn;
+    }
+    const SpanFusion qkv_fz{m.fuse_norm, 0, false};
+    mm(L, 0, in, E, a.qkv, QKV, qkv_fz, L.attn_norm);
+    mm(L, 1, in, E, a.qkv + QD, QKV, qkv_fz, L.attn_norm);
+    mm(L, 2, in, E, a.qkv + QD + KD, QKV, qkv_fz, L.attn_norm);
+    step();
+    stage(m.fuse_norm ? "q/k/v matvec (+rmsnorm)" : m.tiled ? "q/k/v tiled" : "q/k/v matvec", "matvec");
+    if (!m.fuse_attn) {
+      SpanPush r = p;
+      r.q_off = a.qkv, r.qr_off = a.qr;
+      k.rope_store(cmd, L.aux_set, r, kshape_);
+      step();
+      stage("q/k prep, RoPE + KV store", "RoPE + KV store");
+      p.q_off = a.qr;
+      p.q_stride = QD;
+    } else {
+      p.q_off = a.qkv;
+    }
+    k.attention(cmd, L.aux_set, p, kshape_, m.fuse_attn, arena_buf_.buffer);
+    step();
+    stage(m.fuse_attn ? "attention (+q/k prep, RoPE, KV store)" : "attention", "attention");
+    if (m.fuse_epi) {
+      mm(L, 3, a.att, QD, a.x, E, SpanFusion{false, 1, false});
+      step();
+      stage(m.tiled ? "wo tiled (+add)" : "wo matvec (+add)", "matvec");
+    } else {
+      mm(L, 3, a.att, QD, a.o, E, SpanFusion{});
+      step();
+      stage("wo matvec", "matvec");
+      SpanPush r = p;
+      r.x_off = a.x, r.y_off = a.o, r.count = n * E;
+      k.add(cmd, L.aux_set, r);
+      step();
+      stage("add", "add");
+    }
+
+    // ---- FFN block ----
+    in = a.x;
+    if (!m.fuse_norm) {
+      SpanPush r = p;
+      r.x_off = a.x, r.y_off = a.xn, r.norm_off = L.ffn_norm;
+      k.rmsnorm(cmd, L.aux_set, r);
+      step();
+      stage("rmsnorm", "rmsnorm");
+      in = a.xn;
+    }
+    mm(L, 4, in, E, a.g, F, SpanFusion{m.fuse_norm, m.fuse_epi ? 2u : 0u, false}, L.ffn_norm);
+    mm(L, 5, in, E, a.u, F, SpanFusion{m.fuse_norm, 0, false}, L.ffn_norm);
+    step();
+    stage(m.fuse_norm ? "gate/up matvec (+rmsnorm, silu)" : m.tiled ? "gate/up tiled (+silu)" : "gate/up matvec",
+          "matvec");
+    if (m.fuse_epi) {
+      mm(L, 6, a.g, F, a.x, E, SpanFusion{false, 1, true}, 0, a.u);
+      step();
+      stage(m.tiled ? "down tiled (+act·mul, add)" : "down matvec (+act·mul, add)", "matvec");
+    } else {
+      SpanPush r = p;
+      r.x_off = a.g, r.y_off = a.u, r.count = n * F;
+      k.act_mul(cmd, L.aux_set, r);
+      step();
+      stage("act·mul", "act·mul");
+      mm(L, 6, a.g, F, a.o, E, SpanFusion{});
+      step();
+      stage("down matvec", "matvec");
+      r = p;
+      r.x_off = a.x, r.y_off = a.o, r.count = n * E;
+      k.add(cmd, L.aux_set, r);
+      step();
+      stage("add", "add");
+    }
+  }
+
+  k.copy(cmd, copy_out_set_, n * E * 4 / 16);
+  barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
+          VK_ACCESS_HOST_READ_BIT);
+  if (per_stage) {
+    stage("copy x out", "copy");
+  } else if (stamps) {
+    f.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, q++);
+    stamp_names_.push_back("forward");
+    stamp_cats_.push_back("forward");
+  }
+}
+
+std::string Span::profile() {
+  if (prof_forwards_ == 0) return "";
+  char buf[512];
+  std::string s;
+  std::snprintf(buf, sizeof buf,
+                "vulkan span (layers %d..%d): %llu forwards (%llu decode), %llu tokens, %llu submits, wall %.3f ms",
+                first_layer_, first_layer_ + shape_.n_layers - 1, (unsigned long long)prof_forwards_,
+                (unsigned long long)prof_decode_, (unsigned long long)prof_tokens_, (unsigned long long)prof_submits_,
+                prof_wall_s_ * 1e3);
+  s += buf;
+  if (prof_decode_ > 0) {
+    std::snprintf(buf, sizeof buf, "\nvulkan span decode: %.3f ms wall per token", prof_decode_wall_s_ * 1e3 / double(prof_decode_));
+    s += buf;
+    if (prof_decode_gpu_s_ > 0) {
+      std::snprintf(buf, sizeof buf, ", %.3f ms on the device (GPU timestamps)", prof_decode_gpu_s_ * 1e3 / double(prof_decode_));
+      s += buf;
+    }
+  }
+  if (!stages_.empty() && prof_decode_gpu_s_ > 0) {
+    // Categories first (the spec's profile), then every step.
+    std::vector<std::pair<double, std::string>> cats;
+    for (const auto& [name, st] : stages_) {
+      auto it = std::find_if(cats.begin(), cats.end(), [&](const auto& c) { return c.second == st.category; });
+      if (it == cats.end()) cats.emplace_back(st.seconds, st.category);
+      else it->first += st.seconds;
+    }
+    std::sort(cats.rbegin(), cats.rend());
+    s += "\nvulkan span decode stages (FISH_GPU_PROFILE=2, share of device time):";
+    for (const auto& [sec, cat] : cats) {
+      std::snprintf(buf, sizeof buf, " %s %.1f%%,", cat.c_str(), 100.0 * sec / prof_decode_gpu_s_);
+      s += buf;
+    }
+    s.pop_back();
+    std::vector<const Stage*> order;
+    for (const auto& [name, st] : stages_) order.push_back(&st);
+    std::sort(order.begin(), order.end(), [](const Stage* x, const Stage* y) { return x->seconds > y->seconds; });
+    for (const Stage* st : order) {
+      std::snprintf(buf, sizeof buf, "\n  %-40s %8.4f ms per token  %5.1f%%", st->name.c_str(),
+                    st->seconds * 1e3 / double(prof_decode_), 100.0 * st->seconds / prof_decode_gpu_s_);
+      s += buf;
+    }
+  }
+  stages_.clear();
+  prof_forwards_ = prof_decode_ = prof_tokens_ = prof_submits_ = 0;
+  prof_wall_s_ = prof_gpu_s_ = prof_decode_wall_s_ = prof_decode_gpu_s_ = 0;
+  return s;
+}
+
+}  // namespace fish::vk

@@ -1,0 +1,243 @@
+#version 450
+// Causal grouped-query attention over the f16 KV cache, split along the
+// context (flash-decoding) so that a long context is streamed by many
+// workgroups at once.
+//
+// Grid (indirect: the ctrl block holds it): x = KV head g, y = split s,
+// z = token t (position p = pos0 + t sees positions 0..p). A workgroup takes
+// the G = n_head / n_head_kv query heads that share KV head g and positions
+// [s·L, min((s+1)·L, p+1)), in tiles of 128:
+//   K phase   thread i scores position j0 + i against the G queries (its own
+//             K row, 8 halves per load), tile max and Σ exp by subgroup + shared
+//             reductions, online softmax (running max m, sum l per head)
+//   V phase   D/4 threads per position (4 dims each, one 8-byte load), PP =
+//             128 / (D/4) positions at a time, o[h] += p·v for the G heads
+// With one split the output o / l goes straight to att; with several, each
+// writes (o, m, l) to its partial slot, and the last workgroup of (t, g) to
+// arrive (an atomic counter) combines them: o = Σ e^{m_s-M} o_s / Σ e^{m_s-M} l_s.
+//
+// FUSED (decode, n_tok = 1): the projections arrive raw: every workgroup
+// prepares its G query heads itself (bias, q_norm, RoPE), and the split holding
+// position p prepares k and v of KV head g (bias, k_norm, RoPE), stores them
+// in the cache (f16) for later tokens and uses the same f16-rounded values for
+// position p. Otherwise q comes roped from span_rope_store.comp (qr rows) and
+// the cache already holds every position up to p.
+//
+// Specialisation: 0 = D (a multiple of 4, <= 512), 1 = G, 2 = KVH, 3 = FUSED.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+
+layout(local_size_x = 128) in;
+layout(constant_id = 0) const uint D = 128;
+layout(constant_id = 1) const uint G = 4;
+layout(constant_id = 2) const uint KVH = 8;
+layout(constant_id = 3) const bool FUSED = false;
+const uint WG = 128u;
+#include "span_common.glsl"
+
+const uint KD = KVH * D;      // halves per position per K (and V)
+const uint DQ = D / 4u;       // vec4s per head
+const uint DT = D / 4u;       // V phase: threads per position
+const uint PP = WG / DT;      // V phase: positions in flight
+const uint SLOT = G * (D + 2u);  // floats per partial: o [G][D], m [G], l [G]
+const float NEG = -1.0e30;
+
+shared float prep_sh[G * D];
+shared float prep_inv[G];
+#include "span_prep.glsl"
+
+shared vec4 q_sh[G * DQ];     // prepared, scaled queries
+shared vec4 kv_sh[2u * DQ];   // FUSED: the new k, v (f16-rounded)
+shared float p_sh[WG * G];    // [position in tile][head]
+shared float red_sh[G * 32u]; // per-subgroup partials (up to 32 subgroups)
+shared float stat_sh[2u * G]; // tile max, tile Σ exp
+shared vec4 o_sh[PP * DT];
+shared uint last_sh;
+
+float bias(uint off, uint i) { return off == NONE ? 0.0 : P[off + i]; }
+vec4 half4(uvec2 w) { return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
+
+// Workgroup max (op 0) or sum (op 1) of v[h] for each head, into stat_sh[op·G + h].
+void reduce_heads(float v[G], uint op) {
+  for (uint h = 0u; h < G; ++h) {
+    const float r = op == 0u ? subgroupMax(v[h]) : subgroupAdd(v[h]);
+    if (subgroupElect()) red_sh[h * 32u + gl_SubgroupID] = r;
+  }
+  barrier();
+  if (gl_LocalInvocationID.x < G) {
+    const uint h = gl_LocalInvocationID.x;
+    float r = red_sh[h * 32u];
+    for (uint i = 1u; i < gl_NumSubgroups; ++i) r = op == 0u ? max(r, red_sh[h * 32u + i]) : r + red_sh[h * 32u + i];
+    stat_sh[op * G + h] = r;
+  }
+  barrier();
+}
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x;
+  const uint g = gl_WorkGroupID.x, s = gl_WorkGroupID.y, t = gl_WorkGroupID.z;
+  const uint n_split = AU[CTRL_SPLITS], split_len = AU[CTRL_SPLIT_LEN];
+  const uint p_last = AU[CTRL_POS0] + t;
+  const uint j_begin = s * split_len, j_end = min(j_begin + split_len, p_last + 1u);
+  const uint QD = KVH * G * D;
+  const uint vbase = pc.kv_cap * KD;
+
+  // ---- queries: G heads of D floats, scaled by the softmax scale ----
+  for (uint i = tid; i < G * D; i += WG) {
+    const uint qh = g * G + i / D, d = i % D;
+    float v = A[pc.q_off + t * pc.q_stride + qh * D + d];
+    if (FUSED) v += bias(pc.bq_off, qh * D + d);
+    prep_sh[i] = v;
+  }
+  if (FUSED) {
+    prep_finish(G, pc.qn_off, p_last, pc.scale);
+  } else {
+    barrier();
+    for (uint i = tid; i < G * D; i += WG) prep_sh[i] *= pc.scale;
+    barrier();
+  }
+  for (uint i = tid; i < G * DQ; i += WG)
+    q_sh[i] = vec4(prep_sh[4u * i], prep_sh[4u * i + 1u], prep_sh[4u * i + 2u], prep_sh[4u * i + 3u]);
+  const bool owns_new = FUSED && p_last >= j_begin && p_last < j_end;  // uniform
+  if (owns_new) {
+    // k and v of KV head g at position p_last: prepare, store (f16), keep the rounded values.
+    barrier();
+    for (uint d = tid; d < D; d += WG) prep_sh[d] = A[pc.k_off + t * pc.q_stride + g * D + d] + bias(pc.bk_off, g * D + d);
+    prep_finish(1u, pc.kn_off, p_last, 1.0);
+    const uint kw = (p_last * KD + g * D) >> 1, vw = (vbase + p_last * KD + g * D) >> 1;
+    for (uint i = tid; i < DQ; i += WG) {
+      const uint vb = pc.v_off + t * pc.q_stride + g * D + 4u * i;
+      const uvec2 kp = uvec2(packHalf2x16(vec2(prep_sh[4u * i], prep_sh[4u * i + 1u])),
+                             packHalf2x16(vec2(prep_sh[4u * i + 2u], prep_sh[4u * i + 3u])));
+      const uvec2 vp = uvec2(packHalf2x16(vec2(A[vb] + bias(pc.bv_off, g * D + 4u * i),
+                                               A[vb + 1u] + bias(pc.bv_off, g * D + 4u * i + 1u))),
+                             packHalf2x16(vec2(A[vb + 2u] + bias(pc.bv_off, g * D + 4u * i + 2u),
+                                               A[vb + 3u] + bias(pc.bv_off, g * D + 4u * i + 3u))));
+      KV[kw + 2u * i] = kp.x;
+      KV[kw + 2u * i + 1u] = kp.y;
+      KV[vw + 2u * i] = vp.x;
+      KV[vw + 2u * i + 1u] = vp.y;
+      kv_sh[i] = half4(kp);
+      kv_sh[DQ + i] = half4(vp);
+    }
+  }
+  barrier();
+
+  float m_run[G], l_run[G];
+  vec4 o[G];
+  for (uint h = 0u; h < G; ++h) {
+    m_run[h] = NEG;
+    l_run[h] = 0.0;
+    o[h] = vec4(0.0);
+  }
+  const uint dq = tid % DT, pp = tid / DT;
+
+  for (uint j0 = j_begin; j0 < j_end; j0 += WG) {
+    // ---- K phase: scores of position j0 + tid ----
+    const uint j = j0 + tid;
+    const bool valid = j < j_end;
+    float sc[G];
+    for (uint h = 0u; h < G; ++h) sc[h] = 0.0;
+    if (valid) {
+      if (owns_new && j == p_last) {
+        for (uint c = 0u; c < DQ; ++c)
+          for (uint h = 0u; h < G; ++h) sc[h] += dot(q_sh[h * DQ + c], kv_sh[c]);
+      } else if (D % 8u == 0u) {
+        const uint base = (j * KD + g * D) >> 3;
+        for (uint c = 0u; c < D / 8u; ++c) {
+          const uvec4 w = KV4[base + c];
+          const vec4 k0 = half4(w.xy), k1 = half4(w.zw);
+          for (uint h = 0u; h < G; ++h) sc[h] += dot(q_sh[h * DQ + 2u * c], k0) + dot(q_sh[h * DQ + 2u * c + 1u], k1);
+        }
+      } else {
+        const uint base = (j * KD + g * D) >> 2;
+        for (uint c = 0u; c < DQ; ++c) {
+          const vec4 k = half4(KV2[base + c]);
+          for (uint h = 0u; h < G; ++h) sc[h] += dot(q_sh[h * DQ + c], k);
+        }
+      }
+    } else {
+      for (uint h = 0u; h < G; ++h) sc[h] = NEG;
+    }
+    // ---- online softmax ----
+    reduce_heads(sc, 0u);
+    float corr[G], pv[G];
+    for (uint h = 0u; h < G; ++h) {
+      const float m_new = max(m_run[h], stat_sh[h]);
+      corr[h] = exp(m_run[h] - m_new);
+      pv[h] = valid ? exp(sc[h] - m_new) : 0.0;
+      p_sh[tid * G + h] = pv[h];
+      m_run[h] = m_new;
+    }
+    reduce_heads(pv, 1u);  // its barriers also publish p_sh
+    for (uint h = 0u; h < G; ++h) {
+      l_run[h] = l_run[h] * corr[h] + stat_sh[G + h];
+      o[h] *= corr[h];
+    }
+    // ---- V phase ----
+    if (pp < PP) {
+      const uint n_here = min(WG, j_end - j0);
+      for (uint jj = pp; jj < n_here; jj += PP) {
+        const uint jv = j0 + jj;
+        const vec4 v = (owns_new && jv == p_last) ? kv_sh[DQ + dq] : half4(KV2[((vbase + jv * KD + g * D) >> 2) + dq]);
+        for (uint h = 0u; h < G; ++h) o[h] += p_sh[jj * G + h] * v;
+      }
+    }
+    barrier();  // p_sh, red_sh and stat_sh are rewritten by the next tile
+  }
+
+  // ---- this split's result ----
+  const uint slot = ((t * KVH + g) * n_split + s) * SLOT;
+  for (uint h = 0u; h < G; ++h) {
+    if (pp < PP) o_sh[pp * DT + dq] = o[h];
+    barrier();
+    if (tid < DT) {
+      vec4 sum = vec4(0.0);
+      for (uint i = 0u; i < PP; ++i) sum += o_sh[i * DT + tid];
+      if (n_split == 1u) {
+        const uint a = pc.att_off + t * QD + (g * G + h) * D + 4u * tid;
+        const vec4 r = sum / l_run[h];
+        A[a] = r.x;
+        A[a + 1u] = r.y;
+        A[a + 2u] = r.z;
+        A[a + 3u] = r.w;
+      } else {
+        const uint a = pc.part_off + slot + h * D + 4u * tid;
+        AC[a] = sum.x;
+        AC[a + 1u] = sum.y;
+        AC[a + 2u] = sum.z;
+        AC[a + 3u] = sum.w;
+      }
+    }
+    barrier();
+  }
+  if (n_split == 1u) return;
+  if (tid < G) {
+    AC[pc.part_off + slot + G * D + tid] = m_run[tid];
+    AC[pc.part_off + slot + G * D + G + tid] = l_run[tid];
+  }
+
+  // ---- the last split of (t, g) to finish combines ----
+  memoryBarrierBuffer();
+  barrier();
+  if (tid == 0u) last_sh = atomicAdd(ACU[pc.cnt_off + t * KVH + g], 1u) == n_split - 1u ? 1u : 0u;
+  barrier();
+  if (last_sh == 0u) return;
+  memoryBarrierBuffer();
+  const uint slot0 = pc.part_off + (t * KVH + g) * n_split * SLOT;
+  for (uint i = tid; i < G * D; i += WG) {
+    const uint h = i / D, d = i % D;
+    float M = NEG;
+    for (uint k = 0u; k < n_split; ++k) M = max(M, AC[slot0 + k * SLOT + G * D + h]);
+    float lsum = 0.0, osum = 0.0;
+    for (uint k = 0u; k < n_split; ++k) {
+      const uint b = slot0 + k * SLOT;
+      const float e = exp(AC[b + G * D + h] - M);
+      lsum += e * AC[b + G * D + G + h];
+      osum += e * AC[b + h * D + d];
+    }
+    A[pc.att_off + t * QD + (g * G + h) * D + d] = osum / lsum;
+  }
+  if (tid == 0u) ACU[pc.cnt_off + t * KVH + g] = 0u;
+}

@@ -1,0 +1,62 @@
+// Shared declarations of the span's auxiliary kernels (span_rmsnorm,
+// span_eltwise, span_rope_store, span_attention): one descriptor set layout and
+// one push-constant block for all of them (plugins/vulkan/span_kernels.h
+// mirrors SpanParams as SpanPush).
+//
+// Bindings (set 0):
+//   0  the span's arena, f32 words: the ctrl block at word 0 (written by the
+//      copy-in kernel each forward), the residual stream x and every work
+//      region (offsets in floats below)
+//   1  this layer's KV cache, f16 pairs in uint words: K [cap][n_head_kv][D],
+//      then V [cap][n_head_kv][D] (V starts at half index kv_cap·KD)
+//   2  the span's f32 parameters (norm weights, biases)
+//   3  the RoPE table: [cap][n_rot/2] (cos θ, sin θ), computed on the host in double
+//   4  the arena again, coherent: attention partials and arrival counters, which
+//      one workgroup reads after others wrote them in the same dispatch
+layout(set = 0, binding = 0) buffer ArenaF { float A[]; };
+layout(set = 0, binding = 0) buffer ArenaF4 { vec4 A4[]; };
+layout(set = 0, binding = 0) buffer ArenaU { uint AU[]; };
+layout(set = 0, binding = 1) buffer KvWords { uint KV[]; };
+layout(set = 0, binding = 1) buffer KvWords2 { uvec2 KV2[]; };
+layout(set = 0, binding = 1) buffer KvWords4 { uvec4 KV4[]; };
+layout(set = 0, binding = 2) readonly buffer ParamsF { float P[]; };
+layout(set = 0, binding = 3) readonly buffer RopeTable { vec2 R[]; };
+layout(set = 0, binding = 4) coherent buffer ArenaC { float AC[]; };
+layout(set = 0, binding = 4) coherent buffer ArenaCU { uint ACU[]; };
+
+// Optional parameter vectors are absent when their offset is NONE.
+const uint NONE = 0xFFFFFFFFu;
+
+// The ctrl block (uint words of the arena): the attention dispatch's indirect
+// arguments (n_head_kv, splits, n_tok) and the forward's dynamic values.
+const uint CTRL_POS0 = 4u;       // position of token 0
+const uint CTRL_SPLITS = 5u;     // attention: workgroups per (token, KV head) along the context
+const uint CTRL_SPLIT_LEN = 6u;  // attention: positions per split
+
+layout(push_constant) uniform SpanParams {
+  uint n_tok;     // token rows of this dispatch
+  uint n_embd;    // rmsnorm: elements per row
+  uint x_off;     // rmsnorm: input rows [n_tok][n_embd]; eltwise: destination (and first operand)
+  uint y_off;     // rmsnorm: output rows; eltwise: second operand
+  uint count;     // eltwise: elements
+  uint norm_off;  // rmsnorm: P index of the weights
+  float eps;      // rms epsilon (rmsnorm, q/k norm)
+  uint q_off;     // token 0's q: raw (in the q|k|v rows) or roped (qr rows)
+  uint q_stride;  // floats between two tokens' q (and raw k, v) rows
+  uint k_off;     // token 0's raw k
+  uint v_off;     // token 0's raw v
+  uint qr_off;    // rope_store: roped q rows [n_tok][n_head·D]
+  uint kv_cap;    // positions the layer's KV buffer holds
+  uint att_off;   // attention output rows [n_tok][n_head·D]
+  uint part_off;  // attention partials (float index)
+  uint cnt_off;   // attention arrival counters (uint index)
+  uint bq_off;    // P index of bq / bk / bv / q_norm / k_norm, or NONE
+  uint bk_off;
+  uint bv_off;
+  uint qn_off;
+  uint kn_off;
+  float scale;    // softmax scale
+  uint n_rot;     // rotated dims per head
+  uint neox;      // 1: NeoX pairs (i, i + n_rot/2), 0: adjacent pairs (2i, 2i + 1)
+  uint n_head;    // query heads
+} pc;

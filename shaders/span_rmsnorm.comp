@@ -1,0 +1,25 @@
+#version 450
+// rmsnorm for the span's prefill path: y[t] = x[t] / sqrt(mean(x[t]²) + eps) · w,
+// x, y: [n_tok][n_embd] regions of the arena, w = P[norm_off ..]. One workgroup
+// per token row. (Decode folds the norm into the next matvec instead.)
+#extension GL_GOOGLE_include_directive : require
+
+layout(local_size_x = 256) in;
+#include "span_common.glsl"
+
+shared float red[256];
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x, t = gl_WorkGroupID.x;
+  const uint xb = pc.x_off + t * pc.n_embd, yb = pc.y_off + t * pc.n_embd;
+  float s = 0.0;
+  for (uint i = tid; i < pc.n_embd; i += 256u) s += A[xb + i] * A[xb + i];
+  red[tid] = s;
+  barrier();
+  for (uint w = 128u; w > 0u; w >>= 1) {
+    if (tid < w) red[tid] += red[tid + w];
+    barrier();
+  }
+  const float inv = inversesqrt(red[0] / float(pc.n_embd) + pc.eps);
+  for (uint i = tid; i < pc.n_embd; i += 256u) A[yb + i] = A[xb + i] * inv * P[pc.norm_off + i];
+}
