@@ -6,8 +6,11 @@
 // norms and RoPE are not counted). Also prints what a plain memory read reaches.
 //
 //   fish_bench_matmul [--threads 1,2] [--kernels scalar|avx2|avx512] [--pp-tokens 512] [--quick]
-//                     [--only SHAPE_INDEX] [--tg-only | --pp-only] [--cpu-time] [--warm] [--best]
+//                     [--only SHAPE_INDEX] [--tg-only | --pp-only] [--cpu-time] [--warm] [--best] [--pin]
 //                     [--type TYPE]   (every shape in TYPE instead of the Q4_K_M mix) [--warm] [--best]
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -31,7 +34,17 @@ namespace {
 // other processes on a shared machine; meaningful for 1 thread only).
 bool g_cpu_time = false;
 bool g_warm = false;
-bool g_best = false;  // --best: the fastest repetition instead of the median  // --warm: reuse one copy of each weight (cache-resident when small)
+bool g_best = false;  // --best: the fastest repetition instead of the median
+bool g_pin = false;   // --pin: pool thread i on CPU i (keeps the scheduler from stacking them)
+
+void pin_threads(ThreadPool& pool) {
+  pool.run([](int ith, int) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(ith % CPU_SETSIZE, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+  });
+}  // --warm: reuse one copy of each weight (cache-resident when small)
 double now() {
   if (g_cpu_time) {
     timespec ts;
@@ -137,6 +150,8 @@ int main(int argc, char** argv) {
       pp_tokens = std::atoi(argv[++i]);
     } else if (a == "--quick") {
       quick = true;
+    } else if (a == "--pin") {
+      g_pin = true;
     } else if (a == "--best") {
       g_best = true;
     } else if (a == "--warm") {
@@ -153,7 +168,7 @@ int main(int argc, char** argv) {
       only = std::atoi(argv[++i]);
     } else {
       std::fprintf(stderr, "usage: %s [--threads 1,2] [--kernels scalar|avx2|avx512] [--pp-tokens N] [--quick]\n"
-                   "          [--only SHAPE_INDEX] [--tg-only | --pp-only] [--cpu-time] [--warm] [--best] [--type TYPE]\n", argv[0]);
+                   "          [--only SHAPE_INDEX] [--tg-only | --pp-only] [--cpu-time] [--warm] [--best] [--pin] [--type TYPE]\n", argv[0]);
       return 2;
     }
   }
@@ -187,6 +202,7 @@ int main(int argc, char** argv) {
 
   for (int nt : threads) {
     ThreadPool pool(nt);
+    if (g_pin) pin_threads(pool);
     std::printf("\n== %d thread%s ==\n", nt, nt == 1 ? "" : "s");
     if (only < 0) std::printf("plain memory read: %.1f GB/s\n", memory_read_gbs(pool));
     std::printf("%-24s %-5s %10s %10s %12s %10s\n", "matrix", "type", "MB", "tg GB/s", "tg us/call", "pp GFLOP/s");
