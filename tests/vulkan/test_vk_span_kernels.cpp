@@ -1,0 +1,364 @@
+// The span's kernels one at a time against their CPU references (span_rig.h):
+// rmsnorm, element-wise add and act·mul, q/k preparation + KV store (biases,
+// q/k norms, normal / NeoX RoPE, partial rotary dims, frequency factors),
+// attention (plain and fused, one or several context splits, one or several
+// tokens, head dims 8..128, groups 1..7), and the span variants of the matvec /
+// tiled kernels (fused rmsnorm, residual add, silu epilogue, x·x2 input) with
+// the spec's matmul bound. Tolerances are stated per case.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "common/fp16.h"
+#include "cpu/matmul.h"
+#include "quant/quant.h"
+#include "span_rig.h"
+#include "vk_test_util.h"
+
+using namespace fish;
+using namespace fish::vktest;
+using vk::SpanPush;
+
+namespace {
+
+std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& e : v) e = nd(rng);
+  return v;
+}
+
+std::vector<float> near_one(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(0.7f, 1.3f);
+  std::vector<float> v(n);
+  for (auto& e : v) e = u(rng);
+  return v;
+}
+
+double max_abs(const std::vector<float>& v) {
+  double m = 0;
+  for (float e : v) m = std::max(m, double(std::fabs(e)));
+  return m;
+}
+
+// Largest |a - b| over the elements (NaN counts as infinite).
+double max_diff(const float* a, const float* b, size_t n) {
+  double m = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double d = std::fabs(double(a[i]) - double(b[i]));
+    if (!(d <= m)) m = std::isnan(d) ? INFINITY : d;
+  }
+  return m;
+}
+
+uint32_t pack_half2(float a, float b) { return uint32_t(fp32_to_fp16(a)) | uint32_t(fp32_to_fp16(b)) << 16; }
+
+}  // namespace
+
+TEST_CASE("span rmsnorm kernel vs CPU", "[vulkan][span]") {
+  auto be = open_backend("span rmsnorm");
+  if (!be) return;
+  const int E = 264, n_tok = 3;
+  SpanRig rig(*be, 64 + 2 * n_tok * E + 64, 4, E, 4);
+  const auto x = randn(size_t(n_tok) * E, 1, 3.0f), w = near_one(size_t(E), 2);
+  rig.put(rig.arena(), 64, x);
+  rig.put(rig.params(), 0, w);
+  SpanPush p;
+  p.n_tok = n_tok, p.n_embd = E, p.x_off = 64, p.y_off = 64 + n_tok * E, p.norm_off = 0, p.eps = 1e-5f;
+  rig.run([&](VkCommandBuffer c) { be->span_kernels()->rmsnorm(c, rig.aux_set(), p); });
+  const auto y = rig.get(rig.arena(), p.y_off, size_t(n_tok) * E);
+  std::vector<float> ref(y.size());
+  for (int t = 0; t < n_tok; ++t) ref_rmsnorm(&x[size_t(t) * E], w.data(), &ref[size_t(t) * E], E, 1e-5f);
+  const double d = max_diff(y.data(), ref.data(), y.size());
+  INFO("max |y - ref| " << d << " of max |ref| " << max_abs(ref));
+  CHECK(d <= 1e-5 * max_abs(ref));  // f32 tree sum vs double: ~1e-7 relative
+}
+
+TEST_CASE("span element-wise add and act·mul kernels vs CPU", "[vulkan][span]") {
+  auto be = open_backend("span eltwise");
+  if (!be) return;
+  const uint32_t n = 3000;
+  SpanRig rig(*be, 64 + 2 * n, 4, 4, 4);
+  const auto a = randn(n, 3, 4.0f), b = randn(n, 4);
+  for (int op = 0; op < 2; ++op) {
+    rig.put(rig.arena(), 64, a);
+    rig.put(rig.arena(), 64 + n, b);
+    SpanPush p;
+    p.x_off = 64, p.y_off = 64 + n, p.count = n;
+    rig.run([&](VkCommandBuffer c) {
+      if (op == 0) be->span_kernels()->add(c, rig.aux_set(), p);
+      else be->span_kernels()->act_mul(c, rig.aux_set(), p);
+    });
+    const auto y = rig.get(rig.arena(), 64, n);
+    std::vector<float> ref(n);
+    for (uint32_t i = 0; i < n; ++i) ref[i] = op == 0 ? a[i] + b[i] : a[i] / (1.0f + std::exp(-a[i])) * b[i];
+    const double d = max_diff(y.data(), ref.data(), n);
+    INFO((op == 0 ? "add" : "act·mul") << ": max |y - ref| " << d);
+    CHECK(d <= 1e-5 * max_abs(ref));  // exp() of the device vs libm
+  }
+}
+
+namespace {
+
+struct PrepCase {
+  int D, H, KVH, n_rot;
+  bool neox, bias, qk_norm, freqs;
+};
+
+}  // namespace
+
+TEST_CASE("span q/k preparation + KV store kernel vs CPU", "[vulkan][span]") {
+  auto be = open_backend("span rope_store");
+  if (!be) return;
+  const PrepCase cases[] = {
+      {16, 4, 2, 16, false, false, false, true},   // llama-3 style frequency factors
+      {16, 4, 1, 16, true, true, false, false},    // qwen2: biases, NeoX, one KV head
+      {32, 2, 2, 32, true, false, true, false},    // qwen3: q/k norms
+      {64, 8, 2, 32, false, true, true, false},    // partial rotary dims
+      {8, 8, 4, 8, false, false, false, false},    // stories260K's head_dim
+  };
+  uint64_t seed = 10;
+  for (const PrepCase& c : cases) {
+    const int QD = c.H * c.D, KD = c.KVH * c.D, QKV = QD + 2 * KD, n_tok = 3, pos0 = 5, cap = 12;
+    const uint32_t qkv_off = 64, qr_off = qkv_off + uint32_t(n_tok * QKV);
+    SpanRig rig(*be, qr_off + n_tok * QD + 64, uint64_t(cap) * KD, uint64_t(QD + 2 * KD + 2 * c.D), uint64_t(cap) * c.n_rot);
+    const auto qkv = randn(size_t(n_tok) * QKV, seed++, 2.0f);
+    const auto bq = randn(QD, seed++, 0.3f), bk = randn(KD, seed++, 0.3f), bv = randn(KD, seed++, 0.3f);
+    const auto qn = near_one(c.D, seed++), kn = near_one(c.D, seed++);
+    std::vector<float> freqs;
+    for (int i = 0; i < c.n_rot / 2; ++i) freqs.push_back(1.0f + 0.25f * float(i));
+    const auto rope = rope_table(cap, c.n_rot, 10000.0, 1.0, c.freqs ? freqs.data() : nullptr);
+    std::vector<float> params;
+    for (const auto* v : {&bq, &bk, &bv, &qn, &kn}) params.insert(params.end(), v->begin(), v->end());
+    rig.put(rig.arena(), qkv_off, qkv);
+    rig.put(rig.params(), 0, params);
+    rig.put(rig.rope(), 0, rope);
+    rig.put(rig.arena(), 0, std::vector<uint32_t>{0, 0, 0, 0, uint32_t(pos0), 1, 1});
+    SpanPush p;
+    p.n_tok = n_tok, p.q_off = qkv_off, p.q_stride = QKV, p.k_off = qkv_off + QD, p.v_off = qkv_off + QD + KD;
+    p.qr_off = qr_off, p.kv_cap = cap, p.eps = 1e-6f, p.n_rot = c.n_rot, p.neox = c.neox, p.n_head = c.H;
+    if (c.bias) p.bq_off = 0, p.bk_off = QD, p.bv_off = QD + KD;
+    if (c.qk_norm) p.qn_off = QD + 2 * KD, p.kn_off = QD + 2 * KD + c.D;
+    const vk::SpanKernelShape ks{uint32_t(c.D), uint32_t(c.H / c.KVH), uint32_t(c.KVH)};
+    rig.run([&](VkCommandBuffer cmd) { be->span_kernels()->rope_store(cmd, rig.aux_set(), p, ks); });
+    const auto qr = rig.get(rig.arena(), qr_off, size_t(n_tok) * QD);
+    const auto kvw = rig.get_words(rig.kv(), 0, uint64_t(cap) * KD);  // K and V halves
+    double dq = 0, dk = 0, dv = 0, mq = 0;
+    for (int t = 0; t < n_tok; ++t) {
+      const int pos = pos0 + t;
+      for (int h = 0; h < c.H + c.KVH; ++h) {
+        const bool is_q = h < c.H;
+        const int g = is_q ? h : h - c.H;
+        std::vector<float> v(&qkv[size_t(t) * QKV + (is_q ? 0 : QD) + size_t(g) * c.D],
+                             &qkv[size_t(t) * QKV + (is_q ? 0 : QD) + size_t(g + 1) * c.D]);
+        ref_prep_head(v.data(), c.D, c.bias ? (is_q ? &bq[size_t(g) * c.D] : &bk[size_t(g) * c.D]) : nullptr,
+                      c.qk_norm ? (is_q ? qn.data() : kn.data()) : nullptr, 1e-6f, rope.data(), pos, c.n_rot, c.neox, 1.0f);
+        for (int i = 0; i < c.D; ++i) {
+          if (is_q) {
+            dq = std::max(dq, double(std::fabs(qr[size_t(t) * QD + size_t(g) * c.D + i] - v[size_t(i)])));
+            mq = std::max(mq, double(std::fabs(v[size_t(i)])));
+            continue;
+          }
+          const size_t hk = size_t(pos) * KD + size_t(g) * c.D + size_t(i);  // half index of K
+          const auto half_at = [&](size_t idx) {
+            return fp16_to_fp32(uint16_t(kvw[idx / 2] >> (16 * (idx & 1))));
+          };
+          dk = std::max(dk, double(std::fabs(half_at(hk) - round_f16(v[size_t(i)]))) / std::max(1e-3f, std::fabs(v[size_t(i)])));
+          const float vv = qkv[size_t(t) * QKV + QD + KD + size_t(g) * c.D + i] + (c.bias ? bv[size_t(g) * c.D + i] : 0.0f);
+          dv = std::max(dv, double(std::fabs(half_at(size_t(cap) * KD + hk) - round_f16(vv))));
+        }
+      }
+    }
+    INFO("D " << c.D << " H " << c.H << " KVH " << c.KVH << " n_rot " << c.n_rot << (c.neox ? " neox" : " normal")
+              << ": max |q - ref| " << dq << " (max |q| " << mq << "), K rel " << dk << ", V abs " << dv);
+    CHECK(dq <= 2e-5 * mq);   // f32 sin/cos table, f32 arithmetic
+    CHECK(dk <= 1.0 / 1024);  // the same value up to one f16 rounding step
+    CHECK(dv <= 1.0 / 512);   // x + b in f16 (|v| < 4: at most one rounding step apart)
+  }
+}
+
+namespace {
+
+struct AttnCase {
+  int D, H, KVH, n_kv, n_tok, splits;
+  bool fused;
+};
+
+// Runs the attention kernel on random (f16) K/V and checks every output
+// against ref_attention. Returns the worst |out - ref|.
+double run_attention(vk::VulkanBackend& be, const AttnCase& c, uint64_t seed) {
+  const int QD = c.H * c.D, KD = c.KVH * c.D, G = c.H / c.KVH, QKV = QD + 2 * KD;
+  const int cap = c.n_kv + 4, pos0 = c.n_kv - c.n_tok;
+  const float scale = 1.0f / std::sqrt(float(c.D));
+  const uint32_t q_off = 64, att_off = q_off + uint32_t(c.n_tok * QKV);
+  const uint32_t part_off = att_off + uint32_t(c.n_tok * QD);
+  const uint32_t n_part = uint32_t(c.KVH) * 128 * uint32_t(G * (c.D + 2));
+  const uint32_t cnt_off = part_off + n_part;
+  SpanRig rig(be, cnt_off + 128 * c.KVH + 64, uint64_t(cap) * KD, uint64_t(QD + 2 * KD + 2 * c.D),
+              uint64_t(cap) * c.D);
+  // K/V: f16 random for positions < n_kv (fused: < n_kv - 1, the last comes from the raw rows).
+  auto kf = randn(size_t(cap) * KD, seed, 1.0f), vf = randn(size_t(cap) * KD, seed + 1, 1.0f);
+  for (auto& e : kf) e = round_f16(e);
+  for (auto& e : vf) e = round_f16(e);
+  std::vector<uint32_t> kvw(size_t(cap) * KD);
+  for (size_t i = 0; i < size_t(cap) * KD / 2; ++i) {
+    kvw[i] = pack_half2(kf[2 * i], kf[2 * i + 1]);
+    kvw[size_t(cap) * KD / 2 + i] = pack_half2(vf[2 * i], vf[2 * i + 1]);
+  }
+  rig.put(rig.kv(), 0, kvw);
+  const auto qkv = randn(size_t(c.n_tok) * QKV, seed + 2, 1.0f);
+  rig.put(rig.arena(), q_off, qkv);
+  const auto bq = randn(QD, seed + 3, 0.2f), bk = randn(KD, seed + 4, 0.2f), bv = randn(KD, seed + 5, 0.2f);
+  std::vector<float> params(bq);
+  params.insert(params.end(), bk.begin(), bk.end());
+  params.insert(params.end(), bv.begin(), bv.end());
+  rig.put(rig.params(), 0, params);
+  const auto rope = rope_table(cap, c.D, 10000.0, 1.0, nullptr);
+  rig.put(rig.rope(), 0, rope);
+  const uint32_t split_len = uint32_t((c.n_kv + c.splits - 1) / c.splits);
+  rig.put(rig.arena(), 0,
+          std::vector<uint32_t>{uint32_t(c.KVH), uint32_t(c.splits), uint32_t(c.n_tok), 0, uint32_t(pos0),
+                                uint32_t(c.splits), split_len});
+  SpanPush p;
+  p.n_tok = c.n_tok, p.q_off = q_off, p.q_stride = QKV, p.k_off = q_off + QD, p.v_off = q_off + QD + KD;
+  p.kv_cap = cap, p.att_off = att_off, p.part_off = part_off, p.cnt_off = cnt_off, p.scale = scale;
+  p.n_rot = c.D, p.n_head = c.H, p.eps = 1e-6f;
+  if (c.fused) p.bq_off = 0, p.bk_off = QD, p.bv_off = QD + KD;
+  const vk::SpanKernelShape ks{uint32_t(c.D), uint32_t(G), uint32_t(c.KVH)};
+  for (int rep = 0; rep < 2; ++rep)  // twice: the arrival counters must have been reset
+    rig.run([&](VkCommandBuffer cmd) { be.span_kernels()->attention(cmd, rig.aux_set(), p, ks, c.fused, rig.arena().buffer); });
+  const auto out = rig.get(rig.arena(), att_off, size_t(c.n_tok) * QD);
+  // The cache as the kernel left it (fused: it wrote the new position).
+  const auto kv_after = rig.get_words(rig.kv(), 0, uint64_t(cap) * KD);
+  auto half_at = [&](size_t idx) { return fp16_to_fp32(uint16_t(kv_after[idx / 2] >> (16 * (idx & 1)))); };
+  double worst = 0;
+  for (int t = 0; t < c.n_tok; ++t) {
+    const int pos = pos0 + t, n_kv = pos + 1;
+    std::vector<float> q(&qkv[size_t(t) * QKV], &qkv[size_t(t) * QKV + QD]);
+    if (c.fused) {
+      for (int h = 0; h < c.H; ++h)
+        ref_prep_head(&q[size_t(h) * c.D], c.D, &bq[size_t(h) * c.D], nullptr, 0, rope.data(), pos, c.D, false, scale);
+      for (int g = 0; g < c.KVH; ++g) {  // the new position's k, v as the kernel stores them
+        std::vector<float> k(&qkv[size_t(t) * QKV + QD + size_t(g) * c.D], &qkv[size_t(t) * QKV + QD + size_t(g + 1) * c.D]);
+        ref_prep_head(k.data(), c.D, &bk[size_t(g) * c.D], nullptr, 0, rope.data(), pos, c.D, false, 1.0f);
+        for (int i = 0; i < c.D; ++i) {
+          // Stored as f16 (one rounding step of the reference), then used as stored.
+          const size_t hk = size_t(pos) * KD + size_t(g) * c.D + size_t(i);
+          const float vv = qkv[size_t(t) * QKV + QD + KD + size_t(g) * c.D + i] + bv[size_t(g) * c.D + i];
+          CHECK(std::fabs(half_at(hk) - k[size_t(i)]) <= std::fabs(k[size_t(i)]) / 1024 + 1e-7);
+          CHECK(std::fabs(half_at(size_t(cap) * KD + hk) - vv) <= std::fabs(vv) / 1024 + 1e-7);
+          kf[hk] = half_at(hk);
+          vf[hk] = half_at(size_t(cap) * KD + hk);
+        }
+      }
+    } else {
+      for (auto& e : q) e *= scale;
+    }
+    std::vector<float> ref(static_cast<size_t>(QD));
+    ref_attention(q.data(), kf.data(), vf.data(), n_kv, c.H, c.KVH, c.D, ref.data());
+    worst = std::max(worst, max_diff(&out[size_t(t) * QD], ref.data(), size_t(QD)));
+  }
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("span attention kernel vs CPU: splits, tokens, head dims, groups, fused", "[vulkan][span]") {
+  auto be = open_backend("span attention");
+  if (!be) return;
+  const AttnCase cases[] = {
+      {8, 8, 4, 1, 1, 1, false},     {8, 8, 4, 37, 1, 3, true},     {16, 4, 2, 130, 1, 1, true},
+      {16, 4, 2, 130, 1, 4, false},  {32, 7, 1, 300, 1, 8, true},   {64, 4, 1, 257, 2, 5, false},
+      {128, 8, 2, 700, 1, 16, true}, {128, 8, 2, 700, 1, 1, false}, {64, 8, 8, 90, 37, 1, false},
+      {16, 6, 2, 75, 3, 2, false},
+  };
+  uint64_t seed = 100;
+  for (const AttnCase& c : cases) {
+    const double d = run_attention(*be, c, seed);
+    seed += 10;
+    INFO("D " << c.D << " H " << c.H << " KVH " << c.KVH << " n_kv " << c.n_kv << " n_tok " << c.n_tok << " splits "
+              << c.splits << (c.fused ? " fused" : "") << ": max |out - ref| " << d);
+    CHECK(d <= 2e-5 * 8);  // |v| <= ~4 (N(0,1) in f16); f32 softmax and sums
+  }
+}
+
+namespace {
+
+// The span matmul variants on one weight: y = f(W · x'), x' = rmsnorm(x)·g
+// (norm), x·x2 (xprod) or x; f = store / add into y0 / silu. Returns the worst
+// |err| / bound with the spec's bound 1e-3 · Σ|w||x'| / n_out (silu: its
+// slope is below 1.1, so the bound on the product carries over).
+double run_span_matmul(vk::VulkanBackend& be, const Matrix& m, int n_tok, vk::SpanFusion fz, uint64_t seed) {
+  const uint32_t n_in = uint32_t(m.n_in), n_out = uint32_t(m.n_out);
+  const uint32_t x_off = 64, x2_off = x_off + n_tok * n_in, y_off = x2_off + n_tok * n_in;
+  SpanRig rig(be, y_off + uint64_t(n_tok) * n_out + 64, 4, n_in, 4);
+  const auto x = randn(size_t(n_tok) * n_in, seed, 2.0f), x2 = randn(size_t(n_tok) * n_in, seed + 1);
+  const auto g = near_one(n_in, seed + 2), y0 = randn(size_t(n_tok) * n_out, seed + 3);
+  rig.put(rig.arena(), x_off, x);
+  rig.put(rig.arena(), x2_off, x2);
+  rig.put(rig.arena(), y_off, y0);
+  rig.put(rig.params(), 0, g);
+  vk::Weight* w = be.upload(upload_desc(m));
+  REQUIRE(w);
+  for (const vk::WeightChunk& ch : w->chunks) {
+    vk::SpanMatmulPush pc;
+    pc.m = {n_in, ch.rows, uint32_t(n_tok), n_in, x_off, n_out, y_off + ch.row0, 0};
+    pc.norm_off = 0, pc.eps = 1e-5f, pc.x2_off = x2_off;
+    const VkDescriptorSet set = rig.matmul_set(ch);
+    rig.run([&](VkCommandBuffer cmd) { be.kernels()->record_span(cmd, *w->type, set, pc, fz); });
+  }
+  const auto y = rig.get(rig.arena(), y_off, size_t(n_tok) * n_out);
+  REQUIRE(be.release(w));
+  std::vector<float> xe(x);
+  for (int t = 0; t < n_tok; ++t) {
+    if (fz.norm) ref_rmsnorm(&x[size_t(t) * n_in], g.data(), &xe[size_t(t) * n_in], int(n_in), 1e-5f);
+    if (fz.xprod)
+      for (uint32_t i = 0; i < n_in; ++i) xe[size_t(t) * n_in + i] *= x2[size_t(t) * n_in + i];
+  }
+  WeightView v;
+  v.type = m.type, v.data = m.data.data(), v.n_in = m.n_in, v.n_out = m.n_out, v.row_bytes = m.row_bytes;
+  std::vector<float> ref(y.size());
+  matmul_ref_f32(v, xe.data(), n_tok, ref.data());
+  // Turn y back into "the product" so bound_ratio can judge it.
+  std::vector<float> prod(y.size());
+  for (size_t i = 0; i < y.size(); ++i) {
+    if (fz.epi == 1) prod[i] = y[i] - y0[i];
+    else if (fz.epi == 2) {
+      const float r = ref[i], s = r / (1.0f + std::exp(-r));
+      prod[i] = r + (y[i] - s) / 1.1f;
+    } else prod[i] = y[i];
+  }
+  int64_t bad = 0;
+  const double ratio = bound_ratio(m, xe.data(), n_tok, prod.data(), &bad);
+  CHECK(bad == 0);
+  return ratio;
+}
+
+}  // namespace
+
+TEST_CASE("span matvec / tiled variants: fused rmsnorm, add, silu, x·x2", "[vulkan][span]") {
+  auto be = open_backend("span matmul variants");
+  if (!be) return;
+  uint64_t seed = 500;
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+    const int64_t n_in = (t == GgmlType::F32 || t == GgmlType::F16) ? 200 : 512;
+    const Matrix m = random_matrix(t, n_in, 70, seed++);
+    double worst = 0;
+    const vk::SpanFusion fusions[] = {{true, 0, false}, {true, 2, false}, {false, 1, false}, {false, 1, true}, {false, 0, true}};
+    for (int n_tok : {1, 2, 4, 37}) {
+      for (const vk::SpanFusion& fz : fusions) {
+        if (n_tok > 4 && fz.norm) continue;  // the tiled kernel has no fused norm (prefill runs rmsnorm first)
+        const double r = run_span_matmul(*be, m, n_tok, fz, seed++);
+        INFO(type_name(t) << " n_tok " << n_tok << " norm " << fz.norm << " epi " << fz.epi << " xprod " << fz.xprod
+                          << ": worst |err|/bound " << r);
+        CHECK(r <= 1.0);
+        worst = std::max(worst, r);
+      }
+    }
+    std::printf("  span matmul %-5s worst |err|/bound %.5f\n", type_name(t).c_str(), worst);
+  }
+}
