@@ -86,7 +86,7 @@ ArenaLayout Span::arena_layout(const SpanIn& in, uint32_t tokens) {
   return a;
 }
 
-void Span::validate(const SpanContext& ctx, const SpanIn& in) {
+void Span::validate(const SpanContext& ctx, const SpanIn& in, bool with_weights) {
   const std::string where = "span_create (layers " + std::to_string(in.first_layer) + ".." +
                             std::to_string(in.first_layer + in.n_layers - 1) + ")";
   auto bad = [&](const std::string& why) { throw Failure(FailKind::InvalidArgument, where + ": " + why); };
@@ -119,6 +119,7 @@ void Span::validate(const SpanContext& ctx, const SpanIn& in) {
   const int64_t E = in.n_embd, QD = int64_t(in.n_head) * in.head_dim, KD = int64_t(in.n_head_kv) * in.head_dim;
   const int64_t shapes[7][2] = {{QD, E}, {KD, E}, {KD, E}, {E, QD}, {in.n_ff, E}, {in.n_ff, E}, {E, in.n_ff}};
   const char* names[7] = {"wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down"};
+  if (!with_weights) return;
   const SpanLayerIn& l0 = in.layers[0];
   for (int i = 0; i < in.n_layers; ++i) {
     const SpanLayerIn& l = in.layers[size_t(i)];

@@ -82,7 +82,9 @@ class Span {
 
   // Checks the description (shapes against the weights, what the kernels
   // support); throws Failure naming the field (InvalidArgument / Unsupported).
-  static void validate(const SpanContext& ctx, const SpanIn& in);
+  // with_weights = false checks the shape only (span_bytes is asked before the
+  // layers' weights are uploaded).
+  static void validate(const SpanContext& ctx, const SpanIn& in, bool with_weights = true);
   // Bytes span_create allocates for this shape at `capacity` positions (exact:
   // the driver's sizes of the same buffers).
   static uint64_t bytes_for(const SpanContext& ctx, const SpanIn& in, int capacity);

@@ -134,7 +134,14 @@ TEST_CASE("the ABI table: negotiation, lazy open, a product, describe, destroy",
   REQUIRE(q(FISH_PLUGIN_ABI_VERSION, &host, &api) == FISH_OK);
   CHECK(std::string(api.name) == "vulkan");
   CHECK(api.abi_version == FISH_PLUGIN_ABI_VERSION);
-  CHECK(api.span_create == nullptr);  // stage 2
+  // Stage 2: the span functions, as a group.
+  CHECK(api.span_bytes);
+  CHECK(api.span_create);
+  CHECK(api.span_forward);
+  CHECK(api.span_kv_truncate);
+  CHECK(api.span_kv_reserve);
+  CHECK(api.span_kv_len);
+  CHECK(api.span_destroy);
   fish_probe_result pr{};
   pr.struct_size = sizeof pr;
   fish_status st = api.probe(&pr);
