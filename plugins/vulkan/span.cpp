@@ -386,6 +386,11 @@ void Span::forward(float* x, int n_tok, int pos0) {
                                        " (span_kv_reserve first)");
   const double t0 = now_s();
   kv_len_ = std::min(kv_len_, pos0);  // positions >= pos0 are about to be replaced
+  if (ctx_.cfg->bench_fill_kv && n_tok > 1) {  // FISH_VK_BENCH_FILL_KV: benchmarks only (vk_config.h)
+    fill_kv(pos0, n_tok);
+    kv_len_ = pos0 + n_tok;
+    return;
+  }
   const size_t E = size_t(shape_.n_embd);
   const int batch = int(arena_.tokens);
   try {
@@ -524,6 +529,18 @@ void Span::invalidate_recordings() {
 }
 
 // ---- KV cache ------------------------------------------------------------------------
+
+void Span::fill_kv(int pos0, int n) {
+  const DeviceFns& f = ctx_.dev->fns();
+  const uint64_t pp = uint64_t(shape_.n_head_kv) * shape_.head_dim * 2;  // bytes per position
+  VkCommandBuffer cmd = recording_for(0, false);
+  for (const Layer& L : layers_) {
+    f.vkCmdFillBuffer(cmd, L.kv.buffer, uint64_t(pos0) * pp, uint64_t(n) * pp, 0);
+    f.vkCmdFillBuffer(cmd, L.kv.buffer, uint64_t(capacity_ + pos0) * pp, uint64_t(n) * pp, 0);
+  }
+  check(f.vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
+  submit_wait(*ctx_.dev, cmd, fence_, false);
+}
 
 void Span::truncate(int n) {
   if (n < 0 || n > kv_len_)

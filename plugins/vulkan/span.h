@@ -126,6 +126,7 @@ class Span {
   void allocate_kv(int capacity, std::vector<Buffer>* out) const;
   void write_buffer(Buffer& dst, uint64_t offset, const void* src, uint64_t n);
   void write_aux_sets();
+  void fill_kv(int pos0, int n);  // FISH_VK_BENCH_FILL_KV
   void run_batch(const float* x, int n_tok, int pos0, float* out);
   VkCommandBuffer recording_for(int n_tok, bool profiled);
   void record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps);

@@ -69,6 +69,9 @@ VkConfig VkConfig::from_env() {
   ranged("FISH_VK_ATTN_SPLIT", 16, 1 << 20, &c.attn_split);
   ranged("FISH_VK_ATTN_MAX_SPLITS", 1, 128, &c.attn_max_splits);
   ranged("FISH_VK_SPIN", 0, 1, &spin);
+  int fill = 0;
+  ranged("FISH_VK_BENCH_FILL_KV", 0, 1, &fill);
+  c.bench_fill_kv = fill != 0;
   c.span_fuse = fuse != 0;
   c.spin = spin != 0;
   if (const char* v = std::getenv("FISH_VK_MV_ROWS"); v && *v) {

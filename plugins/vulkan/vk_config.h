@@ -15,6 +15,9 @@
 //   FISH_VK_ATTN_SPLIT=<n>       spans: target positions per attention split in decode (default 256)
 //   FISH_VK_ATTN_MAX_SPLITS=<n>  spans: most splits per (token, KV head) (default 32, at most 128)
 //   FISH_VK_SPIN=0               wait on fences by blocking only (default: spin briefly on GPUs)
+//   FISH_VK_BENCH_FILL_KV=1      BENCHMARKS ONLY: a span forward of more than one token computes
+//                                nothing: it zeroes those KV positions and leaves x as it was, so
+//                                decode can be timed at a long context without the prompt's cost
 #pragma once
 #include <cstdint>
 #include <string>
@@ -36,6 +39,7 @@ struct VkConfig {
   int attn_split = 256;
   int attn_max_splits = 32;
   bool spin = true;
+  bool bench_fill_kv = false;
   int mv_rows = 0;               // 0: heuristic
   int mv_wg = 0;                 // 0: heuristic
   std::string error;             // a knob with a value that makes no sense (names it)
