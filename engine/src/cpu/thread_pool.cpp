@@ -20,6 +20,8 @@ namespace fish {
 namespace {
 // How long a worker spins for the next job before it sleeps.
 constexpr auto kSpin = std::chrono::microseconds(2000);
+// Pause-spins (~10-40 ns each) before a waiting thread starts yielding its CPU.
+constexpr int kSpinsBeforeYield = 20000;
 }  // namespace
 
 int ThreadPool::default_threads() {
@@ -67,8 +69,9 @@ void ThreadPool::worker(int ith) {
     auto t0 = std::chrono::steady_clock::now();
     int spins = 0;
     while (generation_.load(std::memory_order_acquire) == seen) {
-      FISH_PAUSE();
-      if (++spins % 1024 == 0 && std::chrono::steady_clock::now() - t0 > kSpin) {
+      if (++spins < kSpinsBeforeYield) FISH_PAUSE();
+      else sched_yield();  // let a thread that shares this CPU run (see run())
+      if (spins % 1024 == 0 && std::chrono::steady_clock::now() - t0 > kSpin) {
         std::unique_lock<std::mutex> lk(mu_);
         sleepers_.fetch_add(1);
         cv_.wait(lk, [&] { return generation_.load(std::memory_order_acquire) != seen; });
@@ -97,7 +100,13 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
   }
   if (sleepers_.load() > 0) cv_.notify_all();
   fn(0, n_threads_);
-  while (pending_.load(std::memory_order_acquire) != 0) FISH_PAUSE();
+  // Spin briefly (the usual wait is ~1 µs), then yield: when the machine is
+  // oversubscribed a worker may share this CPU, and spinning until the
+  // scheduler's tick would cost milliseconds per job.
+  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+    if (spins < kSpinsBeforeYield) FISH_PAUSE();
+    else sched_yield();
+  }
   job_ = nullptr;
 }
 
