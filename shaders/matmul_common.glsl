@@ -17,14 +17,16 @@ layout(set = 0, binding = 1) readonly restrict buffer InputX { float X[]; };
 layout(set = 0, binding = 1) readonly restrict buffer InputX4 { vec4 X4[]; };
 layout(set = 0, binding = 2) writeonly restrict buffer OutputY { float Y[]; };
 #else
-// Span variant (FISH_SPAN): x and y are regions of the span's arena (binding 1,
-// read-write, no restrict: y may be the residual stream x is read from in the
-// same layer), binding 2 holds the span's f32 parameters (norm weights).
-layout(set = 0, binding = 1) buffer ArenaF { float X[]; };
-layout(set = 0, binding = 1) buffer ArenaF4 { vec4 X4[]; };
-#define Y X
-layout(set = 0, binding = 2) readonly buffer ParamsF { float P[]; };
-layout(set = 0, binding = 2) readonly buffer ParamsF4 { vec4 P4[]; };
+// Span variant (FISH_SPAN): x and y are regions of the span's arena, bound
+// twice (1: read-only x, 3: y, read-write for the residual add). A dispatch
+// never reads and writes the same region, so both may be `restrict` (which
+// lets the compiler keep x loads on the read-only path). Binding 2 holds the
+// span's f32 parameters (norm weights).
+layout(set = 0, binding = 1) readonly restrict buffer ArenaX { float X[]; };
+layout(set = 0, binding = 1) readonly restrict buffer ArenaX4 { vec4 X4[]; };
+layout(set = 0, binding = 2) readonly restrict buffer ParamsF { float P[]; };
+layout(set = 0, binding = 2) readonly restrict buffer ParamsF4 { vec4 P4[]; };
+layout(set = 0, binding = 3) restrict buffer ArenaY { float Y[]; };
 #endif
 
 layout(push_constant) uniform MatmulParams {

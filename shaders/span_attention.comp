@@ -40,6 +40,7 @@ const uint KD = KVH * D;      // halves per position per K (and V)
 const uint DQ = D / 4u;       // vec4s per head
 const uint DT = D / 4u;       // V phase: threads per position
 const uint PP = WG / DT;      // V phase: positions in flight
+const uint VPT = WG / PP;     // V phase: positions per thread per tile (loads issued together)
 const uint SLOT = G * (D + 2u);  // floats per partial: o [G][D], m [G], l [G]
 const float NEG = -1.0e30;
 
@@ -52,7 +53,7 @@ shared vec4 kv_sh[2u * DQ];   // FUSED: the new k, v (f16-rounded)
 shared float p_sh[WG * G];    // [position in tile][head]
 shared float red_sh[G * 32u]; // per-subgroup partials (up to 32 subgroups)
 shared float stat_sh[2u * G]; // tile max, tile Σ exp
-shared vec4 o_sh[PP * DT];
+shared vec4 o_sh[PP * DT * G];
 shared uint last_sh;
 
 float bias(uint off, uint i) { return off == NONE ? 0.0 : P[off + i]; }
@@ -144,16 +145,20 @@ void main() {
         for (uint c = 0u; c < DQ; ++c)
           for (uint h = 0u; h < G; ++h) sc[h] += dot(q_sh[h * DQ + c], kv_sh[c]);
       } else if (D % 8u == 0u) {
+        // The whole K row first (D/8 16-byte loads in flight), then the dots.
         const uint base = (j * KD + g * D) >> 3;
+        uvec4 kw[D / 8u];
+        for (uint c = 0u; c < D / 8u; ++c) kw[c] = KV4[base + c];
         for (uint c = 0u; c < D / 8u; ++c) {
-          const uvec4 w = KV4[base + c];
-          const vec4 k0 = half4(w.xy), k1 = half4(w.zw);
+          const vec4 k0 = half4(kw[c].xy), k1 = half4(kw[c].zw);
           for (uint h = 0u; h < G; ++h) sc[h] += dot(q_sh[h * DQ + 2u * c], k0) + dot(q_sh[h * DQ + 2u * c + 1u], k1);
         }
       } else {
         const uint base = (j * KD + g * D) >> 2;
+        uvec2 kw[DQ];
+        for (uint c = 0u; c < DQ; ++c) kw[c] = KV2[base + c];
         for (uint c = 0u; c < DQ; ++c) {
-          const vec4 k = half4(KV2[base + c]);
+          const vec4 k = half4(kw[c]);
           for (uint h = 0u; h < G; ++h) sc[h] += dot(q_sh[h * DQ + c], k);
         }
       }
@@ -175,42 +180,46 @@ void main() {
       l_run[h] = l_run[h] * corr[h] + stat_sh[G + h];
       o[h] *= corr[h];
     }
-    // ---- V phase ----
+    // ---- V phase: a constant trip count, every row's load issued before the
+    // FMAs (positions past the tile's end read a valid row and get p = 0) ----
     if (pp < PP) {
-      const uint n_here = min(WG, j_end - j0);
-      for (uint jj = pp; jj < n_here; jj += PP) {
-        const uint jv = j0 + jj;
-        const vec4 v = (owns_new && jv == p_last) ? kv_sh[DQ + dq] : half4(KV2[((vbase + jv * KD + g * D) >> 2) + dq]);
+      uvec2 vw[VPT];
+      for (uint k = 0u; k < VPT; ++k) {
+        const uint jv = min(j0 + pp + k * PP, j_end - 1u);
+        vw[k] = KV2[((vbase + jv * KD + g * D) >> 2) + dq];
+      }
+      for (uint k = 0u; k < VPT; ++k) {
+        const uint jj = pp + k * PP;
+        const vec4 v = (owns_new && j0 + jj == p_last) ? kv_sh[DQ + dq] : half4(vw[k]);
         for (uint h = 0u; h < G; ++h) o[h] += p_sh[jj * G + h] * v;
       }
     }
     barrier();  // p_sh, red_sh and stat_sh are rewritten by the next tile
   }
 
-  // ---- this split's result ----
+  // ---- this split's result: the PP position groups' sums, all heads at once ----
   const uint slot = ((t * KVH + g) * n_split + s) * SLOT;
-  for (uint h = 0u; h < G; ++h) {
-    if (pp < PP) o_sh[pp * DT + dq] = o[h];
-    barrier();
-    if (tid < DT) {
-      vec4 sum = vec4(0.0);
-      for (uint i = 0u; i < PP; ++i) sum += o_sh[i * DT + tid];
-      if (n_split == 1u) {
-        const uint a = pc.att_off + t * QD + (g * G + h) * D + 4u * tid;
-        const vec4 r = sum / l_run[h];
-        A[a] = r.x;
-        A[a + 1u] = r.y;
-        A[a + 2u] = r.z;
-        A[a + 3u] = r.w;
-      } else {
-        const uint a = pc.part_off + slot + h * D + 4u * tid;
-        AC[a] = sum.x;
-        AC[a + 1u] = sum.y;
-        AC[a + 2u] = sum.z;
-        AC[a + 3u] = sum.w;
-      }
+  if (pp < PP)
+    for (uint h = 0u; h < G; ++h) o_sh[(h * PP + pp) * DT + dq] = o[h];
+  barrier();
+  for (uint i = tid; i < G * DT; i += WG) {
+    const uint h = i / DT, c = i % DT;
+    vec4 sum = vec4(0.0);
+    for (uint k = 0u; k < PP; ++k) sum += o_sh[(h * PP + k) * DT + c];
+    if (n_split == 1u) {
+      const uint a = pc.att_off + t * QD + (g * G + h) * D + 4u * c;
+      const vec4 r = sum / l_run[h];
+      A[a] = r.x;
+      A[a + 1u] = r.y;
+      A[a + 2u] = r.z;
+      A[a + 3u] = r.w;
+    } else {
+      const uint a = pc.part_off + slot + h * D + 4u * c;
+      AC[a] = sum.x;
+      AC[a + 1u] = sum.y;
+      AC[a + 2u] = sum.z;
+      AC[a + 3u] = sum.w;
     }
-    barrier();
   }
   if (n_split == 1u) return;
   if (tid < G) {
@@ -226,18 +235,42 @@ void main() {
   if (last_sh == 0u) return;
   memoryBarrierBuffer();
   const uint slot0 = pc.part_off + (t * KVH + g) * n_split * SLOT;
-  for (uint i = tid; i < G * D; i += WG) {
-    const uint h = i / D, d = i % D;
+  // Each split's weight e^{m_s - M} / Σ_s e^{m_s - M} l_s per head (p_sh is free now), then
+  // every thread one (head, 4 dims) item over the splits, loads 8 at a time.
+  for (uint i = tid; i < n_split * G; i += WG) p_sh[i] = AC[slot0 + (i / G) * SLOT + G * D + i % G];
+  barrier();
+  if (tid < G) {
     float M = NEG;
-    for (uint k = 0u; k < n_split; ++k) M = max(M, AC[slot0 + k * SLOT + G * D + h]);
-    float lsum = 0.0, osum = 0.0;
-    for (uint k = 0u; k < n_split; ++k) {
-      const uint b = slot0 + k * SLOT;
-      const float e = exp(AC[b + G * D + h] - M);
-      lsum += e * AC[b + G * D + G + h];
-      osum += e * AC[b + h * D + d];
+    for (uint k = 0u; k < n_split; ++k) M = max(M, p_sh[k * G + tid]);
+    float lsum = 0.0;
+    for (uint k = 0u; k < n_split; ++k) lsum += exp(p_sh[k * G + tid] - M) * AC[slot0 + k * SLOT + G * D + G + tid];
+    stat_sh[tid] = M;
+    stat_sh[G + tid] = 1.0 / lsum;
+  }
+  barrier();
+  for (uint i = tid; i < n_split * G; i += WG) p_sh[i] = exp(p_sh[i] - stat_sh[i % G]) * stat_sh[G + i % G];
+  barrier();
+  for (uint i = tid; i < G * DQ; i += WG) {
+    const uint h = i / DQ, c = i % DQ;
+    vec4 acc = vec4(0.0);
+    uint k = 0u;
+    for (; k + 8u <= n_split; k += 8u) {
+      vec4 part[8];
+      for (uint u = 0u; u < 8u; ++u) {
+        const uint b = slot0 + (k + u) * SLOT + h * D + 4u * c;
+        part[u] = vec4(AC[b], AC[b + 1u], AC[b + 2u], AC[b + 3u]);
+      }
+      for (uint u = 0u; u < 8u; ++u) acc += p_sh[(k + u) * G + h] * part[u];
     }
-    A[pc.att_off + t * QD + (g * G + h) * D + d] = osum / lsum;
+    for (; k < n_split; ++k) {
+      const uint b = slot0 + k * SLOT + h * D + 4u * c;
+      acc += p_sh[k * G + h] * vec4(AC[b], AC[b + 1u], AC[b + 2u], AC[b + 3u]);
+    }
+    const uint a = pc.att_off + t * QD + (g * G + h) * D + 4u * c;
+    A[a] = acc.x;
+    A[a + 1u] = acc.y;
+    A[a + 2u] = acc.z;
+    A[a + 3u] = acc.w;
   }
   if (tid == 0u) ACU[pc.cnt_off + t * KVH + g] = 0u;
 }

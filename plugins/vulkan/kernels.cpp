@@ -26,7 +26,7 @@ const MatmulType* matmul_types_end() { return kTypes + sizeof(kTypes) / sizeof(k
 
 MatmulKernels::MatmulKernels(const Device& dev, Pipelines& pipelines)
     : dev_(dev), pipelines_(pipelines), layout_(&pipelines.layout(3, sizeof(MatmulPush))),
-      span_layout_(&pipelines.layout(3, sizeof(SpanMatmulPush))), subgroups_(dev.caps().subgroup_arith) {}
+      span_layout_(&pipelines.layout(4, sizeof(SpanMatmulPush))), subgroups_(dev.caps().subgroup_arith) {}
 
 std::string MatmulKernels::matvec_module(const MatmulType& t) const {
   return std::string("matvec_") + t.name + (subgroups_ ? "" : "_nosg");

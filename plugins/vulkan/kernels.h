@@ -62,7 +62,7 @@ class MatmulKernels {
   MatmulKernels(const Device& dev, Pipelines& pipelines);
 
   const Layout& layout() const { return *layout_; }  // bindings: 0 W, 1 x, 2 y
-  // The span variants: 0 W, 1 the span's arena (x and y), 2 the span's parameters.
+  // The span variants: 0 W, 1 the span's arena (x), 2 the span's parameters, 3 the arena (y).
   const Layout& span_layout() const { return *span_layout_; }
   bool uses_subgroups() const { return subgroups_; }
 

@@ -260,9 +260,10 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
         for (const WeightChunk& c : L.w[k]->chunks) {
           VkDescriptorSet set = pl.allocate_set(mm);
           L.mm_sets[k].push_back(set);
-          const VkBuffer bufs[3] = {c.buf.buffer, arena_buf_.buffer, params_.buffer};
-          const uint64_t offs[3] = {0, 0, 0}, ranges[3] = {c.buf.size, arena_buf_.size, params_.size};
-          pl.write_set(set, 3, bufs, offs, ranges);
+          const VkBuffer bufs[4] = {c.buf.buffer, arena_buf_.buffer, params_.buffer, arena_buf_.buffer};
+          const uint64_t offs[4] = {0, 0, 0, 0};
+          const uint64_t ranges[4] = {c.buf.size, arena_buf_.size, params_.size, arena_buf_.size};
+          pl.write_set(set, 4, bufs, offs, ranges);
         }
     for (Layer& L : layers_) L.aux_set = pl.allocate_set(ctx_.kernels->aux_layout());
     write_aux_sets();

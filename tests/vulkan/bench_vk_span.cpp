@@ -4,7 +4,7 @@
 //     The engine (LlamaModel, auto placement: the span + output projection on
 //     the GPU when they fit) at each context depth d, ascending: the prompt is
 //     extended to d positions (timed: prefill tok/s at that depth), then `gen`
-//     tokens are decoded one at a time at positions d.. (timed: generation
+//     tokens are decoded one at a time at positions d.. after 1 s of warm-up decoding (timed: generation
 //     tok/s), then the KV is truncated back to d. Reports, per depth, tok/s,
 //     ms/token and the effective bandwidth tok/s × (weight bytes + KV bytes
 //     read per token), KV bytes = n_layers · 2 · kv_dim · 2 (f16) per position
@@ -14,7 +14,10 @@
 //   fish_bench_vk_span --kernels [--shape 8b|1b] [--ctx 512,4096,16384] [--reps N]
 //     The span's own kernels alone, device timestamps (median of reps after a
 //     warm-up): attention over an f16 KV of each context length (GB/s of K+V;
-//     one layer's KV, so short contexts sit in L2), rmsnorm, q/k prep + KV store.
+//     one layer's KV, so short contexts sit in L2), rmsnorm, q/k prep + KV store;
+//     then the projections as the span runs them (layers' worth of distinct
+//     copies, one dispatch each, with / without barriers) for the stage-1
+//     kernel and each span variant (FISH_BENCH_NO_MATVEC=1 skips them).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -97,8 +100,11 @@ int run_model(const std::string& path, const std::vector<int>& depths, int gen, 
     const double t0 = now_s();
     for (int p = from; p < d; p += chunk) m->eval(toks.data() + p, std::min(chunk, d - p), p, false);
     const double pp = d > from ? double(d - from) / (now_s() - t0) : 0;
-    for (int i = 0; i < 8; ++i) m->eval(&toks[size_t(d + i)], 1, d + i, false);  // warm-up (clocks, recordings)
-    m->kv_truncate(d);
+    // Warm-up: an idle H200 runs at a low clock and takes a while to reach full speed.
+    for (const double tw = now_s(); now_s() - tw < 1.0;) {
+      for (int i = 0; i < 16; ++i) m->eval(&toks[size_t(d + i)], 1, d + i, false);
+      m->kv_truncate(d);
+    }
     if (m->backend()) m->backend()->profile();  // reset its counters
     const double t1 = now_s();
     for (int i = 0; i < gen; ++i) m->eval(&toks[size_t(d + i)], 1, d + i, false);
@@ -121,6 +127,78 @@ int run_model(const std::string& path, const std::vector<int>& depths, int gen, 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// The projections as the span runs them: `copies` layers' worth of one matrix
+// (distinct uploads, so nothing stays in L2), one dispatch each in one
+// submission, with or without a barrier between them (the span has one after
+// every step), for the stage-1 kernel and each span variant. GB/s of weights.
+void matvec_variants(vk::VulkanBackend& be, vktest::SpanRig& rig, GgmlType type, int64_t n_in, int64_t n_out,
+                     int copies, int reps, const std::function<double(const std::function<void(VkCommandBuffer)>&)>& time) {
+  const vktest::Matrix m = vktest::random_matrix(type, n_in, n_out, 7);
+  std::vector<vk::Weight*> ws;
+  for (int i = 0; i < copies; ++i) {
+    ws.push_back(be.upload(vktest::upload_desc(m)));
+    if (!ws.back()) {
+      std::printf("upload failed: %s\n", be.error().c_str());
+      ws.pop_back();
+      break;
+    }
+  }
+  if (ws.empty()) return;
+  // Stage-1 sets bind the arena as x and as y (disjoint regions).
+  std::vector<VkDescriptorSet> s1, sp;
+  for (vk::Weight* w : ws) {
+    const vk::WeightChunk& c = w->chunks[0];
+    VkDescriptorSet set = be.pipelines()->allocate_set(be.kernels()->layout());
+    const VkBuffer bufs[3] = {c.buf.buffer, rig.arena().buffer, rig.arena().buffer};
+    const uint64_t offs[3] = {0, 0, 0}, ranges[3] = {c.buf.size, rig.arena().size, rig.arena().size};
+    be.pipelines()->write_set(set, 3, bufs, offs, ranges);
+    s1.push_back(set);
+    sp.push_back(rig.matmul_set(c));
+  }
+  const uint32_t x_off = 64, x2_off = x_off + uint32_t(n_in), y_off = x2_off + uint32_t(n_in);
+  const double bytes = double(m.data.size()) * double(ws.size());
+  auto barrier = [&](VkCommandBuffer cmd) {
+    auto mb = vk::vk_init<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    be.device()->fns().vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                                             0, 1, &mb, 0, nullptr, 0, nullptr);
+  };
+  struct V {
+    const char* name;
+    int kind;  // 0 stage 1, 1 span
+    vk::SpanFusion fz;
+  };
+  const V vs[] = {{"stage-1 kernel", 0, {}},          {"span, plain", 1, {}},
+                  {"span, +rmsnorm", 1, {true, 0, false}}, {"span, +rmsnorm +silu", 1, {true, 2, false}},
+                  {"span, x*x2 +add", 1, {false, 1, true}}, {"span, +add", 1, {false, 1, false}}};
+  for (const V& v : vs)
+    for (bool barriers : {false, true}) {
+      const double sec = time([&](VkCommandBuffer cmd) {
+        for (size_t i = 0; i < ws.size(); ++i) {
+          const vk::WeightChunk& c = ws[i]->chunks[0];
+          if (v.kind == 0) {
+            be.kernels()->record(cmd, *ws[i]->type, s1[i], vk::MatmulPush{uint32_t(n_in), c.rows, 1, uint32_t(n_in), x_off,
+                                                                          uint32_t(n_out), y_off, 0});
+          } else {
+            vk::SpanMatmulPush pc;
+            pc.m = {uint32_t(n_in), c.rows, 1, uint32_t(n_in), x_off, uint32_t(n_out), y_off, 0};
+            pc.norm_off = 0, pc.eps = 1e-5f, pc.x2_off = x2_off;
+            be.kernels()->record_span(cmd, *ws[i]->type, sp[i], pc, v.fz);
+          }
+          if (barriers) barrier(cmd);
+        }
+      });
+      std::printf("| %s %lldx%lld | %s%s | %d | %.1f | %.0f |\n", vktest::type_name(type).c_str(), (long long)n_out,
+                  (long long)n_in, v.name, barriers ? ", barriers" : "", int(ws.size()), sec * 1e6 / double(ws.size()),
+                  bytes / sec / 1e9);
+      std::fflush(stdout);
+    }
+  for (VkDescriptorSet set : s1) be.pipelines()->free_set(set);
+  for (vk::Weight* w : ws) be.release(w);
+  (void)reps;
 }
 
 int run_kernels(const std::string& shape, const std::vector<int>& ctxs, int reps) {
@@ -186,6 +264,13 @@ int run_kernels(const std::string& shape, const std::vector<int>& ctxs, int reps
   q.kv_cap = uint32_t(max_ctx), q.n_rot = D, q.n_head = H;
   std::printf("| q/k prep + KV store | - | - | %.1f | - |\n",
               time([&](VkCommandBuffer c) { be->span_kernels()->rope_store(c, rig.aux_set(), q, ks); }) * 1e6);
+  if (std::getenv("FISH_BENCH_NO_MATVEC")) return 0;
+  std::printf("\n| matrix | kernel | dispatches | us each | GB/s |\n| --- | --- | ---: | ---: | ---: |\n");
+  const int F = big ? 14336 : 8192, copies = big ? 32 : 16;
+  matvec_variants(*be, rig, GgmlType::Q4_K, E, F, copies, reps, time);
+  matvec_variants(*be, rig, GgmlType::Q4_K, F, E, copies, reps, time);
+  matvec_variants(*be, rig, GgmlType::Q6_K, F, E, copies, reps, time);
+  matvec_variants(*be, rig, GgmlType::Q4_K, E, E, copies, reps, time);
   return 0;
 }
 
