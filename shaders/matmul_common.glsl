@@ -39,10 +39,14 @@ layout(push_constant) uniform MatmulParams {
   uint y_off;     // float index of y[0][first row of this chunk] in Y
   uint flags;     // reserved (0)
 #ifdef FISH_SPAN
-  uint norm_off;  // NORM: float index in P of the norm weights [n_in]
-  float eps;      // NORM: rms epsilon
+  uint inv_in;    // float index of NT per-token scales of x (1/rms of its norm), or 0xFFFFFFFF: 1
+  float eps;      // EPI 3: rms epsilon
   uint x2_off;    // XPROD: float index of the second factor's [0][0] (same stride as x)
-  uint pad;
+  uint norm_off;  // EPI 3: P index of the next rmsnorm's weights [n_rows]
+  uint xg_off;    // EPI 3: where y ∘ those weights go (same stride as y)
+  uint sq_off;    // EPI 3: float index of the [NT][row groups] Σy² partials
+  uint cnt;       // EPI 3: uint index of the arrival counter (0 between dispatches)
+  uint inv_out;   // EPI 3: float index of the NT resulting 1/rms
 #endif
 } pc;
 

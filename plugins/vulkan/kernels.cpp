@@ -26,7 +26,7 @@ const MatmulType* matmul_types_end() { return kTypes + sizeof(kTypes) / sizeof(k
 
 MatmulKernels::MatmulKernels(const Device& dev, Pipelines& pipelines)
     : dev_(dev), pipelines_(pipelines), layout_(&pipelines.layout(3, sizeof(MatmulPush))),
-      span_layout_(&pipelines.layout(4, sizeof(SpanMatmulPush))), subgroups_(dev.caps().subgroup_arith) {}
+      span_layout_(&pipelines.layout(5, sizeof(SpanMatmulPush))), subgroups_(dev.caps().subgroup_arith) {}
 
 std::string MatmulKernels::matvec_module(const MatmulType& t) const {
   return std::string("matvec_") + t.name + (subgroups_ ? "" : "_nosg");
@@ -92,6 +92,23 @@ void MatmulKernels::record(VkCommandBuffer cmd, const MatmulType& t, VkDescripto
   f.vkCmdDispatch(cmd, gx, gy, 1);
 }
 
+MatvecConfig MatmulKernels::span_matvec_config(const MatmulType& t, uint32_t n_in, uint32_t n_rows) const {
+  // Units per row as matvec_units.glsl defines them: 4 (F32), 8 (F16) or 32
+  // elements, 64 for Q6_K.
+  const uint32_t unit = t.ggml_type == 0 ? 4 : t.ggml_type == 1 ? 8 : t.ggml_type == 14 ? 64 : 32;
+  const uint32_t units = std::max(1u, n_in / unit);
+  MatvecConfig c;
+  // Rows per workgroup: as many as keep >= 512 workgroups (x is loaded once for all of them).
+  c.rows = n_rows >= 4 * 512 ? 4 : n_rows >= 2 * 512 ? 2 : 1;
+  uint32_t wg = 32;
+  while (wg < 128 && wg * 2 <= units) wg *= 2;
+  c.wg = std::max(wg, dev_.caps().subgroup_size);
+  if (override_rows_) c.rows = override_rows_;
+  if (override_wg_) c.wg = override_wg_;
+  c.wg = std::min(c.wg, dev_.caps().max_wg_size);
+  return c;
+}
+
 void MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const SpanMatmulPush& pc,
                                 SpanFusion fz) {
   const DeviceFns& f = dev_.fns();
@@ -100,13 +117,11 @@ void MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, VkDesc
   uint32_t gx, gy = 1;
   if (pc.m.n_tok <= kMaxMatvecTokens) {
     if (!subgroups_) throw Failure(FailKind::Unsupported, "span matvec needs subgroup arithmetic");
-    const MatvecConfig c = matvec_config(t, pc.m.n_in, pc.m.n_rows, pc.m.n_tok);
-    p = pipelines_.get(std::string("mvs_") + t.name, *span_layout_,
-                       {c.wg, c.rows, pc.m.n_tok, fz.norm ? 1u : 0u, fz.epi, fz.xprod ? 1u : 0u});
-    const uint32_t teams = std::max(1u, c.wg / caps.subgroup_size);
-    gx = std::min(ceil_div(ceil_div(pc.m.n_rows, c.rows), teams), caps.max_wg_count_x);
+    const MatvecConfig c = span_matvec_config(t, pc.m.n_in, pc.m.n_rows);
+    p = pipelines_.get(std::string("mvs_") + t.name, *span_layout_, {c.wg, c.rows, pc.m.n_tok, fz.epi, fz.xprod ? 1u : 0u});
+    gx = std::min(ceil_div(pc.m.n_rows, c.rows), caps.max_wg_count_x);
   } else {
-    if (fz.norm) throw Failure(FailKind::Internal, "span: the tiled kernel has no fused rmsnorm");
+    if (fz.epi == 3) throw Failure(FailKind::Internal, "span: the tiled kernel has no norm epilogue");
     p = pipelines_.get(std::string("tls_") + t.name, *span_layout_, {fz.epi, fz.xprod ? 1u : 0u});
     gx = ceil_div(pc.m.n_rows, kTileRows);
     gy = ceil_div(pc.m.n_tok, kTileTokens);

@@ -31,20 +31,25 @@ struct MatmulPush {
 };
 static_assert(sizeof(MatmulPush) == 32);
 
-// Push constants of the span variants (mvs_<T>, tls_<T>: MatmulParams with FISH_SPAN).
+// Push constants of the span variants (mvs_<T>: matvec_span.comp, tls_<T>:
+// matmul_tiled.comp; MatmulParams with FISH_SPAN in matmul_common.glsl).
 struct SpanMatmulPush {
   MatmulPush m;
-  uint32_t norm_off = 0;  // NORM: P index of the norm weights
-  float eps = 0;          // NORM: rms epsilon
-  uint32_t x2_off = 0;    // XPROD: float index of the second factor
-  uint32_t pad = 0;
+  uint32_t inv_in = 0xFFFFFFFFu;  // float index of the per-token scales of x, or none
+  float eps = 0;                  // EPI 3: rms epsilon
+  uint32_t x2_off = 0;            // XPROD: float index of the second factor
+  uint32_t norm_off = 0;          // EPI 3: P index of the next norm's weights
+  uint32_t xg_off = 0;            // EPI 3: where y ∘ those weights go
+  uint32_t sq_off = 0;            // EPI 3: Σy² partials
+  uint32_t cnt = 0;               // EPI 3: arrival counter (uint index)
+  uint32_t inv_out = 0;           // EPI 3: the resulting 1/rms per token
 };
-static_assert(sizeof(SpanMatmulPush) == 48);
+static_assert(sizeof(SpanMatmulPush) == 64);
 
-// What a span matmul folds in (see shaders/matvec.comp): NORM (matvec only),
-// the epilogue (0 store, 1 add into y, 2 silu) and the x∘x2 input.
+// What a span matmul folds in (see shaders/matvec_span.comp): the epilogue
+// (0 store, 1 add into y, 2 silu, 3 add + the next rmsnorm's x·g and 1/rms:
+// matvec only) and the x∘x2 input.
 struct SpanFusion {
-  bool norm = false;
   uint32_t epi = 0;
   bool xprod = false;
 };
@@ -62,7 +67,8 @@ class MatmulKernels {
   MatmulKernels(const Device& dev, Pipelines& pipelines);
 
   const Layout& layout() const { return *layout_; }  // bindings: 0 W, 1 x, 2 y
-  // The span variants: 0 W, 1 the span's arena (x), 2 the span's parameters, 3 the arena (y).
+  // The span variants: 0 W, 1 the span's arena (x), 2 the span's parameters,
+  // 3 the arena (y), 4 the arena (coherent: EPI 3's partials).
   const Layout& span_layout() const { return *span_layout_; }
   bool uses_subgroups() const { return subgroups_; }
 
@@ -76,6 +82,9 @@ class MatmulKernels {
   // The matvec shape for a chunk of n_rows rows of n_in elements of type t and
   // n_tok tokens (measured heuristic, or the FISH_VK_MV_* / set_override values).
   MatvecConfig matvec_config(const MatmulType& t, uint32_t n_in, uint32_t n_rows, uint32_t n_tok) const;
+  // The span's matvec (one workgroup per row group): rows per group and the
+  // workgroup size (about two units per invocation, 32..128).
+  MatvecConfig span_matvec_config(const MatmulType& t, uint32_t n_in, uint32_t n_rows) const;
   void set_override(uint32_t rows, uint32_t wg) { override_rows_ = rows; override_wg_ = wg; }
 
   // Creates the pipelines a type needs now (so that the first product is not

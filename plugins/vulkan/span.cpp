@@ -72,7 +72,7 @@ ArenaLayout Span::arena_layout(const SpanIn& in, uint32_t tokens) {
     at = align_up(at + floats, kAlignFloats);
     return off;
   };
-  a.x = region(tokens * E);
+  a.x = region(2 * tokens * E);
   a.xn = region(tokens * E);
   a.qkv = region(tokens * (QD + 2 * KD));
   a.qr = region(tokens * QD);
@@ -82,6 +82,7 @@ ArenaLayout Span::arena_layout(const SpanIn& in, uint32_t tokens) {
   a.u = region(tokens * F);
   a.part = region(uint64_t(in.n_head_kv) * kPartSlots * G * (uint64_t(in.head_dim) + 2));
   a.cnt = region(uint64_t(kPartSlots) * uint64_t(in.n_head_kv));
+  a.sq = region(4 * E);
   a.total = uint32_t(at);
   return a;
 }
@@ -132,6 +133,8 @@ void Span::validate(const SpanContext& ctx, const SpanIn& in, bool with_weights)
             "], the span needs [" + std::to_string(shapes[k][0]) + " x " + std::to_string(shapes[k][1]) + "]");
     }
     if (!l.attn_norm || !l.ffn_norm) bad(lw + ": attn_norm / ffn_norm missing");
+    if (l.w[3]->chunks.size() != 1 || l.w[6]->chunks.size() != 1)
+      unsupported(lw + ": wo / w_down do not fit one device buffer binding");
     if (!l.bq != !l0.bq || !l.bk != !l0.bk || !l.bv != !l0.bv || !l.q_norm != !l0.q_norm || !l.k_norm != !l0.k_norm)
       bad(lw + ": its optional vectors (biases, q/k norms) differ from the first layer's");
   }
@@ -144,7 +147,7 @@ uint64_t Span::bytes_for(const SpanContext& ctx, const SpanIn& in, int capacity)
       {params_floats(in) * 4, MemKind::Device, kStorageIn},
       {rope_bytes(in, capacity), MemKind::Device, kStorageIn},
       {uint64_t(a.total) * 4, MemKind::Device, kArenaUsage},
-      {ctrl::kWords * 4 + uint64_t(tokens) * in.n_embd * 4, MemKind::Upload, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT},
+      {ctrl::kWords * 4 + 2 * uint64_t(tokens) * in.n_embd * 4, MemKind::Upload, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT},
       {uint64_t(tokens) * in.n_embd * 4, MemKind::Readback, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT},
   };
   for (int l = 0; l < in.n_layers; ++l) plan.push_back({kv_bytes(in, capacity), MemKind::Device, kKvUsage});
@@ -183,6 +186,7 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
   if (in.rope_freqs) rope_freqs_.assign(in.rope_freqs, in.rope_freqs + in.n_rot / 2);
   shape_.rope_freqs = rope_freqs_.empty() ? nullptr : rope_freqs_.data();  // kept for reserve()
   shape_.layers.clear();
+  norm0_.assign(in.layers[0].attn_norm, in.layers[0].attn_norm + in.n_embd);
   first_layer_ = in.first_layer;
   kshape_ = {uint32_t(in.head_dim), uint32_t(in.n_head / in.n_head_kv), uint32_t(in.n_head_kv)};
   arena_ = arena_layout(in, uint32_t(ctx.cfg->span_tokens));
@@ -220,7 +224,7 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     params_ = mem.create(params.size() * 4, MemKind::Device, kStorageIn, tag + " parameters");
     rope_ = mem.create(rope_bytes(in, in.n_ctx), MemKind::Device, kStorageIn, tag + " RoPE table");
     arena_buf_ = mem.create(uint64_t(arena_.total) * 4, MemKind::Device, kArenaUsage, tag + " arena");
-    staging_ = mem.create(ctrl::kWords * 4 + uint64_t(arena_.tokens) * E * 4, MemKind::Upload,
+    staging_ = mem.create(ctrl::kWords * 4 + 2 * uint64_t(arena_.tokens) * E * 4, MemKind::Upload,
                           VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, tag + " input staging");
     readback_ = mem.create(uint64_t(arena_.tokens) * E * 4, MemKind::Readback, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
                            tag + " output staging");
@@ -260,10 +264,10 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
         for (const WeightChunk& c : L.w[k]->chunks) {
           VkDescriptorSet set = pl.allocate_set(mm);
           L.mm_sets[k].push_back(set);
-          const VkBuffer bufs[4] = {c.buf.buffer, arena_buf_.buffer, params_.buffer, arena_buf_.buffer};
-          const uint64_t offs[4] = {0, 0, 0, 0};
-          const uint64_t ranges[4] = {c.buf.size, arena_buf_.size, params_.size, arena_buf_.size};
-          pl.write_set(set, 4, bufs, offs, ranges);
+          const VkBuffer bufs[5] = {c.buf.buffer, arena_buf_.buffer, params_.buffer, arena_buf_.buffer, arena_buf_.buffer};
+          const uint64_t offs[5] = {0, 0, 0, 0, 0};
+          const uint64_t ranges[5] = {c.buf.size, arena_buf_.size, params_.size, arena_buf_.size, arena_buf_.size};
+          pl.write_set(set, 5, bufs, offs, ranges);
         }
     for (Layer& L : layers_) L.aux_set = pl.allocate_set(ctx_.kernels->aux_layout());
     write_aux_sets();
@@ -369,7 +373,7 @@ Span::Mode Span::mode_for(int n_tok) const {
   Mode m;
   const bool fuse = ctx_.cfg->span_fuse;
   m.tiled = n_tok > int(MatmulKernels::kMaxMatvecTokens);
-  m.fuse_norm = !m.tiled && fuse;
+  m.fuse_norm = !m.tiled && fuse;  // the norm epilogue handles 1..4 tokens
   m.fuse_attn = n_tok == 1 && fuse;
   m.fuse_epi = m.tiled || fuse;
   return m;
@@ -444,7 +448,21 @@ void Span::run_batch(const float* x, int n, int pos0, float* out) {
   c[ctrl::kPos0] = uint32_t(pos0);
   c[ctrl::kSplits] = splits;
   c[ctrl::kSplitLen] = split_len;
-  std::memcpy(c + ctrl::kWords, x, size_t(n) * size_t(shape_.n_embd) * 4);
+  const size_t E = size_t(shape_.n_embd);
+  std::memcpy(c + ctrl::kWords, x, size_t(n) * E * 4);
+  if (mode_for(n).fuse_norm) {
+    // Layer 0's attention rmsnorm, as the matvec epilogues hand it to later
+    // layers: x·attn_norm after the n rows of x, 1/rms per token in the ctrl block.
+    float* xg = reinterpret_cast<float*>(c + ctrl::kWords) + size_t(n) * E;
+    auto* inv = reinterpret_cast<float*>(c + ctrl::kInvAttn);
+    for (int t = 0; t < n; ++t) {
+      const float* xt = x + size_t(t) * E;
+      double ss = 0;
+      for (size_t i = 0; i < E; ++i) ss += double(xt[i]) * xt[i];
+      inv[t] = float(1.0 / std::sqrt(ss / double(E) + double(shape_.rms_eps)));
+      for (size_t i = 0; i < E; ++i) xg[size_t(t) * E + i] = xt[i] * norm0_[i];
+    }
+  }
 
   const int level = ctx_.cfg->profile_level;
   const bool stamps = level >= 1 && queries_ != VK_NULL_HANDLE;

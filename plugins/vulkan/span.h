@@ -61,7 +61,11 @@ struct SpanIn {
 // Float offsets of the arena's regions (each 256-byte aligned) for T tokens.
 struct ArenaLayout {
   uint32_t tokens = 0;
-  uint32_t x = 0, xn = 0, qkv = 0, qr = 0, att = 0, o = 0, g = 0, u = 0, part = 0, cnt = 0;
+  // x: [tokens][n_embd] then, for decode, the host's x·attn_norm of layer 0
+  // ([n_tok][n_embd] right after the n_tok rows of x: one copy-in). xn: the
+  // normalised x (rmsnorm kernel) or x·g of the next norm (matvec epilogue).
+  // sq: Σy² partials of the norm epilogue, [4][n_embd].
+  uint32_t x = 0, xn = 0, qkv = 0, qr = 0, att = 0, o = 0, g = 0, u = 0, part = 0, cnt = 0, sq = 0;
   uint32_t total = 0;  // floats
 };
 
@@ -114,7 +118,8 @@ class Span {
     VkDescriptorSet aux_set = VK_NULL_HANDLE;
     std::vector<VkDescriptorSet> mm_sets[7];  // per weight chunk
   };
-  // A recording's shape: which steps are fused (see record()).
+  // A recording's shape: which steps are fused (see record()). fuse_norm: the
+  // rmsnorms live in the wo/down epilogues (and layer 0's on the host).
   struct Mode {
     bool tiled = false, fuse_norm = false, fuse_attn = false, fuse_epi = false;
   };
@@ -136,6 +141,7 @@ class Span {
   SpanContext ctx_;
   SpanIn shape_;          // layers' host pointers are not kept (cleared)
   std::vector<float> rope_freqs_;  // shape_.rope_freqs points here
+  std::vector<float> norm0_;       // layer 0's attn_norm (the host applies it for decode)
   SpanKernelShape kshape_{};
   int first_layer_ = 0;
   int capacity_ = 0, kv_len_ = 0;

@@ -18,6 +18,9 @@ constexpr uint32_t kAttnArgs = 0;   // 0..2: the attention dispatch's indirect g
 constexpr uint32_t kPos0 = 4;
 constexpr uint32_t kSplits = 5;
 constexpr uint32_t kSplitLen = 6;
+constexpr uint32_t kNormCount = 8;  // arrival counter of the matvecs' norm epilogue (0 between dispatches)
+constexpr uint32_t kInvAttn = 16;   // 16..19: 1/rms of x for the attention norm, per token (layer 0: the host's)
+constexpr uint32_t kInvFfn = 20;    // 20..23: 1/rms for the FFN norm, per token
 constexpr uint32_t kWords = 64;     // 256 bytes
 }  // namespace ctrl
 

@@ -43,17 +43,25 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
     stamp_names_.push_back(name);
     stamp_cats_.push_back(category);
   };
-  // One span matmul: every chunk of weight `w` of layer L.
+  // One span matmul: every chunk of weight `w` of layer L. inv_in: the
+  // per-token scale of x (the producer's 1/rms), or kNone. EPI 3 (the next
+  // norm) writes y·P[norm_next..] to xn and 1/rms to inv_out.
   auto mm = [&](const Layer& L, int w, uint32_t x_off, uint32_t x_stride, uint32_t y_off, uint32_t y_stride,
-                SpanFusion fz, uint32_t norm_off = 0, uint32_t x2_off = 0) {
+                SpanFusion fz, uint32_t inv_in = kNone, uint32_t x2_off = 0, uint32_t norm_next = 0,
+                uint32_t inv_out = 0) {
     const Weight* wt = L.w[w];
     for (size_t c = 0; c < wt->chunks.size(); ++c) {
       const WeightChunk& ch = wt->chunks[c];
       SpanMatmulPush pc;
       pc.m = {uint32_t(wt->n_in), ch.rows, n, x_stride, x_off, y_stride, y_off + ch.row0, 0};
-      pc.norm_off = norm_off;
+      pc.inv_in = inv_in;
       pc.eps = shape_.rms_eps;
       pc.x2_off = x2_off;
+      pc.norm_off = norm_next;
+      pc.xg_off = a.xn;
+      pc.sq_off = a.sq;
+      pc.cnt = ctrl::kNormCount;
+      pc.inv_out = inv_out;
       ctx_.matmul->record_span(cmd, *wt->type, L.mm_sets[w][c], pc, fz);
     }
   };
@@ -63,14 +71,16 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
           VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
           VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
   // ctrl block + x: staging -> arena, then also read as the attention's indirect grid.
-  k.copy(cmd, copy_in_set_, (ctrl::kWords * 4 + n * E * 4) / 16);
+  k.copy(cmd, copy_in_set_, (ctrl::kWords * 4 + (m.fuse_norm ? 2 : 1) * n * E * 4) / 16);
   barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
           VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT,
           VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_INDIRECT_COMMAND_READ_BIT);
   stage("copy x in", "copy");
 
   const float scale = shape_.attn_scale != 0 ? shape_.attn_scale : float(1.0 / std::sqrt(double(D)));
-  for (const Layer& L : layers_) {
+  for (size_t li = 0; li < layers_.size(); ++li) {
+    const Layer& L = layers_[li];
+    const bool last = li + 1 == layers_.size();
     SpanPush p;
     p.n_tok = n;
     p.n_embd = E;
@@ -89,21 +99,22 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
     p.v_off = a.qkv + QD + KD;
 
     // ---- attention block ----
-    uint32_t in = a.x;
+    // fuse_norm: x·attn_norm is in xn (layer 0: after x's rows, from the host)
+    // and 1/rms in the ctrl block, written by the previous layer's down epilogue.
+    uint32_t in = li == 0 ? a.x + n * E : a.xn, inv = ctrl::kInvAttn;
     if (!m.fuse_norm) {
       SpanPush r = p;
       r.x_off = a.x, r.y_off = a.xn, r.norm_off = L.attn_norm;
       k.rmsnorm(cmd, L.aux_set, r);
       step();
       stage("rmsnorm", "rmsnorm");
-      in = a.xn;
+      in = a.xn, inv = kNone;
     }
-    const SpanFusion qkv_fz{m.fuse_norm, 0, false};
-    mm(L, 0, in, E, a.qkv, QKV, qkv_fz, L.attn_norm);
-    mm(L, 1, in, E, a.qkv + QD, QKV, qkv_fz, L.attn_norm);
-    mm(L, 2, in, E, a.qkv + QD + KD, QKV, qkv_fz, L.attn_norm);
+    mm(L, 0, in, E, a.qkv, QKV, SpanFusion{}, inv);
+    mm(L, 1, in, E, a.qkv + QD, QKV, SpanFusion{}, inv);
+    mm(L, 2, in, E, a.qkv + QD + KD, QKV, SpanFusion{}, inv);
     step();
-    stage(m.fuse_norm ? "q/k/v matvec (+rmsnorm)" : m.tiled ? "q/k/v tiled" : "q/k/v matvec", "matvec");
+    stage(m.tiled ? "q/k/v tiled" : "q/k/v matvec", "matvec");
     if (!m.fuse_attn) {
       SpanPush r = p;
       r.q_off = a.qkv, r.qr_off = a.qr;
@@ -118,8 +129,12 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
     k.attention(cmd, L.aux_set, p, kshape_, m.fuse_attn, arena_buf_.buffer);
     step();
     stage(m.fuse_attn ? "attention (+q/k prep, RoPE, KV store)" : "attention", "attention");
-    if (m.fuse_epi) {
-      mm(L, 3, a.att, QD, a.x, E, SpanFusion{false, 1, false});
+    if (m.fuse_norm) {
+      mm(L, 3, a.att, QD, a.x, E, SpanFusion{3, false}, kNone, 0, L.ffn_norm, ctrl::kInvFfn);
+      step();
+      stage("wo matvec (+add, FFN rmsnorm)", "matvec");
+    } else if (m.fuse_epi) {
+      mm(L, 3, a.att, QD, a.x, E, SpanFusion{1, false});
       step();
       stage(m.tiled ? "wo tiled (+add)" : "wo matvec (+add)", "matvec");
     } else {
@@ -134,22 +149,25 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
     }
 
     // ---- FFN block ----
-    in = a.x;
+    in = a.xn, inv = ctrl::kInvFfn;
     if (!m.fuse_norm) {
       SpanPush r = p;
       r.x_off = a.x, r.y_off = a.xn, r.norm_off = L.ffn_norm;
       k.rmsnorm(cmd, L.aux_set, r);
       step();
       stage("rmsnorm", "rmsnorm");
-      in = a.xn;
+      inv = kNone;
     }
-    mm(L, 4, in, E, a.g, F, SpanFusion{m.fuse_norm, m.fuse_epi ? 2u : 0u, false}, L.ffn_norm);
-    mm(L, 5, in, E, a.u, F, SpanFusion{m.fuse_norm, 0, false}, L.ffn_norm);
+    mm(L, 4, in, E, a.g, F, SpanFusion{m.fuse_epi ? 2u : 0u, false}, inv);
+    mm(L, 5, in, E, a.u, F, SpanFusion{}, inv);
     step();
-    stage(m.fuse_norm ? "gate/up matvec (+rmsnorm, silu)" : m.tiled ? "gate/up tiled (+silu)" : "gate/up matvec",
-          "matvec");
-    if (m.fuse_epi) {
-      mm(L, 6, a.g, F, a.x, E, SpanFusion{false, 1, true}, 0, a.u);
+    stage(m.tiled ? "gate/up tiled (+silu)" : m.fuse_epi ? "gate/up matvec (+silu)" : "gate/up matvec", "matvec");
+    if (m.fuse_norm && !last) {
+      mm(L, 6, a.g, F, a.x, E, SpanFusion{3, true}, kNone, a.u, layers_[li + 1].attn_norm, ctrl::kInvAttn);
+      step();
+      stage("down matvec (+act·mul, add, next rmsnorm)", "matvec");
+    } else if (m.fuse_epi) {
+      mm(L, 6, a.g, F, a.x, E, SpanFusion{1, true}, kNone, a.u);
       step();
       stage(m.tiled ? "down tiled (+act·mul, add)" : "down matvec (+act·mul, add)", "matvec");
     } else {

@@ -12,7 +12,7 @@
 //   FISH_VK_SPAN_FUSE=0          spans: separate rmsnorm / RoPE+KV store / add / act·mul kernels
 //                                in decode (default 1: folded into matvec and attention kernels)
 //   FISH_VK_SPAN_TOKENS=<n>      spans: tokens per submission (work buffers' size; default 128)
-//   FISH_VK_ATTN_SPLIT=<n>       spans: target positions per attention split in decode (default 256)
+//   FISH_VK_ATTN_SPLIT=<n>       spans: target positions per attention split in decode (default 128)
 //   FISH_VK_ATTN_MAX_SPLITS=<n>  spans: most splits per (token, KV head) (default 32, at most 128)
 //   FISH_VK_SPIN=0               wait on fences by blocking only (default: spin briefly on GPUs)
 //   FISH_VK_BENCH_FILL_KV=1      BENCHMARKS ONLY: a span forward of more than one token computes
@@ -36,7 +36,7 @@ struct VkConfig {
   int profile_level = 0;         // FISH_GPU_PROFILE: 0 off, 1 per submission, 2 per span stage
   bool span_fuse = true;
   int span_tokens = 128;
-  int attn_split = 256;
+  int attn_split = 128;
   int attn_max_splits = 32;
   bool spin = true;
   bool bench_fill_kv = false;

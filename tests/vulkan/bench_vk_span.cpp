@@ -171,9 +171,9 @@ void matvec_variants(vk::VulkanBackend& be, vktest::SpanRig& rig, GgmlType type,
     int kind;  // 0 stage 1, 1 span
     vk::SpanFusion fz;
   };
-  const V vs[] = {{"stage-1 kernel", 0, {}},          {"span, plain", 1, {}},
-                  {"span, +rmsnorm", 1, {true, 0, false}}, {"span, +rmsnorm +silu", 1, {true, 2, false}},
-                  {"span, x*x2 +add", 1, {false, 1, true}}, {"span, +add", 1, {false, 1, false}}};
+  const V vs[] = {{"stage-1 kernel", 0, {}},           {"span, plain", 1, {}},
+                  {"span, scaled x, silu", 1, {2, false}}, {"span, x*x2 +add", 1, {1, true}},
+                  {"span, +add +next norm", 1, {3, false}}, {"span, x*x2 +add +next norm", 1, {3, true}}};
   for (const V& v : vs)
     for (bool barriers : {false, true}) {
       const double sec = time([&](VkCommandBuffer cmd) {
@@ -185,7 +185,9 @@ void matvec_variants(vk::VulkanBackend& be, vktest::SpanRig& rig, GgmlType type,
           } else {
             vk::SpanMatmulPush pc;
             pc.m = {uint32_t(n_in), c.rows, 1, uint32_t(n_in), x_off, uint32_t(n_out), y_off, 0};
-            pc.norm_off = 0, pc.eps = 1e-5f, pc.x2_off = x2_off;
+            pc.inv_in = 16, pc.eps = 1e-5f, pc.x2_off = x2_off, pc.norm_off = 0;
+            pc.xg_off = y_off + uint32_t(n_out), pc.sq_off = pc.xg_off + uint32_t(n_out), pc.cnt = 8;
+            pc.inv_out = 20;
             be.kernels()->record_span(cmd, *ws[i]->type, sp[i], pc, v.fz);
           }
           if (barriers) barrier(cmd);

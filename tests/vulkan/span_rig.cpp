@@ -39,9 +39,10 @@ SpanRig::~SpanRig() {
 
 VkDescriptorSet SpanRig::matmul_set(const WeightChunk& c) {
   VkDescriptorSet s = be_.pipelines()->allocate_set(be_.kernels()->span_layout());
-  const VkBuffer bufs[4] = {c.buf.buffer, arena_.buffer, params_.buffer, arena_.buffer};
-  const uint64_t offs[4] = {0, 0, 0, 0}, ranges[4] = {c.buf.size, arena_.size, params_.size, arena_.size};
-  be_.pipelines()->write_set(s, 4, bufs, offs, ranges);
+  const VkBuffer bufs[5] = {c.buf.buffer, arena_.buffer, params_.buffer, arena_.buffer, arena_.buffer};
+  const uint64_t offs[5] = {0, 0, 0, 0, 0};
+  const uint64_t ranges[5] = {c.buf.size, arena_.size, params_.size, arena_.size, arena_.size};
+  be_.pipelines()->write_set(s, 5, bufs, offs, ranges);
   mm_sets_.push_back(s);
   return s;
 }

@@ -25,7 +25,7 @@ class SpanRig {
   vk::Buffer& params() { return params_; }
   vk::Buffer& rope() { return rope_; }
   VkDescriptorSet aux_set() const { return aux_set_; }
-  // A span-matmul set for a weight chunk: {chunk, arena, params, arena}.
+  // A span-matmul set for a weight chunk: {chunk, arena, params, arena, arena}.
   VkDescriptorSet matmul_set(const vk::WeightChunk& c);
 
   // Words at word offset `off` of b.

@@ -288,75 +288,101 @@ TEST_CASE("span attention kernel vs CPU: splits, tokens, head dims, groups, fuse
 
 namespace {
 
-// The span matmul variants on one weight: y = f(W · x'), x' = rmsnorm(x)·g
-// (norm), x·x2 (xprod) or x; f = store / add into y0 / silu. Returns the worst
-// |err| / bound with the spec's bound 1e-3 · Σ|w||x'| / n_out (silu: its
-// slope is below 1.1, so the bound on the product carries over).
-double run_span_matmul(vk::VulkanBackend& be, const Matrix& m, int n_tok, vk::SpanFusion fz, uint64_t seed) {
+// The span matmul variants on one weight: y = f(s_t · W · x'), x' = x or x·x2
+// (xprod), s_t a per-token scale read from the arena (the producer's 1/rms);
+// f = store / add into y0 / silu / add + the next norm (EPI 3: also x·g of the
+// new y and 1/rms of it per token). Returns the worst |err| / bound with the
+// spec's bound 1e-3 · Σ|w||x'| / n_out on the product (silu: its slope is
+// below 1.1, so the bound carries over); EPI 3's extras are checked here.
+double run_span_matmul(vk::VulkanBackend& be, const Matrix& m, int n_tok, vk::SpanFusion fz, bool scaled, uint64_t seed) {
   const uint32_t n_in = uint32_t(m.n_in), n_out = uint32_t(m.n_out);
-  const uint32_t x_off = 64, x2_off = x_off + n_tok * n_in, y_off = x2_off + n_tok * n_in;
-  SpanRig rig(be, y_off + uint64_t(n_tok) * n_out + 64, 4, n_in, 4);
+  const uint32_t inv_off = 16, x_off = 64, x2_off = x_off + n_tok * n_in, y_off = x2_off + n_tok * n_in;
+  const uint32_t xg_off = y_off + n_tok * n_out, sq_off = xg_off + n_tok * n_out, out_off = sq_off + 4 * n_out;
+  SpanRig rig(be, out_off + 64, 4, n_out, 4);
   const auto x = randn(size_t(n_tok) * n_in, seed, 2.0f), x2 = randn(size_t(n_tok) * n_in, seed + 1);
-  const auto g = near_one(n_in, seed + 2), y0 = randn(size_t(n_tok) * n_out, seed + 3);
+  const auto g = near_one(n_out, seed + 2), y0 = randn(size_t(n_tok) * n_out, seed + 3);
+  const auto sc = near_one(4, seed + 4);
+  rig.put(rig.arena(), inv_off, sc);
   rig.put(rig.arena(), x_off, x);
   rig.put(rig.arena(), x2_off, x2);
   rig.put(rig.arena(), y_off, y0);
   rig.put(rig.params(), 0, g);
   vk::Weight* w = be.upload(upload_desc(m));
   REQUIRE(w);
-  for (const vk::WeightChunk& ch : w->chunks) {
-    vk::SpanMatmulPush pc;
-    pc.m = {n_in, ch.rows, uint32_t(n_tok), n_in, x_off, n_out, y_off + ch.row0, 0};
-    pc.norm_off = 0, pc.eps = 1e-5f, pc.x2_off = x2_off;
-    const VkDescriptorSet set = rig.matmul_set(ch);
+  REQUIRE(w->chunks.size() == 1);
+  const vk::WeightChunk& ch = w->chunks[0];
+  vk::SpanMatmulPush pc;
+  pc.m = {n_in, ch.rows, uint32_t(n_tok), n_in, x_off, n_out, y_off, 0};
+  pc.inv_in = scaled ? inv_off : vk::kNone, pc.eps = 1e-5f, pc.x2_off = x2_off;
+  pc.norm_off = 0, pc.xg_off = xg_off, pc.sq_off = sq_off, pc.cnt = 8, pc.inv_out = out_off;
+  const VkDescriptorSet set = rig.matmul_set(ch);
+  for (int rep = 0; rep < 2; ++rep) {  // twice: EPI 3's arrival counter must have been reset
+    rig.put(rig.arena(), y_off, y0);
     rig.run([&](VkCommandBuffer cmd) { be.kernels()->record_span(cmd, *w->type, set, pc, fz); });
   }
   const auto y = rig.get(rig.arena(), y_off, size_t(n_tok) * n_out);
   REQUIRE(be.release(w));
   std::vector<float> xe(x);
-  for (int t = 0; t < n_tok; ++t) {
-    if (fz.norm) ref_rmsnorm(&x[size_t(t) * n_in], g.data(), &xe[size_t(t) * n_in], int(n_in), 1e-5f);
-    if (fz.xprod)
-      for (uint32_t i = 0; i < n_in; ++i) xe[size_t(t) * n_in + i] *= x2[size_t(t) * n_in + i];
-  }
+  if (fz.xprod)
+    for (size_t i = 0; i < xe.size(); ++i) xe[i] *= x2[i];
   WeightView v;
   v.type = m.type, v.data = m.data.data(), v.n_in = m.n_in, v.n_out = m.n_out, v.row_bytes = m.row_bytes;
   std::vector<float> ref(y.size());
   matmul_ref_f32(v, xe.data(), n_tok, ref.data());
-  // Turn y back into "the product" so bound_ratio can judge it.
+  // Turn y back into "the product" (unscaled) so bound_ratio can judge it.
   std::vector<float> prod(y.size());
   for (size_t i = 0; i < y.size(); ++i) {
-    if (fz.epi == 1) prod[i] = y[i] - y0[i];
+    const float s = scaled ? sc[i / n_out] : 1.0f;
+    if (fz.epi == 1 || fz.epi == 3) prod[i] = (y[i] - y0[i]) / s;
     else if (fz.epi == 2) {
-      const float r = ref[i], s = r / (1.0f + std::exp(-r));
-      prod[i] = r + (y[i] - s) / 1.1f;
-    } else prod[i] = y[i];
+      const float r = ref[i] * s, si = r / (1.0f + std::exp(-r));
+      prod[i] = ref[i] + (y[i] - si) / 1.1f / s;
+    } else prod[i] = y[i] / s;
   }
   int64_t bad = 0;
   const double ratio = bound_ratio(m, xe.data(), n_tok, prod.data(), &bad);
   CHECK(bad == 0);
+  if (fz.epi == 3) {
+    const auto xg = rig.get(rig.arena(), xg_off, size_t(n_tok) * n_out);
+    const auto inv = rig.get(rig.arena(), out_off, size_t(n_tok));
+    for (int t = 0; t < n_tok; ++t) {
+      double ss = 0;
+      for (uint32_t r = 0; r < n_out; ++r) {
+        const float yr = y[size_t(t) * n_out + r];
+        ss += double(yr) * yr;
+        CHECK(std::fabs(xg[size_t(t) * n_out + r] - yr * g[r]) <= 1e-6f * std::fabs(yr * g[r]) + 1e-30f);
+      }
+      const double want = 1.0 / std::sqrt(ss / n_out + 1e-5);
+      INFO("token " << t << ": 1/rms " << inv[size_t(t)] << ", expected " << want);
+      CHECK(std::fabs(inv[size_t(t)] - want) <= 1e-5 * want);
+    }
+  }
   return ratio;
 }
 
 }  // namespace
 
-TEST_CASE("span matvec / tiled variants: fused rmsnorm, add, silu, x·x2", "[vulkan][span]") {
+TEST_CASE("span matvec / tiled variants: scaled x, add, silu, x·x2, norm epilogue", "[vulkan][span]") {
   auto be = open_backend("span matmul variants");
   if (!be) return;
   uint64_t seed = 500;
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
     const int64_t n_in = (t == GgmlType::F32 || t == GgmlType::F16) ? 200 : 512;
-    const Matrix m = random_matrix(t, n_in, 70, seed++);
     double worst = 0;
-    const vk::SpanFusion fusions[] = {{true, 0, false}, {true, 2, false}, {false, 1, false}, {false, 1, true}, {false, 0, true}};
-    for (int n_tok : {1, 2, 4, 37}) {
-      for (const vk::SpanFusion& fz : fusions) {
-        if (n_tok > 4 && fz.norm) continue;  // the tiled kernel has no fused norm (prefill runs rmsnorm first)
-        const double r = run_span_matmul(*be, m, n_tok, fz, seed++);
-        INFO(type_name(t) << " n_tok " << n_tok << " norm " << fz.norm << " epi " << fz.epi << " xprod " << fz.xprod
-                          << ": worst |err|/bound " << r);
-        CHECK(r <= 1.0);
-        worst = std::max(worst, r);
+    for (int64_t n_out : {70, 1100}) {  // one row per workgroup, and two
+      const Matrix m = random_matrix(t, n_in, n_out, seed++);
+      const vk::SpanFusion fusions[] = {{0, false}, {2, false}, {1, false}, {1, true}, {0, true}, {3, false}, {3, true}};
+      for (int n_tok : {1, 2, 4, 37}) {
+        for (const vk::SpanFusion& fz : fusions) {
+          if (n_tok > 4 && fz.epi == 3) continue;  // the norm epilogue is the matvec's (decode)
+          if (n_out > 70 && n_tok > 1 && n_tok < 37) continue;
+          const bool scaled = n_tok <= 4;
+          const double r = run_span_matmul(*be, m, n_tok, fz, scaled, seed++);
+          INFO(type_name(t) << " " << n_out << " rows, n_tok " << n_tok << " epi " << fz.epi << " xprod " << fz.xprod
+                            << ": worst |err|/bound " << r);
+          CHECK(r <= 1.0);
+          worst = std::max(worst, r);
+        }
       }
     }
     std::printf("  span matmul %-5s worst |err|/bound %.5f\n", type_name(t).c_str(), worst);
