@@ -83,6 +83,25 @@ void main() {
   const uint j_begin = s * split_len, j_end = min(j_begin + split_len, p_last + 1u);
   const uint QD = KVH * G * D;
   const uint vbase = pc.kv_cap * KD;
+  const uint dq = tid % DT, pp = tid / DT;
+
+  // The first tile's K row (this thread's position) and V rows are loaded
+  // before the query preparation, so their latency overlaps it. (FUSED: the
+  // row at p_last is not written yet; it is taken from kv_sh instead.)
+  uvec4 kw[(D + 7u) / 8u];
+  uvec2 kw2[DQ];
+  uvec2 vw[VPT];
+  if (j_begin < j_end) {
+    const uint j = min(j_begin + tid, j_end - 1u);
+    if (D % 8u == 0u) {
+      for (uint c = 0u; c < D / 8u; ++c) kw[c] = KV4[((j * KD + g * D) >> 3) + c];
+    } else {
+      for (uint c = 0u; c < DQ; ++c) kw2[c] = KV2[((j * KD + g * D) >> 2) + c];
+    }
+    if (pp < PP)
+      for (uint k = 0u; k < VPT; ++k)
+        vw[k] = KV2[((vbase + min(j_begin + pp + k * PP, j_end - 1u) * KD + g * D) >> 2) + dq];
+  }
 
   // ---- queries: G heads of D floats, scaled by the softmax scale ----
   for (uint i = tid; i < G * D; i += WG) {
@@ -132,9 +151,18 @@ void main() {
     l_run[h] = 0.0;
     o[h] = vec4(0.0);
   }
-  const uint dq = tid % DT, pp = tid / DT;
 
   for (uint j0 = j_begin; j0 < j_end; j0 += WG) {
+    if (j0 != j_begin) {  // later tiles: this tile's rows now
+      const uint j = min(j0 + tid, j_end - 1u);
+      if (D % 8u == 0u) {
+        for (uint c = 0u; c < D / 8u; ++c) kw[c] = KV4[((j * KD + g * D) >> 3) + c];
+      } else {
+        for (uint c = 0u; c < DQ; ++c) kw2[c] = KV2[((j * KD + g * D) >> 2) + c];
+      }
+      if (pp < PP)
+        for (uint k = 0u; k < VPT; ++k) vw[k] = KV2[((vbase + min(j0 + pp + k * PP, j_end - 1u) * KD + g * D) >> 2) + dq];
+    }
     // ---- K phase: scores of position j0 + tid ----
     const uint j = j0 + tid;
     const bool valid = j < j_end;
@@ -145,20 +173,13 @@ void main() {
         for (uint c = 0u; c < DQ; ++c)
           for (uint h = 0u; h < G; ++h) sc[h] += dot(q_sh[h * DQ + c], kv_sh[c]);
       } else if (D % 8u == 0u) {
-        // The whole K row first (D/8 16-byte loads in flight), then the dots.
-        const uint base = (j * KD + g * D) >> 3;
-        uvec4 kw[D / 8u];
-        for (uint c = 0u; c < D / 8u; ++c) kw[c] = KV4[base + c];
         for (uint c = 0u; c < D / 8u; ++c) {
           const vec4 k0 = half4(kw[c].xy), k1 = half4(kw[c].zw);
           for (uint h = 0u; h < G; ++h) sc[h] += dot(q_sh[h * DQ + 2u * c], k0) + dot(q_sh[h * DQ + 2u * c + 1u], k1);
         }
       } else {
-        const uint base = (j * KD + g * D) >> 2;
-        uvec2 kw[DQ];
-        for (uint c = 0u; c < DQ; ++c) kw[c] = KV2[base + c];
         for (uint c = 0u; c < DQ; ++c) {
-          const vec4 k = half4(kw[c]);
+          const vec4 k = half4(kw2[c]);
           for (uint h = 0u; h < G; ++h) sc[h] += dot(q_sh[h * DQ + c], k);
         }
       }
@@ -180,17 +201,15 @@ void main() {
       l_run[h] = l_run[h] * corr[h] + stat_sh[G + h];
       o[h] *= corr[h];
     }
-    // ---- V phase: a constant trip count, every row's load issued before the
-    // FMAs (positions past the tile's end read a valid row and get p = 0) ----
+    // ---- V phase: a constant trip count over rows loaded with the K row (positions
+    // past the tile's end read a valid row and get p = 0) ----
     if (pp < PP) {
-      uvec2 vw[VPT];
-      for (uint k = 0u; k < VPT; ++k) {
-        const uint jv = min(j0 + pp + k * PP, j_end - 1u);
-        vw[k] = KV2[((vbase + jv * KD + g * D) >> 2) + dq];
-      }
       for (uint k = 0u; k < VPT; ++k) {
         const uint jj = pp + k * PP;
-        const vec4 v = (owns_new && j0 + jj == p_last) ? kv_sh[DQ + dq] : half4(vw[k]);
+        // The row that was loaded (clamped to the split's end): FUSED's new
+        // position comes from kv_sh (its memory was loaded before the store).
+        const bool is_new = owns_new && min(j0 + jj, j_end - 1u) == p_last;
+        const vec4 v = is_new ? kv_sh[DQ + dq] : half4(vw[k]);
         for (uint h = 0u; h < G; ++h) o[h] += p_sh[jj * G + h] * v;
       }
     }

@@ -209,6 +209,13 @@ double run_attention(vk::VulkanBackend& be, const AttnCase& c, uint64_t seed) {
     kvw[i] = pack_half2(kf[2 * i], kf[2 * i + 1]);
     kvw[size_t(cap) * KD / 2 + i] = pack_half2(vf[2 * i], vf[2 * i + 1]);
   }
+  // Positions the kernel must not read (past n_kv) and, fused, the one it
+  // writes before use hold NaNs: any stray read shows in the output.
+  const int first_nan = c.fused ? c.n_kv - 1 : c.n_kv;
+  for (size_t i = size_t(first_nan) * KD / 2; i < size_t(cap) * KD / 2; ++i) {
+    kvw[i] = 0x7E007E00u;
+    kvw[size_t(cap) * KD / 2 + i] = 0x7E007E00u;
+  }
   rig.put(rig.kv(), 0, kvw);
   const auto qkv = randn(size_t(c.n_tok) * QKV, seed + 2, 1.0f);
   rig.put(rig.arena(), q_off, qkv);
@@ -229,8 +236,10 @@ double run_attention(vk::VulkanBackend& be, const AttnCase& c, uint64_t seed) {
   p.n_rot = c.D, p.n_head = c.H, p.eps = 1e-6f;
   if (c.fused) p.bq_off = 0, p.bk_off = QD, p.bv_off = QD + KD;
   const vk::SpanKernelShape ks{uint32_t(c.D), uint32_t(G), uint32_t(c.KVH)};
-  for (int rep = 0; rep < 2; ++rep)  // twice: the arrival counters must have been reset
+  for (int rep = 0; rep < 2; ++rep) {  // twice: the arrival counters must have been reset
+    rig.put(rig.kv(), 0, kvw);        // (and fused, the new position is NaN again)
     rig.run([&](VkCommandBuffer cmd) { be.span_kernels()->attention(cmd, rig.aux_set(), p, ks, c.fused, rig.arena().buffer); });
+  }
   const auto out = rig.get(rig.arena(), att_off, size_t(c.n_tok) * QD);
   // The cache as the kernel left it (fused: it wrote the new position).
   const auto kv_after = rig.get_words(rig.kv(), 0, uint64_t(cap) * KD);
