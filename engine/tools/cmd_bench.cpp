@@ -4,6 +4,7 @@
 // printed. With no -m, a default model is synthesised (and cached).
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -60,30 +61,41 @@ std::vector<int32_t> bench_tokens(int64_t n, int32_t n_vocab) {
   return t;
 }
 
-void run_tests(fish_model* m, const fish_model_info& info, int64_t n_p, int64_t n_g, int reps,
+// Fills the KV cache with `depth` tokens (not timed), so a test runs at that context.
+void fill_depth(fish_model* m, const std::vector<int32_t>& ctx, int64_t depth) {
+  fish_kv_truncate(m, 0);
+  for (int64_t p = 0; p < depth; p += 512) {
+    const int32_t c = int32_t(std::min<int64_t>(512, depth - p));
+    if (fish_eval(m, &ctx[size_t(p)], c, int32_t(p), 0) != 0) die(m, "depth fill");
+  }
+}
+
+void run_tests(fish_model* m, const fish_model_info& info, int64_t n_p, int64_t n_g, int64_t depth, int reps,
                std::vector<Result>& out) {
+  const std::vector<int32_t> ctx = bench_tokens(depth + 1, info.n_vocab);
+  const std::string at = depth > 0 ? " @ d" + std::to_string(depth) : "";
   const std::string backend = info.gpu_layers > 0 || info.gpu_output ? std::string(info.backend) : "CPU";
   if (n_p > 0) {
-    Result r{backend, info.n_threads, info.gpu_layers, "pp" + std::to_string(n_p), n_p, 0, {}};
+    Result r{backend, info.n_threads, info.gpu_layers, "pp" + std::to_string(n_p) + at, n_p, 0, {}};
     std::vector<int32_t> toks = bench_tokens(n_p, info.n_vocab);
     for (int rep = -1; rep < reps; ++rep) {  // rep -1 warms up
-      fish_kv_truncate(m, 0);
+      fill_depth(m, ctx, depth);
       const double t0 = now_s();
-      if (fish_eval(m, toks.data(), int32_t(n_p), 0, 0) != 0) die(m, "prompt eval");
+      if (fish_eval(m, toks.data(), int32_t(n_p), int32_t(depth), 0) != 0) die(m, "prompt eval");
       const double dt = now_s() - t0;
       if (rep >= 0) r.samples.push_back(double(n_p) / dt);
     }
     out.push_back(r);
   }
   if (n_g > 0) {
-    Result r{backend, info.n_threads, info.gpu_layers, "tg" + std::to_string(n_g), 0, n_g, {}};
+    Result r{backend, info.n_threads, info.gpu_layers, "tg" + std::to_string(n_g) + at, 0, n_g, {}};
     std::vector<int32_t> toks = bench_tokens(n_g, info.n_vocab);
     for (int rep = -1; rep < reps; ++rep) {
-      fish_kv_truncate(m, 0);
+      fill_depth(m, ctx, depth);
       const int64_t n = rep < 0 ? std::min<int64_t>(n_g, 4) : n_g;
       const double t0 = now_s();
       for (int64_t i = 0; i < n; ++i)
-        if (fish_eval(m, &toks[size_t(i)], 1, int32_t(i), 0) != 0) die(m, "generation eval");
+        if (fish_eval(m, &toks[size_t(i)], 1, int32_t(depth + i), 0) != 0) die(m, "generation eval");
       const double dt = now_s() - t0;
       if (rep >= 0) r.samples.push_back(double(n) / dt);
     }
@@ -118,9 +130,10 @@ std::string default_model(int32_t threads) {
 static int cmd_bench(int argc, char** argv) {
   Args a(argc, argv);
   if (a.flag("-h", "--help")) {
-    std::printf("usage: fish bench [-m MODEL] [-p 512] [-n 128] [-t N] [-r 5] [--gpu-layers N] [--json]\n"
+    std::printf("usage: fish bench [-m MODEL] [-p 512] [-n 128] [-d DEPTH] [-t N] [-r 5] [--gpu-layers N] [--json]\n"
                 "       fish bench --kernels [--types Q4_K,Q6_K] [--shapes 4096x14336,...] [-r N] [--json]\n"
-                "  Prompt processing (ppN) and generation (tgN) tok/s, mean ± sd over -r repetitions.\n"
+                "  Prompt processing (ppN) and generation (tgN) tok/s, mean ± sd over -r repetitions;\n"
+                "  -d runs them after DEPTH tokens of context (filled untimed). FISH_GPU_PROFILE=2: stage profile.\n"
                 "  With a GPU plugin: auto placement and CPU-only rows, and their ratio.\n"
                 "  Without -m: a Llama-3.2-1B-shaped Q4_K_M model is synthesised once and cached.\n"
                 "  --kernels: the GPU backend's matmul kernels on large matrices (GB/s), next to the CPU's.\n");
@@ -128,11 +141,12 @@ static int cmd_bench(int argc, char** argv) {
   }
   std::string model;
   a.value("-m", "--model", model);
-  int64_t n_p = 512, n_g = 128, reps = 5, threads = 0, ngl = -1;
+  int64_t n_p = 512, n_g = 128, reps = 5, threads = 0, ngl = -1, depth = 0;
   a.int_value("-p", "--n-prompt", n_p);
   a.int_value("-n", "--n-gen", n_g);
   const bool reps_given = a.int_value("-r", "--repetitions", reps);
   a.int_value("-t", "--threads", threads);
+  a.int_value("-d", "--depth", depth);
   a.int_value("-ngl", "--gpu-layers", ngl);
   const bool json = a.flag(nullptr, "--json");
   if (a.flag(nullptr, "--kernels")) {  // the backend's kernels on large matrices, GB/s
@@ -159,12 +173,12 @@ static int cmd_bench(int argc, char** argv) {
     return 0;
   }
   if (!a.positional().empty()) a.fail("unexpected argument");
-  if (n_p < 0 || n_g < 0 || reps < 1 || threads < 0) a.fail("-p/-n must be >= 0, -r >= 1, -t >= 1");
+  if (n_p < 0 || n_g < 0 || reps < 1 || threads < 0 || depth < 0) a.fail("-p/-n/-d must be >= 0, -r >= 1, -t >= 1");
   if (model.empty()) model = default_model(int32_t(threads));
 
   fish_model_params p = fish_model_default_params();
   p.n_threads = int32_t(threads);
-  p.n_ctx = int32_t(std::max<int64_t>(n_p, n_g) + 16);
+  p.n_ctx = int32_t(depth + std::max<int64_t>(n_p, n_g) + 16);
   p.gpu_layers = int32_t(ngl);
   std::vector<Result> results;
   fish_error* err = nullptr;
@@ -180,7 +194,12 @@ static int cmd_bench(int argc, char** argv) {
   const double size_mib = double(info.file_bytes) / (1024.0 * 1024.0);
   const double params_b = double(info.n_params) / 1e9;
   const bool on_gpu = info.gpu_layers > 0 || info.gpu_output;
-  run_tests(m, info, n_p, n_g, int(reps), results);
+  run_tests(m, info, n_p, n_g, depth, int(reps), results);
+  if (on_gpu && std::getenv("FISH_GPU_PROFILE")) {  // the backend's stage profile of these runs
+    char* prof = fish_backend_profile();
+    if (prof && *prof) std::fprintf(stderr, "%s\n", prof);
+    fish_free(prof);
+  }
   fish_model_free(m);
   if (on_gpu) {  // the same model on the CPU only, same process
     p.gpu_layers = 0;
@@ -192,7 +211,7 @@ static int cmd_bench(int argc, char** argv) {
     fish_model_info ci{};
     ci.struct_size = sizeof ci;
     fish_model_get_info(m, &ci);
-    run_tests(m, ci, n_p, n_g, int(reps), results);
+    run_tests(m, ci, n_p, n_g, depth, int(reps), results);
     fish_model_free(m);
   }
 
@@ -214,10 +233,13 @@ static int cmd_bench(int argc, char** argv) {
   }
   std::printf("| model | size | params | backend | ngl | threads | test | t/s |\n");
   std::printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n");
+  char params_s[32];
+  if (params_b >= 1.0) std::snprintf(params_s, sizeof params_s, "%.2f B", params_b);
+  else std::snprintf(params_s, sizeof params_s, "%.2f M", params_b * 1e3);
   for (const Result& r : results)
-    std::printf("| %s %.2fB | %.2f MiB | %.2f B | %s | %d | %d | %s | %.2f ± %.2f |\n", arch.c_str(), params_b,
-                size_mib, params_b, r.backend == "CPU" ? ("CPU " + kernels).c_str() : r.backend.c_str(),
-                r.gpu_layers, r.threads, r.test.c_str(), r.mean(), r.sd());
+    std::printf("| %s %s | %.2f MiB | %s | %s | %d | %d | %s | %.2f ± %.2f |\n", arch.c_str(), params_s, size_mib,
+                params_s, r.backend == "CPU" ? ("CPU " + kernels).c_str() : r.backend.c_str(), r.gpu_layers,
+                r.threads, r.test.c_str(), r.mean(), r.sd());
   if (on_gpu) {
     std::printf("\n%s\n", detail.c_str());
     const size_t half = results.size() / 2;

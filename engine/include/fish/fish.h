@@ -135,6 +135,9 @@ FISH_API const char* fish_version(void);
 /* ---- GPU validation (fish test-gpu) ----------------------------------------- */
 /* Bytes the active backend holds now (0 when CPU only). */
 FISH_API uint64_t fish_backend_bytes_resident(void);
+/* The active backend's timing profile since the last call (multi-line; with
+ * FISH_GPU_PROFILE set for fish_vulkan), or "". malloc'd: free with fish_free. */
+FISH_API char* fish_backend_profile(void);
 struct fish_plugin_check;
 /* Kernel checks on a model's blk.0 projections: each matrix the active backend
  * supports is uploaded and multiplied with n_tok 1/3/37/256 random inputs, every

@@ -41,6 +41,11 @@ FISH_API uint64_t fish_backend_bytes_resident(void) {
   return be ? be->bytes_resident() : 0;
 }
 
+FISH_API char* fish_backend_profile(void) {
+  fish::ComputeBackend* be = fish::backend::get();
+  return fish::capi::dup_string(be ? be->profile() : std::string());
+}
+
 FISH_API int32_t fish_test_gpu_kernels(const char* model_path, void (*fn)(const fish_plugin_check*, void*), void* ctx,
                                        fish_error** err) {
   int32_t failures = -1;
