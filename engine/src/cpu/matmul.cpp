@@ -30,7 +30,14 @@ namespace {
 
 // ---- weight types ----
 
-bool wtype_of(GgmlType t, WType* out) {
+bool wtype_of(GgmlType t, WeightLayout layout, WType* out) {
+  if (layout == WeightLayout::Strips16) {
+    if (t == GgmlType::Q4_K) *out = WType::Q4_K_S16;
+    else if (t == GgmlType::Q6_K) *out = WType::Q6_K_S16;
+    else return false;
+    return true;
+  }
+  if (layout != WeightLayout::Gguf) return false;
   switch (t) {
     case GgmlType::F32: *out = WType::F32; return true;
     case GgmlType::F16: *out = WType::F16; return true;
@@ -141,10 +148,16 @@ struct Resolved {
 
 Resolved resolve(const KernelFamily& fam, const WeightView& w, const char* what) {
   Resolved r;
-  if (!wtype_of(w.type, &r.wt))
+  if (w.layout != WeightLayout::Gguf && w.layout != WeightLayout::Strips16)
+    throw Error(std::string(what) + ": unknown weight layout " + std::to_string(int(w.layout)));
+  if (!wtype_of(w.type, w.layout, &r.wt)) {
+    if (w.layout == WeightLayout::Strips16)
+      throw Error(std::string(what) + ": weight type " + ggml_type_name(w.type) +
+                  " has no 16-row strip layout (strips: Q4_K, Q6_K)");
     throw Error(std::string(what) + ": weight type " + ggml_type_name(w.type) +
                 " is not supported (supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, "
                 "Q5_K, Q6_K)");
+  }
   const auto info = ggml_type_info(w.type);
   if (w.n_in <= 0 || w.n_out < 0)
     throw Error(std::string(what) + ": bad weight shape n_in " + std::to_string(w.n_in) + ", n_out " +
@@ -156,6 +169,9 @@ Resolved resolve(const KernelFamily& fam, const WeightView& w, const char* what)
   if (w.row_bytes < need)
     throw Error(std::string(what) + ": row_bytes " + std::to_string(w.row_bytes) + " is less than the " +
                 std::to_string(need) + " bytes of a " + info->name + " row of " + std::to_string(w.n_in));
+  if (w.layout == WeightLayout::Strips16 && w.row_bytes != need)
+    throw Error(std::string(what) + ": row_bytes " + std::to_string(w.row_bytes) + " of a strip-layout weight must be " +
+                "the exact " + std::to_string(need) + " bytes of a " + info->name + " row of " + std::to_string(w.n_in));
   if (w.n_out > 0 && !w.data) throw Error(std::string(what) + ": weight data is null");
   r.e = fam.entry[int(r.wt)];
   if (!r.e.fn) r.e = mm::family_scalar()->entry[int(r.wt)];
@@ -348,8 +364,10 @@ void matmul_group(ThreadPool& pool, const WeightView* ws, int n_w, const float* 
 void matmul_ref_f32(const WeightView& w, const float* x, int n_tok, float* y) {
   resolve(*mm::family_scalar(), w, "matmul_ref_f32");
   std::vector<float> row(size_t(w.n_in));
+  std::vector<uint8_t> raw(w.row_bytes);
   for (int64_t r = 0; r < w.n_out; ++r) {
-    dequant_row(w.type, static_cast<const uint8_t*>(w.data) + uint64_t(r) * w.row_bytes, row.data(), w.n_in);
+    weight_row_gguf(w, r, raw.data());
+    dequant_row(w.type, raw.data(), row.data(), w.n_in);
     for (int t = 0; t < n_tok; ++t) {
       const float* xt = x + int64_t(t) * w.n_in;
       double acc = 0.0;
@@ -360,6 +378,11 @@ void matmul_ref_f32(const WeightView& w, const float* x, int n_tok, float* y) {
 }
 
 const char* matmul_kernel_name() { return active_family().name; }
+
+bool mm::active_family_has_strips() {
+  const KernelFamily& f = active_family();
+  return &f != mm::family_scalar() && f.entry[int(WType::Q4_K_S16)].fn && f.entry[int(WType::Q6_K_S16)].fn;
+}
 
 bool matmul_kernels_supported(MatmulKernels k) { return family_of(k) != nullptr; }
 

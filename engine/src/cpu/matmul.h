@@ -5,6 +5,7 @@
 // chosen at run time), split over the thread pool by rows.
 #pragma once
 #include <cstdint>
+#include <memory>
 
 #include "common/ggml_type.h"
 
@@ -12,15 +13,63 @@ namespace fish {
 
 class ThreadPool;
 
-// A weight matrix in GGUF layout: n_out rows of n_in elements, row r at
-// data + r * row_bytes.
+// How the bytes of a weight are arranged.
+enum class WeightLayout : uint8_t {
+  Gguf,     // GGUF rows: row r at data + r * row_bytes
+  Strips16, // prepare_weight's repack (Q4_K, Q6_K): groups of 16 rows whose
+            // blocks are interleaved, same bytes per row as GGUF (row_bytes is
+            // the exact GGUF row size; a strip is 16 * row_bytes, the last one
+            // padded with zero rows). See cpu/matmul_strips.h.
+};
+
+// A weight matrix: n_out rows of n_in elements of type.
 struct WeightView {
   GgmlType type = GgmlType::F32;
   const void* data = nullptr;
   int64_t n_in = 0;
   int64_t n_out = 0;
   uint64_t row_bytes = 0;
+  WeightLayout layout = WeightLayout::Gguf;
 };
+
+// A weight rearranged once, at load, into the layout this CPU's kernels decode
+// fastest; it owns the rearranged bytes. view() is what to pass to matmul.
+// When no repack applies, view() is the original view and nothing is owned.
+class PreparedWeight {
+ public:
+  PreparedWeight() = default;
+  const WeightView& view() const { return view_; }
+  bool repacked() const { return view_.layout != WeightLayout::Gguf; }
+  // Bytes this object owns (0 when not repacked).
+  uint64_t owned_bytes() const { return owned_bytes_; }
+
+ private:
+  friend PreparedWeight prepare_weight(const WeightView& w, ThreadPool* pool);
+  struct Free {
+    void operator()(uint8_t* p) const;
+  };
+  WeightView view_;
+  std::unique_ptr<uint8_t, Free> owned_;
+  uint64_t owned_bytes_ = 0;
+};
+
+// Prepares w (GGUF layout) for the CPU matmul kernels. With the AVX-512 VNNI
+// family active, Q4_K and Q6_K matrices are repacked into 16-row strips
+// (WeightLayout::Strips16): one 64-byte load then carries 4 quants of each of
+// 16 rows, so the block scales and mins of 16 rows are decoded together and
+// the n_tok = 1 product is bound by memory, not by unpacking. Memory: a copy
+// of the same size as the original (plus at most 15 zero rows); the original
+// bytes are not read again by matmul (mmap pages may be dropped), but they
+// remain the data for anything else (GPU upload, dequantisation, embeddings).
+// Results equal those of the original up to f32 summation order (the integer
+// block sums are the same). Any other type or family: returns w unchanged.
+// pool (optional) spreads the repack over its threads. Throws fish::Error for
+// a view matmul would refuse.
+PreparedWeight prepare_weight(const WeightView& w, ThreadPool* pool = nullptr);
+
+// The GGUF bytes of row r of w (any layout) into out (row_bytes of the GGUF
+// row of w.type, n_in). For tests and reference paths; slow for strips.
+void weight_row_gguf(const WeightView& w, int64_t r, uint8_t* out);
 
 // x: [n_tok, n_in] f32 (row-major), y: [n_tok, n_out] f32.
 void matmul(ThreadPool& pool, const WeightView& w, const float* x, int n_tok, float* y);

@@ -21,6 +21,7 @@ uint64_t act_row_bytes(ActLayout l, int64_t n_in) {
     case ActLayout::X8_32:
     case ActLayout::X8_32S: return x8_32_planes(n_in).total;
     case ActLayout::X8_K: return x8_k_planes(n_in).total;
+    case ActLayout::X8_KS: return x8_ks_planes(n_in).total;
     case ActLayout::Count: break;
   }
   throw Error("matmul: unknown activation layout " + std::to_string(int(l)));

@@ -1,5 +1,5 @@
 // The AVX-512 VNNI kernel family: its table, and the quantisers of the SIMD
-// activation layouts (X8_32, X8_32S, X8_K). They produce the same int8 values
+// activation layouts (X8_32, X8_32S, X8_K, X8_KS). They produce the same int8 values
 // and scales as ggml's Q8_0 / Q8_1 / Q8_K reference quantisers bit for bit
 // (same operations in the same f32 precision and rounding), so the SIMD and the
 // scalar kernels see identical integers.
@@ -58,12 +58,17 @@ void quantize_x8_32(const float* x, int64_t n, uint8_t* dst) {
 
 // Q8_K values per 256-block: the first element of largest magnitude, max,
 // maps to -127: iscale = -127 / max, q = min(127, nearest-even(iscale x)),
-// d = 1 / iscale; sf[g] = d * (sum of the 16 q of group g).
+// d = 1 / iscale. X8_K: sf[g] = d * (sum of the 16 q of group g). X8_KS
+// (kStrip): bs32 = int16 sums of the 32-groups, nb16 = -32 * the 16-group sums.
+template <bool kStrip>
 void quantize_x8_k(const float* x, int64_t n, uint8_t* dst) {
   const X8_KPlanes p = x8_k_planes(n);
+  const X8_KSPlanes ps = x8_ks_planes(n);
   int8_t* qs = reinterpret_cast<int8_t*>(dst);
-  float* dp = reinterpret_cast<float*>(dst + p.d);
+  float* dp = reinterpret_cast<float*>(dst + (kStrip ? ps.d : p.d));
   float* sf = reinterpret_cast<float*>(dst + p.sf);
+  int16_t* bs32 = reinterpret_cast<int16_t*>(dst + ps.bs32);
+  int32_t* nb16 = reinterpret_cast<int32_t*>(dst + ps.nb16);
   const int64_t nb = n / QK_K;
   for (int64_t b = 0; b < nb; ++b) {
     const float* xb = x + QK_K * b;
@@ -73,7 +78,12 @@ void quantize_x8_k(const float* x, int64_t n, uint8_t* dst) {
     if (amax == 0.0f) {
       std::memset(qs + QK_K * b, 0, QK_K);
       dp[b] = 0.0f;
-      _mm512_storeu_ps(sf + 16 * b, _mm512_setzero_ps());
+      if constexpr (kStrip) {
+        std::memset(bs32 + 8 * b, 0, 16);
+        _mm512_storeu_si512(nb16 + 16 * b, _mm512_setzero_si512());
+      } else {
+        _mm512_storeu_ps(sf + 16 * b, _mm512_setzero_ps());
+      }
       continue;
     }
     float max = 0.0f;
@@ -96,9 +106,16 @@ void quantize_x8_k(const float* x, int64_t n, uint8_t* dst) {
     }
     const float d = 1.0f / iscale;
     dp[b] = d;
-    _mm512_storeu_ps(sf + 16 * b, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums)), _mm512_set1_ps(d)));
+    const __m512i s16 = _mm512_load_si512(sums);
+    if constexpr (kStrip) {
+      for (int j = 0; j < 8; ++j) bs32[8 * b + j] = int16_t(sums[2 * j] + sums[2 * j + 1]);
+      _mm512_storeu_si512(nb16 + 16 * b, _mm512_mullo_epi32(s16, _mm512_set1_epi32(-32)));
+    } else {
+      _mm512_storeu_ps(sf + 16 * b, _mm512_mul_ps(_mm512_cvtepi32_ps(s16), _mm512_set1_ps(d)));
+    }
   }
-  std::memset(reinterpret_cast<uint8_t*>(dp + nb), 0, p.sf - p.d - uint64_t(nb) * 4);
+  if constexpr (kStrip) std::memset(reinterpret_cast<uint8_t*>(dp + nb), 0, ps.bs32 - ps.d - uint64_t(nb) * 4);
+  else std::memset(reinterpret_cast<uint8_t*>(dp + nb), 0, p.sf - p.d - uint64_t(nb) * 4);
 }
 
 }  // namespace
@@ -107,7 +124,8 @@ void quantize(ActLayout l, const float* x, int64_t n_in, uint8_t* dst) {
   switch (l) {
     case ActLayout::X8_32: quantize_x8_32<false>(x, n_in, dst); return;
     case ActLayout::X8_32S: quantize_x8_32<true>(x, n_in, dst); return;
-    case ActLayout::X8_K: quantize_x8_k(x, n_in, dst); return;
+    case ActLayout::X8_K: quantize_x8_k<false>(x, n_in, dst); return;
+    case ActLayout::X8_KS: quantize_x8_k<true>(x, n_in, dst); return;
     default: quantize_act_scalar(l, x, n_in, dst); return;
   }
 }
@@ -132,6 +150,8 @@ const KernelFamily* family_avx512() {
     set(WType::Q4_K, avx512::kernel_q4_k, ActLayout::X8_K);
     set(WType::Q5_K, avx512::kernel_q5_k, ActLayout::X8_K);
     set(WType::Q6_K, avx512::kernel_q6_k, ActLayout::X8_K);
+    set(WType::Q4_K_S16, avx512::kernel_q4_k_s16, ActLayout::X8_KS);
+    set(WType::Q6_K_S16, avx512::kernel_q6_k_s16, ActLayout::X8_KS);
     k.quantize = avx512::quantize;
     return k;
   }();

@@ -31,6 +31,10 @@ enum class ActLayout : int {
   X8_32S,  // as X8_32 with the values of Q8_1: sa = the f16-rounded s of Q8_1
   X8_K,    // qs int8 [n_in] | d f32 [n_in/256] | sf f32 [n_in/16]: the values of
            //   Q8_K; sf = d * bsum of each 16-group
+  X8_KS,   // for 16-row strips: qs int8 [n_in] | d f32 [n_in/256] | bs32 int16
+           //   [n_in/32] | nb16 int32 [n_in/16]: the values of Q8_K; bs32 =
+           //   sum of each 32-group (Q4_K mins), nb16 = -32 * sum of each
+           //   16-group (Q6_K's -32 offset)
   Count
 };
 
@@ -56,6 +60,16 @@ constexpr X8_KPlanes x8_k_planes(int64_t n) {
   return {qs, qs + d, qs + d + sf};
 }
 
+// Byte offsets of the planes of an X8_KS row of n elements.
+struct X8_KSPlanes {
+  uint64_t d, bs32, nb16, total;
+};
+constexpr X8_KSPlanes x8_ks_planes(int64_t n) {
+  const uint64_t qs = pad64(uint64_t(n)), d = pad64(uint64_t(n) / 256 * 4), bs = pad64(uint64_t(n) / 32 * 2),
+                 nb = pad64(uint64_t(n) / 16 * 4);
+  return {qs, qs + d, qs + d + bs, qs + d + bs + nb};
+}
+
 }  // namespace
 
 // Bytes of one activation row of n_in elements in layout l. F32 is x itself
@@ -65,6 +79,8 @@ uint64_t act_row_bytes(ActLayout l, int64_t n_in);
 
 // One kernel call: for every row r in [r0, r1) and token t in [0, n_tok),
 //   y[t * ldy + r] = dot(weight row r, activation row t).
+// Strip kernels (WType::*_S16): w is strip 0, strip s at w + s * 16 * w_stride
+// (w_stride = the GGUF row bytes), and r0 is a multiple of 16.
 struct KernelArgs {
   const uint8_t* w = nullptr;  // weight row 0 (raw GGUF blocks)
   uint64_t w_stride = 0;       // bytes between weight rows
@@ -82,7 +98,10 @@ using KernelFn = void (*)(const KernelArgs&);
 using QuantizeFn = void (*)(ActLayout l, const float* x, int64_t n_in, uint8_t* dst);
 
 // Indices of the weight types fish multiplies with (dense, for the tables).
-enum class WType : int { F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Count };
+// *_S16: the 16-row strips of prepare_weight (WeightLayout::Strips16).
+enum class WType : int {
+  F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_K_S16, Q6_K_S16, Count
+};
 
 // Plain aggregates without constructors (value-initialise with {}): an inline
 // constructor instantiated in a SIMD file could be the copy the linker keeps.
@@ -103,6 +122,10 @@ struct KernelFamily {
 const KernelFamily* family_scalar();
 const KernelFamily* family_avx2();
 const KernelFamily* family_avx512();
+
+// Whether the kernel family in use has its own strip kernels (prepare_weight
+// repacks only then; the scalar family reads strips through a slow fallback).
+bool active_family_has_strips();
 
 // Scalar quantisers of the ggml layouts (Q8_0, Q8_1, Q8_K) and F32 (a copy).
 void quantize_act_scalar(ActLayout l, const float* x, int64_t n_in, uint8_t* dst);

@@ -5,8 +5,10 @@
 // yardstick the SIMD families are tested against. Float weights keep f32
 // activations (no rounding of x to f16/bf16), summed in 8 f32 lanes.
 #include <cstring>
+#include <vector>
 
 #include "common/fp16.h"
+#include "cpu/matmul.h"
 #include "cpu/matmul_kernels.h"
 #include "quant/quant.h"
 
@@ -68,6 +70,27 @@ void kernel_ref(const KernelArgs& k) {
   }
 }
 
+// 16-row strips: each row is put back into its GGUF bytes first, so the
+// results equal those of the original weight bit for bit (slow: a fallback
+// for families without strip kernels, and the yardstick of those kernels).
+template <GgmlType kT>
+void kernel_strip_ref(const KernelArgs& k) {
+  static thread_local std::vector<uint8_t> row;
+  row.resize(k.w_stride);
+  WeightView v;
+  v.type = kT;
+  v.data = k.w;
+  v.n_in = k.n_in;
+  v.n_out = k.r1;
+  v.row_bytes = k.w_stride;
+  v.layout = WeightLayout::Strips16;
+  for (int64_t r = k.r0; r < k.r1; ++r) {
+    weight_row_gguf(v, r, row.data());
+    for (int t = 0; t < k.n_tok; ++t)
+      k.y[t * k.ldy + r] = vec_dot_ref(kT, k.n_in, row.data(), k.act + uint64_t(t) * k.act_stride);
+  }
+}
+
 KernelFamily make_family() {
   KernelFamily f{};
   f.name = "scalar";
@@ -85,6 +108,8 @@ KernelFamily make_family() {
   set(WType::Q4_K, kernel_ref<GgmlType::Q4_K>, ActLayout::Q8_K);
   set(WType::Q5_K, kernel_ref<GgmlType::Q5_K>, ActLayout::Q8_K);
   set(WType::Q6_K, kernel_ref<GgmlType::Q6_K>, ActLayout::Q8_K);
+  set(WType::Q4_K_S16, kernel_strip_ref<GgmlType::Q4_K>, ActLayout::Q8_K);
+  set(WType::Q6_K_S16, kernel_strip_ref<GgmlType::Q6_K>, ActLayout::Q8_K);
   f.quantize = nullptr;  // uses only ggml's layouts (quantize_act_scalar)
   return f;
 }

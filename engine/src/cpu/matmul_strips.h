@@ -1,0 +1,74 @@
+// The 16-row strip layout of prepared Q4_K / Q6_K weights (WeightLayout::Strips16,
+// made by prepare_weight). Plain data with internal linkage: shared by the
+// repack (baseline), the scalar fallback and the AVX-512 kernels (see the ODR
+// caution in matmul_kernels.h).
+//
+// Why: decoding a GGUF K-quant block row by row costs more instructions than
+// the 144 / 210 bytes take to arrive from memory (nibble splits, 6-bit scale
+// unpacking, per-block scale permutes). Interleaving 16 rows puts row i in
+// int32 lane i of every vector: a 64-byte load holds 4 consecutive quants of
+// each of 16 rows, one vpdpbusd against a broadcast of 4 activations gives 16
+// partial row sums, and the scales and mins of 16 rows are decoded with a
+// handful of whole-vector operations. The repack is a byte permutation of the
+// GGUF blocks (quants regrouped, scale bytes moved): same size, exact inverse.
+//
+// A strip is rows 16s .. 16s + 15 (missing rows are zero); it holds n_in / 256
+// strip-blocks back to back, strip-block b being the GGUF blocks b of its 16
+// rows, 16 * sizeof(block) bytes. Row i of a strip is lane i (int32 lane or
+// f16/int8 element i) of every plane below. A "quad" is 4 consecutive
+// elements 4u .. 4u + 3 of a 256-block; byte 4i + c of a quad plane is
+// element 4u + c of row i.
+#pragma once
+#include <cstdint>
+
+#include "quant/blocks.h"
+
+namespace fish::mm {
+namespace {  // internal linkage: also compiled into the SIMD files
+
+constexpr int kStripRows = 16;
+
+// Q4_K strip-block (2304 bytes = 16 * 144):
+//   [0, 32)      d[16]    f16, row i at 2i
+//   [32, 64)     dmin[16] f16
+//   [64, 256)    scales: 3 planes of 64 bytes; plane p, dword i = bytes
+//                4p .. 4p + 3 of row i's 12-byte packed 6-bit scales/mins
+//   [256, 2304)  qs: 32 planes of 64 bytes; plane k = 4j + q (sub-block j of
+//                32 elements, q = 0..3): byte 4i + c holds element
+//                32j + 4q + c of row i in its low nibble and element
+//                32j + 16 + 4q + c in its high nibble
+struct Q4KStrip {
+  static constexpr uint64_t kD = 0, kDmin = 32, kScales = 64, kQs = 256;
+  static constexpr uint64_t kBytes = kStripRows * sizeof(BlockQ4_K);
+};
+static_assert(Q4KStrip::kQs + 32 * 64 == Q4KStrip::kBytes);
+
+// Q6_K strip-block (3360 bytes = 16 * 210):
+//   [0, 32)       d[16] f16
+//   [32, 288)     scales int8: byte 16g + i = scale of 16-group g of row i
+//   [288, 2336)   ql: 32 planes of 64 bytes; plane 2g + p (16-group g,
+//                 p = 0, 1): low nibble = low 4 bits of quad 4g + 2p, high
+//                 nibble = of quad 4g + 2p + 1
+//   [2336, 3360)  qh: 16 planes of 64 bytes; plane g: bits 2u, 2u + 1 = the
+//                 high 2 bits of quad 4g + u (u = 0..3)
+struct Q6KStrip {
+  static constexpr uint64_t kD = 0, kScales = 32, kQl = 288, kQh = 2336;
+  static constexpr uint64_t kBytes = kStripRows * sizeof(BlockQ6_K);
+};
+static_assert(Q6KStrip::kQh + 16 * 64 == Q6KStrip::kBytes);
+
+// The 4-bit quant e (0..255) of a GGUF Q4_K block's qs: qs[32 (e / 64) + e % 32],
+// low nibble for e % 64 < 32.
+constexpr int q4k_nibble_index(int e) { return 32 * (e / 64) + e % 32; }
+constexpr int q4k_nibble_shift(int e) { return e % 64 < 32 ? 0 : 4; }
+
+// The quant e of a GGUF Q6_K block: low 4 bits in ql[64 h + l + 32 (k & 1)]
+// (high nibble for k >= 2), high 2 bits at bit 2k of qh[32 h + l], where
+// e = 128 h + 32 k + l.
+constexpr int q6k_ql_index(int e) { return 64 * (e / 128) + e % 32 + 32 * ((e % 128 / 32) & 1); }
+constexpr int q6k_ql_shift(int e) { return e % 128 / 32 >= 2 ? 4 : 0; }
+constexpr int q6k_qh_index(int e) { return 32 * (e / 128) + e % 32; }
+constexpr int q6k_qh_shift(int e) { return 2 * (e % 128 / 32); }
+
+}  // namespace
+}  // namespace fish::mm
