@@ -27,6 +27,10 @@ layout(set = 0, binding = 1) readonly restrict buffer ArenaX4 { vec4 X4[]; };
 layout(set = 0, binding = 2) readonly restrict buffer ParamsF { float P[]; };
 layout(set = 0, binding = 2) readonly restrict buffer ParamsF4 { vec4 P4[]; };
 layout(set = 0, binding = 3) restrict buffer ArenaY { float Y[]; };
+// Binding 5: the second weight of a PAIR dispatch (matvec_span.comp; the host
+// binds the first weight again otherwise).
+layout(set = 0, binding = 5) readonly restrict buffer WeightWordsB { uint WB[]; };
+layout(set = 0, binding = 5) readonly restrict buffer WeightVec4B { uvec4 WB4[]; };
 #endif
 
 layout(push_constant) uniform MatmulParams {
@@ -46,7 +50,9 @@ layout(push_constant) uniform MatmulParams {
   uint xg_off;    // EPI 3: where y ∘ those weights go (same stride as y)
   uint sq_off;    // EPI 3: float index of the [NT][row groups] Σy² partials
   uint cnt;       // EPI 3: uint index of the arrival counter (0 between dispatches)
-  uint inv_out;   // EPI 3: float index of the NT resulting 1/rms
+  uint inv_out;   // EPI 3: float index of the NT resulting 1/rms, or 0xFFFFFFFF: partials only
+  uint inv_parts; // 0: inv_in holds 1/rms per token; n: inv_in holds [NT][n] Σx² partials (the
+                  // producer's row groups), 1/rms = 1/sqrt(Σ/n_in + eps) is computed here
 #endif
 } pc;
 

@@ -1,22 +1,30 @@
 #version 450
 // The span's matrix-vector products (decode, n_tok <= 4):
 //   y[t][r] = epi(s_t · Σ_i W[r][i] · x'[t][i]),  x' = x, or x ∘ x2 (XPROD: silu(gate)·up),
-// s_t = the per-token scale at inv_in (1/rms of x's rmsnorm, computed by the
-// step that produced x; the norm weights are already multiplied into x).
+// s_t = the per-token scale of x: the 1/rms of x's rmsnorm (the norm weights
+// are already multiplied into x), read from inv_in, or computed here from the
+// producer's Σx² partials (inv_parts > 0), or 1.
 //
 // One WORKGROUP per group of ROWS rows (grid-stride over groups): its
 // invocations split the rows' units (K) and reduce through subgroupAdd plus
 // shared memory. A span puts a barrier after every step, so what counts is a
 // single dispatch's time: many short workgroups end together, where one
 // subgroup per row group (matvec.comp, tuned for back-to-back products) leaves
-// a long tail (H200: 41 -> ~22 us for the 8B's ffn_down).
+// a long tail (H200: 41 -> ~22 us for the 8B's ffn_down). ROWS (1..16) trades
+// workgroups for x reuse: x is loaded once per unit for all ROWS rows.
 //
-// EPI: 0 y = v, 1 y += v (residual), 2 y = silu(v) (gate),
-//      3 y += v, then for the NEXT rmsnorm: xg = y ∘ P[norm_off..], Σy² per
-//        (token, row group) into sq, and the last workgroup to finish (an
-//        arrival counter) turns the partials into 1/rms at inv_out. The next
-//        matvec then reads xg with s_t = that 1/rms: no norm pass of its own.
-// Specialisation: 0 = workgroup size, 1 = ROWS, 2 = NT, 3 = EPI, 4 = XPROD.
+// PAIR: two matrices of the same shape (binding 0: gate, binding 5: up) in one
+// dispatch, RT = 2·ROWS accumulated rows (rows r of both), x loaded once for
+// both; EPI 4 writes silu(s·gate)·(s·up), so the down projection reads one vector.
+//
+// EPI: 0 y = v, 1 y += v (residual), 2 y = silu(v) (gate), 4 (PAIR) y = silu(v_a)·v_b,
+//      3 y += v, then for the NEXT rmsnorm: xg = y ∘ P[norm_off..] and Σy² per
+//        (token, row group) into sq ([NT][row groups]); with inv_out set, the
+//        last workgroup to finish (an arrival counter) turns the partials into
+//        1/rms at inv_out, else the consumers reduce them (inv_parts).
+// The residual y and the norm weights of EPI 1/3 are loaded before the main
+// loop, so their latency hides behind the weights'.
+// Specialisation: 0 = workgroup size, 1 = ROWS, 2 = NT, 3 = EPI, 4 = XPROD, 5 = PAIR.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -26,6 +34,8 @@ layout(constant_id = 1) const uint ROWS = 1;
 layout(constant_id = 2) const uint NT = 1;
 layout(constant_id = 3) const uint EPI = 0;
 layout(constant_id = 4) const bool XPROD = false;
+layout(constant_id = 5) const bool PAIR = false;
+const uint RT = PAIR ? 2u * ROWS : ROWS;  // accumulated rows
 
 #include "matmul_common.glsl"
 // The arena once more, coherent: partials one workgroup reads after others wrote them.
@@ -33,7 +43,7 @@ layout(set = 0, binding = 4) coherent buffer ArenaC { float AC[]; };
 layout(set = 0, binding = 4) coherent buffer ArenaCU { uint ACU[]; };
 
 const uint NONE = 0xFFFFFFFFu;
-float acc[ROWS * NT];  // acc[r * NT + t]
+float acc[RT * NT];  // acc[r * NT + t]
 
 vec4 x4_at(uint t, uint e) {
   vec4 v = X4[(pc.x_off + t * pc.x_stride + e) >> 2];
@@ -48,44 +58,74 @@ float x_at(uint t, uint e) {
 
 #include "matvec_units.glsl"
 
-shared float part_sh[ROWS * NT * 32u];  // per-subgroup sums (up to 32 subgroups)
-shared float fin_sh[ROWS * NT];
+// Per-subgroup sums (up to 32 subgroups): RT·NT products, then NT Σx² of the scale.
+shared float part_sh[(RT + 1u) * NT * 32u];
+shared float fin_sh[RT * NT];
 shared uint last_sh;
 
 void main() {
   const uint lid = gl_LocalInvocationID.x, wgs = gl_WorkGroupSize.x;
   const uint n_groups = (pc.n_rows + ROWS - 1u) / ROWS;
   const uint units = mv_units();
-  float scale[NT];
-  for (uint t = 0u; t < NT; ++t) scale[t] = pc.inv_in == NONE ? 1.0 : X[pc.inv_in + t];
+  const bool parts = pc.inv_in != NONE && pc.inv_parts != 0u;
+  // The scale: 1/rms from inv_in, or this invocation's share of the partials
+  // (summed over the workgroup with the products below).
+  float scale[NT], sq_in[NT];
+  for (uint t = 0u; t < NT; ++t) {
+    scale[t] = pc.inv_in == NONE || parts ? 1.0 : X[pc.inv_in + t];
+    sq_in[t] = 0.0;
+    if (parts)
+      for (uint i = lid; i < pc.inv_parts; i += wgs) sq_in[t] += X[pc.inv_in + t * pc.inv_parts + i];
+  }
 
   for (uint g0 = gl_WorkGroupID.x; g0 < n_groups; g0 += gl_NumWorkGroups.x) {
     const uint row0 = g0 * ROWS;
-    for (uint k = 0u; k < ROWS * NT; ++k) acc[k] = 0.0;
+    // The epilogue's operands: invocation lid < ROWS·NT finishes (row lid / NT, token lid % NT).
+    float res = 0.0, nw = 0.0;
+    if ((EPI == 1u || EPI == 3u) && lid < ROWS * NT && row0 + lid / NT < pc.n_rows) {
+      res = Y[pc.y_off + (lid % NT) * pc.y_stride + row0 + lid / NT];
+      if (EPI == 3u) nw = P[pc.norm_off + row0 + lid / NT];
+    }
+    for (uint k = 0u; k < RT * NT; ++k) acc[k] = 0.0;
     uint u = lid;
     for (; u + wgs < units; u += 2u * wgs) {  // two units per trip: two sets of loads in flight
       mv_unit(u, row0);
       mv_unit(u + wgs, row0);
     }
     if (u < units) mv_unit(u, row0);
-    for (uint k = 0u; k < ROWS * NT; ++k) {
+    for (uint k = 0u; k < RT * NT; ++k) {
       const float s = subgroupAdd(acc[k]);
       if (subgroupElect()) part_sh[k * 32u + gl_SubgroupID] = s;
+    }
+    if (parts) {
+      for (uint t = 0u; t < NT; ++t) {
+        const float s = subgroupAdd(sq_in[t]);
+        if (subgroupElect()) part_sh[(RT * NT + t) * 32u + gl_SubgroupID] = s;
+      }
     }
     barrier();
     if (lid < ROWS * NT) {
       const uint r = lid / NT, t = lid % NT, row = row0 + r;
-      float v = 0.0;
-      for (uint i = 0u; i < gl_NumSubgroups; ++i) v += part_sh[lid * 32u + i];
+      float v = 0.0, v2 = 0.0, sc = scale[t];
+      if (parts) {
+        float ss = 0.0;
+        for (uint i = 0u; i < gl_NumSubgroups; ++i) ss += part_sh[(RT * NT + t) * 32u + i];
+        sc = inversesqrt(ss / float(pc.n_in) + pc.eps);
+      }
+      for (uint i = 0u; i < gl_NumSubgroups; ++i) {
+        v += part_sh[lid * 32u + i];
+        if (PAIR) v2 += part_sh[(ROWS * NT + lid) * 32u + i];
+      }
       float sq = 0.0;
       if (row < pc.n_rows) {
-        v *= scale[t];
+        v *= sc;
         const uint a = pc.y_off + t * pc.y_stride + row;
         if (EPI == 2u) v = v / (1.0 + exp(-v));
-        if (EPI == 1u || EPI == 3u) v += Y[a];
+        if (EPI == 4u) v = v / (1.0 + exp(-v)) * (v2 * sc);
+        if (EPI == 1u || EPI == 3u) v += res;
         Y[a] = v;
         if (EPI == 3u) {
-          Y[pc.xg_off + t * pc.y_stride + row] = v * P[pc.norm_off + row];
+          Y[pc.xg_off + t * pc.y_stride + row] = v * nw;
           sq = v * v;
         }
       }
@@ -98,7 +138,7 @@ void main() {
       AC[pc.sq_off + lid * n_groups + g0] = s;
     }
   }
-  if (EPI != 3u) return;
+  if (EPI != 3u || pc.inv_out == NONE) return;
 
   // ---- the last workgroup to finish: Σy² over all row groups -> 1/rms ----
   memoryBarrierBuffer();

@@ -1,6 +1,7 @@
 // The per-type inner step of matvec.comp. Each type defines
 //   uint mv_units()                 units per weight row
 //   void mv_unit(uint u, uint row0) adds unit u of rows row0 .. row0+ROWS-1 into acc[]
+//                                   (of both matrices of a span PAIR: RT accumulated rows)
 // A unit's x values are loaded once and reused for the ROWS rows; rows past
 // n_rows read the last row (their sums are never written), so the inner loop
 // has no bounds branches.
@@ -15,6 +16,44 @@ float x_at(uint t, uint e) { return X[pc.x_off + t * pc.x_stride + e]; }
 float hsum(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
 uint last_row(uint row0, uint r) { return min(row0 + r, pc.n_rows - 1u); }
 
+// Weight reads by accumulated row r (0 .. RT-1). The span's PAIR dispatch
+// accumulates RT = 2·ROWS rows: r < ROWS from the matrix at binding 0, r >= ROWS
+// the same rows of the matrix at binding 5 (WB). The loops over r are unrolled
+// once ROWS is specialised, so the choice of binding is static.
+#ifdef FISH_SPAN
+bool second(uint r) { return PAIR && r >= ROWS; }
+uint wv(uint r, uint i) { return second(r) ? WB[i] : W[i]; }
+uvec4 wv4(uint r, uint i) { return second(r) ? WB4[i] : W4[i]; }
+uint mv_row(uint row0, uint r) { return last_row(row0, second(r) ? r - ROWS : r); }
+#else
+const uint RT = ROWS;
+uint wv(uint r, uint i) { return W[i]; }
+uvec4 wv4(uint r, uint i) { return W4[i]; }
+uint mv_row(uint row0, uint r) { return last_row(row0, r); }
+#endif
+// matmul_common.glsl's unaligned reads, from row r's matrix.
+uvec2 mv_bytes8(uint r, uint o) {
+  const uint w = o >> 2;
+  const bool odd = (o & 2u) != 0u;
+  const uint a = wv(r, w), b = wv(r, w + 1u), c = wv(r, w + 2u);
+  return uvec2(funnel16(a, b, odd), funnel16(b, c, odd));
+}
+uvec4 mv_bytes16(uint r, uint o) {
+  const uint w = o >> 2;
+  const bool odd = (o & 2u) != 0u;
+  const uint a = wv(r, w), b = wv(r, w + 1u), c = wv(r, w + 2u), d = wv(r, w + 3u), e = wv(r, w + 4u);
+  return uvec4(funnel16(a, b, odd), funnel16(b, c, odd), funnel16(c, d, odd), funnel16(d, e, odd));
+}
+void mv_bytes32(uint r, uint o, out uvec4 lo, out uvec4 hi) {
+  const uint w = o >> 2;
+  const bool odd = (o & 2u) != 0u;
+  const uint a0 = wv(r, w), a1 = wv(r, w + 1u), a2 = wv(r, w + 2u), a3 = wv(r, w + 3u), a4 = wv(r, w + 4u);
+  const uint a5 = wv(r, w + 5u), a6 = wv(r, w + 6u), a7 = wv(r, w + 7u), a8 = wv(r, w + 8u);
+  lo = uvec4(funnel16(a0, a1, odd), funnel16(a1, a2, odd), funnel16(a2, a3, odd), funnel16(a3, a4, odd));
+  hi = uvec4(funnel16(a4, a5, odd), funnel16(a5, a6, odd), funnel16(a6, a7, odd), funnel16(a7, a8, odd));
+}
+uint mv_half(uint r, uint o) { return (wv(r, o >> 2) >> ((o & 2u) * 8u)) & 0xFFFFu; }
+
 #if defined(TYPE_F32)
 // Unit = 4 consecutive elements: one 16-byte load when n_in % 4 == 0, else
 // element by element with the tail masked.
@@ -24,16 +63,16 @@ void mv_unit(uint u, uint row0) {
   if ((pc.n_in & 3u) == 0u) {
     vec4 xv[NT];
     for (uint t = 0u; t < NT; ++t) xv[t] = x4_at(t, e0);
-    for (uint r = 0u; r < ROWS; ++r) {
-      const vec4 w = uintBitsToFloat(W4[(last_row(row0, r) * pc.n_in + e0) >> 2]);
+    for (uint r = 0u; r < RT; ++r) {
+      const vec4 w = uintBitsToFloat(wv4(r, (mv_row(row0, r) * pc.n_in + e0) >> 2));
       for (uint t = 0u; t < NT; ++t) acc[r * NT + t] += dot(w, xv[t]);
     }
   } else {
     for (uint i = 0u; i < 4u; ++i) {
       const uint e = e0 + i;
       if (e >= pc.n_in) break;
-      for (uint r = 0u; r < ROWS; ++r) {
-        const float w = uintBitsToFloat(W[last_row(row0, r) * pc.n_in + e]);
+      for (uint r = 0u; r < RT; ++r) {
+        const float w = uintBitsToFloat(wv(r, mv_row(row0, r) * pc.n_in + e));
         for (uint t = 0u; t < NT; ++t) acc[r * NT + t] += w * x_at(t, e);
       }
     }
@@ -49,8 +88,8 @@ void mv_unit(uint u, uint row0) {
     const uint e0 = u * 8u;
     vec4 xa[NT], xb[NT];
     for (uint t = 0u; t < NT; ++t) { xa[t] = x4_at(t, e0); xb[t] = x4_at(t, e0 + 4u); }
-    for (uint r = 0u; r < ROWS; ++r) {
-      const uvec4 q = W4[(last_row(row0, r) * pc.n_in + e0) >> 3];
+    for (uint r = 0u; r < RT; ++r) {
+      const uvec4 q = wv4(r, (mv_row(row0, r) * pc.n_in + e0) >> 3);
       const vec4 wa = vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y));
       const vec4 wb = vec4(unpackHalf2x16(q.z), unpackHalf2x16(q.w));
       for (uint t = 0u; t < NT; ++t) acc[r * NT + t] += dot(wa, xa[t]) + dot(wb, xb[t]);
@@ -60,9 +99,9 @@ void mv_unit(uint u, uint row0) {
     for (uint i = 0u; i < 4u; ++i) {
       const uint e = e0 + i;
       if (e >= pc.n_in) break;
-      for (uint r = 0u; r < ROWS; ++r) {
-        const uint a = last_row(row0, r) * pc.n_in + e;
-        const float w = half_to_float((W[a >> 1] >> ((a & 1u) * 16u)) & 0xFFFFu);
+      for (uint r = 0u; r < RT; ++r) {
+        const uint a = mv_row(row0, r) * pc.n_in + e;
+        const float w = half_to_float((wv(r, a >> 1) >> ((a & 1u) * 16u)) & 0xFFFFu);
         for (uint t = 0u; t < NT; ++t) acc[r * NT + t] += w * x_at(t, e);
       }
     }
@@ -88,10 +127,10 @@ void mv_unit(uint u, uint row0) {
     sa[t] = hsum(s4a);
     sb[t] = hsum(s4b);
   }
-  for (uint r = 0u; r < ROWS; ++r) {
-    const uint o = (last_row(row0, r) * nb + u) * 18u;
-    const float d = half_to_float(load_half(o));
-    const uvec4 q = load_bytes16(o + 2u);
+  for (uint r = 0u; r < RT; ++r) {
+    const uint o = (mv_row(row0, r) * nb + u) * 18u;
+    const float d = half_to_float(mv_half(r, o));
+    const uvec4 q = mv_bytes16(r, o + 2u);
     for (uint t = 0u; t < NT; ++t) {
       const float fa = dot(nib_lo_f(q.x), xa[t * 4u]) + dot(nib_lo_f(q.y), xa[t * 4u + 1u]) +
                        dot(nib_lo_f(q.z), xa[t * 4u + 2u]) + dot(nib_lo_f(q.w), xa[t * 4u + 3u]);
@@ -118,11 +157,11 @@ void mv_unit(uint u, uint row0) {
     }
     sx[t] = hsum(s4);
   }
-  for (uint r = 0u; r < ROWS; ++r) {
-    const uint o = (last_row(row0, r) * nb + u) * 34u;
-    const float d = half_to_float(load_half(o));
+  for (uint r = 0u; r < RT; ++r) {
+    const uint o = (mv_row(row0, r) * nb + u) * 34u;
+    const float d = half_to_float(mv_half(r, o));
     uvec4 qa, qb;
-    load_bytes32(o + 2u, qa, qb);
+    mv_bytes32(r, o + 2u, qa, qb);
     for (uint t = 0u; t < NT; ++t) {
       const uint b = t * 8u;
       const float f = dot(sbytes_f(qa.x), xv[b]) + dot(sbytes_f(qa.y), xv[b + 1u]) +
@@ -165,14 +204,14 @@ void mv_unit(uint u, uint row0) {
     sa[t] = hsum(s4a);
     sb[t] = hsum(s4b);
   }
-  for (uint r = 0u; r < ROWS; ++r) {
-    const uint base = (last_row(row0, r) * nb + b) * BLOCK_V4;
-    const uvec4 hd = W4[base];
+  for (uint r = 0u; r < RT; ++r) {
+    const uint base = (mv_row(row0, r) * nb + b) * BLOCK_V4;
+    const uvec4 hd = wv4(r, base);
 #if defined(TYPE_Q4_K)
-    const uvec4 q = W4[base + 1u + t8];
+    const uvec4 q = wv4(r, base + 1u + t8);
 #else
-    const uvec4 q = W4[base + 3u + t8];
-    const uvec4 qh = W4[base + 1u + h];
+    const uvec4 q = wv4(r, base + 3u + t8);
+    const uvec4 qh = wv4(r, base + 1u + h);
 #endif
     const vec2 dm = unpackHalf2x16(hd.x);
     const uvec2 smA = k4_scale_min(2u * j, hd), smB = k4_scale_min(2u * j + 1u, hd);
@@ -225,13 +264,13 @@ void mv_unit(uint u, uint row0) {
       sx[t * 4u + k] = hsum(s4);
     }
   }
-  for (uint r = 0u; r < ROWS; ++r) {
-    const uint o = (last_row(row0, r) * nb + b) * 210u;
-    const uvec4 qa = load_bytes16(o + 64u * n + l0);
-    const uvec4 qb = load_bytes16(o + 64u * n + 32u + l0);
-    const uvec4 qh = load_bytes16(o + 128u + 32u * n + l0);
-    const uvec2 sw = load_bytes8(o + 192u + 8u * n);
-    const float d = half_to_float(load_half(o + 208u));
+  for (uint r = 0u; r < RT; ++r) {
+    const uint o = (mv_row(row0, r) * nb + b) * 210u;
+    const uvec4 qa = mv_bytes16(r, o + 64u * n + l0);
+    const uvec4 qb = mv_bytes16(r, o + 64u * n + 32u + l0);
+    const uvec4 qh = mv_bytes16(r, o + 128u + 32u * n + l0);
+    const uvec2 sw = mv_bytes8(r, o + 192u + 8u * n);
+    const float d = half_to_float(mv_half(r, o + 208u));
     const int sh = int(8u * c);
     const float s0 = d * float(bitfieldExtract(int(sw.x), sh, 8));
     const float s1 = d * float(bitfieldExtract(int(sw.x), sh + 16, 8));

@@ -46,6 +46,8 @@ const float NEG = -1.0e30;
 
 shared float prep_sh[G * D];
 shared float prep_inv[G];
+shared vec2 rope_sh[D / 2u];  // FUSED: the RoPE row of position p_last (every head's, q's and k's)
+vec2 prep_rope(uint pos, uint i) { return rope_sh[i]; }
 #include "span_prep.glsl"
 
 shared vec4 q_sh[G * DQ];     // prepared, scaled queries
@@ -103,14 +105,39 @@ void main() {
         vw[k] = KV2[((vbase + min(j_begin + pp + k * PP, j_end - 1u) * KD + g * D) >> 2) + dq];
   }
 
-  // ---- queries: G heads of D floats, scaled by the softmax scale ----
-  for (uint i = tid; i < G * D; i += WG) {
-    const uint qh = g * G + i / D, d = i % D;
-    float v = A[pc.q_off + t * pc.q_stride + qh * D + d];
-    if (FUSED) v += bias(pc.bq_off, qh * D + d);
-    prep_sh[i] = v;
+  // Everything else the preparation reads, loaded now too (one round trip
+  // for all): the raw q of the G heads, the RoPE row of p_last and, for the
+  // split holding p_last, the raw k and v of KV head g.
+  const uint QPT = (G * D + WG - 1u) / WG, KPT = (D + WG - 1u) / WG, RPT = (D / 2u + WG - 1u) / WG;
+  const bool owns_new = FUSED && p_last >= j_begin && p_last < j_end;  // uniform
+  const uint half_rot = pc.n_rot >> 1;
+  float qv[QPT], kn[KPT], vn[KPT];
+  vec2 rv[RPT];
+  for (uint c = 0u; c < QPT; ++c) {
+    const uint i = min(tid + c * WG, G * D - 1u);
+    qv[c] = A[pc.q_off + t * pc.q_stride + (g * G + i / D) * D + i % D];
   }
   if (FUSED) {
+    for (uint c = 0u; c < RPT; ++c) rv[c] = R[p_last * half_rot + min(tid + c * WG, max(half_rot, 1u) - 1u)];
+    if (owns_new) {
+      for (uint c = 0u; c < KPT; ++c) {
+        const uint d = min(tid + c * WG, D - 1u);
+        kn[c] = A[pc.k_off + t * pc.q_stride + g * D + d];
+        vn[c] = A[pc.v_off + t * pc.q_stride + g * D + d];
+      }
+    }
+  }
+
+  // ---- queries: G heads of D floats, scaled by the softmax scale ----
+  for (uint c = 0u; c < QPT; ++c) {
+    const uint i = tid + c * WG;
+    if (i >= G * D) break;
+    const uint qh = g * G + i / D, d = i % D;
+    prep_sh[i] = FUSED ? qv[c] + bias(pc.bq_off, qh * D + d) : qv[c];
+  }
+  if (FUSED) {
+    for (uint c = 0u; c < RPT; ++c)
+      if (tid + c * WG < half_rot) rope_sh[tid + c * WG] = rv[c];
     prep_finish(G, pc.qn_off, p_last, pc.scale);
   } else {
     barrier();
@@ -119,21 +146,23 @@ void main() {
   }
   for (uint i = tid; i < G * DQ; i += WG)
     q_sh[i] = vec4(prep_sh[4u * i], prep_sh[4u * i + 1u], prep_sh[4u * i + 2u], prep_sh[4u * i + 3u]);
-  const bool owns_new = FUSED && p_last >= j_begin && p_last < j_end;  // uniform
   if (owns_new) {
-    // k and v of KV head g at position p_last: prepare, store (f16), keep the rounded values.
+    // k and v of KV head g at position p_last: prepare, store (f16), keep the rounded values
+    // (raw v + bias waits in kv_sh's V half meanwhile).
     barrier();
-    for (uint d = tid; d < D; d += WG) prep_sh[d] = A[pc.k_off + t * pc.q_stride + g * D + d] + bias(pc.bk_off, g * D + d);
+    for (uint c = 0u; c < KPT; ++c) {
+      const uint d = tid + c * WG;
+      if (d >= D) break;
+      prep_sh[d] = kn[c] + bias(pc.bk_off, g * D + d);
+      kv_sh[DQ + d / 4u][d % 4u] = vn[c] + bias(pc.bv_off, g * D + d);
+    }
     prep_finish(1u, pc.kn_off, p_last, 1.0);
     const uint kw = (p_last * KD + g * D) >> 1, vw = (vbase + p_last * KD + g * D) >> 1;
     for (uint i = tid; i < DQ; i += WG) {
-      const uint vb = pc.v_off + t * pc.q_stride + g * D + 4u * i;
+      const vec4 vv = kv_sh[DQ + i];
       const uvec2 kp = uvec2(packHalf2x16(vec2(prep_sh[4u * i], prep_sh[4u * i + 1u])),
                              packHalf2x16(vec2(prep_sh[4u * i + 2u], prep_sh[4u * i + 3u])));
-      const uvec2 vp = uvec2(packHalf2x16(vec2(A[vb] + bias(pc.bv_off, g * D + 4u * i),
-                                               A[vb + 1u] + bias(pc.bv_off, g * D + 4u * i + 1u))),
-                             packHalf2x16(vec2(A[vb + 2u] + bias(pc.bv_off, g * D + 4u * i + 2u),
-                                               A[vb + 3u] + bias(pc.bv_off, g * D + 4u * i + 3u))));
+      const uvec2 vp = uvec2(packHalf2x16(vv.xy), packHalf2x16(vv.zw));
       KV[kw + 2u * i] = kp.x;
       KV[kw + 2u * i + 1u] = kp.y;
       KV[vw + 2u * i] = vp.x;
@@ -255,7 +284,16 @@ void main() {
   memoryBarrierBuffer();
   const uint slot0 = pc.part_off + (t * KVH + g) * n_split * SLOT;
   // Each split's weight e^{m_s - M} / Σ_s e^{m_s - M} l_s per head (p_sh is free now), then
-  // every thread one (head, 4 dims) item over the splits, loads 8 at a time.
+  // every thread one (head, 4 dims) item over the splits, loads 8 at a time. The
+  // first item's first 8 splits are loaded with the m's (one round trip less).
+  vec4 pre[8];
+  {
+    const uint i = min(tid, G * DQ - 1u), h = i / DQ, c = i % DQ;
+    for (uint u = 0u; u < 8u; ++u) {
+      const uint b = slot0 + min(u, n_split - 1u) * SLOT + h * D + 4u * c;
+      pre[u] = vec4(AC[b], AC[b + 1u], AC[b + 2u], AC[b + 3u]);
+    }
+  }
   for (uint i = tid; i < n_split * G; i += WG) p_sh[i] = AC[slot0 + (i / G) * SLOT + G * D + i % G];
   barrier();
   if (tid < G) {
@@ -273,6 +311,11 @@ void main() {
     const uint h = i / DQ, c = i % DQ;
     vec4 acc = vec4(0.0);
     uint k = 0u;
+    if (i == tid) {
+      for (uint u = 0u; u < 8u; ++u)
+        if (u < n_split) acc += p_sh[u * G + h] * pre[u];
+      k = min(n_split, 8u);
+    }
     for (; k + 8u <= n_split; k += 8u) {
       vec4 part[8];
       for (uint u = 0u; u < 8u; ++u) {

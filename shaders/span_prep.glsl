@@ -5,8 +5,10 @@
 //   RoPE              pairs (2i, 2i+1) or NeoX (i, i + n_rot/2), i < n_rot/2, at position pos:
 //                     (a, b) ← (a cos θ_i − b sin θ_i, a sin θ_i + b cos θ_i), θ from the table R
 //   scale             every element × scale (the softmax scale folded into q; 1 for k)
-// The includer declares D, WG, `shared float prep_sh[≥ n_heads·D]` and
-// `shared float prep_inv[≥ n_heads]`. Must be called in uniform control flow.
+// The includer declares D, WG, `shared float prep_sh[≥ n_heads·D]`,
+// `shared float prep_inv[≥ n_heads]` and `vec2 prep_rope(uint pos, uint i)`,
+// the table's (cos θ_i, sin θ_i) at pos (span_attention.comp reads it from
+// shared memory, loaded early). Must be called in uniform control flow.
 
 void prep_finish(uint n_heads, uint norm_off, uint pos, float scale) {
   const uint tid = gl_LocalInvocationID.x;
@@ -31,7 +33,7 @@ void prep_finish(uint n_heads, uint norm_off, uint pos, float scale) {
     const uint h = i / half_rot, j = i % half_rot;
     const uint a = h * D + (pc.neox != 0u ? j : 2u * j);
     const uint b = h * D + (pc.neox != 0u ? j + half_rot : 2u * j + 1u);
-    const vec2 cs = R[pos * half_rot + j];
+    const vec2 cs = prep_rope(pos, j);
     const float x = prep_sh[a], y = prep_sh[b];
     prep_sh[a] = (x * cs.x - y * cs.y) * scale;
     prep_sh[b] = (x * cs.y + y * cs.x) * scale;

@@ -16,6 +16,7 @@ const uint WG = 64u;
 
 shared float prep_sh[D];
 shared float prep_inv[1];
+vec2 prep_rope(uint pos, uint i) { return R[pos * (pc.n_rot >> 1) + i]; }
 #include "span_prep.glsl"
 
 float bias(uint off, uint i) { return off == NONE ? 0.0 : P[off + i]; }

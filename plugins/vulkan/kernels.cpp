@@ -26,7 +26,7 @@ const MatmulType* matmul_types_end() { return kTypes + sizeof(kTypes) / sizeof(k
 
 MatmulKernels::MatmulKernels(const Device& dev, Pipelines& pipelines)
     : dev_(dev), pipelines_(pipelines), layout_(&pipelines.layout(3, sizeof(MatmulPush))),
-      span_layout_(&pipelines.layout(5, sizeof(SpanMatmulPush))), subgroups_(dev.caps().subgroup_arith) {}
+      span_layout_(&pipelines.layout(6, sizeof(SpanMatmulPush))), subgroups_(dev.caps().subgroup_arith) {}
 
 std::string MatmulKernels::matvec_module(const MatmulType& t) const {
   return std::string("matvec_") + t.name + (subgroups_ ? "" : "_nosg");
@@ -92,7 +92,8 @@ void MatmulKernels::record(VkCommandBuffer cmd, const MatmulType& t, VkDescripto
   f.vkCmdDispatch(cmd, gx, gy, 1);
 }
 
-MatvecConfig MatmulKernels::span_matvec_config(const MatmulType& t, uint32_t n_in, uint32_t n_rows) const {
+MatvecConfig MatmulKernels::span_matvec_config(const MatmulType& t, uint32_t n_in, uint32_t n_rows, uint32_t n_tok,
+                                               SpanFusion fz) const {
   // Units per row as matvec_units.glsl defines them: 4 (F32), 8 (F16) or 32
   // elements, 64 for Q6_K.
   const uint32_t unit = t.ggml_type == 0 ? 4 : t.ggml_type == 1 ? 8 : t.ggml_type == 14 ? 64 : 32;
@@ -105,23 +106,33 @@ MatvecConfig MatmulKernels::span_matvec_config(const MatmulType& t, uint32_t n_i
   c.wg = std::max(wg, dev_.caps().subgroup_size);
   if (override_rows_) c.rows = override_rows_;
   if (override_wg_) c.wg = override_wg_;
-  c.wg = std::min(c.wg, dev_.caps().max_wg_size);
+  const SpanMvShape& s = span_shape_[fz.role];
+  if (s.rows) c.rows = s.rows;
+  if (s.wg) c.wg = s.wg;
+  // At most 32 accumulated (row, token) sums: registers, and one finishing
+  // invocation each (the workgroup has >= 32).
+  const uint32_t per_row = std::max(1u, n_tok) * (fz.pair ? 2u : 1u);
+  while (c.rows > 1 && c.rows * per_row > 32) c.rows /= 2;
+  // The kernel keeps per-subgroup sums for at most 32 subgroups.
+  c.wg = std::min({std::max(c.wg, 32u), dev_.caps().max_wg_size, 32 * std::max(1u, dev_.caps().subgroup_size)});
   return c;
 }
 
-void MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const SpanMatmulPush& pc,
-                                SpanFusion fz) {
+uint32_t MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set,
+                                    const SpanMatmulPush& pc, SpanFusion fz) {
   const DeviceFns& f = dev_.fns();
   const DeviceCaps& caps = dev_.caps();
   VkPipeline p;
-  uint32_t gx, gy = 1;
+  uint32_t gx, gy = 1, groups = 0;
   if (pc.m.n_tok <= kMaxMatvecTokens) {
     if (!subgroups_) throw Failure(FailKind::Unsupported, "span matvec needs subgroup arithmetic");
-    const MatvecConfig c = span_matvec_config(t, pc.m.n_in, pc.m.n_rows);
-    p = pipelines_.get(std::string("mvs_") + t.name, *span_layout_, {c.wg, c.rows, pc.m.n_tok, fz.epi, fz.xprod ? 1u : 0u});
-    gx = std::min(ceil_div(pc.m.n_rows, c.rows), caps.max_wg_count_x);
+    const MatvecConfig c = span_matvec_config(t, pc.m.n_in, pc.m.n_rows, pc.m.n_tok, fz);
+    p = pipelines_.get(std::string("mvs_") + t.name, *span_layout_,
+                       {c.wg, c.rows, pc.m.n_tok, fz.epi, fz.xprod ? 1u : 0u, fz.pair ? 1u : 0u});
+    groups = ceil_div(pc.m.n_rows, c.rows);
+    gx = std::min(groups, caps.max_wg_count_x);
   } else {
-    if (fz.epi == 3) throw Failure(FailKind::Internal, "span: the tiled kernel has no norm epilogue");
+    if (fz.epi >= 3 || fz.pair) throw Failure(FailKind::Internal, "span: the tiled kernel has no norm or pair epilogue");
     p = pipelines_.get(std::string("tls_") + t.name, *span_layout_, {fz.epi, fz.xprod ? 1u : 0u});
     gx = ceil_div(pc.m.n_rows, kTileRows);
     gy = ceil_div(pc.m.n_tok, kTileTokens);
@@ -133,6 +144,7 @@ void MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, VkDesc
   f.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, span_layout_->pipeline_layout, 0, 1, &set, 0, nullptr);
   f.vkCmdPushConstants(cmd, span_layout_->pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(SpanMatmulPush), &pc);
   f.vkCmdDispatch(cmd, gx, gy, 1);
+  return groups;
 }
 
 bool MatmulKernels::warm_up(const MatmulType& t, uint32_t n_in, uint32_t n_rows) {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "pipelines.h"
+#include "vk_config.h"
 
 namespace fish::vk {
 
@@ -42,16 +43,22 @@ struct SpanMatmulPush {
   uint32_t xg_off = 0;            // EPI 3: where y ∘ those weights go
   uint32_t sq_off = 0;            // EPI 3: Σy² partials
   uint32_t cnt = 0;               // EPI 3: arrival counter (uint index)
-  uint32_t inv_out = 0;           // EPI 3: the resulting 1/rms per token
+  uint32_t inv_out = 0;           // EPI 3: the resulting 1/rms per token, or none (partials only)
+  uint32_t inv_parts = 0;         // 0: inv_in holds 1/rms per token; n: [NT][n] Σx² partials to reduce
+  uint32_t pad[3] = {};
 };
-static_assert(sizeof(SpanMatmulPush) == 64);
+static_assert(sizeof(SpanMatmulPush) == 80);
 
 // What a span matmul folds in (see shaders/matvec_span.comp): the epilogue
-// (0 store, 1 add into y, 2 silu, 3 add + the next rmsnorm's x·g and 1/rms:
-// matvec only) and the x∘x2 input.
+// (0 store, 1 add into y, 2 silu, 3 add + the next rmsnorm's x·g and 1/rms,
+// 4 silu(y_a)·y_b of a pair: matvec only), the x∘x2 input, and pair: two
+// matrices of the same shape and type (binding 0 and 5) in one dispatch, their
+// rows r side by side (EPI 4: gate and up). role picks FISH_VK_SPAN_MV's shape.
 struct SpanFusion {
   uint32_t epi = 0;
   bool xprod = false;
+  bool pair = false;
+  SpanRole role = kRoleOther;
 };
 
 struct MatvecConfig {
@@ -68,7 +75,8 @@ class MatmulKernels {
 
   const Layout& layout() const { return *layout_; }  // bindings: 0 W, 1 x, 2 y
   // The span variants: 0 W, 1 the span's arena (x), 2 the span's parameters,
-  // 3 the arena (y), 4 the arena (coherent: EPI 3's partials).
+  // 3 the arena (y), 4 the arena (coherent: EPI 3's partials), 5 the second
+  // weight of a pair (any weight buffer otherwise: bind W again).
   const Layout& span_layout() const { return *span_layout_; }
   bool uses_subgroups() const { return subgroups_; }
 
@@ -76,16 +84,24 @@ class MatmulKernels {
   void record(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MatmulPush& pc);
   // The same for a span (matvec for n_tok <= 4 with NORM; tiled above, where
   // NORM is not available and must be false).
-  void record_span(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const SpanMatmulPush& pc,
-                   SpanFusion fz);
+  // Returns the matvec's row groups (EPI 3's partials per token), 0 for tiled.
+  uint32_t record_span(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const SpanMatmulPush& pc,
+                       SpanFusion fz);
 
   // The matvec shape for a chunk of n_rows rows of n_in elements of type t and
   // n_tok tokens (measured heuristic, or the FISH_VK_MV_* / set_override values).
   MatvecConfig matvec_config(const MatmulType& t, uint32_t n_in, uint32_t n_rows, uint32_t n_tok) const;
-  // The span's matvec (one workgroup per row group): rows per group and the
-  // workgroup size (about two units per invocation, 32..128).
-  MatvecConfig span_matvec_config(const MatmulType& t, uint32_t n_in, uint32_t n_rows) const;
+  // The span's matvec (one workgroup per row group): rows per group (per
+  // matrix for a pair) and the workgroup size; FISH_VK_SPAN_MV's shape for the
+  // role when set, else a heuristic (rows so that >= 512 workgroups remain,
+  // about two units per invocation, 32..128). Clamped so that a workgroup
+  // accumulates at most 32 (row, token) sums.
+  MatvecConfig span_matvec_config(const MatmulType& t, uint32_t n_in, uint32_t n_rows, uint32_t n_tok = 1,
+                                  SpanFusion fz = {}) const;
   void set_override(uint32_t rows, uint32_t wg) { override_rows_ = rows; override_wg_ = wg; }
+  // FISH_VK_SPAN_MV's shapes (per SpanRole); benchmarks change them between recordings.
+  void set_span_shape(SpanRole role, SpanMvShape s) { span_shape_[role] = s; }
+  SpanMvShape span_shape(SpanRole role) const { return span_shape_[role]; }
 
   // Creates the pipelines a type needs now (so that the first product is not
   // slowed by compilation); returns false for a type without kernels.
@@ -100,6 +116,7 @@ class MatmulKernels {
   const Layout* span_layout_;
   bool subgroups_;
   uint32_t override_rows_ = 0, override_wg_ = 0;
+  SpanMvShape span_shape_[kRoles];
 };
 
 }  // namespace fish::vk

@@ -16,6 +16,9 @@ namespace {
 constexpr uint64_t kMiB = uint64_t(1) << 20;
 constexpr uint64_t kStagingChunk = 16 * kMiB;
 constexpr uint32_t kAlignFloats = 64;  // region alignment: 256 bytes (any storage offset alignment)
+// Decode variants on by default (FISH_VK_SPAN_NORM / FISH_VK_SPAN_GU override).
+constexpr bool kDefaultNormParts = false;
+constexpr bool kDefaultPairGu = false;
 
 uint32_t align_up(uint64_t v, uint64_t a) { return uint32_t((v + a - 1) / a * a); }
 std::string mb(uint64_t b) { return std::to_string((b + kMiB / 2) / kMiB) + " MB"; }
@@ -259,16 +262,23 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     // Descriptor sets: per weight chunk (span matmul layout), per layer (aux), copies.
     Pipelines& pl = *ctx_.pipelines;
     const Layout& mm = ctx_.matmul->span_layout();
-    for (Layer& L : layers_)
+    // Binding 5 is a pair's second weight (gate|up: the up chunk), else the chunk again.
+    auto mm_set = [&](const WeightChunk& c, const WeightChunk& c2) {
+      VkDescriptorSet set = pl.allocate_set(mm);
+      const VkBuffer bufs[6] = {c.buf.buffer,      arena_buf_.buffer, params_.buffer,
+                                arena_buf_.buffer, arena_buf_.buffer, c2.buf.buffer};
+      const uint64_t offs[6] = {0, 0, 0, 0, 0, 0};
+      const uint64_t ranges[6] = {c.buf.size, arena_buf_.size, params_.size, arena_buf_.size, arena_buf_.size, c2.buf.size};
+      pl.write_set(set, 6, bufs, offs, ranges);
+      return set;
+    };
+    for (Layer& L : layers_) {
       for (int k = 0; k < 7; ++k)
-        for (const WeightChunk& c : L.w[k]->chunks) {
-          VkDescriptorSet set = pl.allocate_set(mm);
-          L.mm_sets[k].push_back(set);
-          const VkBuffer bufs[5] = {c.buf.buffer, arena_buf_.buffer, params_.buffer, arena_buf_.buffer, arena_buf_.buffer};
-          const uint64_t offs[5] = {0, 0, 0, 0, 0};
-          const uint64_t ranges[5] = {c.buf.size, arena_buf_.size, params_.size, arena_buf_.size, arena_buf_.size};
-          pl.write_set(set, 5, bufs, offs, ranges);
-        }
+        for (const WeightChunk& c : L.w[k]->chunks) L.mm_sets[k].push_back(mm_set(c, c));
+      const Weight *g = L.w[4], *u = L.w[5];
+      if (g->chunks.size() == 1 && u->chunks.size() == 1 && g->type == u->type)
+        L.gu_set = mm_set(g->chunks[0], u->chunks[0]);
+    }
     for (Layer& L : layers_) L.aux_set = pl.allocate_set(ctx_.kernels->aux_layout());
     write_aux_sets();
     copy_in_set_ = pl.allocate_set(ctx_.kernels->copy_layout());
@@ -301,6 +311,7 @@ void Span::release_all() {
   for (Layer& L : layers_) {
     for (auto& sets : L.mm_sets)
       for (VkDescriptorSet s : sets) pl.free_set(s);
+    if (L.gu_set) pl.free_set(L.gu_set);
     if (L.aux_set) pl.free_set(L.aux_set);
     ctx_.mem->destroy(L.kv);
   }
@@ -376,6 +387,10 @@ Span::Mode Span::mode_for(int n_tok) const {
   m.fuse_norm = !m.tiled && fuse;  // the norm epilogue handles 1..4 tokens
   m.fuse_attn = n_tok == 1 && fuse;
   m.fuse_epi = m.tiled || fuse;
+  // Defaults of the measured variants (README "Stage 2 measured").
+  const VkConfig& c = *ctx_.cfg;
+  m.norm_parts = m.fuse_norm && (c.span_norm < 0 ? kDefaultNormParts : c.span_norm != 0);
+  m.pair_gu = m.fuse_norm && (c.span_gu < 0 ? kDefaultPairGu : c.span_gu != 0);
   return m;
 }
 

@@ -117,11 +117,14 @@ class Span {
     Buffer kv;
     VkDescriptorSet aux_set = VK_NULL_HANDLE;
     std::vector<VkDescriptorSet> mm_sets[7];  // per weight chunk
+    VkDescriptorSet gu_set = VK_NULL_HANDLE;  // gate (binding 0) and up (5) as a pair, when both are one chunk
   };
   // A recording's shape: which steps are fused (see record()). fuse_norm: the
-  // rmsnorms live in the wo/down epilogues (and layer 0's on the host).
+  // rmsnorms live in the wo/down epilogues (and layer 0's on the host);
+  // norm_parts: their 1/rms is reduced by the consumers (FISH_VK_SPAN_NORM);
+  // pair_gu: gate and up as one dispatch writing silu(gate)·up (FISH_VK_SPAN_GU).
   struct Mode {
-    bool tiled = false, fuse_norm = false, fuse_attn = false, fuse_epi = false;
+    bool tiled = false, fuse_norm = false, fuse_attn = false, fuse_epi = false, norm_parts = false, pair_gu = false;
   };
   class Recorder;  // span_record.cpp
 

@@ -12,10 +12,10 @@ SpanKernels::SpanKernels(const Device& dev, Pipelines& pipelines)
     : dev_(dev), pipelines_(pipelines), aux_(&pipelines.layout(5, sizeof(SpanPush))), copy_(&pipelines.layout(2, 4)) {}
 
 uint32_t SpanKernels::attention_shared_bytes(const SpanKernelShape& s) {
-  // span_attention.comp: prep_sh [G·D] + prep_inv [G] + q_sh [G·D] + kv_sh [2·D] +
-  // p_sh [128·G] + red_sh [32·G] + stat_sh [2·G] + o_sh [PP·DT·G·4] floats + 1 word.
+  // span_attention.comp: prep_sh [G·D] + prep_inv [G] + rope_sh [D/2 vec2] + q_sh [G·D] +
+  // kv_sh [2·D] + p_sh [128·G] + red_sh [32·G] + stat_sh [2·G] + o_sh [PP·DT·G·4] floats + 1 word.
   const uint32_t D = s.head_dim, G = s.group, dt = D / 4, pp = kAttnWg / std::max(1u, dt);
-  return 4 * (G * D + G + G * D + 2 * D + kAttnWg * G + 32 * G + 2 * G + pp * dt * G * 4 + 1);
+  return 4 * (G * D + G + D + G * D + 2 * D + kAttnWg * G + 32 * G + 2 * G + pp * dt * G * 4 + 1);
 }
 
 void SpanKernels::bind(VkCommandBuffer cmd, VkPipeline p, const Layout& l, VkDescriptorSet set, const void* pc,

@@ -44,17 +44,21 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
     stamp_cats_.push_back(category);
   };
   // One span matmul: every chunk of weight `w` of layer L. inv_in: the
-  // per-token scale of x (the producer's 1/rms), or kNone. EPI 3 (the next
-  // norm) writes y·P[norm_next..] to xn and 1/rms to inv_out.
+  // per-token scale of x (the producer's 1/rms), or kNone; parts > 0: inv_in
+  // holds the producer's Σy² partials instead (FISH_VK_SPAN_NORM=1). EPI 3 (the
+  // next norm) writes y·P[norm_next..] to xn and 1/rms to inv_out (kNone: only
+  // the partials). Returns the last chunk's row groups (EPI 3's partials).
   auto mm = [&](const Layer& L, int w, uint32_t x_off, uint32_t x_stride, uint32_t y_off, uint32_t y_stride,
-                SpanFusion fz, uint32_t inv_in = kNone, uint32_t x2_off = 0, uint32_t norm_next = 0,
-                uint32_t inv_out = 0) {
+                SpanFusion fz, uint32_t inv_in = kNone, uint32_t parts = 0, uint32_t x2_off = 0,
+                uint32_t norm_next = 0, uint32_t inv_out = 0) {
     const Weight* wt = L.w[w];
+    uint32_t groups = 0;
     for (size_t c = 0; c < wt->chunks.size(); ++c) {
       const WeightChunk& ch = wt->chunks[c];
       SpanMatmulPush pc;
       pc.m = {uint32_t(wt->n_in), ch.rows, n, x_stride, x_off, y_stride, y_off + ch.row0, 0};
       pc.inv_in = inv_in;
+      pc.inv_parts = inv_in == kNone ? 0 : parts;
       pc.eps = shape_.rms_eps;
       pc.x2_off = x2_off;
       pc.norm_off = norm_next;
@@ -62,8 +66,9 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
       pc.sq_off = a.sq;
       pc.cnt = ctrl::kNormCount;
       pc.inv_out = inv_out;
-      ctx_.matmul->record_span(cmd, *wt->type, L.mm_sets[w][c], pc, fz);
+      groups = ctx_.matmul->record_span(cmd, *wt->type, L.mm_sets[w][c], pc, fz);
     }
+    return groups;
   };
 
   // Earlier submissions (uploads, the previous forward) before anything here.
@@ -78,6 +83,13 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
   stage("copy x in", "copy");
 
   const float scale = shape_.attn_scale != 0 ? shape_.attn_scale : float(1.0 / std::sqrt(double(D)));
+  // norm_parts: 1/rms of the fused norms is reduced by the consumers from the
+  // producer's partials (the producer then writes no 1/rms). attn_parts: the
+  // partials per token of the attention norm's producer (layer 0: 0, the
+  // host's 1/rms in the ctrl block).
+  const bool parts_mode = m.fuse_norm && m.norm_parts;
+  const uint32_t inv_attn = parts_mode ? a.sq : ctrl::kInvAttn, inv_ffn = parts_mode ? a.sq : ctrl::kInvFfn;
+  uint32_t attn_parts = 0;
   for (size_t li = 0; li < layers_.size(); ++li) {
     const Layer& L = layers_[li];
     const bool last = li + 1 == layers_.size();
@@ -100,8 +112,10 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
 
     // ---- attention block ----
     // fuse_norm: x·attn_norm is in xn (layer 0: after x's rows, from the host)
-    // and 1/rms in the ctrl block, written by the previous layer's down epilogue.
-    uint32_t in = li == 0 ? a.x + n * E : a.xn, inv = ctrl::kInvAttn;
+    // and 1/rms in the ctrl block (or its partials in sq), written by the
+    // previous layer's down epilogue.
+    uint32_t in = li == 0 ? a.x + n * E : a.xn, inv = li == 0 ? ctrl::kInvAttn : inv_attn;
+    uint32_t parts = li == 0 || !parts_mode ? 0 : attn_parts;
     if (!m.fuse_norm) {
       SpanPush r = p;
       r.x_off = a.x, r.y_off = a.xn, r.norm_off = L.attn_norm;
@@ -110,9 +124,10 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
       stage("rmsnorm", "rmsnorm");
       in = a.xn, inv = kNone;
     }
-    mm(L, 0, in, E, a.qkv, QKV, SpanFusion{}, inv);
-    mm(L, 1, in, E, a.qkv + QD, QKV, SpanFusion{}, inv);
-    mm(L, 2, in, E, a.qkv + QD + KD, QKV, SpanFusion{}, inv);
+    const SpanFusion fq{0, false, false, kRoleQkv};
+    mm(L, 0, in, E, a.qkv, QKV, fq, inv, parts);
+    mm(L, 1, in, E, a.qkv + QD, QKV, fq, inv, parts);
+    mm(L, 2, in, E, a.qkv + QD + KD, QKV, fq, inv, parts);
     step();
     stage(m.tiled ? "q/k/v tiled" : "q/k/v matvec", "matvec");
     if (!m.fuse_attn) {
@@ -129,16 +144,18 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
     k.attention(cmd, L.aux_set, p, kshape_, m.fuse_attn, arena_buf_.buffer);
     step();
     stage(m.fuse_attn ? "attention (+q/k prep, RoPE, KV store)" : "attention", "attention");
+    uint32_t ffn_parts = 0;
     if (m.fuse_norm) {
-      mm(L, 3, a.att, QD, a.x, E, SpanFusion{3, false}, kNone, 0, L.ffn_norm, ctrl::kInvFfn);
+      ffn_parts = mm(L, 3, a.att, QD, a.x, E, SpanFusion{3, false, false, kRoleWo}, kNone, 0, 0, L.ffn_norm,
+                     parts_mode ? kNone : ctrl::kInvFfn);
       step();
       stage("wo matvec (+add, FFN rmsnorm)", "matvec");
     } else if (m.fuse_epi) {
-      mm(L, 3, a.att, QD, a.x, E, SpanFusion{1, false});
+      mm(L, 3, a.att, QD, a.x, E, SpanFusion{1, false, false, kRoleWo});
       step();
       stage(m.tiled ? "wo tiled (+add)" : "wo matvec (+add)", "matvec");
     } else {
-      mm(L, 3, a.att, QD, a.o, E, SpanFusion{});
+      mm(L, 3, a.att, QD, a.o, E, SpanFusion{0, false, false, kRoleWo});
       step();
       stage("wo matvec", "matvec");
       SpanPush r = p;
@@ -149,7 +166,7 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
     }
 
     // ---- FFN block ----
-    in = a.xn, inv = ctrl::kInvFfn;
+    in = a.xn, inv = inv_ffn, parts = parts_mode ? ffn_parts : 0;
     if (!m.fuse_norm) {
       SpanPush r = p;
       r.x_off = a.x, r.y_off = a.xn, r.norm_off = L.ffn_norm;
@@ -158,25 +175,45 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
       stage("rmsnorm", "rmsnorm");
       inv = kNone;
     }
-    mm(L, 4, in, E, a.g, F, SpanFusion{m.fuse_epi ? 2u : 0u, false}, inv);
-    mm(L, 5, in, E, a.u, F, SpanFusion{}, inv);
+    // pair: gate and up in one dispatch writing silu(gate)·up to g; down then reads g alone.
+    const bool pair = m.pair_gu && L.gu_set != VK_NULL_HANDLE;
+    if (pair) {
+      const WeightChunk& ch = L.w[4]->chunks[0];
+      SpanMatmulPush pc;
+      pc.m = {uint32_t(L.w[4]->n_in), ch.rows, n, E, in, F, a.g, 0};
+      pc.inv_in = inv;
+      pc.inv_parts = inv == kNone ? 0 : parts;
+      pc.eps = shape_.rms_eps;
+      ctx_.matmul->record_span(cmd, *L.w[4]->type, L.gu_set, pc, SpanFusion{4, false, true, kRoleGateUp});
+    } else {
+      const SpanFusion fg{m.fuse_epi ? 2u : 0u, false, false, kRoleGateUp}, fu{0, false, false, kRoleGateUp};
+      mm(L, 4, in, E, a.g, F, fg, inv, parts);
+      mm(L, 5, in, E, a.u, F, fu, inv, parts);
+    }
     step();
-    stage(m.tiled ? "gate/up tiled (+silu)" : m.fuse_epi ? "gate/up matvec (+silu)" : "gate/up matvec", "matvec");
+    stage(m.tiled      ? "gate/up tiled (+silu)"
+          : pair       ? "gate|up matvec (+silu·up)"
+          : m.fuse_epi ? "gate/up matvec (+silu)"
+                       : "gate/up matvec",
+          "matvec");
+    const SpanFusion fd{m.fuse_norm && !last ? 3u : 1u, !pair, false, kRoleDown};
     if (m.fuse_norm && !last) {
-      mm(L, 6, a.g, F, a.x, E, SpanFusion{3, true}, kNone, a.u, layers_[li + 1].attn_norm, ctrl::kInvAttn);
+      attn_parts = mm(L, 6, a.g, F, a.x, E, fd, kNone, 0, a.u, layers_[li + 1].attn_norm,
+                      parts_mode ? kNone : ctrl::kInvAttn);
       step();
-      stage("down matvec (+act·mul, add, next rmsnorm)", "matvec");
+      stage(pair ? "down matvec (+add, next rmsnorm)" : "down matvec (+act·mul, add, next rmsnorm)", "matvec");
     } else if (m.fuse_epi) {
-      mm(L, 6, a.g, F, a.x, E, SpanFusion{1, true}, kNone, a.u);
+      mm(L, 6, a.g, F, a.x, E, fd, kNone, 0, a.u);
       step();
-      stage(m.tiled ? "down tiled (+act·mul, add)" : "down matvec (+act·mul, add)", "matvec");
+      stage(m.tiled ? "down tiled (+act·mul, add)" : pair ? "down matvec (+add)" : "down matvec (+act·mul, add)",
+            "matvec");
     } else {
       SpanPush r = p;
       r.x_off = a.g, r.y_off = a.u, r.count = n * F;
       k.act_mul(cmd, L.aux_set, r);
       step();
       stage("act·mul", "act·mul");
-      mm(L, 6, a.g, F, a.o, E, SpanFusion{});
+      mm(L, 6, a.g, F, a.o, E, SpanFusion{0, false, false, kRoleDown});
       step();
       stage("down matvec", "matvec");
       r = p;

@@ -69,6 +69,12 @@ VkConfig VkConfig::from_env() {
   ranged("FISH_VK_ATTN_SPLIT", 16, 1 << 20, &c.attn_split);
   ranged("FISH_VK_ATTN_MAX_SPLITS", 1, 128, &c.attn_max_splits);
   ranged("FISH_VK_SPIN", 0, 1, &spin);
+  ranged("FISH_VK_SPAN_GU", 0, 1, &c.span_gu);
+  ranged("FISH_VK_SPAN_NORM", 0, 1, &c.span_norm);
+  if (const char* v = std::getenv("FISH_VK_SPAN_MV"); v && *v) {
+    std::string why;
+    if (!parse_span_mv(v, c.span_mv, &why)) bad("FISH_VK_SPAN_MV", v, why.c_str());
+  }
   int fill = 0;
   ranged("FISH_VK_BENCH_FILL_KV", 0, 1, &fill);
   c.bench_fill_kv = fill != 0;
@@ -85,6 +91,42 @@ VkConfig VkConfig::from_env() {
     else c.mv_wg = int(w);
   }
   return c;
+}
+
+bool VkConfig::parse_span_mv(const std::string& spec, SpanMvShape* out, std::string* why) {
+  *why = "a list of [q|o|gu|d=]ROWS[xWG] (ROWS 1, 2, 4, 8 or 16; WG 32, 64, 128 or 256)";
+  SpanMvShape parsed[kRoles];
+  size_t at = 0;
+  while (at <= spec.size()) {
+    const size_t comma = spec.find(',', at);
+    const std::string item = spec.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    at = comma == std::string::npos ? spec.size() + 1 : comma + 1;
+    if (item.empty()) return false;
+    std::string role, shape = item;
+    if (const size_t eq = item.find('='); eq != std::string::npos) role = item.substr(0, eq), shape = item.substr(eq + 1);
+    SpanMvShape s;
+    const size_t x = shape.find('x');
+    const long long rows = parse_count(shape.substr(0, x).c_str());
+    const long long wg = x == std::string::npos ? 0 : parse_count(shape.substr(x + 1).c_str());
+    if (rows != 1 && rows != 2 && rows != 4 && rows != 8 && rows != 16) return false;
+    if (x != std::string::npos && wg != 32 && wg != 64 && wg != 128 && wg != 256) return false;
+    s.rows = uint32_t(rows), s.wg = uint32_t(wg);
+    if (role.empty()) {
+      for (uint32_t r = 0; r < kRoles; ++r) parsed[r] = s;
+    } else if (role == "q") {
+      parsed[kRoleQkv] = s;
+    } else if (role == "o") {
+      parsed[kRoleWo] = s;
+    } else if (role == "gu") {
+      parsed[kRoleGateUp] = s;
+    } else if (role == "d") {
+      parsed[kRoleDown] = s;
+    } else {
+      return false;
+    }
+  }
+  for (uint32_t r = 0; r < kRoles; ++r) out[r] = parsed[r];
+  return true;
 }
 
 }  // namespace fish::vk

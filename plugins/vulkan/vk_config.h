@@ -14,6 +14,16 @@
 //   FISH_VK_SPAN_TOKENS=<n>      spans: tokens per submission (work buffers' size; default 128)
 //   FISH_VK_ATTN_SPLIT=<n>       spans: target positions per attention split in decode (default 128)
 //   FISH_VK_ATTN_MAX_SPLITS=<n>  spans: most splits per (token, KV head) (default 32, at most 128)
+//   FISH_VK_SPAN_MV=<spec>       spans, decode: the span matvec's shape per projection, as
+//                                `[role=]ROWS[xWG]` items separated by commas (role q: q/k/v,
+//                                o: wo, gu: gate/up, d: down; no role: every projection), e.g.
+//                                `8x128` or `q=4,gu=8x256,d=16x128`. ROWS: rows per workgroup
+//                                (per matrix) 1, 2, 4, 8 or 16; WG: 32, 64, 128 or 256
+//   FISH_VK_SPAN_GU=0|1          spans, decode: gate and up as one dispatch that writes
+//                                silu(gate)·up (down then reads one vector) (default 0)
+//   FISH_VK_SPAN_NORM=0|1        spans, decode: 1/rms of the fused rmsnorm computed by each
+//                                consumer from the producer's Σy² partials (1), or by the
+//                                producer's last workgroup after an arrival counter (0; default)
 //   FISH_VK_SPIN=0               wait on fences by blocking only (default: spin briefly on GPUs)
 //   FISH_VK_BENCH_FILL_KV=1      BENCHMARKS ONLY: a span forward of more than one token computes
 //                                nothing: it zeroes those KV positions and leaves x as it was, so
@@ -23,6 +33,12 @@
 #include <string>
 
 namespace fish::vk {
+
+// The span matvec's shape for one projection role; 0: the heuristic's.
+struct SpanMvShape {
+  uint32_t rows = 0, wg = 0;
+};
+enum SpanRole : uint32_t { kRoleOther = 0, kRoleQkv = 1, kRoleWo = 2, kRoleGateUp = 3, kRoleDown = 4, kRoles = 5 };
 
 struct VkConfig {
   enum class GpuMode { Default, Off, Cpu };
@@ -42,9 +58,14 @@ struct VkConfig {
   bool bench_fill_kv = false;
   int mv_rows = 0;               // 0: heuristic
   int mv_wg = 0;                 // 0: heuristic
+  SpanMvShape span_mv[kRoles];   // FISH_VK_SPAN_MV, per SpanRole (0: heuristic)
+  int span_gu = -1;              // FISH_VK_SPAN_GU: -1 default, 0 off, 1 on
+  int span_norm = -1;            // FISH_VK_SPAN_NORM: -1 default, 0 last workgroup, 1 consumers
   std::string error;             // a knob with a value that makes no sense (names it)
 
   static VkConfig from_env();
+  // Parses a FISH_VK_SPAN_MV value into out[kRoles]; false (and *why) when malformed.
+  static bool parse_span_mv(const std::string& spec, SpanMvShape* out, std::string* why);
 };
 
 }  // namespace fish::vk

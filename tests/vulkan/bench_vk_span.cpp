@@ -11,13 +11,13 @@
 //     × the mean context of the timed tokens. With FISH_GPU_PROFILE=1|2 the
 //     backend's profile of each depth's decode follows (per-stage GPU time).
 //
-//   fish_bench_vk_span --kernels [--shape 8b|1b] [--ctx 512,4096,16384] [--reps N]
+//   fish_bench_vk_span --kernels [--shape 8b|1b] [--ctx 512,4096,16384] [--reps N] [--env-out FILE]
 //     The span's own kernels alone, device timestamps (median of reps after a
-//     warm-up): attention over an f16 KV of each context length (GB/s of K+V;
-//     one layer's KV, so short contexts sit in L2), rmsnorm, q/k prep + KV store;
-//     then the projections as the span runs them (layers' worth of distinct
-//     copies, one dispatch each, with / without barriers) for the stage-1
-//     kernel and each span variant (FISH_BENCH_NO_MATVEC=1 skips them).
+//     warm-up): decode attention (fused) over an f16 KV of each context length
+//     for 1..128 splits (GB/s of K+V; one layer's KV, so short contexts sit in
+//     L2; BEST_ATTN_SPLIT per context), rmsnorm, q/k prep + KV store; then the
+//     span matvec variants per projection role (bench_vk_span_mv.h; BEST_ENV,
+//     and shell assignments in FILE; FISH_BENCH_NO_MATVEC=1 skips them).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -32,6 +32,7 @@
 #include "common/error.h"
 #include "gguf/gguf_file.h"
 #include "model/llama_model.h"
+#include "bench_vk_span_mv.h"
 #include "span_rig.h"
 #include "vk_test_util.h"
 
@@ -129,81 +130,7 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// The projections as the span runs them: `copies` layers' worth of one matrix
-// (distinct uploads, so nothing stays in L2), one dispatch each in one
-// submission, with or without a barrier between them (the span has one after
-// every step), for the stage-1 kernel and each span variant. GB/s of weights.
-void matvec_variants(vk::VulkanBackend& be, vktest::SpanRig& rig, GgmlType type, int64_t n_in, int64_t n_out,
-                     int copies, int reps, const std::function<double(const std::function<void(VkCommandBuffer)>&)>& time) {
-  const vktest::Matrix m = vktest::random_matrix(type, n_in, n_out, 7);
-  std::vector<vk::Weight*> ws;
-  for (int i = 0; i < copies; ++i) {
-    ws.push_back(be.upload(vktest::upload_desc(m)));
-    if (!ws.back()) {
-      std::printf("upload failed: %s\n", be.error().c_str());
-      ws.pop_back();
-      break;
-    }
-  }
-  if (ws.empty()) return;
-  // Stage-1 sets bind the arena as x and as y (disjoint regions).
-  std::vector<VkDescriptorSet> s1, sp;
-  for (vk::Weight* w : ws) {
-    const vk::WeightChunk& c = w->chunks[0];
-    VkDescriptorSet set = be.pipelines()->allocate_set(be.kernels()->layout());
-    const VkBuffer bufs[3] = {c.buf.buffer, rig.arena().buffer, rig.arena().buffer};
-    const uint64_t offs[3] = {0, 0, 0}, ranges[3] = {c.buf.size, rig.arena().size, rig.arena().size};
-    be.pipelines()->write_set(set, 3, bufs, offs, ranges);
-    s1.push_back(set);
-    sp.push_back(rig.matmul_set(c));
-  }
-  const uint32_t x_off = 64, x2_off = x_off + uint32_t(n_in), y_off = x2_off + uint32_t(n_in);
-  const double bytes = double(m.data.size()) * double(ws.size());
-  auto barrier = [&](VkCommandBuffer cmd) {
-    auto mb = vk::vk_init<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
-    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-    be.device()->fns().vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                                             0, 1, &mb, 0, nullptr, 0, nullptr);
-  };
-  struct V {
-    const char* name;
-    int kind;  // 0 stage 1, 1 span
-    vk::SpanFusion fz;
-  };
-  const V vs[] = {{"stage-1 kernel", 0, {}},           {"span, plain", 1, {}},
-                  {"span, scaled x, silu", 1, {2, false}}, {"span, x*x2 +add", 1, {1, true}},
-                  {"span, +add +next norm", 1, {3, false}}, {"span, x*x2 +add +next norm", 1, {3, true}}};
-  for (const V& v : vs)
-    for (bool barriers : {false, true}) {
-      const double sec = time([&](VkCommandBuffer cmd) {
-        for (size_t i = 0; i < ws.size(); ++i) {
-          const vk::WeightChunk& c = ws[i]->chunks[0];
-          if (v.kind == 0) {
-            be.kernels()->record(cmd, *ws[i]->type, s1[i], vk::MatmulPush{uint32_t(n_in), c.rows, 1, uint32_t(n_in), x_off,
-                                                                          uint32_t(n_out), y_off, 0});
-          } else {
-            vk::SpanMatmulPush pc;
-            pc.m = {uint32_t(n_in), c.rows, 1, uint32_t(n_in), x_off, uint32_t(n_out), y_off, 0};
-            pc.inv_in = 16, pc.eps = 1e-5f, pc.x2_off = x2_off, pc.norm_off = 0;
-            pc.xg_off = y_off + uint32_t(n_out), pc.sq_off = pc.xg_off + uint32_t(n_out), pc.cnt = 8;
-            pc.inv_out = 20;
-            be.kernels()->record_span(cmd, *ws[i]->type, sp[i], pc, v.fz);
-          }
-          if (barriers) barrier(cmd);
-        }
-      });
-      std::printf("| %s %lldx%lld | %s%s | %d | %.1f | %.0f |\n", vktest::type_name(type).c_str(), (long long)n_out,
-                  (long long)n_in, v.name, barriers ? ", barriers" : "", int(ws.size()), sec * 1e6 / double(ws.size()),
-                  bytes / sec / 1e9);
-      std::fflush(stdout);
-    }
-  for (VkDescriptorSet set : s1) be.pipelines()->free_set(set);
-  for (vk::Weight* w : ws) be.release(w);
-  (void)reps;
-}
-
-int run_kernels(const std::string& shape, const std::vector<int>& ctxs, int reps) {
+int run_kernels(const std::string& shape, const std::vector<int>& ctxs, int reps, const std::string& env_out) {
   auto be = vktest::open_backend("fish_bench_vk_span");
   if (!be) return 77;
   be->set_profiling(true);
@@ -229,32 +156,39 @@ int run_kernels(const std::string& shape, const std::vector<int>& ctxs, int reps
     rig.put(rig.params(), 0, w);
     rig.put(rig.rope(), 0, vktest::rope_table(max_ctx, D, 500000.0, 1.0, nullptr));
   }
-  const vk::VkConfig& cfg = be->config();
   const vk::SpanKernelShape ks{uint32_t(D), uint32_t(G), uint32_t(KVH)};
+  bool warm = false;  // an idle H200 runs at a low clock: a longer warm-up before the first timing
   auto time = [&](const std::function<void(VkCommandBuffer)>& rec) {
     for (int i = 0; i < 3; ++i) rig.run(rec);
     const double t_warm = now_s();
-    while (now_s() - t_warm < 0.2) rig.run(rec);
+    while (now_s() - t_warm < (warm ? 0.03 : 0.3)) rig.run(rec);
+    warm = true;
     std::vector<double> t;
     for (int i = 0; i < reps; ++i) t.push_back(rig.run(rec));
     return median(t);
   };
-  std::printf("| kernel | context | splits | us | GB/s |\n| --- | ---: | ---: | ---: | ---: |\n");
+  // Attention as decode runs it (fused q/k prep + KV store), per context and
+  // number of splits (FISH_VK_ATTN_SPLIT = positions per split picks it).
+  std::printf("| kernel | context | splits | positions per split | us | GB/s |\n| --- | ---: | ---: | ---: | ---: | ---: |\n");
   for (int n_kv : ctxs) {
-    const uint32_t splits = std::clamp<uint32_t>((uint32_t(n_kv) + uint32_t(cfg.attn_split) - 1) / uint32_t(cfg.attn_split),
-                                                 1, uint32_t(cfg.attn_max_splits));
-    const uint32_t len = (uint32_t(n_kv) + splits - 1) / splits;
-    rig.put(rig.arena(), 0, std::vector<uint32_t>{uint32_t(KVH), splits, 1, 0, uint32_t(n_kv - 1), splits, len});
-    for (bool fused : {false, true}) {
+    double best = 1e30;
+    uint32_t best_len = 0;
+    for (uint32_t splits : {1u, 2u, 4u, 8u, 16u, 32u, 64u, 128u}) {
+      if (splits > uint32_t(n_kv) || splits > vk::Span::kPartSlots) continue;
+      const uint32_t len = (uint32_t(n_kv) + splits - 1) / splits;
+      if (len > 1024 || (n_kv >= 4096 && splits < 8)) continue;  // far too serial
+      rig.put(rig.arena(), 0, std::vector<uint32_t>{uint32_t(KVH), splits, 1, 0, uint32_t(n_kv - 1), splits, len});
       vk::SpanPush p;
       p.n_tok = 1, p.q_off = q_off, p.q_stride = QKV, p.k_off = q_off + QD, p.v_off = q_off + QD + KD;
       p.kv_cap = uint32_t(max_ctx), p.att_off = att_off, p.part_off = part_off, p.cnt_off = cnt_off;
       p.scale = 1.0f / std::sqrt(float(D)), p.n_rot = D, p.n_head = H;
-      const double s = time([&](VkCommandBuffer c) { be->span_kernels()->attention(c, rig.aux_set(), p, ks, fused, rig.arena().buffer); });
+      const double s = time([&](VkCommandBuffer c) { be->span_kernels()->attention(c, rig.aux_set(), p, ks, true, rig.arena().buffer); });
       const double bytes = 2.0 * n_kv * KD * 2;
-      std::printf("| attention%s | %d | %u | %.1f | %.0f |\n", fused ? " (fused q/k prep)" : "", n_kv, splits, s * 1e6,
-                  bytes / s / 1e9);
+      std::printf("| attention (fused) | %d | %u | %u | %.1f | %.0f |\n", n_kv, splits, len, s * 1e6, bytes / s / 1e9);
+      std::fflush(stdout);
+      if (s < best) best = s, best_len = len;
     }
+    std::printf("BEST_ATTN_SPLIT at %d: FISH_VK_ATTN_SPLIT=%u (%.1f us)\n", n_kv, best_len, best * 1e6);
   }
   vk::SpanPush r;
   r.n_tok = 1, r.n_embd = uint32_t(E), r.x_off = cnt_off + 128 * KVH + 64, r.y_off = r.x_off + uint32_t(E), r.norm_off = 0;
@@ -267,19 +201,14 @@ int run_kernels(const std::string& shape, const std::vector<int>& ctxs, int reps
   std::printf("| q/k prep + KV store | - | - | %.1f | - |\n",
               time([&](VkCommandBuffer c) { be->span_kernels()->rope_store(c, rig.aux_set(), q, ks); }) * 1e6);
   if (std::getenv("FISH_BENCH_NO_MATVEC")) return 0;
-  std::printf("\n| matrix | kernel | dispatches | us each | GB/s |\n| --- | --- | ---: | ---: | ---: |\n");
   const int F = big ? 14336 : 8192, copies = big ? 32 : 16;
-  matvec_variants(*be, rig, GgmlType::Q4_K, E, F, copies, reps, time);
-  matvec_variants(*be, rig, GgmlType::Q4_K, F, E, copies, reps, time);
-  matvec_variants(*be, rig, GgmlType::Q6_K, F, E, copies, reps, time);
-  matvec_variants(*be, rig, GgmlType::Q4_K, E, E, copies, reps, time);
-  return 0;
+  return vktest::span_mv_sweep(*be, vktest::SpanMvDims{E, F, QD, KD, copies}, time, env_out);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model, shape = "8b";
+  std::string model, shape = "8b", env_out;
   std::vector<int> depths = {512, 4096, 16384}, ctxs = {512, 4096, 16384};
   int gen = 64, chunk = 512, threads = 0, reps = 20;
   bool kernels = false;
@@ -301,14 +230,15 @@ int main(int argc, char** argv) {
     else if (a == "--shape") shape = next();
     else if (a == "--ctx") ctxs = parse_list(next());
     else if (a == "--reps") reps = std::atoi(next().c_str());
+    else if (a == "--env-out") env_out = next();
     else {
       std::fprintf(stderr, "usage: fish_bench_vk_span --model M [--depths 512,4096] [--gen 64] [--chunk 512] [-t N]\n"
-                           "       fish_bench_vk_span --kernels [--shape 8b|1b] [--ctx 512,4096,16384] [--reps 20]\n");
+                           "       fish_bench_vk_span --kernels [--shape 8b|1b] [--ctx 512,4096,16384] [--reps 20] [--env-out FILE]\n");
       return 2;
     }
   }
   try {
-    if (kernels) return run_kernels(shape, ctxs, std::max(1, reps));
+    if (kernels) return run_kernels(shape, ctxs, std::max(1, reps), env_out);
     if (model.empty() || depths.empty() || gen < 1 || chunk < 1) {
       std::fprintf(stderr, "fish_bench_vk_span: --model, --depths, --gen and --chunk are required and positive\n");
       return 2;

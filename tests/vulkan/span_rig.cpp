@@ -37,12 +37,13 @@ SpanRig::~SpanRig() {
   for (Buffer* b : {&arena_, &kv_, &params_, &rope_}) be_.memory()->destroy(*b);
 }
 
-VkDescriptorSet SpanRig::matmul_set(const WeightChunk& c) {
+VkDescriptorSet SpanRig::matmul_set(const WeightChunk& c, const WeightChunk* second) {
   VkDescriptorSet s = be_.pipelines()->allocate_set(be_.kernels()->span_layout());
-  const VkBuffer bufs[5] = {c.buf.buffer, arena_.buffer, params_.buffer, arena_.buffer, arena_.buffer};
-  const uint64_t offs[5] = {0, 0, 0, 0, 0};
-  const uint64_t ranges[5] = {c.buf.size, arena_.size, params_.size, arena_.size, arena_.size};
-  be_.pipelines()->write_set(s, 5, bufs, offs, ranges);
+  const WeightChunk& c2 = second ? *second : c;
+  const VkBuffer bufs[6] = {c.buf.buffer, arena_.buffer, params_.buffer, arena_.buffer, arena_.buffer, c2.buf.buffer};
+  const uint64_t offs[6] = {0, 0, 0, 0, 0, 0};
+  const uint64_t ranges[6] = {c.buf.size, arena_.size, params_.size, arena_.size, arena_.size, c2.buf.size};
+  be_.pipelines()->write_set(s, 6, bufs, offs, ranges);
   mm_sets_.push_back(s);
   return s;
 }

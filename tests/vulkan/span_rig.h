@@ -25,8 +25,9 @@ class SpanRig {
   vk::Buffer& params() { return params_; }
   vk::Buffer& rope() { return rope_; }
   VkDescriptorSet aux_set() const { return aux_set_; }
-  // A span-matmul set for a weight chunk: {chunk, arena, params, arena, arena}.
-  VkDescriptorSet matmul_set(const vk::WeightChunk& c);
+  // A span-matmul set for a weight chunk: {chunk, arena, params, arena, arena,
+  // second} (second: a pair's other weight; the chunk again when null).
+  VkDescriptorSet matmul_set(const vk::WeightChunk& c, const vk::WeightChunk* second = nullptr);
 
   // Words at word offset `off` of b.
   void put(vk::Buffer& b, uint64_t off, const void* words, uint64_t n_words);

@@ -7,7 +7,8 @@
 //     than one submission: max |Δx| <= 1% of max |x| (fish_vulkan keeps f16 KV);
 //   - against its own variants, which must agree far more closely (1e-4 of
 //     max |x|): unfused decode (FISH_VK_SPAN_FUSE=0), one attention split vs
-//     many, 8 tokens per submission vs 128;
+//     many, 8 tokens per submission vs 128, the decode matvec variants (gate|up
+//     pair, consumer-side norm, FISH_VK_SPAN_MV shapes);
 //   - prefill of 300 tokens (three submissions) ≡ the same 300 tokens one at a time.
 // Both plugins are loaded from the build folder; fish_vulkan uses lavapipe
 // when there is no GPU (FISH_GPU=cpu), else prints SKIPPED.
@@ -237,6 +238,9 @@ TEST_CASE("span variants agree: unfused decode, attention splits, tokens per sub
     const char* split;
     const char* max_splits;
     const char* tokens;
+    const char* gu = nullptr;    // FISH_VK_SPAN_GU (nullptr: unset, the default)
+    const char* norm = nullptr;  // FISH_VK_SPAN_NORM
+    const char* mv = nullptr;    // FISH_VK_SPAN_MV (nullptr: the heuristic)
   };
   const Knobs base{"default", "1", "256", "32", "128"};
   const Knobs variants[] = {
@@ -244,14 +248,29 @@ TEST_CASE("span variants agree: unfused decode, attention splits, tokens per sub
       {"many splits (16 positions each)", "1", "16", "128", "128"},
       {"one split", "1", "256", "1", "128"},
       {"8 tokens per submission", "1", "256", "32", "8"},
+      {"gate|up pair, last-workgroup norm", "1", "256", "32", "128", "1", "0"},
+      {"separate gate/up, consumer-side norm", "1", "256", "32", "128", "0", "1"},
+      {"separate gate/up, last-workgroup norm", "1", "256", "32", "128", "0", "0"},
+      {"gate|up pair, consumer-side norm", "1", "256", "32", "128", "1", "1"},
+      {"pair + consumer norm + 16 rows x 256", "1", "256", "32", "128", "1", "1", "16x256"},
+      {"rows per role", "1", "256", "32", "128", "1", "1", "q=1x32,o=2x64,gu=8x128,d=4x256"},
+      {"separate gate/up, 8 rows x 64", "1", "256", "32", "128", "0", "0", "8x64"},
+      {"FISH_VK_SPAN_FUSE=0 with pair / norm knobs (ignored)", "0", "256", "32", "128", "1", "1", "16"},
   };
   auto set = [](const Knobs& k) {
     setenv("FISH_VK_SPAN_FUSE", k.fuse, 1);
     setenv("FISH_VK_ATTN_SPLIT", k.split, 1);
     setenv("FISH_VK_ATTN_MAX_SPLITS", k.max_splits, 1);
     setenv("FISH_VK_SPAN_TOKENS", k.tokens, 1);
+    auto put = [](const char* name, const char* v) {
+      if (v) setenv(name, v, 1);
+      else unsetenv(name);
+    };
+    put("FISH_VK_SPAN_GU", k.gu);
+    put("FISH_VK_SPAN_NORM", k.norm);
+    put("FISH_VK_SPAN_MV", k.mv);
   };
-  for (const Variant& v : {kVariants[1], kVariants[2]}) {
+  for (const Variant& v : {kVariants[1], kVariants[2], kVariants[3]}) {
     const Synth s = make_synth(v, 9);
     std::string why;
     set(base);

@@ -1,0 +1,26 @@
+// fish_bench_vk_span --kernels: the span's matvec variants per projection role
+// (q/k/v, wo, gate/up as two dispatches or as a pair, down with x·x2 or the
+// pair's product), every FISH_VK_SPAN_MV shape (rows per workgroup 1..16 x
+// workgroup 64..256) timed as the span runs it: a layer's worth of distinct
+// matrix copies (Q4_K_M's types), a barrier after each step. Then a layer's
+// four matvec steps with the best shape per role in each mode (separate or
+// pair gate/up x last-workgroup or consumer norm) against the defaults.
+// Prints the best FISH_VK_* settings (BEST_ENV) and writes them as shell
+// assignments to env_out (MV_SEP, MV_PAIR, BEST_ENV) when given.
+#pragma once
+#include <functional>
+#include <string>
+
+#include "span_rig.h"
+
+namespace fish::vktest {
+
+struct SpanMvDims {
+  int E = 0, F = 0, QD = 0, KD = 0, copies = 0;  // n_embd, n_ff, q rows, k/v rows, layers' worth
+};
+// Device seconds of one recording (median of several runs after a warm-up).
+using TimeFn = std::function<double(const std::function<void(VkCommandBuffer)>&)>;
+
+int span_mv_sweep(vk::VulkanBackend& be, const SpanMvDims& d, const TimeFn& time, const std::string& env_out);
+
+}  // namespace fish::vktest

@@ -1,0 +1,259 @@
+// The span matvec's run-time variants (shaders/matvec_span.comp), one dispatch
+// at a time in a SpanRig:
+//   - every FISH_VK_SPAN_MV shape (rows per workgroup 1..16 x workgroup 32..256)
+//     for every weight type, plain with a scaled x and with x·x2 + residual add
+//     + the next norm's epilogue, within the spec's matmul bound of the CPU
+//     reference (1e-3 · Σ|w||x| / n_out per element);
+//   - the gate|up pair (EPI 4) against the same kernel's separate silu(gate)
+//     and up dispatches multiplied on the host (1e-5 of max |y|: the sums are
+//     the same sums in the same order);
+//   - the consumer-side norm: 1/rms reduced from the producer's Σx² partials
+//     (inv_parts) against 1/rms handed over directly, and EPI 3 writing only
+//     the partials (their sum against Σy² of its output, 1e-5 relative; 1/rms
+//     left unwritten).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "cpu/matmul.h"
+#include "span_rig.h"
+#include "vk_test_util.h"
+
+using namespace fish;
+using namespace fish::vktest;
+using vk::SpanFusion;
+using vk::SpanMvShape;
+
+namespace {
+
+std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& e : v) e = nd(rng);
+  return v;
+}
+
+std::vector<float> uniform(size_t n, uint64_t seed, float lo, float hi) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& e : v) e = u(rng);
+  return v;
+}
+
+double max_abs(const std::vector<float>& v) {
+  double m = 0;
+  for (float e : v) m = std::max(m, double(std::fabs(e)));
+  return m;
+}
+
+double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = std::fabs(double(a[i]) - double(b[i]));
+    if (!(d <= m)) m = std::isnan(d) ? INFINITY : d;
+  }
+  return m;
+}
+
+// Arena words of one dispatch: ctrl [0, 64) (1/rms in at 16, out at 20, counter at 8),
+// x, x2 [n_tok][n_in], y, xg [n_tok][n_out], sq partials, Σx² partials in.
+struct Offs {
+  uint32_t x, x2, y, xg, sq, parts, end;
+  Offs(uint32_t n_in, uint32_t n_out, uint32_t n_tok, uint32_t n_parts) {
+    x = 64, x2 = x + n_tok * n_in, y = x2 + n_tok * n_in, xg = y + n_tok * n_out, sq = xg + n_tok * n_out;
+    parts = sq + 4 * n_out, end = parts + n_tok * n_parts + 64;
+  }
+};
+
+struct Inputs {
+  std::vector<float> x, x2, y0, g, inv, parts;  // inv: 1/rms per token; parts: [n_tok][n] Σx² partials
+  uint32_t n_parts = 0;                          // > 0: the kernel reduces parts instead of reading inv
+};
+
+struct Outputs {
+  std::vector<float> y, xg, sq, inv_out;
+  uint32_t groups = 0;
+};
+
+// One dispatch of m (and m2: a pair) with fz on n_tok tokens; EPI 3 writes 1/rms
+// unless parts_out.
+Outputs run_mv(vk::VulkanBackend& be, const Matrix& m, const Matrix* m2, int n_tok, SpanFusion fz, const Inputs& in,
+               bool parts_out) {
+  const uint32_t n_in = uint32_t(m.n_in), n_out = uint32_t(m.n_out), nt = uint32_t(n_tok);
+  const Offs o(n_in, n_out, nt, std::max(1u, in.n_parts));
+  SpanRig rig(be, o.end, 4, n_out, 4);
+  rig.put(rig.arena(), 16, in.inv);
+  rig.put(rig.arena(), 20, std::vector<float>(4, -1.0f));  // 1/rms out: must stay -1 with parts_out
+  rig.put(rig.arena(), o.x, in.x);
+  rig.put(rig.arena(), o.x2, in.x2);
+  rig.put(rig.arena(), o.y, in.y0);
+  if (in.n_parts) rig.put(rig.arena(), o.parts, in.parts);
+  rig.put(rig.params(), 0, in.g);
+  vk::Weight* w = be.upload(upload_desc(m));
+  vk::Weight* w2 = m2 ? be.upload(upload_desc(*m2)) : nullptr;
+  REQUIRE(w);
+  REQUIRE(w->chunks.size() == 1);
+  if (m2) REQUIRE(w2);
+  vk::SpanMatmulPush pc;
+  pc.m = {n_in, n_out, nt, n_in, o.x, n_out, o.y, 0};
+  pc.inv_in = in.n_parts ? o.parts : 16, pc.inv_parts = in.n_parts, pc.eps = 1e-5f, pc.x2_off = o.x2;
+  pc.norm_off = 0, pc.xg_off = o.xg, pc.sq_off = o.sq, pc.cnt = 8, pc.inv_out = parts_out ? vk::kNone : 20;
+  const VkDescriptorSet set = rig.matmul_set(w->chunks[0], w2 ? &w2->chunks[0] : nullptr);
+  Outputs out;
+  for (int rep = 0; rep < 2; ++rep) {  // twice: EPI 3's arrival counter must have been reset
+    rig.put(rig.arena(), o.y, in.y0);
+    rig.run([&](VkCommandBuffer cmd) { out.groups = be.kernels()->record_span(cmd, *w->type, set, pc, fz); });
+  }
+  out.y = rig.get(rig.arena(), o.y, size_t(nt) * n_out);
+  out.xg = rig.get(rig.arena(), o.xg, size_t(nt) * n_out);
+  out.sq = rig.get(rig.arena(), o.sq, size_t(nt) * out.groups);
+  out.inv_out = rig.get(rig.arena(), 20, nt);
+  REQUIRE(be.release(w));
+  if (w2) REQUIRE(be.release(w2));
+  return out;
+}
+
+Inputs make_inputs(const Matrix& m, int n_tok, uint64_t seed) {
+  Inputs in;
+  in.x = randn(size_t(n_tok) * size_t(m.n_in), seed, 2.0f);
+  in.x2 = randn(size_t(n_tok) * size_t(m.n_in), seed + 1);
+  in.y0 = randn(size_t(n_tok) * size_t(m.n_out), seed + 2);
+  in.g = uniform(size_t(m.n_out), seed + 3, 0.7f, 1.3f);
+  in.inv = uniform(4, seed + 4, 0.7f, 1.3f);
+  return in;
+}
+
+// Pipelines are compiled per shape (lavapipe takes seconds for the unrolled
+// 16-row ones), so the cases pick a few: the extremes of rows per workgroup
+// with small and large workgroups (partial row groups, several subgroups).
+const SpanMvShape kShapes[] = {{16, 32}, {2, 256}};
+
+}  // namespace
+
+TEST_CASE("span matvec shapes (FISH_VK_SPAN_MV) within the spec's bound", "[vulkan][span]") {
+  auto be = open_backend("span matvec shapes");
+  if (!be) return;
+  uint64_t seed = 900;
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K,
+                     GgmlType::Q6_K}) {
+    const int64_t n_in = (t == GgmlType::F32 || t == GgmlType::F16) ? 200 : 512;
+    const Matrix m = random_matrix(t, n_in, 75, seed++);  // 75 rows: partial row groups for every shape
+    double worst = 0;
+    for (const SpanMvShape& s : kShapes) {
+      be->kernels()->set_span_shape(vk::kRoleOther, s);
+      for (int n_tok : {1, 3}) {
+        if (n_tok > 1 && t != GgmlType::Q4_K) continue;  // the unit code is per type; the tokens' loop is not
+        for (const SpanFusion fz : {SpanFusion{0, false}, SpanFusion{3, true}}) {
+          const Inputs in = make_inputs(m, n_tok, seed++);
+          const Outputs out = run_mv(*be, m, nullptr, n_tok, fz, in, false);
+          std::vector<float> xe(in.x);
+          if (fz.xprod)
+            for (size_t i = 0; i < xe.size(); ++i) xe[i] *= in.x2[i];
+          std::vector<float> prod(out.y.size());
+          for (size_t i = 0; i < prod.size(); ++i) {
+            const float sc = in.inv[i / size_t(m.n_out)];
+            prod[i] = (fz.epi == 3 ? out.y[i] - in.y0[i] : out.y[i]) / sc;
+          }
+          int64_t bad = 0;
+          const double r = bound_ratio(m, xe.data(), n_tok, prod.data(), &bad);
+          INFO(type_name(t) << " rows " << s.rows << " wg " << s.wg << " n_tok " << n_tok << " epi " << fz.epi
+                            << ": worst |err|/bound " << r);
+          CHECK(bad == 0);
+          CHECK(r <= 1.0);
+          worst = std::max(worst, r);
+        }
+      }
+    }
+    be->kernels()->set_span_shape(vk::kRoleOther, {});
+    std::printf("  span matvec shapes %-5s worst |err|/bound %.5f\n", type_name(t).c_str(), worst);
+  }
+}
+
+TEST_CASE("span gate|up pair = silu(gate)·up of the separate dispatches", "[vulkan][span]") {
+  auto be = open_backend("span gate|up pair");
+  if (!be) return;
+  uint64_t seed = 1200;
+  for (GgmlType t : {GgmlType::F16, GgmlType::Q4_K, GgmlType::Q6_K}) {
+    const int64_t n_in = t == GgmlType::F16 ? 200 : 512;
+    const Matrix gate = random_matrix(t, n_in, 150, seed++), up = random_matrix(t, n_in, 150, seed++);
+    for (const SpanMvShape& s : {SpanMvShape{}, SpanMvShape{16, 64}}) {
+      be->kernels()->set_span_shape(vk::kRoleOther, s);
+      for (int n_tok : {1, 3}) {
+        if (n_tok > 1 && t != GgmlType::Q4_K) continue;
+        const Inputs in = make_inputs(gate, n_tok, seed++);
+        const Outputs g = run_mv(*be, gate, nullptr, n_tok, SpanFusion{2, false}, in, false);
+        const Outputs u = run_mv(*be, up, nullptr, n_tok, SpanFusion{0, false}, in, false);
+        const Outputs p = run_mv(*be, gate, &up, n_tok, SpanFusion{4, false, true}, in, false);
+        std::vector<float> want(g.y.size());
+        for (size_t i = 0; i < want.size(); ++i) want[i] = g.y[i] * u.y[i];
+        const double d = max_diff(p.y, want), mx = max_abs(want);
+        INFO(type_name(t) << " rows " << s.rows << " wg " << s.wg << " n_tok " << n_tok << ": max |pair - silu(g)·u| "
+                          << d << " of max " << mx);
+        CHECK(mx > 0);
+        CHECK(d <= 1e-5 * mx);
+      }
+    }
+    be->kernels()->set_span_shape(vk::kRoleOther, {});
+  }
+}
+
+TEST_CASE("span matvec consumer-side norm: 1/rms from partials, EPI 3 partials only", "[vulkan][span]") {
+  auto be = open_backend("span consumer norm");
+  if (!be) return;
+  uint64_t seed = 1500;
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::F32}) {
+    const int64_t n_in = t == GgmlType::F32 ? 200 : 512;
+    const Matrix m = random_matrix(t, n_in, 300, seed++);
+    for (const SpanMvShape& s : {SpanMvShape{}, SpanMvShape{8, 64}}) {
+      be->kernels()->set_span_shape(vk::kRoleOther, s);
+      for (int n_tok : {1, 3}) {
+        for (uint32_t n_parts : {1u, 37u, 1024u}) {
+          // Partials Σx² per token whose 1/rms is what the direct run gets.
+          Inputs direct = make_inputs(m, n_tok, seed++), from_parts = direct;
+          from_parts.n_parts = n_parts;
+          from_parts.parts = uniform(size_t(n_tok) * n_parts, seed++, 0.0f, 2.0f);
+          for (int tk = 0; tk < n_tok; ++tk) {
+            double sum = 0;
+            for (uint32_t i = 0; i < n_parts; ++i) sum += from_parts.parts[size_t(tk) * n_parts + i];
+            direct.inv[size_t(tk)] = float(1.0 / std::sqrt(sum / double(n_in) + 1e-5));
+          }
+          for (const SpanFusion fz : {SpanFusion{2, false}}) {
+            const Outputs a = run_mv(*be, m, nullptr, n_tok, fz, direct, false);
+            const Outputs b = run_mv(*be, m, nullptr, n_tok, fz, from_parts, false);
+            const double d = max_diff(a.y, b.y), mx = max_abs(a.y);
+            INFO(type_name(t) << " rows " << s.rows << " n_tok " << n_tok << " parts " << n_parts << " epi " << fz.epi
+                              << ": max |Δy| " << d << " of max " << mx);
+            CHECK(d <= 1e-5 * mx);
+          }
+        }
+        // EPI 3 without inv_out: y and xg as with it, Σ partials = Σy², 1/rms untouched.
+        const Inputs in = make_inputs(m, n_tok, seed++);
+        const Outputs a = run_mv(*be, m, nullptr, n_tok, SpanFusion{3, true}, in, false);
+        const Outputs b = run_mv(*be, m, nullptr, n_tok, SpanFusion{3, true}, in, true);
+        CHECK(max_diff(a.y, b.y) <= 1e-6 * max_abs(a.y));
+        CHECK(max_diff(a.xg, b.xg) <= 1e-6 * max_abs(a.xg));
+        const vk::MatvecConfig c = be->kernels()->span_matvec_config(*vk::matmul_type(uint32_t(t)), uint32_t(n_in),
+                                                                     uint32_t(m.n_out), uint32_t(n_tok), SpanFusion{3, true});
+        REQUIRE(b.groups == (uint32_t(m.n_out) + c.rows - 1) / c.rows);
+        for (int tk = 0; tk < n_tok; ++tk) {
+          double ss = 0, ps = 0;
+          for (int64_t r = 0; r < m.n_out; ++r) {
+            const double yr = b.y[size_t(tk) * size_t(m.n_out) + size_t(r)];
+            ss += yr * yr;
+          }
+          for (uint32_t gi = 0; gi < b.groups; ++gi) ps += b.sq[size_t(tk) * b.groups + gi];
+          INFO(type_name(t) << " rows " << s.rows << " token " << tk << ": Σ partials " << ps << ", Σy² " << ss);
+          CHECK(std::fabs(ps - ss) <= 1e-5 * ss);
+          CHECK(b.inv_out[size_t(tk)] == -1.0f);
+          CHECK(std::fabs(a.inv_out[size_t(tk)] - 1.0 / std::sqrt(ss / double(m.n_out) + 1e-5)) <= 1e-5 * a.inv_out[size_t(tk)]);
+        }
+      }
+    }
+    be->kernels()->set_span_shape(vk::kRoleOther, {});
+  }
+}
