@@ -104,7 +104,7 @@ TEST_CASE("prepare_weight: strips hold every row's GGUF bytes", "[matmul][prepar
         CHECK(v.row_bytes == m.view().row_bytes);
         CHECK(v.data != m.view().data);
         const uint64_t rb = v.row_bytes, strips = uint64_t(n_out + 15) / 16;
-        CHECK(p.owned_bytes() >= strips * 16 * rb);
+        CHECK(p.owned_bytes() == strips * 16 * rb);
         std::vector<uint8_t> row(rb);
         for (int64_t r = 0; r < n_out; ++r) {
           weight_row_gguf(v, r, row.data());
@@ -120,6 +120,41 @@ TEST_CASE("prepare_weight: strips hold every row's GGUF bytes", "[matmul][prepar
           }
         }
       }
+}
+
+TEST_CASE("prepare_weights: one allocation for several weights, each as if prepared alone", "[matmul][prepare]") {
+  if (!have_strips()) return;
+  ThreadPool pool(2);
+  const Matrix q4 = make_matrix(GgmlType::Q4_K, 512, 37, 1), q8 = make_matrix(GgmlType::Q8_0, 512, 20, 2),
+               q6 = make_matrix(GgmlType::Q6_K, 512, 16, 3);
+  const WeightView ws[3] = {q4.view(), q8.view(), q6.view()};
+  PreparedWeight kept;
+  std::vector<float> y_batch;
+  const auto x = test::random_acts(512 * 3, 7);
+  {
+    UseKernels use(MatmulKernels::Avx512);
+    std::vector<PreparedWeight> ps = prepare_weights(ws, 3, &pool);
+    REQUIRE(ps.size() == 3);
+    CHECK(ps[0].repacked());
+    CHECK_FALSE(ps[1].repacked());
+    CHECK(ps[1].view().data == q8.view().data);
+    CHECK(ps[2].repacked());
+    CHECK(ps[0].owned_bytes() == 3 * 16 * 144 * 2);  // 37 rows -> 3 strips of 2 blocks
+    CHECK(ps[1].owned_bytes() == 0);
+    CHECK(ps[2].owned_bytes() == 16 * 210 * 2);
+    // Each one equals the same weight prepared alone, bit for bit.
+    for (int i : {0, 2}) {
+      const PreparedWeight alone = prepare_weight(ws[i]);
+      REQUIRE(std::memcmp(run(pool, ps[size_t(i)].view(), x, 3).data(), run(pool, alone.view(), x, 3).data(),
+                          size_t(3 * ws[i].n_out) * 4) == 0);
+    }
+    y_batch = run(pool, ps[2].view(), x, 3);
+    kept = std::move(ps[2]);
+  }  // the others are gone: the kept weight still holds the shared bytes
+  UseKernels use(MatmulKernels::Avx512);
+  const auto y = run(pool, kept.view(), x, 3);
+  REQUIRE(std::memcmp(y.data(), y_batch.data(), y.size() * 4) == 0);
+  CHECK(prepare_weights(ws, 0).empty());
 }
 
 TEST_CASE("prepare_weight: other types, families and empty weights are left as they are", "[matmul][prepare]") {

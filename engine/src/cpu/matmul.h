@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "common/ggml_type.h"
 
@@ -33,38 +34,42 @@ struct WeightView {
 };
 
 // A weight rearranged once, at load, into the layout this CPU's kernels decode
-// fastest; it owns the rearranged bytes. view() is what to pass to matmul.
-// When no repack applies, view() is the original view and nothing is owned.
+// fastest; it keeps the rearranged bytes alive (shared with the other weights
+// of one prepare_weights call). view() is what to pass to matmul. When no
+// repack applies, view() is the original view and nothing is held.
 class PreparedWeight {
  public:
   PreparedWeight() = default;
   const WeightView& view() const { return view_; }
   bool repacked() const { return view_.layout != WeightLayout::Gguf; }
-  // Bytes this object owns (0 when not repacked).
+  // Bytes of the repacked copy of this weight (0 when not repacked).
   uint64_t owned_bytes() const { return owned_bytes_; }
 
  private:
-  friend PreparedWeight prepare_weight(const WeightView& w, ThreadPool* pool);
-  struct Free {
-    void operator()(uint8_t* p) const;
-  };
+  friend std::vector<PreparedWeight> prepare_weights(const WeightView* ws, int n, ThreadPool* pool);
   WeightView view_;
-  std::unique_ptr<uint8_t, Free> owned_;
+  std::shared_ptr<const void> storage_;
   uint64_t owned_bytes_ = 0;
 };
 
-// Prepares w (GGUF layout) for the CPU matmul kernels. With the AVX-512 VNNI
-// family active, Q4_K and Q6_K matrices are repacked into 16-row strips
-// (WeightLayout::Strips16): one 64-byte load then carries 4 quants of each of
-// 16 rows, so the block scales and mins of 16 rows are decoded together and
-// the n_tok = 1 product is bound by memory, not by unpacking. Memory: a copy
-// of the same size as the original (plus at most 15 zero rows); the original
-// bytes are not read again by matmul (mmap pages may be dropped), but they
-// remain the data for anything else (GPU upload, dequantisation, embeddings).
-// Results equal those of the original up to f32 summation order (the integer
-// block sums are the same). Any other type or family: returns w unchanged.
-// pool (optional) spreads the repack over its threads. Throws fish::Error for
-// a view matmul would refuse.
+// Prepares weights (GGUF layout) for the CPU matmul kernels, once at load.
+// With the AVX-512 VNNI family active, Q4_K and Q6_K matrices are repacked
+// into 16-row strips (WeightLayout::Strips16): one 64-byte load then carries
+// 4 quants of each of 16 rows, so the scales and mins of 16 rows are decoded
+// together and an n_tok = 1 product is bound by memory, not by unpacking
+// (prompt processing gains too). Results equal those of the original up to
+// f32 summation order (the integer block sums are the same). Any other type,
+// or another kernel family: the weight is returned unchanged.
+//
+// Memory: the repacked weights of one call share one allocation, in 2 MiB
+// pages where the kernel allows (transparent huge pages: an 800 MB model read
+// once per token otherwise walks ~200k page-table entries): the same bytes as
+// the originals plus at most 15 zero rows per weight and < 2 MiB in all. The
+// originals are not read by matmul again (mmap pages may be dropped), but
+// they stay the data for anything else (GPU upload, dequantisation, token
+// embeddings). pool (optional) spreads the repack over its threads. Throws
+// fish::Error for a view matmul would refuse.
+std::vector<PreparedWeight> prepare_weights(const WeightView* ws, int n, ThreadPool* pool = nullptr);
 PreparedWeight prepare_weight(const WeightView& w, ThreadPool* pool = nullptr);
 
 // The GGUF bytes of row r of w (any layout) into out (row_bytes of the GGUF

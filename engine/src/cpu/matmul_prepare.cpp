@@ -1,12 +1,12 @@
-// prepare_weight: the load-time repack of Q4_K / Q6_K matrices into 16-row
-// strips (layout in cpu/matmul_strips.h), its exact inverse for one row
-// (weight_row_gguf: the scalar fallback and the f32 reference read strips
-// through it), and the owned, 2 MiB-aligned storage of a prepared weight
-// (transparent huge pages where the kernel allows: a 800 MB model read once
-// per token otherwise walks ~200k page-table entries).
+// prepare_weights: the load-time repack of Q4_K / Q6_K matrices into 16-row
+// strips (layout in cpu/matmul_strips.h) in one shared, 2 MiB-aligned
+// allocation (transparent huge pages where the kernel allows), and its exact
+// inverse for one row (weight_row_gguf: the scalar fallback and the f32
+// reference read strips through it).
 #include <sys/mman.h>
 
 #include <cstdlib>
+#include <memory>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -138,37 +138,26 @@ uint64_t gguf_row_bytes(const WeightView& w) {
   return uint64_t(w.n_in / info->block_size) * uint64_t(info->type_size);
 }
 
-}  // namespace
-
-void PreparedWeight::Free::operator()(uint8_t* p) const { std::free(p); }
-
-PreparedWeight prepare_weight(const WeightView& w, ThreadPool* pool) {
-  PreparedWeight out;
-  out.view_ = w;
+// The checks of one weight to repack; its strip bytes.
+uint64_t strip_bytes_of(const WeightView& w, int i) {
+  const std::string what = "prepare_weights: weight " + std::to_string(i) + ": ";
   if (w.layout != WeightLayout::Gguf)
-    throw Error("prepare_weight: the weight is already prepared (layout " + std::to_string(int(w.layout)) + ")");
-  const StripCodec* codec = codec_of(w.type);
-  if (!codec || !mm::active_family_has_strips() || w.n_out <= 0) return out;
+    throw Error(what + "already prepared (layout " + std::to_string(int(w.layout)) + ")");
   if (w.n_in <= 0 || w.n_in % QK_K != 0)
-    throw Error("prepare_weight: n_in " + std::to_string(w.n_in) + " is not a positive multiple of " +
-                std::to_string(QK_K));
+    throw Error(what + "n_in " + std::to_string(w.n_in) + " is not a positive multiple of " + std::to_string(QK_K));
   const uint64_t rb = gguf_row_bytes(w);
   if (w.row_bytes < rb)
-    throw Error("prepare_weight: row_bytes " + std::to_string(w.row_bytes) + " is less than the " +
-                std::to_string(rb) + " bytes of a " + ggml_type_name(w.type) + " row of " + std::to_string(w.n_in));
-  if (!w.data) throw Error("prepare_weight: weight data is null");
+    throw Error(what + "row_bytes " + std::to_string(w.row_bytes) + " is less than the " + std::to_string(rb) +
+                " bytes of a " + ggml_type_name(w.type) + " row of " + std::to_string(w.n_in));
+  if (!w.data) throw Error(what + "data is null");
+  return rb * kStripRows * uint64_t((w.n_out + kStripRows - 1) / kStripRows);
+}
 
-  const int64_t n_strips = (w.n_out + kStripRows - 1) / kStripRows;
-  const int64_t n_blocks = w.n_in / QK_K;
-  const uint64_t strip_bytes = rb * kStripRows;
-  const uint64_t bytes = strip_bytes * uint64_t(n_strips);
-  constexpr uint64_t kHuge = 2u << 20;
-  const uint64_t alloc = (bytes + kHuge - 1) / kHuge * kHuge;
-  auto* mem = static_cast<uint8_t*>(std::aligned_alloc(kHuge, alloc));
-  if (!mem) throw Error("prepare_weight: cannot allocate " + std::to_string(alloc) + " bytes");
-  out.owned_.reset(mem);
-  madvise(mem, alloc, MADV_HUGEPAGE);  // advice only: without it the pages are 4 KiB
-
+// Writes the strips of w (GGUF rows) at dst.
+void pack_weight(const WeightView& w, uint8_t* dst, ThreadPool* pool) {
+  const StripCodec* codec = codec_of(w.type);
+  const uint64_t strip_bytes = gguf_row_bytes(w) * kStripRows;
+  const int64_t n_strips = (w.n_out + kStripRows - 1) / kStripRows, n_blocks = w.n_in / QK_K;
   const auto* src = static_cast<const uint8_t*>(w.data);
   auto pack_strips = [&](int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; ++s)
@@ -178,17 +167,53 @@ PreparedWeight prepare_weight(const WeightView& w, ThreadPool* pool) {
           const int64_t r = s * kStripRows + i;
           rows[i] = r < w.n_out ? src + uint64_t(r) * w.row_bytes + uint64_t(b) * codec->block_bytes : nullptr;
         }
-        codec->pack(rows, mem + uint64_t(s) * strip_bytes + uint64_t(b) * codec->block_bytes * kStripRows);
+        codec->pack(rows, dst + uint64_t(s) * strip_bytes + uint64_t(b) * codec->block_bytes * kStripRows);
       }
   };
   if (pool) pool->parallel_for(n_strips, 8, [&](int64_t s0, int64_t s1, int) { pack_strips(s0, s1); });
   else pack_strips(0, n_strips);
+}
 
-  out.view_.data = mem;
-  out.view_.row_bytes = rb;
-  out.view_.layout = WeightLayout::Strips16;
-  out.owned_bytes_ = alloc;
+}  // namespace
+
+std::vector<PreparedWeight> prepare_weights(const WeightView* ws, int n, ThreadPool* pool) {
+  std::vector<PreparedWeight> out(size_t(n > 0 ? n : 0));
+  const bool strips = mm::active_family_has_strips();
+  // Which weights get strips, and their offsets in the shared allocation
+  // (each 64-byte aligned: the kernels' loads stay within cache lines).
+  std::vector<uint64_t> offset(out.size(), ~uint64_t(0));
+  uint64_t total = 0;
+  for (int i = 0; i < n; ++i) {
+    out[size_t(i)].view_ = ws[i];
+    if (ws[i].layout != WeightLayout::Gguf)
+      throw Error("prepare_weights: weight " + std::to_string(i) + ": already prepared (layout " +
+                  std::to_string(int(ws[i].layout)) + ")");
+    if (!strips || !codec_of(ws[i].type) || ws[i].n_out <= 0) continue;
+    offset[size_t(i)] = total;
+    total += (strip_bytes_of(ws[i], i) + 63) / 64 * 64;
+  }
+  if (total == 0) return out;
+  constexpr uint64_t kHuge = 2u << 20;
+  const uint64_t alloc = (total + kHuge - 1) / kHuge * kHuge;
+  auto* mem = static_cast<uint8_t*>(std::aligned_alloc(kHuge, alloc));
+  if (!mem) throw Error("prepare_weights: cannot allocate " + std::to_string(alloc) + " bytes");
+  std::shared_ptr<const void> storage(mem, [](const void* p) { std::free(const_cast<void*>(p)); });
+  madvise(mem, alloc, MADV_HUGEPAGE);  // advice only: without it the pages are 4 KiB
+  for (int i = 0; i < n; ++i) {
+    if (offset[size_t(i)] == ~uint64_t(0)) continue;
+    PreparedWeight& p = out[size_t(i)];
+    pack_weight(ws[i], mem + offset[size_t(i)], pool);
+    p.view_.data = mem + offset[size_t(i)];
+    p.view_.row_bytes = gguf_row_bytes(ws[i]);
+    p.view_.layout = WeightLayout::Strips16;
+    p.storage_ = storage;
+    p.owned_bytes_ = strip_bytes_of(ws[i], i);
+  }
   return out;
+}
+
+PreparedWeight prepare_weight(const WeightView& w, ThreadPool* pool) {
+  return std::move(prepare_weights(&w, 1, pool)[0]);
 }
 
 void weight_row_gguf(const WeightView& w, int64_t r, uint8_t* out) {
