@@ -11,7 +11,7 @@
 //     × the mean context of the timed tokens. With FISH_GPU_PROFILE=1|2 the
 //     backend's profile of each depth's decode follows (per-stage GPU time).
 //
-//   fish_bench_vk_span --kernels [--shape 8b|1b] [--ctx 512,4096,16384] [--reps N] [--env-out FILE]
+//   fish_bench_vk_span --kernels [--shape 8b|1b|tiny] [--ctx 512,4096,16384] [--reps N] [--env-out FILE]
 //     The span's own kernels alone, device timestamps (median of reps after a
 //     warm-up): decode attention (fused) over an f16 KV of each context length
 //     for 1..128 splits (GB/s of K+V; one layer's KV, so short contexts sit in
@@ -135,8 +135,9 @@ int run_kernels(const std::string& shape, const std::vector<int>& ctxs, int reps
   if (!be) return 77;
   be->set_profiling(true);
   // Llama-3.1-8B: 32 heads of 128, 8 KV heads, n_embd 4096; Llama-3.2-1B: 32 x 64, 8 KV heads, n_embd 2048.
-  const bool big = shape != "1b";
-  const int D = big ? 128 : 64, H = 32, KVH = 8, E = big ? 4096 : 2048, G = H / KVH;
+  // "tiny" (E 256, 4 heads of 64, 2 KV heads, n_ff 512, 4 layers) checks the tool on lavapipe.
+  const bool big = shape == "8b", tiny = shape == "tiny";
+  const int D = big ? 128 : 64, H = tiny ? 4 : 32, KVH = tiny ? 2 : 8, E = big ? 4096 : tiny ? 256 : 2048, G = H / KVH;
   const int QD = H * D, KD = KVH * D, QKV = QD + 2 * KD;
   std::printf("%s\n%s shapes: head_dim %d, %d heads, %d KV heads; device timestamps, median of %d\n",
               be->status().c_str(), shape.c_str(), D, H, KVH, reps);
@@ -201,7 +202,7 @@ int run_kernels(const std::string& shape, const std::vector<int>& ctxs, int reps
   std::printf("| q/k prep + KV store | - | - | %.1f | - |\n",
               time([&](VkCommandBuffer c) { be->span_kernels()->rope_store(c, rig.aux_set(), q, ks); }) * 1e6);
   if (std::getenv("FISH_BENCH_NO_MATVEC")) return 0;
-  const int F = big ? 14336 : 8192, copies = big ? 32 : 16;
+  const int F = big ? 14336 : tiny ? 512 : 8192, copies = big ? 32 : tiny ? 4 : 16;
   return vktest::span_mv_sweep(*be, vktest::SpanMvDims{E, F, QD, KD, copies}, time, env_out);
 }
 
@@ -233,7 +234,7 @@ int main(int argc, char** argv) {
     else if (a == "--env-out") env_out = next();
     else {
       std::fprintf(stderr, "usage: fish_bench_vk_span --model M [--depths 512,4096] [--gen 64] [--chunk 512] [-t N]\n"
-                           "       fish_bench_vk_span --kernels [--shape 8b|1b] [--ctx 512,4096,16384] [--reps 20] [--env-out FILE]\n");
+                           "       fish_bench_vk_span --kernels [--shape 8b|1b|tiny] [--ctx 512,4096,16384] [--reps 20] [--env-out FILE]\n");
       return 2;
     }
   }

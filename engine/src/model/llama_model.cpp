@@ -36,6 +36,7 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, const Mode
   m->pool_ = std::make_unique<ThreadPool>(opt.n_threads);
   m->kv_.init(m->hp_.n_layer, m->hp_.kv_dim(), m->n_ctx_, std::vector<bool>(size_t(m->hp_.n_layer), true));
   m->place_layers(opt);
+  m->prepare_cpu_weights();
   return m;
 }
 

@@ -29,7 +29,8 @@ struct ModelOptions {
   bool vocab_only = false;  // the tokenizer alone (vocab files); eval() refuses
 };
 
-// A weight matrix: its CPU view and, when resident, its backend copy.
+// A weight matrix: its CPU view and, when resident, its backend copy. cpu
+// may be a repacked copy (prepare_weights); tensor->data is always the GGUF bytes.
 struct Linear {
   const gguf::TensorInfo* tensor = nullptr;
   WeightView cpu;
@@ -88,6 +89,7 @@ class LlamaModel {
   LlamaModel() = default;
   void load_weights();
   void place_layers(const ModelOptions& opt);
+  void prepare_cpu_weights();  // repack the CPU-resident matrices (cpu/matmul.h prepare_weights)
   void release_backend();
   bool build_span();
   // Releases every backend resource and continues on the CPU (why: for the message).
@@ -117,6 +119,8 @@ class LlamaModel {
   Linear output_;
   std::vector<Layer> layers_;
   std::vector<std::vector<float>> owned_vectors_;  // norms/biases stored as non-F32
+  std::vector<PreparedWeight> prepared_;           // keeps the repacked CPU weights alive
+  uint64_t repacked_bytes_ = 0;
 
   KvCache kv_;
   int32_t kv_len_ = 0;

@@ -62,7 +62,7 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
     d.type = lin.cpu.type;
     d.n_in = lin.cpu.n_in;
     d.n_out = lin.cpu.n_out;
-    d.data = lin.cpu.data;
+    d.data = lin.tensor->data;  // GGUF bytes (cpu may be repacked)
     d.nbytes = lin.tensor->nbytes;
     lin.gpu = be->upload(d);
     ok = lin.gpu != nullptr;

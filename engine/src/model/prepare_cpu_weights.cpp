@@ -1,0 +1,43 @@
+// After placement: the matrices the CPU will multiply (every layer not on the
+// backend, and the output projection unless it is resident there) are
+// repacked once into the layout this CPU's kernels read fastest (cpu/matmul.h,
+// prepare_weights; Q4_K / Q6_K strips on AVX-512 VNNI). The mmap pages of a
+// repacked tensor go back to the OS, so resident memory stays the model's
+// size; token_embd keeps its pages (embedding lookups read it), so a tied
+// output projection costs its size once more. FISH_CPU_REPACK=0 turns it off.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "gguf/gguf_file.h"
+#include "model/llama_model.h"
+
+namespace fish {
+
+void LlamaModel::prepare_cpu_weights() {
+  if (const char* v = std::getenv("FISH_CPU_REPACK"); v && (!std::strcmp(v, "0") || !std::strcmp(v, "off")))
+    return;
+  std::vector<Linear*> cpu;
+  if (!output_.gpu) cpu.push_back(&output_);
+  for (int32_t l = 0; l < hp_.n_layer - n_layer_gpu_; ++l) {
+    Layer& L = layers_[size_t(l)];
+    for (Linear* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) cpu.push_back(m);
+  }
+  std::vector<WeightView> views;
+  for (Linear* m : cpu) views.push_back(m->cpu);
+  std::vector<PreparedWeight> prepared = prepare_weights(views.data(), int(views.size()), pool_.get());
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    if (!prepared[i].repacked()) continue;
+    if (const char* only = std::getenv("DBG_ONLY"); only && cpu[i]->tensor->name.find(only) == std::string::npos) continue;
+    Linear& lin = *cpu[i];
+    lin.cpu = prepared[i].view();
+    repacked_bytes_ += prepared[i].owned_bytes();
+    if (lin.tensor != tok_embd_ && !std::getenv("DBG_NOREL")) file_->release_pages(lin.tensor->data, lin.tensor->nbytes);
+    prepared_.push_back(std::move(prepared[i]));
+  }
+  if (std::getenv("FISH_GPU_VERBOSE") && repacked_bytes_)
+    std::fprintf(stderr, "fish: %zu CPU matrices repacked (%.0f MB)\n", prepared_.size(), double(repacked_bytes_) / 1e6);
+}
+
+}  // namespace fish
