@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/error.h"
 #include "gguf/gguf_file.h"
 #include "model/llama_model.h"
 
@@ -26,7 +27,13 @@ void LlamaModel::prepare_cpu_weights() {
   }
   std::vector<WeightView> views;
   for (Linear* m : cpu) views.push_back(m->cpu);
-  std::vector<PreparedWeight> prepared = prepare_weights(views.data(), int(views.size()), pool_.get());
+  std::vector<PreparedWeight> prepared;
+  try {
+    prepared = prepare_weights(views.data(), int(views.size()), pool_.get());
+  } catch (const Error& e) {  // e.g. no memory for the copy: the GGUF layout works as well, only slower
+    std::fprintf(stderr, "fish: CPU weights stay in the GGUF layout: %s\n", e.what());
+    return;
+  }
   for (size_t i = 0; i < cpu.size(); ++i) {
     if (!prepared[i].repacked()) continue;
     if (const char* only = std::getenv("DBG_ONLY"); only && cpu[i]->tensor->name.find(only) == std::string::npos) continue;
