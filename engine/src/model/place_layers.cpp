@@ -190,6 +190,7 @@ void LlamaModel::fall_back_to_cpu(const char* what, const std::string& why) {
   const int32_t first = hp_.n_layer - n_layer_gpu_;
   const bool had_span = span_ != nullptr;
   release_backend();
+  prepare_cpu_weights();  // the layers now on the CPU get the CPU's layout
   if (had_span) {
     kv_.reserve(kv_len_ + 1);
     for (int32_t l = first; l < hp_.n_layer; ++l) kv_.set_layer_on_cpu(l, true);

@@ -5,6 +5,8 @@
 // repacked tensor go back to the OS, so resident memory stays the model's
 // size; token_embd keeps its pages (embedding lookups read it), so a tied
 // output projection costs its size once more. FISH_CPU_REPACK=0 turns it off.
+// After a fallback to the CPU the layers that were on the backend are
+// repacked too, so the CPU path stays the same arithmetic as a CPU-only run.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,12 +21,18 @@ namespace fish {
 void LlamaModel::prepare_cpu_weights() {
   if (const char* v = std::getenv("FISH_CPU_REPACK"); v && (!std::strcmp(v, "0") || !std::strcmp(v, "off")))
     return;
+  // Matrices the CPU multiplies that are still in the GGUF layout (called
+  // again after a fallback to the CPU: the layers that were on the backend).
   std::vector<Linear*> cpu;
-  if (!output_.gpu) cpu.push_back(&output_);
+  auto want = [&](Linear* m) {
+    if (m->tensor && m->cpu.layout == WeightLayout::Gguf) cpu.push_back(m);
+  };
+  if (!output_.gpu) want(&output_);
   for (int32_t l = 0; l < hp_.n_layer - n_layer_gpu_; ++l) {
     Layer& L = layers_[size_t(l)];
-    for (Linear* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) cpu.push_back(m);
+    for (Linear* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) want(m);
   }
+  if (cpu.empty()) return;
   std::vector<WeightView> views;
   for (Linear* m : cpu) views.push_back(m->cpu);
   std::vector<PreparedWeight> prepared;
