@@ -279,7 +279,9 @@ bool LlamaModel::eval_chunk(const int32_t* tokens, int32_t n, int32_t pos, bool 
     cpu_layer(l, x, n, pos);
   }
 
-  // Final norm and LM head for the tokens whose logits are wanted.
+  // Final norm and LM head for the tokens whose logits are wanted (none for a
+  // chunk of a longer prompt whose logits nobody reads).
+  if (!logits_out) return true;
   const int32_t t0 = all_logits ? 0 : n - 1;
   const int32_t nl = n - t0;
   float* xn = xn_.data();
@@ -310,7 +312,7 @@ void LlamaModel::eval(const int32_t* tokens, int32_t n, int32_t pos, bool all_lo
   for (int32_t done = 0; done < n;) {
     const int32_t c = std::min(kMaxChunk, n - done);
     // With all_logits each chunk writes its rows; otherwise only the last chunk's last token.
-    float* out = all_logits ? logits_.data() + int64_t(done) * V : logits_.data();
+    float* out = all_logits ? logits_.data() + int64_t(done) * V : done + c == n ? logits_.data() : nullptr;
     const int32_t p = pos + done;
     if (kv_replay_needed_) replay_history(p);
     if (!eval_chunk(tokens + done, c, p, all_logits, out)) {
@@ -351,9 +353,8 @@ void LlamaModel::replay_history(int32_t p) {
   kv_replay_needed_ = false;
   if (p == 0) return;
   std::vector<int32_t> hist(history_.begin(), history_.begin() + p);
-  std::vector<float> tmp(static_cast<size_t>(hp_.n_vocab));
   for (int32_t r = 0; r < p; r += kMaxChunk)
-    if (!eval_chunk(hist.data() + r, std::min(kMaxChunk, p - r), r, false, tmp.data()))
+    if (!eval_chunk(hist.data() + r, std::min(kMaxChunk, p - r), r, false, nullptr))
       throw Error("eval: the backend failed again after falling back to the CPU");
 }
 

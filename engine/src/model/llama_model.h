@@ -98,6 +98,7 @@ class LlamaModel {
   void replay_history(int32_t p);  // rebuild the CPU KV of positions < p after a span fallback
 
   // false: the span failed and x is untouched (nothing else was changed).
+  // logits_out null: no final norm / LM head (a prompt chunk before the last).
   bool eval_chunk(const int32_t* tokens, int32_t n, int32_t pos, bool all_logits, float* logits_out);
   void embed(const int32_t* tokens, int32_t n, float* x);
   void cpu_layer(int32_t l, float* x, int32_t n, int32_t pos);
