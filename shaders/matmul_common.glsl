@@ -16,6 +16,11 @@ layout(set = 0, binding = 0) readonly restrict buffer WeightVec4 { uvec4 W4[]; }
 layout(set = 0, binding = 1) readonly restrict buffer InputX { float X[]; };
 layout(set = 0, binding = 1) readonly restrict buffer InputX4 { vec4 X4[]; };
 layout(set = 0, binding = 2) writeonly restrict buffer OutputY { float Y[]; };
+#ifdef FISH_INT8
+// The int8 matvec reads x as quantize_x.comp wrote it (matvec_units_i8.glsl).
+layout(set = 0, binding = 1) readonly restrict buffer InputQ { uint XQ[]; };
+layout(set = 0, binding = 1) readonly restrict buffer InputQ4 { uvec4 XQ4[]; };
+#endif
 #else
 // Span variant (FISH_SPAN): x and y are regions of the span's arena, bound
 // twice (1: read-only x, 3: y, read-write for the residual add). A dispatch
@@ -27,6 +32,10 @@ layout(set = 0, binding = 1) readonly restrict buffer ArenaX4 { vec4 X4[]; };
 layout(set = 0, binding = 2) readonly restrict buffer ParamsF { float P[]; };
 layout(set = 0, binding = 2) readonly restrict buffer ParamsF4 { vec4 P4[]; };
 layout(set = 0, binding = 3) restrict buffer ArenaY { float Y[]; };
+#ifdef FISH_INT8
+layout(set = 0, binding = 1) readonly restrict buffer ArenaQ { uint XQ[]; };
+layout(set = 0, binding = 1) readonly restrict buffer ArenaQ4 { uvec4 XQ4[]; };
+#endif
 // Binding 5: the second weight of a PAIR dispatch (matvec_span.comp; the host
 // binds the first weight again otherwise).
 layout(set = 0, binding = 5) readonly restrict buffer WeightWordsB { uint WB[]; };

@@ -14,7 +14,9 @@
 // dispatch size and any subgroup size the driver picks.
 //
 // Compile-time: TYPE_<T> (F32, F16, Q4_0, Q8_0, Q4_K, Q5_K, Q6_K); FISH_NO_SUBGROUP
-// for devices without subgroup arithmetic in compute shaders.
+// for devices without subgroup arithmetic in compute shaders; FISH_INT8: x is
+// quantize_x.comp's int8 blocks and the products integer dot products
+// (matvec_units_i8.glsl; Q4_0, Q8_0, Q4_K, Q5_K, Q6_K).
 // Specialisation constants: 0 = workgroup size, 1 = ROWS, 2 = NT (tokens, 1..4).
 // (The span's variant, with one workgroup per row group, is matvec_span.comp.)
 
@@ -34,7 +36,11 @@ float acc[ROWS * NT];  // acc[r * NT + t]: partial sum of row row0 + r, token t
 
 void store_y(uint t, uint row, float v) { Y[pc.y_off + t * pc.y_stride + row] = v; }
 
+#ifdef FISH_INT8
+#include "matvec_units_i8.glsl"  // x: int8 blocks from quantize_x.comp
+#else
 #include "matvec_units.glsl"
+#endif
 
 #ifdef FISH_NO_SUBGROUP
 shared float red[1024];

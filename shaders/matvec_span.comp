@@ -24,6 +24,7 @@
 //        1/rms at inv_out, else the consumers reduce them (inv_parts).
 // The residual y and the norm weights of EPI 1/3 are loaded before the main
 // loop, so their latency hides behind the weights'.
+// FISH_INT8: the int8 variant (see matvec_units_i8.glsl).
 // Specialisation: 0 = workgroup size, 1 = ROWS, 2 = NT, 3 = EPI, 4 = XPROD, 5 = PAIR.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -45,6 +46,11 @@ layout(set = 0, binding = 4) coherent buffer ArenaCU { uint ACU[]; };
 const uint NONE = 0xFFFFFFFFu;
 float acc[RT * NT];  // acc[r * NT + t]
 
+#ifdef FISH_INT8
+// x is quantize_x.comp's int8 blocks, which already hold the product and the
+// scale: the host records these pipelines with XPROD off and no inv_in.
+#include "matvec_units_i8.glsl"
+#else
 vec4 x4_at(uint t, uint e) {
   vec4 v = X4[(pc.x_off + t * pc.x_stride + e) >> 2];
   if (XPROD) v *= X4[(pc.x2_off + t * pc.x_stride + e) >> 2];
@@ -57,6 +63,7 @@ float x_at(uint t, uint e) {
 }
 
 #include "matvec_units.glsl"
+#endif
 
 // Per-subgroup sums (up to 32 subgroups): RT·NT products, then NT Σx² of the scale.
 shared float part_sh[(RT + 1u) * NT * 32u];

@@ -96,6 +96,7 @@ bool VulkanBackend::open() {
     span_kernels_ = std::make_unique<SpanKernels>(*device_, *pipelines_);
     submitter_->set_spin(cfg_.spin && !device_->caps().cpu_device);
     kernels_->set_override(uint32_t(cfg_.mv_rows), uint32_t(cfg_.mv_wg));
+    kernels_->set_int8(cfg_.int8 == 1);
     submitter_->set_profiling(cfg_.profile);
     state_ = State::Open;
     return true;
@@ -144,7 +145,11 @@ void VulkanBackend::teardown() {
 std::string VulkanBackend::status() const {
   switch (state_) {
     case State::Closed: return "not opened";
-    case State::Open: return "open: " + device_->info().name + ": " + device_->detail();
+    case State::Open:
+      return "open: " + device_->info().name + ": " + device_->detail() +
+             (kernels_->int8()           ? "; matmul: int8 x, integer dot products (FISH_VK_INT8=1)"
+              : device_->caps().int_dot ? "; matmul: f32 x (int8 dot products available: FISH_VK_INT8=1)"
+                                        : "; matmul: f32 x");
     case State::Failed: return "failed: " + error_;
   }
   return "";
@@ -407,7 +412,17 @@ bool VulkanBackend::run_group(Weight* const* ws, int n_w, const float* x, int n_
   // Tokens per submission: x and y of a batch must each fit one binding.
   uint64_t limit = binding_limit();
   if (test_scratch_limit_) limit = std::min(limit, test_scratch_limit_);
-  const uint64_t per_tok = std::max(n_in, total_out) * 4;
+  // int8: x is quantised on the device once per activation
+  // format the group's types need (Q8_K rows for K-quants, Q8_0 for Q4_0/Q8_0),
+  // into x_dev_ after the f32 rows; types without an int8 kernel read x itself.
+  const bool any_int8 = [&] {
+    for (int i = 0; i < n_w; ++i)
+      if (kernels_->int8_for(*ws[i]->type)) return true;
+    return false;
+  }();
+  // A token's f32 x, plus (int8) its rows in both formats and their alignment.
+  const uint64_t q_tok = any_int8 ? 2 * (uint64_t(MatmulKernels::q8_row_words(32, uint32_t(n_in))) * 4 + 256) : 0;
+  const uint64_t per_tok = std::max(n_in * 4 + q_tok, total_out * 4);
   uint64_t tb = std::min<uint64_t>(uint64_t(n_tok), limit / per_tok);
   if (tb == 0)
     throw Failure(FailKind::Unsupported, "matmul: one token's input/output (" + std::to_string(per_tok) +
@@ -417,8 +432,25 @@ bool VulkanBackend::run_group(Weight* const* ws, int n_w, const float* x, int n_
   const DeviceFns& f = device_->fns();
   for (uint64_t t0 = 0; t0 < uint64_t(n_tok); t0 += tb) {
     const uint32_t nt = uint32_t(std::min<uint64_t>(tb, uint64_t(n_tok) - t0));
+    const bool int8 = any_int8;
     const uint64_t x_bytes = nt * n_in * 4, y_bytes = nt * total_out * 4;
-    ensure_scratch(x_bytes, y_bytes);
+    // Word offsets of the quantised rows: [0] blocks of 256, [1] blocks of 32.
+    const uint32_t q_bs[2] = {256, 32};
+    uint32_t q_off[2] = {0, 0}, q_stride[2] = {0, 0};
+    bool q_need[2] = {false, false};
+    uint64_t x_total = x_bytes;
+    if (int8) {
+      for (int i = 0; i < n_w; ++i)
+        if (kernels_->int8_for(*ws[i]->type)) q_need[MatmulKernels::q8_block(*ws[i]->type) == 256 ? 0 : 1] = true;
+      for (int k = 0; k < 2; ++k) {
+        if (!q_need[k]) continue;
+        x_total = round_up(x_total, 256);
+        q_off[k] = uint32_t(x_total / 4);
+        q_stride[k] = MatmulKernels::q8_row_words(q_bs[k], uint32_t(n_in));
+        x_total += uint64_t(nt) * q_stride[k] * 4;
+      }
+    }
+    ensure_scratch(x_total, y_bytes);
     const double t_start = now_s();
     std::memcpy(x_up_.mapped, x + t0 * n_in, x_bytes);
     VkCommandBuffer cmd = submitter_->begin();
@@ -427,13 +459,34 @@ bool VulkanBackend::run_group(Weight* const* ws, int n_w, const float* x, int n_
     submitter_->barrier(VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                         VK_ACCESS_SHADER_READ_BIT);
     submitter_->mark_begin();
+    if (int8) {
+      if (!q_set_ || q_set_generation_ != scratch_generation_) {
+        if (!q_set_) q_set_ = pipelines_->allocate_set(kernels_->quant_layout());
+        const VkBuffer b = x_dev_.buffer;
+        const uint64_t o = 0, r = x_dev_.size;
+        pipelines_->write_set(q_set_, 1, &b, &o, &r);
+        q_set_generation_ = scratch_generation_;
+      }
+      for (int k = 0; k < 2; ++k) {
+        if (!q_need[k]) continue;
+        QuantPush qp;
+        qp.n = uint32_t(n_in), qp.n_tok = nt, qp.x_off = 0, qp.x_stride = uint32_t(n_in);
+        qp.q_off = q_off[k], qp.q_stride = q_stride[k];
+        kernels_->record_quantize(cmd, q_set_, qp, q_bs[k], false);
+      }
+      submitter_->barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+                          VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
+    }
     uint64_t region = 0;  // float offset of weight i's [nt, n_out_i] block in y
     for (int i = 0; i < n_w; ++i) {
       Weight* w = ws[i];
+      const bool wi8 = int8 && kernels_->int8_for(*w->type);
+      const int k = wi8 && MatmulKernels::q8_block(*w->type) == 32 ? 1 : 0;
       for (WeightChunk& c : w->chunks) {
         bind_chunk(c);
         MatmulPush pc{uint32_t(n_in), c.rows, nt, uint32_t(n_in), 0, uint32_t(w->n_out), uint32_t(region + c.row0), 0};
-        kernels_->record(cmd, *w->type, c.set, pc);
+        if (wi8) pc.x_stride = q_stride[k], pc.x_off = q_off[k];
+        kernels_->record(cmd, *w->type, c.set, pc, wi8);
         (nt <= MatmulKernels::kMaxMatvecTokens ? prof_matvec_ : prof_tiled_)++;
       }
       region += uint64_t(nt) * uint64_t(w->n_out);

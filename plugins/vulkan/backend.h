@@ -156,6 +156,8 @@ class VulkanBackend {
   std::set<Span*> spans_;
   Buffer x_dev_, y_dev_, x_up_, y_down_;  // matmul scratch: device x/y and their staging
   uint64_t scratch_generation_ = 1;
+  VkDescriptorSet q_set_ = VK_NULL_HANDLE;  // quantize_x over x_dev_ (int8 decode)
+  uint64_t q_set_generation_ = 0;
 
   uint64_t test_chunk_limit_ = 0, test_scratch_limit_ = 0;
 

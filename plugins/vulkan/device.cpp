@@ -247,9 +247,14 @@ Device::Device(const Instance& inst, VkPhysicalDevice pd, const DeviceCandidate&
   const bool has_budget = has_extension(exts, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
   const bool has_f16i8 = has_extension(exts, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
   const bool has_8bit = has_extension(exts, VK_KHR_8BIT_STORAGE_EXTENSION_NAME);
+  // Integer dot products (the int8 matvec): through the KHR extension, which
+  // drivers keep listing after its promotion to 1.3 (the instance asks for 1.1,
+  // so core 1.3 features are out of reach anyway).
+  const bool has_idot = has_extension(exts, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
   if (has_budget) enable.push_back(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
   if (has_f16i8) enable.push_back(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
   if (has_8bit) enable.push_back(VK_KHR_8BIT_STORAGE_EXTENSION_NAME);
+  if (has_idot) enable.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
   // A portability (non-conformant) implementation must have this enabled.
   if (has_extension(exts, "VK_KHR_portability_subset")) enable.push_back("VK_KHR_portability_subset");
 
@@ -257,12 +262,15 @@ Device::Device(const Instance& inst, VkPhysicalDevice pd, const DeviceCandidate&
   auto s16 = vk_init<VkPhysicalDevice16BitStorageFeatures>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES);
   auto f16 = vk_init<VkPhysicalDeviceShaderFloat16Int8FeaturesKHR>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES_KHR);
   auto s8 = vk_init<VkPhysicalDevice8BitStorageFeaturesKHR>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES_KHR);
+  auto idot = vk_init<VkPhysicalDeviceShaderIntegerDotProductFeatures>(
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES);
   auto feats = vk_init<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
   void** tail = &feats.pNext;
   *tail = &s16;
   tail = &s16.pNext;
   if (has_f16i8) { *tail = &f16; tail = &f16.pNext; }
   if (has_8bit) { *tail = &s8; tail = &s8.pNext; }
+  if (has_idot) { *tail = &idot; tail = &idot.pNext; }
   f.vkGetPhysicalDeviceFeatures2(pd, &feats);
   // Enable only what fish might use: the optional arithmetic/storage bits.
   VkPhysicalDeviceFeatures2 want = feats;
@@ -279,6 +287,7 @@ Device::Device(const Instance& inst, VkPhysicalDevice pd, const DeviceCandidate&
   caps_.shader_float16 = has_f16i8 && f16.shaderFloat16;
   caps_.shader_int8 = has_f16i8 && f16.shaderInt8;
   caps_.storage8 = has_8bit && s8.storageBuffer8BitAccess;
+  caps_.int_dot = has_idot && idot.shaderIntegerDotProduct;
 
   family_ = uint32_t(cand.queue_family);
   const float prio = 1.0f;
@@ -309,8 +318,12 @@ Device::Device(const Instance& inst, VkPhysicalDevice pd, const DeviceCandidate&
   auto m3 = vk_init<VkPhysicalDeviceMaintenance3Properties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES);
   sg.pNext = &m3;
   auto props = vk_init<VkPhysicalDeviceProperties2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2);
+  auto idp = vk_init<VkPhysicalDeviceShaderIntegerDotProductProperties>(
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES);
+  if (caps_.int_dot) m3.pNext = &idp;
   props.pNext = &sg;
   f.vkGetPhysicalDeviceProperties2(pd, &props);
+  caps_.int_dot_accel = caps_.int_dot && idp.integerDotProduct4x8BitPackedSignedAccelerated;
   const VkPhysicalDeviceLimits& lim = props.properties.limits;
   caps_.api_version = props.properties.apiVersion;
   caps_.subgroup_size = std::max(1u, sg.subgroupSize);
@@ -351,6 +364,7 @@ std::string Device::detail() const {
   if (caps_.memory_budget) s += ", memory budget";
   if (caps_.shader_float16) s += ", f16";
   if (caps_.shader_int8) s += ", int8";
+  if (caps_.int_dot) s += caps_.int_dot_accel ? ", int8 dot (accelerated)" : ", int8 dot";
   return s;
 }
 

@@ -87,6 +87,8 @@ struct DeviceCaps {
   bool shader_int8 = false;
   bool storage16 = false;             // storageBuffer16BitAccess (not required)
   bool storage8 = false;              // storageBuffer8BitAccess (not required)
+  bool int_dot = false;               // shaderIntegerDotProduct (VK_KHR_shader_integer_dot_product): int8 matvec
+  bool int_dot_accel = false;         // ...4x8BitPackedSignedAccelerated (information only)
 };
 
 // The logical device, its queue and the memory types fish uses.

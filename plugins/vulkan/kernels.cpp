@@ -26,7 +26,8 @@ const MatmulType* matmul_types_end() { return kTypes + sizeof(kTypes) / sizeof(k
 
 MatmulKernels::MatmulKernels(const Device& dev, Pipelines& pipelines)
     : dev_(dev), pipelines_(pipelines), layout_(&pipelines.layout(3, sizeof(MatmulPush))),
-      span_layout_(&pipelines.layout(6, sizeof(SpanMatmulPush))), subgroups_(dev.caps().subgroup_arith) {}
+      span_layout_(&pipelines.layout(6, sizeof(SpanMatmulPush))),
+      quant_layout_(&pipelines.layout(1, sizeof(QuantPush))), subgroups_(dev.caps().subgroup_arith) {}
 
 std::string MatmulKernels::matvec_module(const MatmulType& t) const {
   return std::string("matvec_") + t.name + (subgroups_ ? "" : "_nosg");
@@ -66,20 +67,46 @@ MatvecConfig MatmulKernels::matvec_config(const MatmulType& t, uint32_t n_in, ui
   return c;
 }
 
-void MatmulKernels::record(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MatmulPush& pc) {
+uint32_t MatmulKernels::q8_block(const MatmulType& t) {
+  switch (t.ggml_type) {
+    case 2: case 8: return 32;             // Q4_0, Q8_0 (x as Q8_0)
+    case 12: case 13: case 14: return 256;  // Q4_K, Q5_K, Q6_K (x as Q8_K)
+    default: return 0;
+  }
+}
+
+uint32_t MatmulKernels::q8_row_words(uint32_t bs, uint32_t n) {
+  const uint32_t sg = bs == 256 ? 16 : 32;
+  return (n / 4 + n / bs + n / sg + 3) / 4 * 4;
+}
+
+void MatmulKernels::record_quantize(VkCommandBuffer cmd, VkDescriptorSet set, const QuantPush& pc, uint32_t bs,
+                                    bool xprod) {
+  if (pc.n % bs != 0 || (bs != 256 && bs != 32))
+    throw Failure(FailKind::Internal, "quantize_x: " + std::to_string(pc.n) + " elements in blocks of " + std::to_string(bs));
+  const DeviceFns& f = dev_.fns();
+  VkPipeline p = pipelines_.get("quantize_x", *quant_layout_, {bs, xprod ? 1u : 0u});
+  f.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
+  f.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, quant_layout_->pipeline_layout, 0, 1, &set, 0, nullptr);
+  f.vkCmdPushConstants(cmd, quant_layout_->pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(QuantPush), &pc);
+  f.vkCmdDispatch(cmd, ceil_div(pc.n, 256), pc.n_tok, 1);
+}
+
+void MatmulKernels::record(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MatmulPush& pc,
+                           bool int8) {
   const DeviceFns& f = dev_.fns();
   const DeviceCaps& caps = dev_.caps();
   VkPipeline p;
   uint32_t gx, gy = 1;
   if (pc.n_tok <= kMaxMatvecTokens) {
     const MatvecConfig c = matvec_config(t, pc.n_in, pc.n_rows, pc.n_tok);
-    p = pipelines_.get(matvec_module(t), *layout_, {c.wg, c.rows, pc.n_tok});
+    p = pipelines_.get(int8 ? std::string("mvi_") + t.name : matvec_module(t), *layout_, {c.wg, c.rows, pc.n_tok});
     // Teams per workgroup as the driver reports its subgroup size; the kernel's
     // grid-stride loop keeps the result right if the real size differs.
     const uint32_t teams = subgroups_ ? std::max(1u, c.wg / caps.subgroup_size) : 1u;
     gx = std::min(ceil_div(ceil_div(pc.n_rows, c.rows), teams), caps.max_wg_count_x);
   } else {
-    p = pipelines_.get(std::string("tiled_") + t.name, *layout_, {});
+    p = pipelines_.get(std::string(int8 ? "tiledi_" : "tiled_") + t.name, *layout_, {});
     gx = ceil_div(pc.n_rows, kTileRows);
     gy = ceil_div(pc.n_tok, kTileTokens);
     if (gx > caps.max_wg_count_x || gy > caps.max_wg_count_y)
@@ -127,13 +154,14 @@ uint32_t MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, Vk
   if (pc.m.n_tok <= kMaxMatvecTokens) {
     if (!subgroups_) throw Failure(FailKind::Unsupported, "span matvec needs subgroup arithmetic");
     const MatvecConfig c = span_matvec_config(t, pc.m.n_in, pc.m.n_rows, pc.m.n_tok, fz);
-    p = pipelines_.get(std::string("mvs_") + t.name, *span_layout_,
-                       {c.wg, c.rows, pc.m.n_tok, fz.epi, fz.xprod ? 1u : 0u, fz.pair ? 1u : 0u});
+    p = pipelines_.get(std::string(fz.int8 ? "mvsi_" : "mvs_") + t.name, *span_layout_,
+                       {c.wg, c.rows, pc.m.n_tok, fz.epi, fz.xprod && !fz.int8 ? 1u : 0u, fz.pair ? 1u : 0u});
     groups = ceil_div(pc.m.n_rows, c.rows);
     gx = std::min(groups, caps.max_wg_count_x);
   } else {
     if (fz.epi >= 3 || fz.pair) throw Failure(FailKind::Internal, "span: the tiled kernel has no norm or pair epilogue");
-    p = pipelines_.get(std::string("tls_") + t.name, *span_layout_, {fz.epi, fz.xprod ? 1u : 0u});
+    p = fz.int8 ? pipelines_.get(std::string("tlsi_") + t.name, *span_layout_, {fz.epi})
+                : pipelines_.get(std::string("tls_") + t.name, *span_layout_, {fz.epi, fz.xprod ? 1u : 0u});
     gx = ceil_div(pc.m.n_rows, kTileRows);
     gy = ceil_div(pc.m.n_tok, kTileTokens);
     if (gx > caps.max_wg_count_x || gy > caps.max_wg_count_y)

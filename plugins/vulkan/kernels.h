@@ -54,12 +54,25 @@ static_assert(sizeof(SpanMatmulPush) == 80);
 // 4 silu(y_a)·y_b of a pair: matvec only), the x∘x2 input, and pair: two
 // matrices of the same shape and type (binding 0 and 5) in one dispatch, their
 // rows r side by side (EPI 4: gate and up). role picks FISH_VK_SPAN_MV's shape.
+// int8: x is quantize_x's int8 blocks (record_quantize) and the mvsi_<T>
+// module runs (xprod and the scale were applied by the quantiser).
 struct SpanFusion {
   uint32_t epi = 0;
   bool xprod = false;
   bool pair = false;
   SpanRole role = kRoleOther;
+  bool int8 = false;
 };
+
+// Push constants of quantize_x.comp (QuantParams): x'[t] = x[t] (· x2[t]) (· s_t)
+// to int8 blocks at word q_off + t · q_stride of the same buffer.
+struct QuantPush {
+  uint32_t n = 0, n_tok = 0, x_off = 0, x_stride = 0, x2_off = 0;
+  uint32_t inv_in = 0xFFFFFFFFu, inv_parts = 0;
+  float eps = 0;
+  uint32_t q_off = 0, q_stride = 0;
+};
+static_assert(sizeof(QuantPush) == 40);
 
 struct MatvecConfig {
   uint32_t wg = 128;   // workgroup size
@@ -81,7 +94,7 @@ class MatmulKernels {
   bool uses_subgroups() const { return subgroups_; }
 
   // Records one chunk's product; set binds (W chunk, x, y) as the layout says.
-  void record(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MatmulPush& pc);
+  void record(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MatmulPush& pc, bool int8 = false);
   // The same for a span (matvec for n_tok <= 4 with NORM; tiled above, where
   // NORM is not available and must be false).
   // Returns the matvec's row groups (EPI 3's partials per token), 0 for tiled.
@@ -103,6 +116,30 @@ class MatmulKernels {
   void set_span_shape(SpanRole role, SpanMvShape s) { span_shape_[role] = s; }
   SpanMvShape span_shape(SpanRole role) const { return span_shape_[role]; }
 
+  // ---- int8 activations (FISH_VK_INT8; shaderIntegerDotProduct) ----
+  // int8 activations for every type with an int8 kernel, when asked for
+  // (FISH_VK_INT8=1, set by the backend at open) and the device has integer
+  // dot products and subgroup arithmetic. Off by default: int8 activations
+  // (the CPU's arithmetic) exceed the spec's kernel bound against the f32
+  // reference (1e-3 · Σ|w||x| / n_out) by up to ~4x on real tensors, which
+  // fish test-gpu's kernel check and the conformance suite require (README).
+  void set_int8(bool on) { int8_ = on && subgroups_ && dev_.caps().int_dot; }
+  bool int8() const { return int8_; }
+  // Whether products with weights of type t run on int8 x (matvec and tiled).
+  bool int8_for(const MatmulType& t) const { return int8_ && q8_block(t) != 0; }
+  // The CPU's activation block for t: 256 (Q8_K: Q4_K, Q5_K, Q6_K), 32 (Q8_0:
+  // Q4_0, Q8_0), 0 (no int8 kernel).
+  static uint32_t q8_block(const MatmulType& t);
+  // 32-bit words of one token's quantised row of n elements in blocks of bs
+  // (qs | d | sums, see shaders/quantize_x.comp), a multiple of 4.
+  static uint32_t q8_row_words(uint32_t bs, uint32_t n);
+  // The quantiser's layout: binding 0 = the buffer holding x, x2, the scales and the output.
+  const Layout& quant_layout() const { return *quant_layout_; }
+  void record_quantize(VkCommandBuffer cmd, VkDescriptorSet set, const QuantPush& pc, uint32_t bs, bool xprod);
+  // record() / record_span() with int8 read x (binding 1) as quantised rows:
+  // x_off / x_stride in words (q_off / q_stride of the quantiser); mvi_ /
+  // mvsi_ for n_tok <= 4, tiledi_ / tlsi_ above.
+
   // Creates the pipelines a type needs now (so that the first product is not
   // slowed by compilation); returns false for a type without kernels.
   bool warm_up(const MatmulType& t, uint32_t n_in, uint32_t n_rows);
@@ -114,7 +151,9 @@ class MatmulKernels {
   Pipelines& pipelines_;
   const Layout* layout_;
   const Layout* span_layout_;
+  const Layout* quant_layout_;
   bool subgroups_;
+  bool int8_ = false;
   uint32_t override_rows_ = 0, override_wg_ = 0;
   SpanMvShape span_shape_[kRoles];
 };

@@ -86,6 +86,15 @@ ArenaLayout Span::arena_layout(const SpanIn& in, uint32_t tokens) {
   a.part = region(uint64_t(in.n_head_kv) * kPartSlots * G * (uint64_t(in.head_dim) + 2));
   a.cnt = region(uint64_t(kPartSlots) * uint64_t(in.n_head_kv));
   a.sq = region(4 * E);
+  // int8 rows of any matvec input (n_in is E, n_ff or n_head · head_dim).
+  const uint32_t qt = tokens;
+  uint64_t wk = 0, wl = 0;
+  for (uint64_t n_in : {E, F, QD}) {
+    if (n_in % 256 == 0) wk = std::max<uint64_t>(wk, MatmulKernels::q8_row_words(256, uint32_t(n_in)));
+    if (n_in % 32 == 0) wl = std::max<uint64_t>(wl, MatmulKernels::q8_row_words(32, uint32_t(n_in)));
+  }
+  a.xqk = region(qt * wk);
+  a.xql = region(qt * wl);
   a.total = uint32_t(at);
   return a;
 }
@@ -281,6 +290,12 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     }
     for (Layer& L : layers_) L.aux_set = pl.allocate_set(ctx_.kernels->aux_layout());
     write_aux_sets();
+    quant_set_ = pl.allocate_set(ctx_.matmul->quant_layout());
+    {
+      const VkBuffer b = arena_buf_.buffer;
+      const uint64_t o = 0, r = arena_buf_.size;
+      pl.write_set(quant_set_, 1, &b, &o, &r);
+    }
     copy_in_set_ = pl.allocate_set(ctx_.kernels->copy_layout());
     copy_out_set_ = pl.allocate_set(ctx_.kernels->copy_layout());
     {
@@ -318,7 +333,8 @@ void Span::release_all() {
   layers_.clear();
   if (copy_in_set_) pl.free_set(copy_in_set_);
   if (copy_out_set_) pl.free_set(copy_out_set_);
-  copy_in_set_ = copy_out_set_ = VK_NULL_HANDLE;
+  if (quant_set_) pl.free_set(quant_set_);
+  copy_in_set_ = copy_out_set_ = quant_set_ = VK_NULL_HANDLE;
   for (Buffer* b : {&params_, &rope_, &arena_buf_, &staging_, &readback_}) ctx_.mem->destroy(*b);
   cached_.clear();
   free_cmds_.clear();

@@ -65,7 +65,11 @@ struct ArenaLayout {
   // ([n_tok][n_embd] right after the n_tok rows of x: one copy-in). xn: the
   // normalised x (rmsnorm kernel) or x·g of the next norm (matvec epilogue).
   // sq: Σy² partials of the norm epilogue, [4][n_embd].
+  // xqk / xql: a matmul step's input quantised to int8 rows (FISH_VK_INT8) in
+  // blocks of 256 (K-quants) / 32 (Q4_0, Q8_0), MatmulKernels::q8_row_words
+  // words per token.
   uint32_t x = 0, xn = 0, qkv = 0, qr = 0, att = 0, o = 0, g = 0, u = 0, part = 0, cnt = 0, sq = 0;
+  uint32_t xqk = 0, xql = 0;
   uint32_t total = 0;  // floats
 };
 
@@ -152,6 +156,7 @@ class Span {
   std::vector<Layer> layers_;
   Buffer params_, rope_, arena_buf_, staging_, readback_;
   VkDescriptorSet copy_in_set_ = VK_NULL_HANDLE, copy_out_set_ = VK_NULL_HANDLE;
+  VkDescriptorSet quant_set_ = VK_NULL_HANDLE;  // quantize_x over the arena (int8 decode)
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
   VkQueryPool queries_ = VK_NULL_HANDLE;

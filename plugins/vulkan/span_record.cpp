@@ -43,6 +43,35 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
     stamp_names_.push_back(name);
     stamp_cats_.push_back(category);
   };
+  // int8 (FISH_VK_INT8), decode and prefill: a step's input x' (x, or x∘x2, times the
+  // per-token scale) is quantised once per activation format its weights
+  // need (quant(), then a barrier), and their matvecs read the int8 rows.
+  const bool i8 = ctx_.matmul->int8();
+  auto i8w = [&](const Weight* w) { return i8 && ctx_.matmul->int8_for(*w->type); };
+  auto xq_off = [&](const Weight* w) { return MatmulKernels::q8_block(*w->type) == 256 ? a.xqk : a.xql; };
+  auto xq_stride = [&](const Weight* w) {
+    return MatmulKernels::q8_row_words(MatmulKernels::q8_block(*w->type), uint32_t(w->n_in));
+  };
+  auto quant = [&](std::initializer_list<const Weight*> ws, uint32_t x_off, uint32_t x_stride, uint32_t inv_in,
+                   uint32_t parts, uint32_t x2_off, bool xprod) {
+    bool done[2] = {false, false};
+    for (const Weight* w : ws) {
+      if (!i8w(w)) continue;
+      const uint32_t bs = MatmulKernels::q8_block(*w->type);
+      bool& d = done[bs == 256 ? 0 : 1];
+      if (d) continue;
+      d = true;
+      QuantPush qp;
+      qp.n = uint32_t(w->n_in), qp.n_tok = n, qp.x_off = x_off, qp.x_stride = x_stride, qp.x2_off = x2_off;
+      qp.inv_in = inv_in, qp.inv_parts = inv_in == kNone ? 0 : parts, qp.eps = shape_.rms_eps;
+      qp.q_off = xq_off(w), qp.q_stride = xq_stride(w);
+      ctx_.matmul->record_quantize(cmd, quant_set_, qp, bs, xprod);
+    }
+    if (done[0] || done[1]) {
+      step();
+      stage("quantise x (int8)", "quantise x");
+    }
+  };
   // One span matmul: every chunk of weight `w` of layer L. inv_in: the
   // per-token scale of x (the producer's 1/rms), or kNone; parts > 0: inv_in
   // holds the producer's Σy² partials instead (FISH_VK_SPAN_NORM=1). EPI 3 (the
@@ -52,6 +81,10 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
                 SpanFusion fz, uint32_t inv_in = kNone, uint32_t parts = 0, uint32_t x2_off = 0,
                 uint32_t norm_next = 0, uint32_t inv_out = 0) {
     const Weight* wt = L.w[w];
+    if (i8w(wt)) {  // x' was quantised by quant() (product and scale included)
+      fz.int8 = true;
+      x_off = xq_off(wt), x_stride = xq_stride(wt), inv_in = kNone, parts = 0, x2_off = 0;
+    }
     uint32_t groups = 0;
     for (size_t c = 0; c < wt->chunks.size(); ++c) {
       const WeightChunk& ch = wt->chunks[c];
@@ -125,6 +158,7 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
       in = a.xn, inv = kNone;
     }
     const SpanFusion fq{0, false, false, kRoleQkv};
+    quant({L.w[0], L.w[1], L.w[2]}, in, E, inv, parts, 0, false);
     mm(L, 0, in, E, a.qkv, QKV, fq, inv, parts);
     mm(L, 1, in, E, a.qkv + QD, QKV, fq, inv, parts);
     mm(L, 2, in, E, a.qkv + QD + KD, QKV, fq, inv, parts);
@@ -145,6 +179,7 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
     step();
     stage(m.fuse_attn ? "attention (+q/k prep, RoPE, KV store)" : "attention", "attention");
     uint32_t ffn_parts = 0;
+    quant({L.w[3]}, a.att, QD, kNone, 0, 0, false);
     if (m.fuse_norm) {
       ffn_parts = mm(L, 3, a.att, QD, a.x, E, SpanFusion{3, false, false, kRoleWo}, kNone, 0, 0, L.ffn_norm,
                      parts_mode ? kNone : ctrl::kInvFfn);
@@ -177,6 +212,7 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
     }
     // pair: gate and up in one dispatch writing silu(gate)·up to g; down then reads g alone.
     const bool pair = m.pair_gu && L.gu_set != VK_NULL_HANDLE;
+    quant({L.w[4], L.w[5]}, in, E, inv, parts, 0, false);
     if (pair) {
       const WeightChunk& ch = L.w[4]->chunks[0];
       SpanMatmulPush pc;
@@ -184,7 +220,12 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
       pc.inv_in = inv;
       pc.inv_parts = inv == kNone ? 0 : parts;
       pc.eps = shape_.rms_eps;
-      ctx_.matmul->record_span(cmd, *L.w[4]->type, L.gu_set, pc, SpanFusion{4, false, true, kRoleGateUp});
+      SpanFusion fp{4, false, true, kRoleGateUp};
+      if (i8w(L.w[4])) {
+        fp.int8 = true;
+        pc.m.x_off = xq_off(L.w[4]), pc.m.x_stride = xq_stride(L.w[4]), pc.inv_in = kNone, pc.inv_parts = 0;
+      }
+      ctx_.matmul->record_span(cmd, *L.w[4]->type, L.gu_set, pc, fp);
     } else {
       const SpanFusion fg{m.fuse_epi ? 2u : 0u, false, false, kRoleGateUp}, fu{0, false, false, kRoleGateUp};
       mm(L, 4, in, E, a.g, F, fg, inv, parts);
@@ -197,6 +238,7 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
                        : "gate/up matvec",
           "matvec");
     const SpanFusion fd{m.fuse_norm && !last ? 3u : 1u, !pair, false, kRoleDown};
+    if ((m.fuse_norm && !last) || m.fuse_epi) quant({L.w[6]}, a.g, F, kNone, 0, a.u, !pair);
     if (m.fuse_norm && !last) {
       attn_parts = mm(L, 6, a.g, F, a.x, E, fd, kNone, 0, a.u, layers_[li + 1].attn_norm,
                       parts_mode ? kNone : ctrl::kInvAttn);
@@ -213,6 +255,7 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
       k.act_mul(cmd, L.aux_set, r);
       step();
       stage("act·mul", "act·mul");
+      quant({L.w[6]}, a.g, F, kNone, 0, 0, false);
       mm(L, 6, a.g, F, a.o, E, SpanFusion{0, false, false, kRoleDown});
       step();
       stage("down matvec", "matvec");

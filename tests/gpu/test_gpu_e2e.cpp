@@ -72,10 +72,15 @@ TEST_CASE("test-gpu with fish_vulkan (lavapipe in CI)", "[gpu][vulkan]") {
   // agreement is 99-100% (measured at 200 steps: stories260K 100%, Q8_0 99.5%);
   // on synth-tiny-Q4_K_M (random weights, logit std 0.1, many near-ties) it is
   // ~95.5% for fish_vulkan and for the reference plugin alike (issue 5 asks 99%:
-  // not met there; it needs int8 activations on the GPU as well).
+  // not met there). With FISH_VK_INT8=1 the GPU quantises activations as the
+  // CPU does (plugins/vulkan/README.md): 98.0% measured on lavapipe (the rest
+  // are one-step int8 flips from ulp-level input differences); its kernels
+  // follow the CPU's int8 product, not the f32 bound test-gpu checks them
+  // against, hence --no-kernels there.
   test_gpu("FISH_BACKEND=vulkan", "stories260K.gguf", "--min-agreement 0.99");
   test_gpu("FISH_BACKEND=vulkan", "TinyStories-656K-Q8_0.gguf", "--min-agreement 0.99");
   test_gpu("FISH_BACKEND=vulkan", "synth-tiny-Q4_K_M.gguf", "--min-agreement 0.93");
+  test_gpu("FISH_BACKEND=vulkan FISH_VK_INT8=1", "synth-tiny-Q4_K_M.gguf", "--no-kernels --min-agreement 0.97");
 }
 
 // The architectures' own features (Llama-3 rope scaling, Qwen2 biases, Qwen3

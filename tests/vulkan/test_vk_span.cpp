@@ -210,24 +210,39 @@ void ensure_lavapipe_if_no_gpu() { setenv("FISH_GPU", std::getenv("FISH_GPU") ? 
 
 }  // namespace
 
+// With f32 activations (FISH_VK_INT8=0) within 1% of max |x|. With int8
+// activations (FISH_VK_INT8=1: every type with an int8 kernel) the span
+// follows the CPU's int8 arithmetic (test_vk_int8 checks each kernel against
+// it to 2e-5), whose own quantisation error against the reference's f32 math
+// compounds over these random layers and 190 positions (measured on
+// lavapipe: 2.3% for Q8_0, 6.3% for Q4_K of max |x|; F32 layers unchanged):
+// here only a sanity bound of 10% (a broken kernel gives ~100%).
 TEST_CASE("span vs the reference plugin's span: llama3 / qwen2 / qwen3 features", "[vulkan][span]") {
   ensure_lavapipe_if_no_gpu();
-  for (const Variant& v : kVariants) {
-    const Synth s = make_synth(v, 7);
-    std::string why;
-    auto ref = load("reference", s, 64, &why);
-    REQUIRE(ref->be);
-    auto vk = load("vulkan", s, 64, &why);
-    if (!vk->be) {
-      WARN("SKIPPED: no Vulkan device: " << why);
-      return;
+  const char* old_int8 = std::getenv("FISH_VK_INT8");
+  const std::string keep = old_int8 ? old_int8 : "";
+  for (const char* int8 : {"0", "1"}) {
+    setenv("FISH_VK_INT8", int8, 1);
+    const double tol = int8[0] == '1' ? 0.10 : 0.01;
+    for (const Variant& v : kVariants) {
+      const Synth s = make_synth(v, 7);
+      std::string why;
+      auto ref = load("reference", s, 64, &why);
+      REQUIRE(ref->be);
+      auto vk = load("vulkan", s, 64, &why);
+      if (!vk->be) {
+        WARN("SKIPPED: no Vulkan device: " << why);
+        return;
+      }
+      const auto a = run_script(*vk, s, kScript, 11), b = run_script(*ref, s, kScript, 11);
+      const double d = max_diff(a, b), m = max_abs(b);
+      INFO(v.name << " FISH_VK_INT8=" << int8 << ": max |Δx| " << d << " of max |x| " << m);
+      CHECK(d <= tol * m);
+      std::printf("  span vs reference %-34s FISH_VK_INT8=%s max |dx| %.3g%% of max |x|\n", v.name, int8, 100 * d / m);
     }
-    const auto a = run_script(*vk, s, kScript, 11), b = run_script(*ref, s, kScript, 11);
-    const double d = max_diff(a, b), m = max_abs(b);
-    INFO(v.name << ": max |Δx| " << d << " of max |x| " << m);
-    CHECK(d <= 0.01 * m);
-    std::printf("  span vs reference %-34s max |dx| %.3g%% of max |x|\n", v.name, 100 * d / m);
   }
+  if (old_int8) setenv("FISH_VK_INT8", keep.c_str(), 1);
+  else unsetenv("FISH_VK_INT8");
 }
 
 TEST_CASE("span variants agree: unfused decode, attention splits, tokens per submission", "[vulkan][span]") {

@@ -1,0 +1,178 @@
+// The int8 inner step of matvec.comp / matvec_span.comp (FISH_INT8): the same
+// units as matvec_units.glsl (and the same mv_units / mv_unit contract), but
+// x is the output of quantize_x.comp and every product is an exact integer sum
+// of int8 · quant per sub-block, as the CPU's vec_dot computes it
+// (engine/src/quant/vec_dot_ref.cpp); the block scales are applied in f32.
+// So the only difference from the CPU is the order of the float additions.
+//
+// x (binding 1) per token t, from word xb = x_off + t · x_stride:
+//   qs int8 [n_in] (n_in/4 words) | d f32 [n_in/BS] | sums int32 [n_in/SG]
+// BS/SG = 256/16 (Q8_K: the K-quants) or 32/32 (Q8_0: Q4_0, Q8_0).
+// x_off and x_stride are multiples of 4 words (uvec4 loads).
+#include "int8_common.glsl"
+
+uint last_row(uint row0, uint r) { return min(row0 + r, pc.n_rows - 1u); }
+#ifdef FISH_SPAN
+bool second(uint r) { return PAIR && r >= ROWS; }
+uint wv(uint r, uint i) { return second(r) ? WB[i] : W[i]; }
+uvec4 wv4(uint r, uint i) { return second(r) ? WB4[i] : W4[i]; }
+uint mv_row(uint row0, uint r) { return last_row(row0, second(r) ? r - ROWS : r); }
+#else
+const uint RT = ROWS;
+uint wv(uint r, uint i) { return W[i]; }
+uvec4 wv4(uint r, uint i) { return W4[i]; }
+uint mv_row(uint row0, uint r) { return last_row(row0, r); }
+#endif
+uvec4 mv_bytes16(uint r, uint o) {
+  const uint w = o >> 2;
+  const bool odd = (o & 2u) != 0u;
+  const uint a = wv(r, w), b = wv(r, w + 1u), c = wv(r, w + 2u), d = wv(r, w + 3u), e = wv(r, w + 4u);
+  return uvec4(funnel16(a, b, odd), funnel16(b, c, odd), funnel16(c, d, odd), funnel16(d, e, odd));
+}
+uvec2 mv_bytes8(uint r, uint o) {
+  const uint w = o >> 2;
+  const bool odd = (o & 2u) != 0u;
+  const uint a = wv(r, w), b = wv(r, w + 1u), c = wv(r, w + 2u);
+  return uvec2(funnel16(a, b, odd), funnel16(b, c, odd));
+}
+uint mv_half(uint r, uint o) { return (wv(r, o >> 2) >> ((o & 2u) * 8u)) & 0xFFFFu; }
+
+#if defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_Q6_K)
+const uint QBS = 256u, QSG = 16u;
+#else
+const uint QBS = 32u, QSG = 32u;
+#endif
+uint xq_base(uint t) { return pc.x_off + t * pc.x_stride; }
+uvec4 xq16(uint t, uint e) { return XQ4[(xq_base(t) + (e >> 2)) >> 2]; }  // elements e .. e+15 (e % 16 == 0)
+float xq_d(uint t, uint e) { return uintBitsToFloat(XQ[xq_base(t) + (pc.n_in >> 2) + e / QBS]); }
+int xq_sum(uint t, uint e) { return int(XQ[xq_base(t) + (pc.n_in >> 2) + pc.n_in / QBS + e / QSG]); }
+
+#if defined(TYPE_Q4_0)
+// 18-byte blocks {f16 d; qs[16]}: element j = low nibble of qs[j], 16 + j =
+// high nibble; Σ (q - 8) a = Σ q a - 8 Σ a. Unit = one block.
+uint mv_units() { return pc.n_in >> 5; }
+void mv_unit(uint u, uint row0) {
+  const uint nb = pc.n_in >> 5, e0 = u * 32u;
+  uvec4 xa[NT], xb[NT];
+  float dx[NT];
+  int sx[NT];
+  for (uint t = 0u; t < NT; ++t) {
+    xa[t] = xq16(t, e0), xb[t] = xq16(t, e0 + 16u);
+    dx[t] = xq_d(t, e0), sx[t] = xq_sum(t, e0);
+  }
+  for (uint r = 0u; r < RT; ++r) {
+    const uint o = (mv_row(row0, r) * nb + u) * 18u;
+    const float d = half_to_float(mv_half(r, o));
+    const uvec4 q = mv_bytes16(r, o + 2u);
+    const uvec4 lo = q & 0x0F0F0F0Fu, hi = (q >> 4) & 0x0F0F0F0Fu;
+    for (uint t = 0u; t < NT; ++t)
+      acc[r * NT + t] += float(sdot16(lo, xa[t]) + sdot16(hi, xb[t]) - 8 * sx[t]) * (d * dx[t]);
+  }
+}
+
+#elif defined(TYPE_Q8_0)
+// 34-byte blocks {f16 d; int8 qs[32]}. Unit = one block.
+uint mv_units() { return pc.n_in >> 5; }
+void mv_unit(uint u, uint row0) {
+  const uint nb = pc.n_in >> 5, e0 = u * 32u;
+  uvec4 xa[NT], xb[NT];
+  float dx[NT];
+  for (uint t = 0u; t < NT; ++t) xa[t] = xq16(t, e0), xb[t] = xq16(t, e0 + 16u), dx[t] = xq_d(t, e0);
+  for (uint r = 0u; r < RT; ++r) {
+    const uint o = (mv_row(row0, r) * nb + u) * 34u;
+    const float d = half_to_float(mv_half(r, o));
+    const uvec4 qa = mv_bytes16(r, o + 2u), qb = mv_bytes16(r, o + 18u);
+    for (uint t = 0u; t < NT; ++t) acc[r * NT + t] += float(sdot16(qa, xa[t]) + sdot16(qb, xb[t])) * (d * dx[t]);
+  }
+}
+
+#elif defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
+// Q4_K 144-byte / Q5_K 176-byte blocks (16-byte aligned, read as uvec4), the
+// unit of matvec_units.glsl: block b = u / 8, chunk j, half h; its 16 qs bytes
+// hold elements e0 + i (group A = 2j, low nibbles) and e0 + 32 + i (group B =
+// 2j + 1, high nibbles), e0 = 256b + 64j + 16h. Per unit and row:
+//   sc_A Σ_A q a + sc_B Σ_B q a  and  m_A Σ_A a + m_B Σ_B a  (exact integers),
+// then d·d_x·isum - dmin·d_x·msum.
+#if defined(TYPE_Q4_K)
+const uint BLOCK_V4 = 9u;
+#else
+const uint BLOCK_V4 = 11u;
+#endif
+uint mv_units() { return (pc.n_in >> 8) * 8u; }
+void mv_unit(uint u, uint row0) {
+  const uint nb = pc.n_in >> 8;
+  const uint b = u >> 3, t8 = u & 7u, j = t8 >> 1, h = t8 & 1u;
+  const uint e0 = b * 256u + 64u * j + 16u * h;
+  uvec4 xa[NT], xb[NT];
+  float dx[NT];
+  int sa[NT], sb[NT];
+  for (uint t = 0u; t < NT; ++t) {
+    xa[t] = xq16(t, e0), xb[t] = xq16(t, e0 + 32u);
+    dx[t] = xq_d(t, e0), sa[t] = xq_sum(t, e0), sb[t] = xq_sum(t, e0 + 32u);
+  }
+  for (uint r = 0u; r < RT; ++r) {
+    const uint base = (mv_row(row0, r) * nb + b) * BLOCK_V4;
+    const uvec4 hd = wv4(r, base);
+#if defined(TYPE_Q4_K)
+    const uvec4 q = wv4(r, base + 1u + t8);
+    const uvec4 lo = q & 0x0F0F0F0Fu, hi = (q >> 4) & 0x0F0F0F0Fu;
+#else
+    const uvec4 q = wv4(r, base + 3u + t8);
+    const uvec4 qh = wv4(r, base + 1u + h);
+    const uvec4 lo = (q & 0x0F0F0F0Fu) | (((qh >> (2u * j)) & 0x01010101u) << 4);
+    const uvec4 hi = ((q >> 4) & 0x0F0F0F0Fu) | (((qh >> (2u * j + 1u)) & 0x01010101u) << 4);
+#endif
+    const vec2 dm = unpackHalf2x16(hd.x);
+    const ivec2 smA = ivec2(k4_scale_min(2u * j, hd)), smB = ivec2(k4_scale_min(2u * j + 1u, hd));
+    for (uint t = 0u; t < NT; ++t) {
+      const int isum = smA.x * sdot16(lo, xa[t]) + smB.x * sdot16(hi, xb[t]);
+      const int msum = smA.y * sa[t] + smB.y * sb[t];
+      acc[r * NT + t] += dx[t] * (dm.x * float(isum) - dm.y * float(msum));
+    }
+  }
+}
+
+#elif defined(TYPE_Q6_K)
+// 210-byte blocks {ql[128], qh[64], int8 scales[16], f16 d}, the unit of
+// matvec_units.glsl: 4 runs of 16 (elements e0 + 32k + i, scale sc[8n + l0/16
+// + 2k]). Per run Σ (q - 32) a = Σ q a - 32 Σ a; isum = Σ_k sc_k · that.
+uint mv_units() { return (pc.n_in >> 8) * 4u; }
+void mv_unit(uint u, uint row0) {
+  const uint nb = pc.n_in >> 8;
+  const uint b = u >> 2, t4 = u & 3u, n = t4 >> 1, l0 = (t4 & 1u) * 16u, c = t4 & 1u;
+  const uint e0 = b * 256u + 128u * n + l0;
+  uvec4 xv[NT * 4];
+  float dx[NT];
+  ivec4 sx[NT];
+  for (uint t = 0u; t < NT; ++t) {
+    for (uint k = 0u; k < 4u; ++k) xv[t * 4u + k] = xq16(t, e0 + 32u * k);
+    dx[t] = xq_d(t, e0);
+    sx[t] = 32 * ivec4(xq_sum(t, e0), xq_sum(t, e0 + 32u), xq_sum(t, e0 + 64u), xq_sum(t, e0 + 96u));
+  }
+  for (uint r = 0u; r < RT; ++r) {
+    const uint o = (mv_row(row0, r) * nb + b) * 210u;
+    const uvec4 qa = mv_bytes16(r, o + 64u * n + l0);
+    const uvec4 qb = mv_bytes16(r, o + 64u * n + 32u + l0);
+    const uvec4 qh = mv_bytes16(r, o + 128u + 32u * n + l0);
+    const uvec2 sw = mv_bytes8(r, o + 192u + 8u * n);
+    const float d = half_to_float(mv_half(r, o + 208u));
+    const int sh = int(8u * c);
+    const ivec4 sc = ivec4(bitfieldExtract(int(sw.x), sh, 8), bitfieldExtract(int(sw.x), sh + 16, 8),
+                           bitfieldExtract(int(sw.y), sh, 8), bitfieldExtract(int(sw.y), sh + 16, 8));
+    const uvec4 v0 = (qa & 0x0F0F0F0Fu) | ((qh << 4) & 0x30303030u);
+    const uvec4 v1 = (qb & 0x0F0F0F0Fu) | ((qh << 2) & 0x30303030u);
+    const uvec4 v2 = ((qa >> 4) & 0x0F0F0F0Fu) | (qh & 0x30303030u);
+    const uvec4 v3 = ((qb >> 4) & 0x0F0F0F0Fu) | ((qh >> 2) & 0x30303030u);
+    for (uint t = 0u; t < NT; ++t) {
+      const uint x0 = t * 4u;
+      const ivec4 g = ivec4(sdot16(v0, xv[x0]), sdot16(v1, xv[x0 + 1u]), sdot16(v2, xv[x0 + 2u]),
+                            sdot16(v3, xv[x0 + 3u])) - sx[t];
+      const int isum = sc.x * g.x + sc.y * g.y + sc.z * g.z + sc.w * g.w;
+      acc[r * NT + t] += float(isum) * (d * dx[t]);
+    }
+  }
+}
+
+#else
+#error "matvec_units_i8.glsl: no int8 unit for this type"
+#endif
