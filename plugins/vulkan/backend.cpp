@@ -168,6 +168,7 @@ std::string VulkanBackend::describe() {
   std::sort(order.begin(), order.end());
   std::string s = "vulkan " + device_->info().name + ": " + mb(bytes) + " weights";
   for (const auto& [n, name] : order) s += ", " + std::to_string(-n) + " x " + name;
+  if (kernels_->int8()) s += " (int8 activations)";
   for (const Span* sp : spans_) s += "; " + sp->describe();
   return s;
 }

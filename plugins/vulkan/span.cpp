@@ -64,7 +64,7 @@ uint64_t rope_bytes(const SpanIn& in, int capacity) {
 
 // ---- shapes ------------------------------------------------------------------------
 
-ArenaLayout Span::arena_layout(const SpanIn& in, uint32_t tokens) {
+ArenaLayout Span::arena_layout(const SpanIn& in, uint32_t tokens, bool int8) {
   ArenaLayout a;
   a.tokens = tokens;
   const uint64_t E = uint64_t(in.n_embd), F = uint64_t(in.n_ff), QD = uint64_t(in.n_head) * in.head_dim,
@@ -86,8 +86,8 @@ ArenaLayout Span::arena_layout(const SpanIn& in, uint32_t tokens) {
   a.part = region(uint64_t(in.n_head_kv) * kPartSlots * G * (uint64_t(in.head_dim) + 2));
   a.cnt = region(uint64_t(kPartSlots) * uint64_t(in.n_head_kv));
   a.sq = region(4 * E);
-  // int8 rows of any matvec input (n_in is E, n_ff or n_head · head_dim).
-  const uint32_t qt = tokens;
+  // int8 rows of any matmul input (n_in is E, n_ff or n_head · head_dim).
+  const uint32_t qt = int8 ? tokens : 0;
   uint64_t wk = 0, wl = 0;
   for (uint64_t n_in : {E, F, QD}) {
     if (n_in % 256 == 0) wk = std::max<uint64_t>(wk, MatmulKernels::q8_row_words(256, uint32_t(n_in)));
@@ -154,7 +154,7 @@ void Span::validate(const SpanContext& ctx, const SpanIn& in, bool with_weights)
 
 uint64_t Span::bytes_for(const SpanContext& ctx, const SpanIn& in, int capacity) {
   const uint32_t tokens = uint32_t(ctx.cfg->span_tokens);
-  const ArenaLayout a = arena_layout(in, tokens);
+  const ArenaLayout a = arena_layout(in, tokens, ctx.matmul->int8());
   std::vector<Planned> plan = {
       {params_floats(in) * 4, MemKind::Device, kStorageIn},
       {rope_bytes(in, capacity), MemKind::Device, kStorageIn},
@@ -201,7 +201,8 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
   norm0_.assign(in.layers[0].attn_norm, in.layers[0].attn_norm + in.n_embd);
   first_layer_ = in.first_layer;
   kshape_ = {uint32_t(in.head_dim), uint32_t(in.n_head / in.n_head_kv), uint32_t(in.n_head_kv)};
-  arena_ = arena_layout(in, uint32_t(ctx.cfg->span_tokens));
+  int8_ = ctx.matmul->int8();
+  arena_ = arena_layout(in, uint32_t(ctx.cfg->span_tokens), int8_);
   const DeviceFns& f = ctx_.dev->fns();
   const VkDevice d = ctx_.dev->handle();
   try {
@@ -664,7 +665,8 @@ std::string Span::describe() const {
   const uint64_t kv = layers_.empty() ? 0 : uint64_t(layers_.size()) * layers_[0].kv.alloc_size;
   return "span " + std::to_string(shape_.n_layers) + " layers (" + std::to_string(first_layer_) + ".." +
          std::to_string(first_layer_ + shape_.n_layers - 1) + "), KV " + std::to_string(kv_len_) + " of " +
-         std::to_string(capacity_) + " positions (" + mb(kv) + " f16), arena " + mb(arena_buf_.alloc_size);
+         std::to_string(capacity_) + " positions (" + mb(kv) + " f16), arena " + mb(arena_buf_.alloc_size) +
+         (int8_ ? ", int8 matmuls" : "");
 }
 
 }  // namespace fish::vk

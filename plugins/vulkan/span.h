@@ -67,7 +67,7 @@ struct ArenaLayout {
   // sq: Σy² partials of the norm epilogue, [4][n_embd].
   // xqk / xql: a matmul step's input quantised to int8 rows (FISH_VK_INT8) in
   // blocks of 256 (K-quants) / 32 (Q4_0, Q8_0), MatmulKernels::q8_row_words
-  // words per token.
+  // words per token (empty without int8).
   uint32_t x = 0, xn = 0, qkv = 0, qr = 0, att = 0, o = 0, g = 0, u = 0, part = 0, cnt = 0, sq = 0;
   uint32_t xqk = 0, xql = 0;
   uint32_t total = 0;  // floats
@@ -132,7 +132,8 @@ class Span {
   };
   class Recorder;  // span_record.cpp
 
-  static ArenaLayout arena_layout(const SpanIn& in, uint32_t tokens);
+  // int8: with the quantised-x regions (MatmulKernels::int8()).
+  static ArenaLayout arena_layout(const SpanIn& in, uint32_t tokens, bool int8);
   static std::vector<float> rope_table(const SpanIn& in, int capacity);
   Mode mode_for(int n_tok) const;
   void allocate_kv(int capacity, std::vector<Buffer>* out) const;
@@ -156,7 +157,8 @@ class Span {
   std::vector<Layer> layers_;
   Buffer params_, rope_, arena_buf_, staging_, readback_;
   VkDescriptorSet copy_in_set_ = VK_NULL_HANDLE, copy_out_set_ = VK_NULL_HANDLE;
-  VkDescriptorSet quant_set_ = VK_NULL_HANDLE;  // quantize_x over the arena (int8 decode)
+  VkDescriptorSet quant_set_ = VK_NULL_HANDLE;  // quantize_x over the arena (int8)
+  bool int8_ = false;  // int8 matmuls (FISH_VK_INT8=1 at creation: the arena has the xq regions)
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
   VkQueryPool queries_ = VK_NULL_HANDLE;

@@ -46,8 +46,7 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
   // int8 (FISH_VK_INT8), decode and prefill: a step's input x' (x, or x∘x2, times the
   // per-token scale) is quantised once per activation format its weights
   // need (quant(), then a barrier), and their matvecs read the int8 rows.
-  const bool i8 = ctx_.matmul->int8();
-  auto i8w = [&](const Weight* w) { return i8 && ctx_.matmul->int8_for(*w->type); };
+  auto i8w = [&](const Weight* w) { return int8_ && ctx_.matmul->int8_for(*w->type); };
   auto xq_off = [&](const Weight* w) { return MatmulKernels::q8_block(*w->type) == 256 ? a.xqk : a.xql; };
   auto xq_stride = [&](const Weight* w) {
     return MatmulKernels::q8_row_words(MatmulKernels::q8_block(*w->type), uint32_t(w->n_in));

@@ -174,3 +174,52 @@ TEST_CASE("span: a 300-token prompt in one call ≡ the tokens one at a time", "
   CHECK(argmax_equal == 300);
   CHECK(worst <= 1e-3 * m);  // tiled vs matvec summation order through the layers and the f16 KV
 }
+
+// FISH_VK_INT8=1: the GPU quantises activations as the CPU does and sums the
+// same integers, so a token's logits are the CPU's up to float summation
+// order (lavapipe: max |Δlogit| ~5e-7 of max |logit| 6, where f32 activations
+// give 2.2%), except where an ulp-level input difference flips one int8 step
+// (rare, discrete). Eight independent one-token evaluations at position 0
+// (the span, and per-matmul): at least 6 must match to 1e-5 of max |logit|.
+TEST_CASE("FISH_VK_INT8=1: a token's logits = the CPU's (int8 activations on both)", "[vulkan][span][model][int8]") {
+  use_vulkan();
+  setenv("FISH_VK_INT8", "1", 1);  // this process only (a test case per process)
+  const std::string path = model_path("synth-tiny-Q4_K_M.gguf");
+  Model cpu(path, 0, 64);
+  for (int32_t span : {1, 0}) {
+    fish_model_params p = fish_model_default_params();
+    p.n_threads = 2, p.n_ctx = 64, p.gpu_layers = -1, p.gpu_span = span;
+    fish_model* g = fish_model_load(path.c_str(), &p, nullptr);
+    REQUIRE(g);
+    fish_model_info gi{};
+    gi.struct_size = sizeof gi;
+    fish_model_get_info(g, &gi);
+    if (gi.gpu_layers == 0 || std::string(gi.gpu_detail).find("int8") == std::string::npos) {
+      WARN("SKIPPED: no int8 matmuls on fish_vulkan (" << gi.backend << ": " << gi.gpu_detail << ")");
+      fish_model_free(g);
+      return;
+    }
+    int exact = 0;
+    double worst = 0;
+    for (int k = 0; k < 8; ++k) {
+      const int32_t tok = 5 + 371 * k;
+      REQUIRE(fish_kv_truncate(g, 0) == 0);
+      REQUIRE(fish_eval(g, &tok, 1, 0, 0) == 0);
+      const float* lg = fish_get_logits(g, -1);
+      const std::vector<float> gv(lg, lg + gi.n_vocab);
+      REQUIRE(fish_kv_truncate(cpu.m, 0) == 0);
+      const std::vector<float> cv = cpu.eval({tok}, 0);
+      double d = 0, m = 0;
+      for (size_t i = 0; i < cv.size(); ++i) {
+        d = std::max(d, double(std::fabs(gv[i] - cv[i])));
+        m = std::max(m, double(std::fabs(cv[i])));
+      }
+      worst = std::max(worst, d / m);
+      if (d <= 1e-5 * m) ++exact;
+    }
+    fish_model_free(g);
+    INFO((span ? "span" : "per-matmul") << ": " << exact << "/8 tokens exact, worst |Δlogit| " << worst
+                                        << " of max |logit|");
+    CHECK(exact >= 6);
+  }
+}
