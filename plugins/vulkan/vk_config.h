@@ -28,7 +28,8 @@
 //                                activations with integer dot products (x quantised on the device
 //                                exactly as the CPU does: Q8_K blocks for K-quants, Q8_0 for
 //                                Q4_0/Q8_0), when the device has shaderIntegerDotProduct.
-//                                0 / unset: f32 activations (README: why not the default)
+//                                Unset: on where the device says 4x8-bit packed signed dot
+//                                products are accelerated (H200), else f32; 0 forces f32
 //   FISH_VK_SPIN=0               wait on fences by blocking only (default: spin briefly on GPUs)
 //   FISH_VK_BENCH_FILL_KV=1      BENCHMARKS ONLY: a span forward of more than one token computes
 //                                nothing: it zeroes those KV positions and leaves x as it was, so
@@ -65,7 +66,7 @@ struct VkConfig {
   int mv_wg = 0;                 // 0: heuristic
   SpanMvShape span_mv[kRoles];   // FISH_VK_SPAN_MV, per SpanRole (0: heuristic)
   int span_gu = -1;              // FISH_VK_SPAN_GU: -1 default, 0 off, 1 on
-  int int8 = -1;                 // FISH_VK_INT8: -1 default (off), 0 off, 1 on
+  int int8 = -1;                 // FISH_VK_INT8: -1 default (on where int8 dot products are accelerated), 0 off, 1 on
   int span_norm = -1;            // FISH_VK_SPAN_NORM: -1 default, 0 last workgroup, 1 consumers
   std::string error;             // a knob with a value that makes no sense (names it)
 

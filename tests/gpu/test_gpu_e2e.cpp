@@ -74,13 +74,16 @@ TEST_CASE("test-gpu with fish_vulkan (lavapipe in CI)", "[gpu][vulkan]") {
   // ~95.5% for fish_vulkan and for the reference plugin alike (issue 5 asks 99%:
   // not met there). With FISH_VK_INT8=1 the GPU quantises activations as the
   // CPU does (plugins/vulkan/README.md): 98.0% measured on lavapipe (the rest
-  // are one-step int8 flips from ulp-level input differences); its kernels
-  // follow the CPU's int8 product, not the f32 bound test-gpu checks them
-  // against, hence --no-kernels there.
+  // are one-step int8 flips from ulp-level input differences). Its kernels are
+  // checked against the CPU's own int8 product (5% of the spec's bound; the
+  // f32 bound is exceeded by int8 rounding itself, the CPU's included).
+  // FISH_VK_INT8 is on by default only where the device accelerates int8 dot
+  // products (the H200; lavapipe emulates them).
   test_gpu("FISH_BACKEND=vulkan", "stories260K.gguf", "--min-agreement 0.99");
   test_gpu("FISH_BACKEND=vulkan", "TinyStories-656K-Q8_0.gguf", "--min-agreement 0.99");
   test_gpu("FISH_BACKEND=vulkan", "synth-tiny-Q4_K_M.gguf", "--min-agreement 0.93");
-  test_gpu("FISH_BACKEND=vulkan FISH_VK_INT8=1", "synth-tiny-Q4_K_M.gguf", "--no-kernels --min-agreement 0.97");
+  test_gpu("FISH_BACKEND=vulkan FISH_VK_INT8=1", "synth-tiny-Q4_K_M.gguf", "--min-agreement 0.97");
+  test_gpu("FISH_BACKEND=vulkan FISH_VK_INT8=1", "TinyStories-656K-Q4_0.gguf", "--min-agreement 0.99");
 }
 
 // The architectures' own features (Llama-3 rope scaling, Qwen2 biases, Qwen3
@@ -141,4 +144,22 @@ TEST_CASE("test-gpu --quality: the GPU teacher-forced on the CPU's greedy run", 
     CHECK(o.text.find("PASS quality vs the CPU's greedy run") != std::string::npos);
     CHECK(o.text.find("KL(P_cpu||P_gpu) mean") != std::string::npos);
   }
+}
+
+// The conformance suite against fish_vulkan's int8-activation kernels (the
+// default where int8 dot products are accelerated): every matmul within the
+// spec's f32 bound or within 5% of it from the CPU's own int8 product.
+TEST_CASE("conformance suite: fish_vulkan with int8 activations", "[gpu][vulkan][int8]") {
+  if (!has_plugin("vulkan")) {
+    WARN("SKIPPED: fish_vulkan is not in the build folder (FISH_VULKAN=OFF or no Vulkan headers)");
+    return;
+  }
+  const Out o = run("FISH_VK_INT8=1", "plugin-test " + bin_path("libfish_vulkan.so"));
+  if (o.text.find("SKIP  probe") != std::string::npos) {  // no Vulkan device here
+    WARN("SKIPPED: " << o.text);
+    return;
+  }
+  INFO(o.text);
+  CHECK(o.status == 0);
+  CHECK(o.text.find(" 0 failed") != std::string::npos);
 }
