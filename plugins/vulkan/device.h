@@ -88,7 +88,7 @@ struct DeviceCaps {
   bool storage16 = false;             // storageBuffer16BitAccess (not required)
   bool storage8 = false;              // storageBuffer8BitAccess (not required)
   bool int_dot = false;               // shaderIntegerDotProduct (VK_KHR_shader_integer_dot_product): int8 matvec
-  bool int_dot_accel = false;         // ...4x8BitPackedSignedAccelerated (information only)
+  bool int_dot_accel = false;         // ...4x8BitPackedSignedAccelerated (int8 activations by default)
 };
 
 // The logical device, its queue and the memory types fish uses.

@@ -135,7 +135,10 @@ TEST_CASE("lazy open, status and describe strings", "[vulkan]") {
   REQUIRE(be.memory_free(&free));      // memory_free does
   CHECK(be.status().rfind("open: ", 0) == 0);
   const std::string dev = be.device()->info().name;
-  CHECK(be.describe() == "vulkan " + dev + ": 0 MB weights");
+  // "(int8 activations)" where the int8 path is on (the default where the
+  // device accelerates int8 dot products, or FISH_VK_INT8=1).
+  const std::string i8 = be.kernels()->int8() ? " (int8 activations)" : "";
+  CHECK(be.describe() == "vulkan " + dev + ": 0 MB weights" + i8);
   const Matrix a = random_matrix(GgmlType::Q4_K, 256, 64, 1), b = random_matrix(GgmlType::Q6_K, 256, 64, 2);
   auto* w1 = be.upload(upload_desc(a));
   auto* w2 = be.upload(upload_desc(a));

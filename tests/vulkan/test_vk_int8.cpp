@@ -396,16 +396,22 @@ TEST_CASE("int8 span matvec = the CPU's int8 product, every epilogue, x·x2, pai
   }
 }
 
-TEST_CASE("int8 only with FISH_VK_INT8=1 and the feature; off keeps the f32 path; status says which", "[vulkan][int8]") {
+TEST_CASE("int8 by default where accelerated, with FISH_VK_INT8=1 and the feature; off keeps the f32 path; status says which", "[vulkan][int8]") {
   auto be = open_backend("FISH_VK_INT8 status");
   if (!be) return;
   const std::string st = be->status();
   const bool dot = be->device()->caps().int_dot;
-  // The default: f32 (FISH_VK_INT8=1 asks for int8).
+  // The default: int8 where the device accelerates 4x8-bit dot products,
+  // else f32 (FISH_VK_INT8=1 asks for int8, =0 for f32).
   if (!std::getenv("FISH_VK_INT8")) {
-    CHECK_FALSE(be->kernels()->int8());
-    CHECK(st.find("matmul: f32 x") != std::string::npos);
-    CHECK((st.find("FISH_VK_INT8=1") != std::string::npos) == dot);  // says that it is available
+    const bool accel = be->device()->caps().int_dot_accel;
+    CHECK(be->kernels()->int8() == accel);
+    if (!accel) {
+      CHECK(st.find("matmul: f32 x") != std::string::npos);
+      CHECK((st.find("FISH_VK_INT8=1") != std::string::npos) == dot);  // says that it is available
+    } else {
+      CHECK(st.find("matmul: int8 x, integer dot products") != std::string::npos);
+    }
   }
   be->kernels()->set_int8(true);
   CHECK(be->kernels()->int8() == dot);

@@ -191,7 +191,13 @@ TEST_CASE("the ABI table: negotiation, lazy open, a product, describe, destroy",
   const float want[6] = {15, -1, 2.75f, 4, -4, 3};
   for (int i = 0; i < 6; ++i) CHECK(y[i] == Approx(want[i]).margin(1e-5));
   REQUIRE(api.describe(b, FISH_DESCRIBE_SUMMARY, &s) == FISH_OK);
-  CHECK(std::string(s) == std::string("vulkan ") + di.name + ": 0 MB weights, 1 x F32");
+  {
+    // "(int8 activations)" where the int8 path is on (the default where the
+    // device accelerates int8 dot products, or FISH_VK_INT8=1).
+    const std::string sum = s;
+    const std::string base = std::string("vulkan ") + di.name + ": 0 MB weights, 1 x F32";
+    CHECK((sum == base || sum == base + " (int8 activations)"));
+  }
   CHECK(api.describe(b, 77, &s) == FISH_E_UNSUPPORTED);
   int32_t sup = 1;
   REQUIRE(api.supports(b, FISH_TYPE_Q2_K, &sup) == FISH_OK);
