@@ -82,7 +82,8 @@ TEST_CASE("test-gpu with fish_vulkan (lavapipe in CI)", "[gpu][vulkan]") {
   test_gpu("FISH_BACKEND=vulkan", "stories260K.gguf", "--min-agreement 0.99");
   test_gpu("FISH_BACKEND=vulkan", "TinyStories-656K-Q8_0.gguf", "--min-agreement 0.99");
   test_gpu("FISH_BACKEND=vulkan", "synth-tiny-Q4_K_M.gguf", "--min-agreement 0.93");
-  test_gpu("FISH_BACKEND=vulkan FISH_VK_INT8=1", "synth-tiny-Q4_K_M.gguf", "--min-agreement 0.97");
+  // The spec's 95%: measured 98.0% on lavapipe, 96.0% on the H200 (int8 its default there).
+  test_gpu("FISH_BACKEND=vulkan FISH_VK_INT8=1", "synth-tiny-Q4_K_M.gguf", "--min-agreement 0.95");
   test_gpu("FISH_BACKEND=vulkan FISH_VK_INT8=1", "TinyStories-656K-Q4_0.gguf", "--min-agreement 0.99");
 }
 
