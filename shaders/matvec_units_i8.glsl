@@ -11,31 +11,7 @@
 // x_off and x_stride are multiples of 4 words (uvec4 loads).
 #include "int8_common.glsl"
 
-uint last_row(uint row0, uint r) { return min(row0 + r, pc.n_rows - 1u); }
-#ifdef FISH_SPAN
-bool second(uint r) { return PAIR && r >= ROWS; }
-uint wv(uint r, uint i) { return second(r) ? WB[i] : W[i]; }
-uvec4 wv4(uint r, uint i) { return second(r) ? WB4[i] : W4[i]; }
-uint mv_row(uint row0, uint r) { return last_row(row0, second(r) ? r - ROWS : r); }
-#else
-const uint RT = ROWS;
-uint wv(uint r, uint i) { return W[i]; }
-uvec4 wv4(uint r, uint i) { return W4[i]; }
-uint mv_row(uint row0, uint r) { return last_row(row0, r); }
-#endif
-uvec4 mv_bytes16(uint r, uint o) {
-  const uint w = o >> 2;
-  const bool odd = (o & 2u) != 0u;
-  const uint a = wv(r, w), b = wv(r, w + 1u), c = wv(r, w + 2u), d = wv(r, w + 3u), e = wv(r, w + 4u);
-  return uvec4(funnel16(a, b, odd), funnel16(b, c, odd), funnel16(c, d, odd), funnel16(d, e, odd));
-}
-uvec2 mv_bytes8(uint r, uint o) {
-  const uint w = o >> 2;
-  const bool odd = (o & 2u) != 0u;
-  const uint a = wv(r, w), b = wv(r, w + 1u), c = wv(r, w + 2u);
-  return uvec2(funnel16(a, b, odd), funnel16(b, c, odd));
-}
-uint mv_half(uint r, uint o) { return (wv(r, o >> 2) >> ((o & 2u) * 8u)) & 0xFFFFu; }
+#include "matvec_weights.glsl"
 
 #if defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_Q6_K)
 const uint QBS = 256u, QSG = 16u;
