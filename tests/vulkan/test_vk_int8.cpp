@@ -26,20 +26,13 @@
 #include "quant/quant.h"
 #include "span_rig.h"
 #include "vk_test_util.h"
+#include "vk_test_math.h"
 
 using namespace fish;
 using namespace fish::vktest;
 using VkKernels = vk::MatmulKernels;
 
 namespace {
-
-std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& e : v) e = nd(rng);
-  return v;
-}
 
 // A row of n with every kind of block: random, rounding ties (iscale 1 for
 // Q8_K, 1/d = 1 for Q8_0: halves), equal-magnitude extremes of both signs

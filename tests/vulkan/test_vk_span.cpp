@@ -23,6 +23,7 @@
 #include "backend/plugin_loader.h"
 #include "test_paths.h"
 #include "vk_test_util.h"
+#include "vk_test_math.h"
 
 using namespace fish;
 using namespace fish::vktest;
@@ -184,21 +185,6 @@ std::vector<float> run_script(Loaded& ld, const Synth& s, const std::vector<Step
     }
   }
   return all;
-}
-
-double max_abs(const std::vector<float>& v) {
-  double m = 0;
-  for (float e : v) m = std::max(m, double(std::fabs(e)));
-  return m;
-}
-double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  REQUIRE(a.size() == b.size());
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double d = std::fabs(double(a[i]) - double(b[i]));
-    if (!(d <= m)) m = std::isnan(d) ? INFINITY : d;
-  }
-  return m;
 }
 
 // Prefill, decode, a 3-token batch, truncate + redo, growth, and a prefill

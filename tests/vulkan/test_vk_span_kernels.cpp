@@ -16,44 +16,13 @@
 #include "quant/quant.h"
 #include "span_rig.h"
 #include "vk_test_util.h"
+#include "vk_test_math.h"
 
 using namespace fish;
 using namespace fish::vktest;
 using vk::SpanPush;
 
 namespace {
-
-std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& e : v) e = nd(rng);
-  return v;
-}
-
-std::vector<float> near_one(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(0.7f, 1.3f);
-  std::vector<float> v(n);
-  for (auto& e : v) e = u(rng);
-  return v;
-}
-
-double max_abs(const std::vector<float>& v) {
-  double m = 0;
-  for (float e : v) m = std::max(m, double(std::fabs(e)));
-  return m;
-}
-
-// Largest |a - b| over the elements (NaN counts as infinite).
-double max_diff(const float* a, const float* b, size_t n) {
-  double m = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const double d = std::fabs(double(a[i]) - double(b[i]));
-    if (!(d <= m)) m = std::isnan(d) ? INFINITY : d;
-  }
-  return m;
-}
 
 uint32_t pack_half2(float a, float b) { return uint32_t(fp32_to_fp16(a)) | uint32_t(fp32_to_fp16(b)) << 16; }
 
@@ -64,7 +33,7 @@ TEST_CASE("span rmsnorm kernel vs CPU", "[vulkan][span]") {
   if (!be) return;
   const int E = 264, n_tok = 3;
   SpanRig rig(*be, 64 + 2 * n_tok * E + 64, 4, E, 4);
-  const auto x = randn(size_t(n_tok) * E, 1, 3.0f), w = near_one(size_t(E), 2);
+  const auto x = randn(size_t(n_tok) * E, 1, 3.0f), w = uniform(size_t(E), 2, 0.7f, 1.3f);
   rig.put(rig.arena(), 64, x);
   rig.put(rig.params(), 0, w);
   SpanPush p;
@@ -128,7 +97,7 @@ TEST_CASE("span q/k preparation + KV store kernel vs CPU", "[vulkan][span]") {
     SpanRig rig(*be, qr_off + n_tok * QD + 64, uint64_t(cap) * KD, uint64_t(QD + 2 * KD + 2 * c.D), uint64_t(cap) * c.n_rot);
     const auto qkv = randn(size_t(n_tok) * QKV, seed++, 2.0f);
     const auto bq = randn(QD, seed++, 0.3f), bk = randn(KD, seed++, 0.3f), bv = randn(KD, seed++, 0.3f);
-    const auto qn = near_one(c.D, seed++), kn = near_one(c.D, seed++);
+    const auto qn = uniform(c.D, seed++, 0.7f, 1.3f), kn = uniform(c.D, seed++, 0.7f, 1.3f);
     std::vector<float> freqs;
     for (int i = 0; i < c.n_rot / 2; ++i) freqs.push_back(1.0f + 0.25f * float(i));
     const auto rope = rope_table(cap, c.n_rot, 10000.0, 1.0, c.freqs ? freqs.data() : nullptr);
@@ -309,8 +278,8 @@ double run_span_matmul(vk::VulkanBackend& be, const Matrix& m, int n_tok, vk::Sp
   const uint32_t xg_off = y_off + n_tok * n_out, sq_off = xg_off + n_tok * n_out, out_off = sq_off + 4 * n_out;
   SpanRig rig(be, out_off + 64, 4, n_out, 4);
   const auto x = randn(size_t(n_tok) * n_in, seed, 2.0f), x2 = randn(size_t(n_tok) * n_in, seed + 1);
-  const auto g = near_one(n_out, seed + 2), y0 = randn(size_t(n_tok) * n_out, seed + 3);
-  const auto sc = near_one(4, seed + 4);
+  const auto g = uniform(n_out, seed + 2, 0.7f, 1.3f), y0 = randn(size_t(n_tok) * n_out, seed + 3);
+  const auto sc = uniform(4, seed + 4, 0.7f, 1.3f);
   rig.put(rig.arena(), inv_off, sc);
   rig.put(rig.arena(), x_off, x);
   rig.put(rig.arena(), x2_off, x2);

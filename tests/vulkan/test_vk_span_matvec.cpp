@@ -20,6 +20,7 @@
 #include "cpu/matmul.h"
 #include "span_rig.h"
 #include "vk_test_util.h"
+#include "vk_test_math.h"
 
 using namespace fish;
 using namespace fish::vktest;
@@ -27,38 +28,6 @@ using vk::SpanFusion;
 using vk::SpanMvShape;
 
 namespace {
-
-std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& e : v) e = nd(rng);
-  return v;
-}
-
-std::vector<float> uniform(size_t n, uint64_t seed, float lo, float hi) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (auto& e : v) e = u(rng);
-  return v;
-}
-
-double max_abs(const std::vector<float>& v) {
-  double m = 0;
-  for (float e : v) m = std::max(m, double(std::fabs(e)));
-  return m;
-}
-
-double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  REQUIRE(a.size() == b.size());
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double d = std::fabs(double(a[i]) - double(b[i]));
-    if (!(d <= m)) m = std::isnan(d) ? INFINITY : d;
-  }
-  return m;
-}
 
 // Arena words of one dispatch: ctrl [0, 64) (1/rms in at 16, out at 20, counter at 8),
 // x, x2 [n_tok][n_in], y, xg [n_tok][n_out], sq partials, Σx² partials in.
