@@ -188,13 +188,16 @@ static int cmd_test_gpu(int argc, char** argv) {
       failures += f;
     }
   }
-  if (!no_e2e) {
+  // The prompt's ids for the end-to-end and quality runs (the model's context length).
+  std::vector<int32_t> prompt_ids;
+  if (!no_e2e || quality > 0) {
     mf.params.n_ctx = 0;
     fish_model* tm = load_or_exit("test-gpu", [&] { ModelFlags c = mf; c.params.gpu_layers = 0; return c; }());
-    std::vector<int32_t> prompt_ids = tokenize_or_exit("test-gpu", tm, prompt, true, false);
+    prompt_ids = tokenize_or_exit("test-gpu", tm, prompt, true, false);
     fish_model_free(tm);
     if (prompt_ids.empty()) prompt_ids.push_back(0);
-
+  }
+  if (!no_e2e) {
     const uint64_t resident0 = fish_backend_bytes_resident();
     std::vector<int32_t> toks;
     Run span = run_model("auto", mf, -1, -1, prompt_ids, &toks, int(n));
@@ -245,15 +248,9 @@ static int cmd_test_gpu(int argc, char** argv) {
     }
   }
   if (quality > 0) {
-    ModelFlags qf = mf;
-    qf.params.n_ctx = 0;
-    fish_model* tm = load_or_exit("test-gpu", [&] { ModelFlags c = qf; c.params.gpu_layers = 0; return c; }());
-    std::vector<int32_t> prompt_ids = tokenize_or_exit("test-gpu", tm, prompt, true, false);
-    fish_model_free(tm);
-    if (prompt_ids.empty()) prompt_ids.push_back(0);
     std::vector<int32_t> ref_toks;
-    Run cpu = run_model("cpu", qf, 0, 0, prompt_ids, &ref_toks, int(quality));
-    Run gpu = run_model("auto", qf, -1, -1, prompt_ids, &ref_toks, int(quality));
+    Run cpu = run_model("cpu", mf, 0, 0, prompt_ids, &ref_toks, int(quality));
+    Run gpu = run_model("auto", mf, -1, -1, prompt_ids, &ref_toks, int(quality));
     const Compare c = compare(gpu, cpu);
     double kl_sum = 0, kl_max = 0;
     const size_t steps = std::min(gpu.logits.size(), cpu.logits.size());
