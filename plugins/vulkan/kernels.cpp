@@ -14,6 +14,15 @@ constexpr MatmulType kTypes[] = {
 
 uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 
+// The tiled kernels' grid: 64-row x 64-token tiles (matmul_tiled*.comp), within the device's limits.
+void tiled_grid(const DeviceCaps& caps, uint32_t n_rows, uint32_t n_tok, uint32_t& gx, uint32_t& gy) {
+  gx = ceil_div(n_rows, MatmulKernels::kTileRows);
+  gy = ceil_div(n_tok, MatmulKernels::kTileTokens);
+  if (gx > caps.max_wg_count_x || gy > caps.max_wg_count_y)
+    throw Failure(FailKind::Internal, "tiled matmul grid " + std::to_string(gx) + " x " + std::to_string(gy) +
+                                          " exceeds the device's limits");
+}
+
 }  // namespace
 
 const MatmulType* matmul_type(uint32_t ggml_type) {
@@ -107,11 +116,7 @@ void MatmulKernels::record(VkCommandBuffer cmd, const MatmulType& t, VkDescripto
     gx = std::min(ceil_div(ceil_div(pc.n_rows, c.rows), teams), caps.max_wg_count_x);
   } else {
     p = pipelines_.get(std::string(int8 ? "tiledi_" : "tiled_") + t.name, *layout_, {});
-    gx = ceil_div(pc.n_rows, kTileRows);
-    gy = ceil_div(pc.n_tok, kTileTokens);
-    if (gx > caps.max_wg_count_x || gy > caps.max_wg_count_y)
-      throw Failure(FailKind::Internal, "tiled matmul grid " + std::to_string(gx) + " x " + std::to_string(gy) +
-                                            " exceeds the device's limits");
+    tiled_grid(caps, pc.n_rows, pc.n_tok, gx, gy);
   }
   f.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
   f.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, layout_->pipeline_layout, 0, 1, &set, 0, nullptr);
@@ -162,11 +167,7 @@ uint32_t MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, Vk
     if (fz.epi >= 3 || fz.pair) throw Failure(FailKind::Internal, "span: the tiled kernel has no norm or pair epilogue");
     p = fz.int8 ? pipelines_.get(std::string("tlsi_") + t.name, *span_layout_, {fz.epi})
                 : pipelines_.get(std::string("tls_") + t.name, *span_layout_, {fz.epi, fz.xprod ? 1u : 0u});
-    gx = ceil_div(pc.m.n_rows, kTileRows);
-    gy = ceil_div(pc.m.n_tok, kTileTokens);
-    if (gx > caps.max_wg_count_x || gy > caps.max_wg_count_y)
-      throw Failure(FailKind::Internal, "tiled matmul grid " + std::to_string(gx) + " x " + std::to_string(gy) +
-                                            " exceeds the device's limits");
+    tiled_grid(caps, pc.m.n_rows, pc.m.n_tok, gx, gy);
   }
   f.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
   f.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, span_layout_->pipeline_layout, 0, 1, &set, 0, nullptr);
