@@ -62,6 +62,9 @@ layout(push_constant) uniform MatmulParams {
   uint inv_out;   // EPI 3: float index of the NT resulting 1/rms, or 0xFFFFFFFF: partials only
   uint inv_parts; // 0: inv_in holds 1/rms per token; n: inv_in holds [NT][n] Σx² partials (the
                   // producer's row groups), 1/rms = 1/sqrt(Σ/n_in + eps) is computed here
+  uint q_out;     // QOUT (matvec_span.comp): word index of token 0's Q8_K row of the output
+  uint q_stride;  // QOUT: words between two tokens' Q8_K rows
+  uint qcnt;      // QOUT: uint index of the per-block arrival counters (0 between dispatches)
 #endif
 } pc;
 

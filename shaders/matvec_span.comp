@@ -25,7 +25,14 @@
 // The residual y and the norm weights of EPI 1/3 are loaded before the main
 // loop, so their latency hides behind the weights'.
 // FISH_INT8: the int8 variant (see matvec_units_i8.glsl).
-// Specialisation: 0 = workgroup size, 1 = ROWS, 2 = NT, 3 = EPI, 4 = XPROD, 5 = PAIR.
+// QOUT (decode, EPI 3 / 4): the output the next matvec reads (EPI 3: y ∘ P, EPI
+// 4: silu·up) is also written as Q8_K int8 rows at q_out (quant_block.glsl), so
+// no quantize_x dispatch and barrier follow: per block of 256 rows an arrival
+// counter (qcnt + block), and the last workgroup to finish the block's rows
+// quantises it. EPI 3 quantises y ∘ P before the norm's 1/rms is known: the
+// consumer applies that per-token scale to its sums (inv_in), as with f32 x.
+// Specialisation: 0 = workgroup size, 1 = ROWS, 2 = NT, 3 = EPI, 4 = XPROD, 5 = PAIR,
+// 6 = QOUT.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -36,6 +43,7 @@ layout(constant_id = 2) const uint NT = 1;
 layout(constant_id = 3) const uint EPI = 0;
 layout(constant_id = 4) const bool XPROD = false;
 layout(constant_id = 5) const bool PAIR = false;
+layout(constant_id = 6) const bool QOUT = false;
 const uint RT = PAIR ? 2u * ROWS : ROWS;  // accumulated rows
 
 #include "matmul_common.glsl"
@@ -45,6 +53,8 @@ layout(set = 0, binding = 4) coherent buffer ArenaCU { uint ACU[]; };
 
 const uint NONE = 0xFFFFFFFFu;
 float acc[RT * NT];  // acc[r * NT + t]
+#define QB_X_SIZE 1
+#include "quant_block.glsl"
 
 #ifdef FISH_INT8
 // x is quantize_x.comp's int8 blocks, which already hold the product and the
@@ -69,6 +79,31 @@ float x_at(uint t, uint e) {
 shared float part_sh[(RT + 1u) * NT * 32u];
 shared float fin_sh[RT * NT];
 shared uint last_sh;
+shared uint qlast_sh[2];
+
+// QOUT, after row group row0's outputs were written (through AC): count the
+// group in each block of 256 rows it touches; the last to arrive quantises the block.
+void fold_quant(uint row0) {
+  const uint lid = gl_LocalInvocationID.x;
+  const uint src = EPI == 3u ? pc.xg_off : pc.y_off;
+  memoryBarrierBuffer();
+  barrier();
+  const uint b0 = row0 >> 8, nb = ((min(row0 + ROWS, pc.n_rows) - 1u) >> 8) - b0 + 1u;
+  if (lid < nb) {
+    const uint b = b0 + lid;
+    const uint groups = (min(b * 256u + 256u, pc.n_rows) - 1u) / ROWS - (b * 256u) / ROWS + 1u;
+    qlast_sh[lid] = atomicAdd(ACU[pc.qcnt + b], 1u) == groups - 1u ? 1u : 0u;
+  }
+  barrier();
+  for (uint k = 0u; k < nb; ++k) {
+    if (qlast_sh[k] == 0u) continue;
+    memoryBarrierBuffer();
+    const uint b = b0 + k;
+    for (uint t = gl_SubgroupID; t < NT; t += gl_NumSubgroups)
+      q8k_block_sg(false, src + t * pc.y_stride + b * 256u, pc.q_out + t * pc.q_stride, pc.n_rows, b);
+    if (lid == 0u) ACU[pc.qcnt + b] = 0u;
+  }
+}
 
 void main() {
   const uint lid = gl_LocalInvocationID.x, wgs = gl_WorkGroupSize.x;
@@ -130,9 +165,12 @@ void main() {
         if (EPI == 2u) v = v / (1.0 + exp(-v));
         if (EPI == 4u) v = v / (1.0 + exp(-v)) * (v2 * sc);
         if (EPI == 1u || EPI == 3u) v += res;
-        Y[a] = v;
+        if (QOUT && EPI == 4u) AC[a] = v;  // read back by the block's last workgroup
+        else Y[a] = v;
         if (EPI == 3u) {
-          Y[pc.xg_off + t * pc.y_stride + row] = v * nw;
+          const uint xg = pc.xg_off + t * pc.y_stride + row;
+          if (QOUT) AC[xg] = v * nw;
+          else Y[xg] = v * nw;
           sq = v * v;
         }
       }
@@ -144,6 +182,7 @@ void main() {
       for (uint r = 0u; r < ROWS; ++r) s += fin_sh[r * NT + lid];
       AC[pc.sq_off + lid * n_groups + g0] = s;
     }
+    if (QOUT) fold_quant(row0);
   }
   if (EPI != 3u || pc.inv_out == NONE) return;
 

@@ -23,7 +23,12 @@
 // position p. Otherwise q comes roped from span_rope_store.comp (qr rows) and
 // the cache already holds every position up to p.
 //
-// Specialisation: 0 = D (a multiple of 4, <= 512), 1 = G, 2 = KVH, 3 = FUSED.
+// QOUT (int8 decode): the workgroup that writes (t, g)'s G·D outputs also
+// writes them as Q8_K int8 rows at q8_out for the wo matvec (quant_block.glsl),
+// in place of a quantize_x dispatch and barrier: its G·D/256 blocks, or (G·D
+// dividing 256) the last of a block's 256/(G·D) KV groups to arrive (a counter).
+//
+// Specialisation: 0 = D (a multiple of 4, <= 512), 1 = G, 2 = KVH, 3 = FUSED, 4 = QOUT.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -33,8 +38,11 @@ layout(constant_id = 0) const uint D = 128;
 layout(constant_id = 1) const uint G = 4;
 layout(constant_id = 2) const uint KVH = 8;
 layout(constant_id = 3) const bool FUSED = false;
+layout(constant_id = 4) const bool QOUT = false;
 const uint WG = 128u;
 #include "span_common.glsl"
+#define QB_X_SIZE (G * D)
+#include "quant_block.glsl"
 
 const uint KD = KVH * D;      // halves per position per K (and V)
 const uint DQ = D / 4u;       // vec4s per head
@@ -59,6 +67,29 @@ shared vec4 o_sh[PP * DT * G];
 shared uint last_sh;
 
 float bias(uint off, uint i) { return off == NONE ? 0.0 : P[off + i]; }
+
+// QOUT: (t, g)'s outputs, staged in qb_x by the writing loop, to int8.
+void quant_out(uint t, uint g) {
+  const uint tid = gl_LocalInvocationID.x, QD = KVH * G * D, row = pc.q8_out + t * pc.q8_stride;
+  barrier();
+  if ((G * D) % 256u == 0u) {
+    for (uint kb = gl_SubgroupID; kb < G * D / 256u; kb += gl_NumSubgroups)
+      q8k_block_sg(true, kb * 256u, row, QD, g * G * D / 256u + kb);
+    return;
+  }
+  // The block's KV groups meet: each leaves its outputs in the arena (coherent),
+  // the last to arrive quantises the block.
+  const uint b = g * G * D / 256u, att = pc.att_off + t * QD, cnt = pc.q8_cnt + t * (QD / 256u) + b;
+  for (uint i = tid; i < G * D; i += WG) AC[att + g * G * D + i] = qb_x[i];
+  memoryBarrierBuffer();
+  barrier();
+  if (tid == 0u) last_sh = atomicAdd(ACU[cnt], 1u) == 256u / (G * D) - 1u ? 1u : 0u;
+  barrier();
+  if (last_sh == 0u) return;
+  memoryBarrierBuffer();
+  if (gl_SubgroupID == 0u) q8k_block_sg(false, att + b * 256u, row, QD, b);
+  if (tid == 0u) ACU[cnt] = 0u;
+}
 vec4 half4(uvec2 w) { return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
 
 // Workgroup max (op 0) or sum (op 1) of v[h] for each head, into stat_sh[op·G + h].
@@ -261,6 +292,8 @@ void main() {
       A[a + 1u] = r.y;
       A[a + 2u] = r.z;
       A[a + 3u] = r.w;
+      if (QOUT)
+        for (uint k = 0u; k < 4u; ++k) qb_x[h * D + 4u * c + k] = r[k];
     } else {
       const uint a = pc.part_off + slot + h * D + 4u * c;
       AC[a] = sum.x;
@@ -269,7 +302,10 @@ void main() {
       AC[a + 3u] = sum.w;
     }
   }
-  if (n_split == 1u) return;
+  if (n_split == 1u) {
+    if (QOUT) quant_out(t, g);
+    return;
+  }
   if (tid < G) {
     AC[pc.part_off + slot + G * D + tid] = m_run[tid];
     AC[pc.part_off + slot + G * D + G + tid] = l_run[tid];
@@ -333,6 +369,9 @@ void main() {
     A[a + 1u] = acc.y;
     A[a + 2u] = acc.z;
     A[a + 3u] = acc.w;
+    if (QOUT)
+      for (uint k = 0u; k < 4u; ++k) qb_x[h * D + 4u * c + k] = acc[k];
   }
   if (tid == 0u) ACU[pc.cnt_off + t * KVH + g] = 0u;
+  if (QOUT) quant_out(t, g);
 }

@@ -59,4 +59,7 @@ layout(push_constant) uniform SpanParams {
   uint n_rot;     // rotated dims per head
   uint neox;      // 1: NeoX pairs (i, i + n_rot/2), 0: adjacent pairs (2i, 2i + 1)
   uint n_head;    // query heads
+  uint q8_out;    // attention with QOUT: word index of token 0's Q8_K row of the output
+  uint q8_stride; // QOUT: words between two tokens' rows
+  uint q8_cnt;    // QOUT with G·D < 256: uint index of [n_tok][QD/256] arrival counters
 } pc;

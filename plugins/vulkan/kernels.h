@@ -45,7 +45,9 @@ struct SpanMatmulPush {
   uint32_t cnt = 0;               // EPI 3: arrival counter (uint index)
   uint32_t inv_out = 0;           // EPI 3: the resulting 1/rms per token, or none (partials only)
   uint32_t inv_parts = 0;         // 0: inv_in holds 1/rms per token; n: [NT][n] Σx² partials to reduce
-  uint32_t pad[3] = {};
+  uint32_t q_out = 0xFFFFFFFFu;   // decode: where the output goes as Q8_K rows (matvec_span.comp's QOUT), or none
+  uint32_t q_stride = 0;          // q_out: words between two tokens' rows
+  uint32_t qcnt = 0;              // q_out: uint index of the per-256-block arrival counters
 };
 static_assert(sizeof(SpanMatmulPush) == 80);
 
@@ -54,8 +56,9 @@ static_assert(sizeof(SpanMatmulPush) == 80);
 // 4 silu(y_a)·y_b of a pair: matvec only), the x∘x2 input, and pair: two
 // matrices of the same shape and type (binding 0 and 5) in one dispatch, their
 // rows r side by side (EPI 4: gate and up). role picks FISH_VK_SPAN_MV's shape.
-// int8: x is quantize_x's int8 blocks (record_quantize) and the mvsi_<T>
-// module runs (xprod and the scale were applied by the quantiser).
+// int8: x is int8 blocks and the mvsi_<T> module runs: quantize_x's
+// (record_quantize: xprod and the scale applied there) or a producer's
+// (SpanMatmulPush::q_out: the per-token scale inv_in is still applied here).
 struct SpanFusion {
   uint32_t epi = 0;
   bool xprod = false;

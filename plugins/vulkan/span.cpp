@@ -19,6 +19,7 @@ constexpr uint32_t kAlignFloats = 64;  // region alignment: 256 bytes (any stora
 // Decode variants on by default (FISH_VK_SPAN_NORM / FISH_VK_SPAN_GU override).
 constexpr bool kDefaultNormParts = false;
 constexpr bool kDefaultPairGu = false;
+constexpr uint32_t kDefaultFold = 1;  // FISH_VK_SPAN_QFOLD: Span::kFold* bits
 
 uint32_t align_up(uint64_t v, uint64_t a) { return uint32_t((v + a - 1) / a * a); }
 std::string mb(uint64_t b) { return std::to_string((b + kMiB / 2) / kMiB) + " MB"; }
@@ -95,6 +96,8 @@ ArenaLayout Span::arena_layout(const SpanIn& in, uint32_t tokens, bool int8) {
   }
   a.xqk = region(qt * wk);
   a.xql = region(qt * wl);
+  a.xq2 = region(int8 ? uint64_t(MatmulKernels::kMaxMatvecTokens) * wk : 0);
+  a.qcnt = region(int8 ? MatmulKernels::kMaxMatvecTokens * (std::max({E, F, QD}) / 256 + 1) : 0);
   a.total = uint32_t(at);
   return a;
 }
@@ -308,7 +311,20 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
       const uint64_t oo[2] = {uint64_t(arena_.x) * 4, 0}, ro[2] = {xb, xb};
       pl.write_set(copy_out_set_, 2, bo, oo, ro);
     }
-    ctx_.kernels->warm_up(kshape_);
+    const size_t GD = size_t(kshape_.group) * kshape_.head_dim;
+    // (quant_block.glsl: one subgroup of >= 4 lanes per block)
+    bool q8k = int8_ && ctx_.cfg->span_fuse && ctx_.dev->caps().subgroup_size >= 4 && E % 256 == 0 &&
+               size_t(in.n_ff) % 256 == 0 && QD % 256 == 0;
+    bool pairs = true;
+    for (const Layer& L : layers_) {
+      pairs = pairs && L.gu_set != VK_NULL_HANDLE;
+      for (const Weight* w : L.w)
+        q8k = q8k && ctx_.matmul->int8_for(*w->type) && MatmulKernels::q8_block(*w->type) == 256 && w->chunks.size() == 1;
+    }
+    fold_ = q8k ? uint32_t(ctx_.cfg->span_qfold < 0 ? kDefaultFold : ctx_.cfg->span_qfold) : 0;
+    if (GD % 256 != 0 && 256 % GD != 0) fold_ &= ~kFoldAttn;
+    if (!pairs) fold_ &= ~kFoldGateUp;
+    ctx_.kernels->warm_up(kshape_, (fold_ & kFoldAttn) != 0);
   } catch (...) {
     release_all();
     throw;
@@ -408,6 +424,8 @@ Span::Mode Span::mode_for(int n_tok) const {
   const VkConfig& c = *ctx_.cfg;
   m.norm_parts = m.fuse_norm && (c.span_norm < 0 ? kDefaultNormParts : c.span_norm != 0);
   m.pair_gu = m.fuse_norm && (c.span_gu < 0 ? kDefaultPairGu : c.span_gu != 0);
+  m.fold = m.fuse_norm ? fold_ : 0;
+  if (m.fold & kFoldGateUp) m.pair_gu = true;  // one producer of the down projection's rows
   return m;
 }
 

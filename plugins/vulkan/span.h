@@ -67,9 +67,11 @@ struct ArenaLayout {
   // sq: Σy² partials of the norm epilogue, [4][n_embd].
   // xqk / xql: a matmul step's input quantised to int8 rows (FISH_VK_INT8) in
   // blocks of 256 (K-quants) / 32 (Q4_0, Q8_0), MatmulKernels::q8_row_words
-  // words per token (empty without int8).
+  // words per token (empty without int8). xq2: a second Q8_K region for
+  // decode (4 tokens), qcnt: per-256-block arrival counters (the producers'
+  // quantisation, Span::Mode::fold_quant).
   uint32_t x = 0, xn = 0, qkv = 0, qr = 0, att = 0, o = 0, g = 0, u = 0, part = 0, cnt = 0, sq = 0;
-  uint32_t xqk = 0, xql = 0;
+  uint32_t xqk = 0, xql = 0, xq2 = 0, qcnt = 0;
   uint32_t total = 0;  // floats
 };
 
@@ -129,7 +131,9 @@ class Span {
   // pair_gu: gate and up as one dispatch writing silu(gate)·up (FISH_VK_SPAN_GU).
   struct Mode {
     bool tiled = false, fuse_norm = false, fuse_attn = false, fuse_epi = false, norm_parts = false, pair_gu = false;
+    uint32_t fold = 0;  // int8 decode: which producers write the next step's int8 rows (kFold*, fold_)
   };
+  static constexpr uint32_t kFoldAttn = 1, kFoldNorm = 2, kFoldGateUp = 4;
   class Recorder;  // span_record.cpp
 
   // int8: with the quantised-x regions (MatmulKernels::int8()).
@@ -159,6 +163,11 @@ class Span {
   VkDescriptorSet copy_in_set_ = VK_NULL_HANDLE, copy_out_set_ = VK_NULL_HANDLE;
   VkDescriptorSet quant_set_ = VK_NULL_HANDLE;  // quantize_x over the arena (int8)
   bool int8_ = false;  // int8 matmuls (FISH_VK_INT8=1 at creation: the arena has the xq regions)
+  // int8 decode with the quantisation folded into the producers (kFold*
+  // bits, FISH_VK_SPAN_QFOLD): every weight int8 with Q8_K activations in one
+  // chunk, E, n_ff and n_head·head_dim multiples of 256; kFoldAttn needs
+  // G·head_dim a multiple or divisor of 256, kFoldGateUp a gate|up pair.
+  uint32_t fold_ = 0;
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
   VkQueryPool queries_ = VK_NULL_HANDLE;

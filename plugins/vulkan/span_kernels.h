@@ -33,8 +33,10 @@ struct SpanPush {
   uint32_t bq_off = kNone, bk_off = kNone, bv_off = kNone, qn_off = kNone, kn_off = kNone;
   float scale = 1;
   uint32_t n_rot = 0, neox = 0, n_head = 0;
+  uint32_t q8_out = kNone, q8_stride = 0;  // attention: its output as Q8_K rows too (QOUT), or none
+  uint32_t q8_cnt = 0;                     // QOUT: arrival counters (G·head_dim < 256)
 };
-static_assert(sizeof(SpanPush) == 100);
+static_assert(sizeof(SpanPush) == 112);
 
 // Shape constants the attention and RoPE kernels are specialised on.
 struct SpanKernelShape {
@@ -67,7 +69,7 @@ class SpanKernels {
   void copy(VkCommandBuffer cmd, VkDescriptorSet set, uint32_t n16);
 
   // Creates the pipelines of a shape now (the first forward is not slowed by compilation).
-  void warm_up(const SpanKernelShape& s);
+  void warm_up(const SpanKernelShape& s, bool qout);
 
  private:
   void bind(VkCommandBuffer cmd, VkPipeline p, const Layout& l, VkDescriptorSet set, const void* pc, uint32_t bytes);

@@ -71,18 +71,31 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
       stage("quantise x (int8)", "quantise x");
     }
   };
+  // Mode::fold (int8 decode): producers write the next step's Q8_K rows
+  // themselves (matvec_span.comp / span_attention.comp QOUT) instead of a
+  // quantize_x dispatch + barrier: the attention for wo (fa), the norm
+  // epilogues of wo and down for gate/up and the next q/k/v (fn), the gate|up
+  // pair for down (fgu). They write the one of two regions their own input is
+  // not in; cur: the region the next int8 step reads (quant() writes region 0).
+  const bool fa = (m.fold & kFoldAttn) != 0, fn = (m.fold & kFoldNorm) != 0, fgu = (m.fold & kFoldGateUp) != 0;
+  const uint32_t xq_reg[2] = {a.xqk, a.xq2};
+  int cur = 0;
+  auto q8k_words = [](uint32_t n_in) { return MatmulKernels::q8_row_words(256, n_in); };
   // One span matmul: every chunk of weight `w` of layer L. inv_in: the
   // per-token scale of x (the producer's 1/rms), or kNone; parts > 0: inv_in
   // holds the producer's Σy² partials instead (FISH_VK_SPAN_NORM=1). EPI 3 (the
   // next norm) writes y·P[norm_next..] to xn and 1/rms to inv_out (kNone: only
-  // the partials). Returns the last chunk's row groups (EPI 3's partials).
+  // the partials). xq_in: the producer's Q8_K rows of x (fold; the scale is
+  // still applied here), else quant()'s. q_out: fold's output rows (single chunk).
+  // Returns the last chunk's row groups (EPI 3's partials).
   auto mm = [&](const Layer& L, int w, uint32_t x_off, uint32_t x_stride, uint32_t y_off, uint32_t y_stride,
                 SpanFusion fz, uint32_t inv_in = kNone, uint32_t parts = 0, uint32_t x2_off = 0,
-                uint32_t norm_next = 0, uint32_t inv_out = 0) {
+                uint32_t norm_next = 0, uint32_t inv_out = 0, uint32_t xq_in = kNone, uint32_t q_out = kNone) {
     const Weight* wt = L.w[w];
-    if (i8w(wt)) {  // x' was quantised by quant() (product and scale included)
+    if (i8w(wt)) {
       fz.int8 = true;
-      x_off = xq_off(wt), x_stride = xq_stride(wt), inv_in = kNone, parts = 0, x2_off = 0;
+      if (xq_in != kNone) x_off = xq_in, x_stride = xq_stride(wt), x2_off = 0;
+      else x_off = xq_off(wt), x_stride = xq_stride(wt), inv_in = kNone, parts = 0, x2_off = 0;  // all in quant()'s rows
     }
     uint32_t groups = 0;
     for (size_t c = 0; c < wt->chunks.size(); ++c) {
@@ -98,6 +111,7 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
       pc.sq_off = a.sq;
       pc.cnt = ctrl::kNormCount;
       pc.inv_out = inv_out;
+      if (q_out != kNone) pc.q_out = q_out, pc.q_stride = q8k_words(ch.rows), pc.qcnt = a.qcnt;
       groups = ctx_.matmul->record_span(cmd, *wt->type, L.mm_sets[w][c], pc, fz);
     }
     return groups;
@@ -157,10 +171,15 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
       in = a.xn, inv = kNone;
     }
     const SpanFusion fq{0, false, false, kRoleQkv};
-    quant({L.w[0], L.w[1], L.w[2]}, in, E, inv, parts, 0, false);
-    mm(L, 0, in, E, a.qkv, QKV, fq, inv, parts);
-    mm(L, 1, in, E, a.qkv + QD, QKV, fq, inv, parts);
-    mm(L, 2, in, E, a.qkv + QD + KD, QKV, fq, inv, parts);
+    const bool q_ready = fn && li > 0;  // the previous down wrote x·attn_norm's rows
+    if (!q_ready) {
+      quant({L.w[0], L.w[1], L.w[2]}, in, E, inv, parts, 0, false);
+      cur = 0;  // xq_reg[0] is quant()'s Q8_K region
+    }
+    const uint32_t xq_qkv = q_ready ? xq_reg[cur] : kNone;
+    mm(L, 0, in, E, a.qkv, QKV, fq, inv, parts, 0, 0, 0, xq_qkv);
+    mm(L, 1, in, E, a.qkv + QD, QKV, fq, inv, parts, 0, 0, 0, xq_qkv);
+    mm(L, 2, in, E, a.qkv + QD + KD, QKV, fq, inv, parts, 0, 0, 0, xq_qkv);
     step();
     stage(m.tiled ? "q/k/v tiled" : "q/k/v matvec", "matvec");
     if (!m.fuse_attn) {
@@ -174,14 +193,21 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
     } else {
       p.q_off = a.qkv;
     }
+    if (fa) p.q8_out = xq_reg[cur ^ 1], p.q8_stride = q8k_words(QD), p.q8_cnt = a.qcnt;
     k.attention(cmd, L.aux_set, p, kshape_, m.fuse_attn, arena_buf_.buffer);
     step();
     stage(m.fuse_attn ? "attention (+q/k prep, RoPE, KV store)" : "attention", "attention");
     uint32_t ffn_parts = 0;
-    quant({L.w[3]}, a.att, QD, kNone, 0, 0, false);
+    if (fa) {
+      cur ^= 1;
+    } else {
+      quant({L.w[3]}, a.att, QD, kNone, 0, 0, false);
+      cur = 0;
+    }
     if (m.fuse_norm) {
       ffn_parts = mm(L, 3, a.att, QD, a.x, E, SpanFusion{3, false, false, kRoleWo}, kNone, 0, 0, L.ffn_norm,
-                     parts_mode ? kNone : ctrl::kInvFfn);
+                     parts_mode ? kNone : ctrl::kInvFfn, fa ? xq_reg[cur] : kNone, fn ? xq_reg[cur ^ 1] : kNone);
+      if (fn) cur ^= 1;
       step();
       stage("wo matvec (+add, FFN rmsnorm)", "matvec");
     } else if (m.fuse_epi) {
@@ -211,7 +237,11 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
     }
     // pair: gate and up in one dispatch writing silu(gate)·up to g; down then reads g alone.
     const bool pair = m.pair_gu && L.gu_set != VK_NULL_HANDLE;
-    quant({L.w[4], L.w[5]}, in, E, inv, parts, 0, false);
+    if (!fn) {
+      quant({L.w[4], L.w[5]}, in, E, inv, parts, 0, false);
+      cur = 0;
+    }
+    const uint32_t xq_gu = fn ? xq_reg[cur] : kNone;
     if (pair) {
       const WeightChunk& ch = L.w[4]->chunks[0];
       SpanMatmulPush pc;
@@ -222,13 +252,17 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
       SpanFusion fp{4, false, true, kRoleGateUp};
       if (i8w(L.w[4])) {
         fp.int8 = true;
-        pc.m.x_off = xq_off(L.w[4]), pc.m.x_stride = xq_stride(L.w[4]), pc.inv_in = kNone, pc.inv_parts = 0;
+        pc.m.x_stride = xq_stride(L.w[4]);
+        if (fn) pc.m.x_off = xq_gu;  // the wo epilogue's rows (the scale is applied here)
+        else pc.m.x_off = xq_off(L.w[4]), pc.inv_in = kNone, pc.inv_parts = 0;
       }
+      if (fgu) pc.q_out = xq_reg[cur ^ 1], pc.q_stride = q8k_words(F), pc.qcnt = a.qcnt;
       ctx_.matmul->record_span(cmd, *L.w[4]->type, L.gu_set, pc, fp);
+      if (fgu) cur ^= 1;
     } else {
       const SpanFusion fg{m.fuse_epi ? 2u : 0u, false, false, kRoleGateUp}, fu{0, false, false, kRoleGateUp};
-      mm(L, 4, in, E, a.g, F, fg, inv, parts);
-      mm(L, 5, in, E, a.u, F, fu, inv, parts);
+      mm(L, 4, in, E, a.g, F, fg, inv, parts, 0, 0, 0, xq_gu);
+      mm(L, 5, in, E, a.u, F, fu, inv, parts, 0, 0, 0, xq_gu);
     }
     step();
     stage(m.tiled      ? "gate/up tiled (+silu)"
@@ -237,14 +271,19 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
                        : "gate/up matvec",
           "matvec");
     const SpanFusion fd{m.fuse_norm && !last ? 3u : 1u, !pair, false, kRoleDown};
-    if ((m.fuse_norm && !last) || m.fuse_epi) quant({L.w[6]}, a.g, F, kNone, 0, a.u, !pair);
+    if (!fgu && ((m.fuse_norm && !last) || m.fuse_epi)) {
+      quant({L.w[6]}, a.g, F, kNone, 0, a.u, !pair);
+      cur = 0;
+    }
+    const uint32_t xq_down = fgu ? xq_reg[cur] : kNone;
     if (m.fuse_norm && !last) {
       attn_parts = mm(L, 6, a.g, F, a.x, E, fd, kNone, 0, a.u, layers_[li + 1].attn_norm,
-                      parts_mode ? kNone : ctrl::kInvAttn);
+                      parts_mode ? kNone : ctrl::kInvAttn, xq_down, fn ? xq_reg[cur ^ 1] : kNone);
+      if (fn) cur ^= 1;
       step();
       stage(pair ? "down matvec (+add, next rmsnorm)" : "down matvec (+act·mul, add, next rmsnorm)", "matvec");
     } else if (m.fuse_epi) {
-      mm(L, 6, a.g, F, a.x, E, fd, kNone, 0, a.u);
+      mm(L, 6, a.g, F, a.x, E, fd, kNone, 0, a.u, 0, 0, xq_down);
       step();
       stage(m.tiled ? "down tiled (+act·mul, add)" : pair ? "down matvec (+add)" : "down matvec (+act·mul, add)",
             "matvec");

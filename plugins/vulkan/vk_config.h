@@ -68,6 +68,8 @@ struct VkConfig {
   int span_gu = -1;              // FISH_VK_SPAN_GU: -1 default, 0 off, 1 on
   int int8 = -1;                 // FISH_VK_INT8: -1 default (on where int8 dot products are accelerated), 0 off, 1 on
   int span_norm = -1;            // FISH_VK_SPAN_NORM: -1 default, 0 last workgroup, 1 consumers
+  int span_qfold = -1;           // FISH_VK_SPAN_QFOLD: -1 default, else bits of the int8 producers that quantise
+                                 // their output (1 attention, 2 norm epilogues, 4 gate|up pair; 0: quantize_x)
   std::string error;             // a knob with a value that makes no sense (names it)
 
   static VkConfig from_env();

@@ -71,38 +71,6 @@ std::vector<float> nasty_row(int n, uint32_t bs, uint64_t seed) {
   return x;
 }
 
-// One token's quantised row as the CPU makes it, in quantize_x's layout
-// (qs words | d | sums), for comparison word by word.
-std::vector<uint32_t> cpu_row(const float* x, int n, uint32_t bs) {
-  const uint32_t words = VkKernels::q8_row_words(bs, uint32_t(n));
-  std::vector<uint32_t> out(words, 0);
-  auto* qs = reinterpret_cast<int8_t*>(out.data());
-  float* d = reinterpret_cast<float*>(out.data() + n / 4);
-  auto* sums = reinterpret_cast<int32_t*>(out.data() + n / 4 + n / int(bs));
-  const uint32_t sg = bs == 256 ? 16 : 32;
-  if (bs == 256) {
-    std::vector<BlockQ8_K> q(size_t(n) / QK_K);
-    quantize_row(GgmlType::Q8_K, x, q.data(), n);
-    for (size_t b = 0; b < q.size(); ++b) {
-      std::memcpy(qs + 256 * b, q[b].qs, 256);
-      d[b] = q[b].d;
-    }
-  } else {
-    std::vector<BlockQ8_0> q(size_t(n) / QK8_0);
-    quantize_row(GgmlType::Q8_0, x, q.data(), n);
-    for (size_t b = 0; b < q.size(); ++b) {
-      std::memcpy(qs + 32 * b, q[b].qs, 32);
-      d[b] = fp16_to_fp32(q[b].d);
-    }
-  }
-  for (int g = 0; g < n / int(sg); ++g) {
-    int s = 0;
-    for (uint32_t i = 0; i < sg; ++i) s += qs[g * int(sg) + int(i)];
-    sums[g] = s;
-  }
-  return out;
-}
-
 // x'[t][i] = x (· x2) (· s_t) as the quantiser computes it (same order).
 std::vector<float> fold(const std::vector<float>& x, const std::vector<float>* x2, const std::vector<float>* s, int n) {
   std::vector<float> v(x.size());
@@ -223,7 +191,7 @@ TEST_CASE("quantize_x = the CPU's Q8_K / Q8_0 activations bit for bit", "[vulkan
       const std::vector<float> xf = fold(x, mode >= 1 ? &x2 : nullptr, mode == 2 ? &s : nullptr, n);
       int64_t bad = 0;
       for (int t = 0; t < n_tok; ++t) {
-        const std::vector<uint32_t> want = cpu_row(xf.data() + size_t(t) * size_t(n), n, bs);
+        const std::vector<uint32_t> want = cpu_q8_row(xf.data() + size_t(t) * size_t(n), n, bs);
         const uint32_t used = uint32_t(n / 4 + n / int(bs) + n / (bs == 256 ? 16 : 32));
         for (uint32_t w = 0; w < used; ++w) {
           if (got[size_t(t) * words + w] != want[w]) {
@@ -282,18 +250,22 @@ TEST_CASE("int8 matvec and tiled (stage 1) = the CPU's int8 product, every type 
 namespace {
 
 // One span matvec of m (m2: the pair's second matrix) on int8 x' in a SpanRig:
-// quantise x (· x2 with xprod) · s_t, then the mvsi_ kernel with fz.
+// quantise x (· x2 with xprod) · s_t, then the mvsi_ kernel with fz. qout:
+// the kernel also writes its output (EPI 3: xg, EPI 4: y) as Q8_K rows (q),
+// run `reps` times (its arrival counters must be back at 0 after each).
 struct SpanOut {
   std::vector<float> y, xg;
+  std::vector<uint32_t> q;
 };
 SpanOut run_span_int8(vk::VulkanBackend& be, const Matrix& m, const Matrix* m2, int n_tok, vk::SpanFusion fz,
                       const std::vector<float>& x, const std::vector<float>& x2, const std::vector<float>& s,
-                      const std::vector<float>& y0, const std::vector<float>& g) {
+                      const std::vector<float>& y0, const std::vector<float>& g, bool qout = false, int reps = 1) {
   const uint32_t n_in = uint32_t(m.n_in), n_out = uint32_t(m.n_out), nt = uint32_t(n_tok);
   const uint32_t bs = VkKernels::q8_block(*vk::matmul_type(uint32_t(m.type)));
-  const uint32_t words = VkKernels::q8_row_words(bs, n_in);
+  const uint32_t words = VkKernels::q8_row_words(bs, n_in), qwords = qout ? VkKernels::q8_row_words(256, n_out) : 0;
   const uint32_t xo = 64, x2o = xo + nt * n_in, so = x2o + nt * n_in, qo = so + (nt + 63) / 64 * 64, yo = qo + nt * words,
-                 xgo = yo + nt * n_out, sqo = xgo + nt * n_out, end = sqo + 4 * n_out + 64;
+                 xgo = yo + nt * n_out, sqo = xgo + nt * n_out, q8o = (sqo + 4 * n_out + 67) / 4 * 4,
+                 q8c = q8o + nt * qwords, end = q8c + n_out / 256 + 64;
   SpanRig rig(be, end, 4, n_out, 4);
   rig.put(rig.arena(), xo, x);
   rig.put(rig.arena(), x2o, x2);
@@ -318,12 +290,21 @@ SpanOut run_span_int8(vk::VulkanBackend& be, const Matrix& m, const Matrix* m2, 
   pc.m = {n_in, n_out, nt, words, qo, n_out, yo, 0};
   pc.inv_in = vk::kNone, pc.eps = 1e-5f, pc.norm_off = 0, pc.xg_off = xgo, pc.sq_off = sqo, pc.cnt = 8;
   pc.inv_out = 20;
+  if (qout) pc.q_out = q8o, pc.q_stride = qwords, pc.qcnt = q8c;
   fz.int8 = true;
   rig.run([&](VkCommandBuffer cmd) { be.kernels()->record_quantize(cmd, qset, qp, bs, fz.xprod); });
-  rig.run([&](VkCommandBuffer cmd) { be.kernels()->record_span(cmd, *w->type, set, pc, fz); });
+  for (int r = 0; r < reps; ++r) {
+    if (r > 0) rig.put(rig.arena(), yo, y0);  // EPI 1 / 3 add into y
+    rig.run([&](VkCommandBuffer cmd) { be.kernels()->record_span(cmd, *w->type, set, pc, fz); });
+  }
   SpanOut out;
   out.y = rig.get(rig.arena(), yo, size_t(nt) * n_out);
   out.xg = rig.get(rig.arena(), xgo, size_t(nt) * n_out);
+  if (qout) {
+    out.q = rig.get_words(rig.arena(), q8o, size_t(nt) * qwords);
+    const std::vector<uint32_t> cnt = rig.get_words(rig.arena(), q8c, n_out / 256);
+    for (uint32_t c : cnt) CHECK(c == 0u);
+  }
   pl.free_set(qset);
   REQUIRE(be.release(w));
   if (w2) REQUIRE(be.release(w2));
@@ -382,6 +363,60 @@ TEST_CASE("int8 span matvec = the CPU's int8 product, every epilogue, x·x2, pai
           CHECK(worst(out.xg, xg_ref, tg, 2e-5) <= 1.0);
         }
         if (!pair && epi == 0) check_vs_f32(m, xf, n_tok, out.y, ref);
+      }
+    }
+    be->kernels()->set_span_shape(vk::kRoleOther, {});
+    be->kernels()->set_span_shape(vk::kRoleGateUp, {});
+  }
+}
+
+// The decode producers' own quantisation (QOUT: Span::Mode::fold_quant): the
+// norm epilogue (EPI 3) writes x·g and the pair (EPI 4) silu·up also as Q8_K
+// rows, each block quantised by the last workgroup to finish its rows. Those
+// rows must be the CPU's quantisation of the values the kernel wrote, word for
+// word, for every rows-per-workgroup shape (1..16: a block spans 16..256
+// workgroups), 1..4 tokens, twice in a row (the counters reset themselves).
+TEST_CASE("int8 span matvec QOUT: the output's Q8_K rows = the CPU's quantisation of it", "[vulkan][int8][span]") {
+  auto be = open_int8("int8 span matvec QOUT");
+  if (!be) return;
+  const vk::SpanMvShape shapes[] = {{1, 32}, {16, 32}, {2, 256}, {4, 64}};
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+    const int64_t n_in = 512, n_out = 768;
+    const Matrix m = random_matrix(type, n_in, n_out, 31 + uint64_t(type));
+    const Matrix m2 = random_matrix(type, n_in, n_out, 32 + uint64_t(type));
+    for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); ++si) {
+      be->kernels()->set_span_shape(vk::kRoleOther, shapes[si]);
+      be->kernels()->set_span_shape(vk::kRoleGateUp, shapes[si]);
+      for (uint32_t epi : {3u, 4u}) {
+        const bool pair = epi == 4;
+        const int n_tok = 1 + int(si + epi) % 4;
+        CAPTURE(type_name(type), shapes[si].rows, shapes[si].wg, epi, n_tok);
+        const size_t nx = size_t(n_tok) * size_t(n_in), ny = size_t(n_tok) * size_t(n_out);
+        const std::vector<float> x = randn(nx, 41 + epi, 2.0f), x2 = randn(nx, 42, 1.0f);
+        const std::vector<float> s = {0.8f, 1.2f, 0.95f, 1.05f}, y0 = randn(ny, 43), g = randn(size_t(n_out), 44);
+        const vk::SpanFusion fz{epi, false, pair, pair ? vk::kRoleGateUp : vk::kRoleOther};
+        const SpanOut out = run_span_int8(*be, m, pair ? &m2 : nullptr, n_tok, fz, x, x2, s, y0, g, true, 2);
+        const std::vector<float>& v = epi == 3 ? out.xg : out.y;
+        const uint32_t qwords = VkKernels::q8_row_words(256, uint32_t(n_out));
+        int64_t bad = 0;
+        for (int t = 0; t < n_tok; ++t) {
+          const std::vector<uint32_t> want = cpu_q8_row(v.data() + size_t(t) * size_t(n_out), int(n_out), 256);
+          for (uint32_t w = 0; w < qwords; ++w) bad += out.q[size_t(t) * qwords + w] != want[w];
+        }
+        CHECK(bad == 0);
+        // The products themselves are the usual ones (the QOUT path only adds the rows).
+        std::vector<float> d, d2;
+        std::vector<double> mag, mag2;
+        const std::vector<float> xf = fold(x, nullptr, &s, int(n_in));
+        cpu_int8(m, xf, n_tok, &d, &mag);
+        if (pair) cpu_int8(m2, xf, n_tok, &d2, &mag2);
+        std::vector<float> ref(ny);
+        std::vector<double> tol(ny);
+        for (size_t i = 0; i < ny; ++i) {
+          ref[i] = pair ? silu(d[i]) * d2[i] : d[i] + y0[i];
+          tol[i] = pair ? mag[i] * std::fabs(d2[i]) + mag2[i] * std::fabs(d[i]) : mag[i] + 1e-2 * std::fabs(y0[i]);
+        }
+        CHECK(worst(out.y, ref, tol, 2e-5) <= 1.0);
       }
     }
     be->kernels()->set_span_shape(vk::kRoleOther, {});

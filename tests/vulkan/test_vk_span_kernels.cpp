@@ -155,10 +155,13 @@ namespace {
 struct AttnCase {
   int D, H, KVH, n_kv, n_tok, splits;
   bool fused;
+  bool qout = false;   // int8 decode: the output also as Q8_K rows (G·D a multiple or divisor of 256)
+  bool nasty = false;  // n_kv 1 (the output is v): v with magnitude ties of either sign first, zero heads
 };
 
 // Runs the attention kernel on random (f16) K/V and checks every output
-// against ref_attention. Returns the worst |out - ref|.
+// against ref_attention. Returns the worst |out - ref|. qout: the Q8_K rows
+// must be the CPU's quantisation of the output, word for word.
 double run_attention(vk::VulkanBackend& be, const AttnCase& c, uint64_t seed) {
   const int QD = c.H * c.D, KD = c.KVH * c.D, G = c.H / c.KVH, QKV = QD + 2 * KD;
   const int cap = c.n_kv + 4, pos0 = c.n_kv - c.n_tok;
@@ -167,7 +170,9 @@ double run_attention(vk::VulkanBackend& be, const AttnCase& c, uint64_t seed) {
   const uint32_t part_off = att_off + uint32_t(c.n_tok * QD);
   const uint32_t n_part = uint32_t(c.KVH) * 128 * uint32_t(G * (c.D + 2));
   const uint32_t cnt_off = part_off + n_part;
-  SpanRig rig(be, cnt_off + 128 * c.KVH + 64, uint64_t(cap) * KD, uint64_t(QD + 2 * KD + 2 * c.D),
+  const uint32_t q8_off = (cnt_off + 128 * c.KVH + 67) / 4 * 4, q8_words = c.qout ? vk::MatmulKernels::q8_row_words(256, QD) : 0;
+  const uint32_t q8_cnt = q8_off + c.n_tok * q8_words;
+  SpanRig rig(be, q8_cnt + c.n_tok * QD / 256 + 64, uint64_t(cap) * KD, uint64_t(QD + 2 * KD + 2 * c.D),
               uint64_t(cap) * c.D);
   // K/V: f16 random for positions < n_kv (fused: < n_kv - 1, the last comes from the raw rows).
   auto kf = randn(size_t(cap) * KD, seed, 1.0f), vf = randn(size_t(cap) * KD, seed + 1, 1.0f);
@@ -186,9 +191,21 @@ double run_attention(vk::VulkanBackend& be, const AttnCase& c, uint64_t seed) {
     kvw[size_t(cap) * KD / 2 + i] = 0x7E007E00u;
   }
   rig.put(rig.kv(), 0, kvw);
-  const auto qkv = randn(size_t(c.n_tok) * QKV, seed + 2, 1.0f);
+  auto qkv = randn(size_t(c.n_tok) * QKV, seed + 2, 1.0f);
+  auto bv = randn(KD, seed + 5, 0.2f);
+  if (c.nasty) {  // v in eighths below 1.5 (exact in f16), per KV head: ±2 ties (- first, + first) or all 0
+    std::fill(bv.begin(), bv.end(), 0.0f);
+    for (int t = 0; t < c.n_tok; ++t)
+      for (int g = 0; g < c.KVH; ++g) {
+        float* v = &qkv[size_t(t) * QKV + QD + KD + size_t(g) * c.D];
+        for (int i = 0; i < c.D; ++i) v[i] = std::round(std::fmod(v[i], 1.5f) * 8.0f) / 8.0f;
+        if (g % 3 == 0) v[1] = -2.0f, v[3] = 2.0f;
+        if (g % 3 == 1) v[2] = 2.0f, v[c.D - 1] = -2.0f;
+        if (g % 3 == 2) std::fill(v, v + c.D, 0.0f);
+      }
+  }
   rig.put(rig.arena(), q_off, qkv);
-  const auto bq = randn(QD, seed + 3, 0.2f), bk = randn(KD, seed + 4, 0.2f), bv = randn(KD, seed + 5, 0.2f);
+  const auto bq = randn(QD, seed + 3, 0.2f), bk = randn(KD, seed + 4, 0.2f);
   std::vector<float> params(bq);
   params.insert(params.end(), bk.begin(), bk.end());
   params.insert(params.end(), bv.begin(), bv.end());
@@ -204,12 +221,23 @@ double run_attention(vk::VulkanBackend& be, const AttnCase& c, uint64_t seed) {
   p.kv_cap = cap, p.att_off = att_off, p.part_off = part_off, p.cnt_off = cnt_off, p.scale = scale;
   p.n_rot = c.D, p.n_head = c.H, p.eps = 1e-6f;
   if (c.fused) p.bq_off = 0, p.bk_off = QD, p.bv_off = QD + KD;
+  if (c.qout) p.q8_out = q8_off, p.q8_stride = q8_words, p.q8_cnt = q8_cnt;
   const vk::SpanKernelShape ks{uint32_t(c.D), uint32_t(G), uint32_t(c.KVH)};
   for (int rep = 0; rep < 2; ++rep) {  // twice: the arrival counters must have been reset
     rig.put(rig.kv(), 0, kvw);        // (and fused, the new position is NaN again)
     rig.run([&](VkCommandBuffer cmd) { be.span_kernels()->attention(cmd, rig.aux_set(), p, ks, c.fused, rig.arena().buffer); });
   }
   const auto out = rig.get(rig.arena(), att_off, size_t(c.n_tok) * QD);
+  if (c.qout) {
+    const auto q8 = rig.get_words(rig.arena(), q8_off, size_t(c.n_tok) * q8_words);
+    int64_t bad = 0;
+    for (int t = 0; t < c.n_tok; ++t) {
+      const auto want = cpu_q8_row(&out[size_t(t) * QD], QD, 256);
+      for (uint32_t w = 0; w < q8_words; ++w) bad += q8[size_t(t) * q8_words + w] != want[w];
+    }
+    CHECK(bad == 0);
+    for (uint32_t v : rig.get_words(rig.arena(), q8_cnt, size_t(c.n_tok) * QD / 256)) CHECK(v == 0u);
+  }
   // The cache as the kernel left it (fused: it wrote the new position).
   const auto kv_after = rig.get_words(rig.kv(), 0, uint64_t(cap) * KD);
   auto half_at = [&](size_t idx) { return fp16_to_fp32(uint16_t(kv_after[idx / 2] >> (16 * (idx & 1)))); };
@@ -253,6 +281,12 @@ TEST_CASE("span attention kernel vs CPU: splits, tokens, head dims, groups, fuse
       {16, 4, 2, 130, 1, 4, false},  {32, 7, 1, 300, 1, 8, true},   {64, 4, 1, 257, 2, 5, false},
       {128, 8, 2, 700, 1, 16, true}, {128, 8, 2, 700, 1, 1, false}, {64, 8, 8, 90, 37, 1, false},
       {16, 6, 2, 75, 3, 2, false},
+      // int8 output rows: G·D = 256 (one split, and splits: the combiner quantises),
+      // 512, and 64 / 128 (KV groups meet at a block's counter), 1..3 tokens.
+      {64, 8, 2, 257, 2, 5, false, true},  {128, 8, 2, 700, 1, 16, true, true}, {128, 8, 2, 90, 1, 1, true, true},
+      {32, 8, 4, 130, 1, 4, true, true},   {32, 16, 4, 75, 3, 2, false, true},  {32, 8, 4, 40, 2, 1, false, true},
+      // one position: the output is v itself, with magnitude ties and zero blocks
+      {64, 8, 2, 1, 1, 1, true, true, true}, {32, 8, 4, 1, 1, 1, true, true, true}, {32, 24, 6, 1, 1, 1, true, true, true},
   };
   uint64_t seed = 100;
   for (const AttnCase& c : cases) {

@@ -4,9 +4,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 
 #include "cpu/matmul.h"
+#include "common/fp16.h"
+#include "kernels.h"
+#include "quant/blocks.h"
 #include "quant/quant.h"
 
 namespace fish::vktest {
@@ -107,6 +111,36 @@ double bound_ratio(const Matrix& w, const float* x, int n_tok, const float* y, i
   }
   *n_bad = bad;
   return worst;
+}
+
+std::vector<uint32_t> cpu_q8_row(const float* x, int n, uint32_t bs) {
+  const uint32_t words = vk::MatmulKernels::q8_row_words(bs, uint32_t(n));
+  std::vector<uint32_t> out(words, 0);
+  auto* qs = reinterpret_cast<int8_t*>(out.data());
+  float* d = reinterpret_cast<float*>(out.data() + n / 4);
+  auto* sums = reinterpret_cast<int32_t*>(out.data() + n / 4 + n / int(bs));
+  const uint32_t sg = bs == 256 ? 16 : 32;
+  if (bs == 256) {
+    std::vector<BlockQ8_K> q(size_t(n) / QK_K);
+    quantize_row(GgmlType::Q8_K, x, q.data(), n);
+    for (size_t b = 0; b < q.size(); ++b) {
+      std::memcpy(qs + 256 * b, q[b].qs, 256);
+      d[b] = q[b].d;
+    }
+  } else {
+    std::vector<BlockQ8_0> q(size_t(n) / QK8_0);
+    quantize_row(GgmlType::Q8_0, x, q.data(), n);
+    for (size_t b = 0; b < q.size(); ++b) {
+      std::memcpy(qs + 32 * b, q[b].qs, 32);
+      d[b] = fp16_to_fp32(q[b].d);
+    }
+  }
+  for (int g = 0; g < n / int(sg); ++g) {
+    int s = 0;
+    for (uint32_t i = 0; i < sg; ++i) s += qs[g * int(sg) + int(i)];
+    sums[g] = s;
+  }
+  return out;
 }
 
 }  // namespace fish::vktest

@@ -43,4 +43,9 @@ double bound_ratio(const Matrix& w, const float* x, int n_tok, const float* y, i
 
 std::string type_name(GgmlType t);
 
+// One token's activations quantised as the CPU does (quantize_row: Q8_K for
+// bs 256, Q8_0 for 32), in the layout of the GPU's int8 rows
+// (quantize_x.comp: qs words | d f32 | int32 sums), for word-by-word comparison.
+std::vector<uint32_t> cpu_q8_row(const float* x, int n, uint32_t bs);
+
 }  // namespace fish::vktest
