@@ -22,6 +22,9 @@
 //   wo matvec + residual add → barrier →
 //   gate (silu) | up matvecs with the FFN rmsnorm folded in → barrier →
 //   down matvec on silu(gate)·up + residual add → barrier
+// With int8 activations each matvec step is preceded by a quantize_x step
+// (+ barrier), unless FISH_VK_SPAN_QFOLD lets its producer write the int8
+// rows itself (Mode::fold, span_record.cpp; off by default: measured no faster).
 // Prefill (n_tok > 4) uses separate rmsnorm and RoPE/KV-store kernels and the
 // tiled matmuls; every token of the submission is one chunk (the work regions
 // hold `tokens` tokens; larger n_tok is split into several submissions).
