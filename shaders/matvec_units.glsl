@@ -188,9 +188,8 @@ void mv_unit(uint u, uint row0) {
                        dot(nib_hi_f(q.z), xb[x0 + 2u]) + dot(nib_hi_f(q.w), xb[x0 + 3u]);
       acc[r * NT + t] += dA * (256.0 * fa - 128.0 * sa[t]) - mA * sa[t] + dB * (32.0 * fb - 16.0 * sb[t]) - mB * sb[t];
 #else
-      const uint sl = 2u * j, sh = 2u * j + 1u;
-      const uvec4 lo = (q & 0x0F0F0F0Fu) | (((qh >> sl) & 0x01010101u) << 4);
-      const uvec4 hi = ((q >> 4) & 0x0F0F0F0Fu) | (((qh >> sh) & 0x01010101u) << 4);
+      uvec4 lo, hi;
+      q5k_quants(q, qh, j, lo, hi);
       const float fa = dot(bytes_f(lo.x), xa[x0]) + dot(bytes_f(lo.y), xa[x0 + 1u]) +
                        dot(bytes_f(lo.z), xa[x0 + 2u]) + dot(bytes_f(lo.w), xa[x0 + 3u]);
       const float fb = dot(bytes_f(hi.x), xb[x0]) + dot(bytes_f(hi.y), xb[x0 + 1u]) +
@@ -212,7 +211,7 @@ void mv_unit(uint u, uint row0) {
 uint mv_units() { return (pc.n_in >> 8) * 4u; }
 void mv_unit(uint u, uint row0) {
   const uint nb = pc.n_in >> 8;
-  const uint b = u >> 2, t4 = u & 3u, n = t4 >> 1, l0 = (t4 & 1u) * 16u, c = t4 & 1u;
+  const uint b = u >> 2, t4 = u & 3u, n = t4 >> 1, l0 = (t4 & 1u) * 16u;
   const uint e0 = b * 256u + 128u * n + l0;
   vec4 xv[NT * 16];  // [t][k][4]: run k = elements e0 + 32k .. +15
   float sx[NT * 4];
@@ -228,20 +227,11 @@ void mv_unit(uint u, uint row0) {
   }
   for (uint r = 0u; r < RT; ++r) {
     const uint o = (mv_row(row0, r) * nb + b) * 210u;
-    const uvec4 qa = mv_bytes16(r, o + 64u * n + l0);
-    const uvec4 qb = mv_bytes16(r, o + 64u * n + 32u + l0);
-    const uvec4 qh = mv_bytes16(r, o + 128u + 32u * n + l0);
-    const uvec2 sw = mv_bytes8(r, o + 192u + 8u * n);
+    uvec4 v0, v1, v2, v3;
+    q6k_quants(r, o, n, l0, v0, v1, v2, v3);
+    const ivec4 sc = q6k_scales(r, o, n, l0);
     const float d = half_to_float(mv_half(r, o + 208u));
-    const int sh = int(8u * c);
-    const float s0 = d * float(bitfieldExtract(int(sw.x), sh, 8));
-    const float s1 = d * float(bitfieldExtract(int(sw.x), sh + 16, 8));
-    const float s2 = d * float(bitfieldExtract(int(sw.y), sh, 8));
-    const float s3 = d * float(bitfieldExtract(int(sw.y), sh + 16, 8));
-    const uvec4 v0 = (qa & 0x0F0F0F0Fu) | ((qh << 4) & 0x30303030u);
-    const uvec4 v1 = (qb & 0x0F0F0F0Fu) | ((qh << 2) & 0x30303030u);
-    const uvec4 v2 = ((qa >> 4) & 0x0F0F0F0Fu) | (qh & 0x30303030u);
-    const uvec4 v3 = ((qb >> 4) & 0x0F0F0F0Fu) | ((qh >> 2) & 0x30303030u);
+    const float s0 = d * float(sc.x), s1 = d * float(sc.y), s2 = d * float(sc.z), s3 = d * float(sc.w);
     for (uint t = 0u; t < NT; ++t) {
       const uint x0 = t * 16u, s = t * 4u;
       const float f0 = dot(bytes_f(v0.x), xv[x0]) + dot(bytes_f(v0.y), xv[x0 + 1u]) +

@@ -95,8 +95,8 @@ void mv_unit(uint u, uint row0) {
 #else
     const uvec4 q = wv4(r, base + 3u + t8);
     const uvec4 qh = wv4(r, base + 1u + h);
-    const uvec4 lo = (q & 0x0F0F0F0Fu) | (((qh >> (2u * j)) & 0x01010101u) << 4);
-    const uvec4 hi = ((q >> 4) & 0x0F0F0F0Fu) | (((qh >> (2u * j + 1u)) & 0x01010101u) << 4);
+    uvec4 lo, hi;
+    q5k_quants(q, qh, j, lo, hi);
 #endif
     const vec2 dm = unpackHalf2x16(hd.x);
     const ivec2 smA = ivec2(k4_scale_min(2u * j, hd)), smB = ivec2(k4_scale_min(2u * j + 1u, hd));
@@ -115,7 +115,7 @@ void mv_unit(uint u, uint row0) {
 uint mv_units() { return (pc.n_in >> 8) * 4u; }
 void mv_unit(uint u, uint row0) {
   const uint nb = pc.n_in >> 8;
-  const uint b = u >> 2, t4 = u & 3u, n = t4 >> 1, l0 = (t4 & 1u) * 16u, c = t4 & 1u;
+  const uint b = u >> 2, t4 = u & 3u, n = t4 >> 1, l0 = (t4 & 1u) * 16u;
   const uint e0 = b * 256u + 128u * n + l0;
   uvec4 xv[NT * 4];
   float dx[NT];
@@ -127,18 +127,10 @@ void mv_unit(uint u, uint row0) {
   }
   for (uint r = 0u; r < RT; ++r) {
     const uint o = (mv_row(row0, r) * nb + b) * 210u;
-    const uvec4 qa = mv_bytes16(r, o + 64u * n + l0);
-    const uvec4 qb = mv_bytes16(r, o + 64u * n + 32u + l0);
-    const uvec4 qh = mv_bytes16(r, o + 128u + 32u * n + l0);
-    const uvec2 sw = mv_bytes8(r, o + 192u + 8u * n);
+    uvec4 v0, v1, v2, v3;
+    q6k_quants(r, o, n, l0, v0, v1, v2, v3);
+    const ivec4 sc = q6k_scales(r, o, n, l0);
     const float d = half_to_float(mv_half(r, o + 208u));
-    const int sh = int(8u * c);
-    const ivec4 sc = ivec4(bitfieldExtract(int(sw.x), sh, 8), bitfieldExtract(int(sw.x), sh + 16, 8),
-                           bitfieldExtract(int(sw.y), sh, 8), bitfieldExtract(int(sw.y), sh + 16, 8));
-    const uvec4 v0 = (qa & 0x0F0F0F0Fu) | ((qh << 4) & 0x30303030u);
-    const uvec4 v1 = (qb & 0x0F0F0F0Fu) | ((qh << 2) & 0x30303030u);
-    const uvec4 v2 = ((qa >> 4) & 0x0F0F0F0Fu) | (qh & 0x30303030u);
-    const uvec4 v3 = ((qb >> 4) & 0x0F0F0F0Fu) | ((qh >> 2) & 0x30303030u);
     for (uint t = 0u; t < NT; ++t) {
       const uint x0 = t * 4u;
       const ivec4 g = ivec4(sdot16(v0, xv[x0]), sdot16(v1, xv[x0 + 1u]), sdot16(v2, xv[x0 + 2u]),

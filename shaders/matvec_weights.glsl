@@ -39,3 +39,36 @@ void mv_bytes32(uint r, uint o, out uvec4 lo, out uvec4 hi) {
   hi = uvec4(funnel16(a4, a5, odd), funnel16(a5, a6, odd), funnel16(a6, a7, odd), funnel16(a7, a8, odd));
 }
 uint mv_half(uint r, uint o) { return (wv(r, o >> 2) >> ((o & 2u) * 8u)) & 0xFFFFu; }
+
+#if defined(TYPE_Q5_K)
+// A Q5_K unit's 5-bit quants, one per byte: the 16 qs bytes q hold group 2j
+// (low nibbles) and 2j + 1 (high nibbles); bit 2j / 2j + 1 of the unit's qh
+// bytes is bit 4.
+void q5k_quants(uvec4 q, uvec4 qh, uint j, out uvec4 lo, out uvec4 hi) {
+  lo = (q & 0x0F0F0F0Fu) | (((qh >> (2u * j)) & 0x01010101u) << 4);
+  hi = ((q >> 4) & 0x0F0F0F0Fu) | (((qh >> (2u * j + 1u)) & 0x01010101u) << 4);
+}
+#endif
+
+#if defined(TYPE_Q6_K)
+// A Q6_K unit of row r (block at byte o, half n, l0 = 0 or 16): the 6-bit
+// quants of its runs k = 0..3 (elements 128n + l0 + 32k + i), one per byte:
+// low / high nibbles of ql[64n + l0 ..] (k = 0 / 2) and ql[64n + 32 + l0 ..]
+// (k = 1 / 3), bits 2k..2k+1 of qh[32n + l0 ..] on top.
+void q6k_quants(uint r, uint o, uint n, uint l0, out uvec4 v0, out uvec4 v1, out uvec4 v2, out uvec4 v3) {
+  const uvec4 qa = mv_bytes16(r, o + 64u * n + l0);
+  const uvec4 qb = mv_bytes16(r, o + 64u * n + 32u + l0);
+  const uvec4 qh = mv_bytes16(r, o + 128u + 32u * n + l0);
+  v0 = (qa & 0x0F0F0F0Fu) | ((qh << 4) & 0x30303030u);
+  v1 = (qb & 0x0F0F0F0Fu) | ((qh << 2) & 0x30303030u);
+  v2 = ((qa >> 4) & 0x0F0F0F0Fu) | (qh & 0x30303030u);
+  v3 = ((qb >> 4) & 0x0F0F0F0Fu) | ((qh >> 2) & 0x30303030u);
+}
+// The same unit's four int8 run scales sc[8n + l0/16 + 2k].
+ivec4 q6k_scales(uint r, uint o, uint n, uint l0) {
+  const uvec2 sw = mv_bytes8(r, o + 192u + 8u * n);
+  const int sh = int(l0 / 2u);  // byte l0/16 of each scale pair
+  return ivec4(bitfieldExtract(int(sw.x), sh, 8), bitfieldExtract(int(sw.x), sh + 16, 8),
+               bitfieldExtract(int(sw.y), sh, 8), bitfieldExtract(int(sw.y), sh + 16, 8));
+}
+#endif
