@@ -44,11 +44,10 @@ void LlamaModel::prepare_cpu_weights() {
   }
   for (size_t i = 0; i < cpu.size(); ++i) {
     if (!prepared[i].repacked()) continue;
-    if (const char* only = std::getenv("DBG_ONLY"); only && cpu[i]->tensor->name.find(only) == std::string::npos) continue;
     Linear& lin = *cpu[i];
     lin.cpu = prepared[i].view();
     repacked_bytes_ += prepared[i].owned_bytes();
-    if (lin.tensor != tok_embd_ && !std::getenv("DBG_NOREL")) file_->release_pages(lin.tensor->data, lin.tensor->nbytes);
+    if (lin.tensor != tok_embd_) file_->release_pages(lin.tensor->data, lin.tensor->nbytes);
     prepared_.push_back(std::move(prepared[i]));
   }
   if (std::getenv("FISH_GPU_VERBOSE") && repacked_bytes_)
