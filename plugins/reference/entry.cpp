@@ -218,6 +218,18 @@ fish_status span_forward(fish_backend* b, fish_span* s, float* x, int32_t n_tok,
   return guarded(b, "span_forward", [&](Backend& be) { be.span(s)->forward(x, n_tok, pos0); });
 }
 
+fish_status span_set_head(fish_backend* b, fish_span* s, fish_weight* head, const float* norm) {
+  return guarded(b, "span_set_head",
+                 [&](Backend& be) { be.span(s)->set_head(head ? be.weight(head) : nullptr, norm); });
+}
+
+fish_status span_forward_logits(fish_backend* b, fish_span* s, float* x, int32_t n_tok, int32_t pos0, float* logits) {
+  return guarded(b, "span_forward_logits", [&](Backend& be) {
+    if (!logits) fail(FISH_E_INVALID_ARGUMENT, "span_forward_logits: no logits buffer");
+    be.span(s)->forward(x, n_tok, pos0, logits);
+  });
+}
+
 fish_status span_kv_truncate(fish_backend* b, fish_span* s, int32_t n) {
   return guarded(b, "span_kv_truncate", [&](Backend& be) { be.span(s)->truncate(n); });
 }
@@ -269,6 +281,10 @@ fish_plugin_api full_table(uint32_t version) {
   t.span_kv_reserve = span_kv_reserve;
   t.span_kv_len = span_kv_len;
   t.span_destroy = span_destroy;
+  if (FISH_ABI_VERSION_MINOR(version) >= 1) {  // appended in 1.1
+    t.span_set_head = span_set_head;
+    t.span_forward_logits = span_forward_logits;
+  }
   return t;
 }
 

@@ -122,7 +122,21 @@ Span::~Span() { be_.uncharge(charged_); }
 bool Span::uses(const Weight* w) const {
   for (const auto& L : layers_)
     if (L.wq == w || L.wk == w || L.wv == w || L.wo == w || L.w_gate == w || L.w_up == w || L.w_down == w) return true;
-  return false;
+  return w != nullptr && w == head_;
+}
+
+void Span::set_head(Weight* head, const float* norm) {
+  if (!head) {
+    head_ = nullptr;
+    head_norm_.clear();
+    return;
+  }
+  if (!norm) fail(FISH_E_INVALID_ARGUMENT, "span_set_head: no norm weights");
+  if (head->n_in != n_embd_)
+    fail(FISH_E_INVALID_ARGUMENT, "span_set_head: " + head->name + " takes " + std::to_string(head->n_in) +
+                                      " inputs, the span's n_embd is " + std::to_string(n_embd_));
+  head_ = head;
+  head_norm_.assign(norm, norm + n_embd_);
 }
 
 // RoPE on the first n_rot dims of each of n_heads vectors of head_dim at position pos.
@@ -144,8 +158,9 @@ void Span::rope(float* v, int n_heads, int pos) const {
   }
 }
 
-void Span::forward(float* x_io, int n_tok, int pos0) {
+void Span::forward(float* x_io, int n_tok, int pos0, float* logits) {
   if (!x_io || n_tok < 1 || pos0 < 0) fail(FISH_E_INVALID_ARGUMENT, "span_forward: needs x, n_tok >= 1 and pos0 >= 0");
+  if (logits && !head_) fail(FISH_E_INVALID_ARGUMENT, "span_forward_logits: no head attached (span_set_head)");
   if (pos0 > kv_len_)
     fail(FISH_E_RANGE, "span_forward: pos0 " + std::to_string(pos0) + " would leave a gap after the " +
                            std::to_string(kv_len_) + " cached positions");
@@ -225,7 +240,15 @@ void Span::forward(float* x_io, int n_tok, int pos0) {
     be_.matmul(*L.w_down, g.data(), n_tok, o.data());
     for (size_t i = 0; i < n * size_t(E); ++i) x[i] += o[i];
   }
+  // The head (span_forward_logits): logits = (rmsnorm(x_last) * norm) · headᵀ.
+  std::vector<float> out;
+  if (logits) {
+    out.resize(size_t(head_->n_out));
+    rmsnorm(&x[(n - 1) * size_t(E)], head_norm_.data(), a.data(), E, rms_eps_);
+    be_.matmul(*head_, a.data(), 1, out.data());
+  }
   std::copy(x.begin(), x.end(), x_io);
+  if (logits) std::copy(out.begin(), out.end(), logits);
   kv_len_ = pos0 + n_tok;
 }
 

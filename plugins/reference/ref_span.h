@@ -26,8 +26,11 @@ class Span {
   // What a span of this shape holds beyond its weights, in bytes.
   static uint64_t bytes_for(const fish_span_desc* d, int64_t capacity);
 
-  // x: [n_tok, n_embd] in/out; see fish_plugin_api::span_forward.
-  void forward(float* x, int n_tok, int pos0);
+  // x: [n_tok, n_embd] in/out; see fish_plugin_api::span_forward. logits
+  // (span_forward_logits, ABI 1.1): also the head's output for the last token.
+  void forward(float* x, int n_tok, int pos0, float* logits = nullptr);
+  // The output head (ABI 1.1 span_set_head): head = nullptr detaches.
+  void set_head(Weight* head, const float* norm);
   void truncate(int n);
   void reserve(int n);
   int kv_len() const { return kv_len_; }
@@ -51,6 +54,8 @@ class Span {
   float rope_base_ = 10000.0f, rope_scale_ = 1.0f, attn_scale_ = 0.0f;
   std::vector<float> rope_freqs_;  // [n_rot/2] or empty
   std::vector<Layer> layers_;
+  Weight* head_ = nullptr;       // [n_vocab][n_embd] (set_head)
+  std::vector<float> head_norm_;  // [n_embd]
   int capacity_ = 0;  // positions the KV can hold
   int kv_len_ = 0;    // positions it holds
   uint64_t charged_ = 0;

@@ -594,6 +594,34 @@ bool VulkanBackend::span_forward(Span* s, float* x, int n_tok, int pos0) {
   }
 }
 
+bool VulkanBackend::span_set_head(Span* s, Weight* head, const float* norm) {
+  if (!ensure_open()) return false;
+  if (!s || !live(s)) return fail(FailKind::InvalidArgument, "span_set_head: not a span of this backend");
+  if (head && !live(head)) return fail(FailKind::InvalidArgument, "span_set_head: the head is not a weight of this backend");
+  try {
+    s->set_head(head, norm);
+    return true;
+  } catch (const Failure& f) {
+    return fail(f);
+  } catch (const std::exception& e) {
+    return fail(FailKind::Internal, std::string("span_set_head: ") + e.what());
+  }
+}
+
+bool VulkanBackend::span_forward_logits(Span* s, float* x, int n_tok, int pos0, float* logits) {
+  if (!ensure_open()) return false;
+  if (!s || !live(s)) return fail(FailKind::InvalidArgument, "span_forward_logits: not a span of this backend");
+  if (!logits) return fail(FailKind::InvalidArgument, "span_forward_logits: no logits buffer");
+  try {
+    s->forward(x, n_tok, pos0, logits);
+    return true;
+  } catch (const Failure& f) {
+    return fail(f);
+  } catch (const std::exception& e) {
+    return fail(FailKind::Internal, std::string("span_forward_logits: ") + e.what());
+  }
+}
+
 bool VulkanBackend::span_kv_truncate(Span* s, int n) {
   if (!ensure_open()) return false;
   if (!s || !live(s)) return fail(FailKind::InvalidArgument, "span_kv_truncate: not a span of this backend");

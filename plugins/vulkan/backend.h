@@ -97,6 +97,9 @@ class VulkanBackend {
   bool span_bytes(const SpanIn& in, uint64_t* out);
   Span* span_create(const SpanIn& in);  // nullptr on failure
   bool span_forward(Span* s, float* x, int n_tok, int pos0);
+  // ABI 1.1: the output head in the span's submission (Span::set_head / forward's logits).
+  bool span_set_head(Span* s, Weight* head, const float* norm);
+  bool span_forward_logits(Span* s, float* x, int n_tok, int pos0, float* logits);
   bool span_kv_truncate(Span* s, int n);
   bool span_kv_reserve(Span* s, int n);
   bool span_kv_len(Span* s, int* out);

@@ -394,6 +394,15 @@ fish_status span_forward(fish_backend* b, fish_span* s, float* x, int32_t n_tok,
   return call(b, "span_forward", [&](VulkanBackend& be) { return be.span_forward(SP(s), x, n_tok, pos0); });
 }
 
+fish_status span_set_head(fish_backend* b, fish_span* s, fish_weight* head, const float* norm) {
+  return call(b, "span_set_head", [&](VulkanBackend& be) { return be.span_set_head(SP(s), W(head), norm); });
+}
+
+fish_status span_forward_logits(fish_backend* b, fish_span* s, float* x, int32_t n_tok, int32_t pos0, float* logits) {
+  return call(b, "span_forward_logits",
+              [&](VulkanBackend& be) { return be.span_forward_logits(SP(s), x, n_tok, pos0, logits); });
+}
+
 fish_status span_kv_truncate(fish_backend* b, fish_span* s, int32_t n) {
   return call(b, "span_kv_truncate", [&](VulkanBackend& be) { return be.span_kv_truncate(SP(s), n); });
 }
@@ -445,6 +454,10 @@ fish_plugin_api full_table(uint32_t version) {
   t.span_kv_reserve = span_kv_reserve;
   t.span_kv_len = span_kv_len;
   t.span_destroy = span_destroy;
+  if (FISH_ABI_VERSION_MINOR(version) >= 1) {  // appended in 1.1
+    t.span_set_head = span_set_head;
+    t.span_forward_logits = span_forward_logits;
+  }
   return t;
 }
 

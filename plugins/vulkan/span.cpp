@@ -50,7 +50,8 @@ uint64_t params_floats(const SpanIn& in) {
   if (l0 && l0->bv) add(KD);
   if (l0 && l0->q_norm) add(uint64_t(in.head_dim));
   if (l0 && l0->k_norm) add(uint64_t(in.head_dim));
-  return std::max<uint64_t>(4, per * uint64_t(in.n_layers));
+  // + the head's norm weights (set_head), after the layers'.
+  return per * uint64_t(in.n_layers) + align_up(E, 4);
 }
 
 uint64_t kv_bytes(const SpanIn& in, int capacity) {
@@ -232,6 +233,7 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
       L.kn = put(li.k_norm, size_t(in.head_dim));
       layers_.push_back(std::move(L));
     }
+    head_norm_ = uint32_t(at);  // set_head writes the head's norm here
     // Rope table for the initial capacity (before the copy above is forgotten).
     const std::vector<float> rope = rope_table(in, in.n_ctx);
 
@@ -256,7 +258,7 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     auto fci = vk_init<VkFenceCreateInfo>(VK_STRUCTURE_TYPE_FENCE_CREATE_INFO);
     check(f.vkCreateFence(d, &fci, nullptr, &fence_), "vkCreateFence");
     if (ctx_.dev->caps().timestamp_period_ns > 0) {
-      max_stamps_ = uint32_t(in.n_layers) * 16 + 8;
+      max_stamps_ = uint32_t(in.n_layers) * 16 + 16;
       auto qci = vk_init<VkQueryPoolCreateInfo>(VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO);
       qci.queryType = VK_QUERY_TYPE_TIMESTAMP;
       qci.queryCount = max_stamps_;
@@ -352,7 +354,10 @@ void Span::release_all() {
   if (copy_out_set_) pl.free_set(copy_out_set_);
   if (quant_set_) pl.free_set(quant_set_);
   copy_in_set_ = copy_out_set_ = quant_set_ = VK_NULL_HANDLE;
-  for (Buffer* b : {&params_, &rope_, &arena_buf_, &staging_, &readback_}) ctx_.mem->destroy(*b);
+  for (VkDescriptorSet st : head_sets_) pl.free_set(st);
+  head_sets_.clear();
+  head_ = nullptr;
+  for (Buffer* b : {&params_, &rope_, &arena_buf_, &staging_, &readback_, &head_y_, &head_rb_}) ctx_.mem->destroy(*b);
   cached_.clear();
   free_cmds_.clear();
   scratch_cmd_ = VK_NULL_HANDLE;
@@ -429,9 +434,10 @@ Span::Mode Span::mode_for(int n_tok) const {
   return m;
 }
 
-void Span::forward(float* x, int n_tok, int pos0) {
+void Span::forward(float* x, int n_tok, int pos0, float* logits) {
   if (!x || n_tok < 1 || pos0 < 0)
     throw Failure(FailKind::InvalidArgument, "span_forward: needs x, n_tok >= 1 and pos0 >= 0");
+  if (logits && !head_) throw Failure(FailKind::InvalidArgument, "span_forward_logits: no head attached (span_set_head)");
   if (pos0 > kv_len_)
     throw Failure(FailKind::Range, "span_forward: pos0 " + std::to_string(pos0) + " would leave a gap after the " +
                                        std::to_string(kv_len_) + " cached positions");
@@ -450,18 +456,20 @@ void Span::forward(float* x, int n_tok, int pos0) {
   const int batch = int(arena_.tokens);
   try {
     if (n_tok <= batch) {
-      run_batch(x, n_tok, pos0, nullptr);
+      run_batch(x, n_tok, pos0, nullptr, logits != nullptr);
       std::memcpy(x, readback_.mapped, size_t(n_tok) * E * 4);
     } else {
       // Several submissions; x is written only once all of them succeeded.
       std::vector<float> out(size_t(n_tok) * E);
       for (int done = 0; done < n_tok; done += batch) {
         const int n = std::min(batch, n_tok - done);
-        run_batch(x + size_t(done) * E, n, pos0 + done, out.data() + size_t(done) * E);
+        run_batch(x + size_t(done) * E, n, pos0 + done, out.data() + size_t(done) * E,
+                  logits != nullptr && done + n == n_tok);
         kv_len_ = pos0 + done + n;
       }
       std::memcpy(x, out.data(), out.size() * 4);
     }
+    if (logits) std::memcpy(logits, head_rb_.mapped, size_t(head_->n_out) * 4);
   } catch (...) {
     kv_len_ = std::min(kv_len_, pos0);
     throw;
@@ -479,7 +487,7 @@ void Span::forward(float* x, int n_tok, int pos0) {
 
 // One submission: tokens [pos0, pos0 + n) with x rows `x`; the result is left
 // in the readback buffer (and copied to `out` when given).
-void Span::run_batch(const float* x, int n, int pos0, float* out) {
+void Span::run_batch(const float* x, int n, int pos0, float* out, bool head) {
   const uint32_t n_kv = uint32_t(pos0 + n);
   // Attention splits along the context: decode and small batches split so
   // that ~attn_split positions go to each workgroup; prefill has a workgroup
@@ -516,7 +524,7 @@ void Span::run_batch(const float* x, int n, int pos0, float* out) {
 
   const int level = ctx_.cfg->profile_level;
   const bool stamps = level >= 1 && queries_ != VK_NULL_HANDLE;
-  VkCommandBuffer cmd = recording_for(n, stamps);
+  VkCommandBuffer cmd = recording_for(n, stamps, head);
   submit_wait(*ctx_.dev, cmd, fence_, ctx_.cfg->spin && !ctx_.dev->caps().cpu_device);
   ++prof_submits_;
   if (stamps) {
@@ -545,7 +553,7 @@ void Span::run_batch(const float* x, int n, int pos0, float* out) {
 // A command buffer holding the forward of n tokens (n = 0: an empty one-time
 // buffer for uploads). Recorded once per n and reused; with timestamps the
 // recording is made afresh each time (stage names are collected while recording).
-VkCommandBuffer Span::recording_for(int n, bool profiled) {
+VkCommandBuffer Span::recording_for(int n, bool profiled, bool head) {
   const DeviceFns& f = ctx_.dev->fns();
   auto fresh = [&]() {
     VkCommandBuffer cmd = VK_NULL_HANDLE;
@@ -572,23 +580,24 @@ VkCommandBuffer Span::recording_for(int n, bool profiled) {
     check(f.vkResetCommandBuffer(scratch_cmd_, 0), "vkResetCommandBuffer");
     begin(scratch_cmd_, true);
     if (n > 0) {
-      record(scratch_cmd_, n, mode_for(n), true);
+      record(scratch_cmd_, n, mode_for(n), true, head);
       check(f.vkEndCommandBuffer(scratch_cmd_), "vkEndCommandBuffer");
     }
     return scratch_cmd_;
   }
-  if (auto it = cached_.find(n); it != cached_.end()) return it->second;
+  const int key = n | (head ? kHeadKey : 0);
+  if (auto it = cached_.find(key); it != cached_.end()) return it->second;
   if (cached_.size() >= 16) invalidate_recordings();  // many batch sizes: keep the cache small
   VkCommandBuffer cmd = fresh();
   try {
     begin(cmd, false);
-    record(cmd, n, mode_for(n), false);
+    record(cmd, n, mode_for(n), false, head);
     check(f.vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
   } catch (...) {
     free_cmds_.push_back(cmd);
     throw;
   }
-  cached_[n] = cmd;
+  cached_[key] = cmd;
   return cmd;
 }
 
@@ -666,7 +675,7 @@ bool Span::uses(const Weight* w) const {
   for (const Layer& L : layers_)
     for (const Weight* lw : L.w)
       if (lw == w) return true;
-  return false;
+  return w != nullptr && w == head_;
 }
 
 uint64_t Span::bytes() const {
@@ -675,7 +684,7 @@ uint64_t Span::bytes() const {
     if (x.counted) b += x.alloc_size;
   };
   for (const Layer& L : layers_) add(L.kv);
-  for (const Buffer* x : {&params_, &rope_, &arena_buf_, &staging_, &readback_}) add(*x);
+  for (const Buffer* x : {&params_, &rope_, &arena_buf_, &staging_, &readback_, &head_y_, &head_rb_}) add(*x);
   return b;
 }
 
@@ -684,7 +693,55 @@ std::string Span::describe() const {
   return "span " + std::to_string(shape_.n_layers) + " layers (" + std::to_string(first_layer_) + ".." +
          std::to_string(first_layer_ + shape_.n_layers - 1) + "), KV " + std::to_string(kv_len_) + " of " +
          std::to_string(capacity_) + " positions (" + mb(kv) + " f16), arena " + mb(arena_buf_.alloc_size) +
-         (int8_ ? ", int8 matmuls" : "");
+         (int8_ ? ", int8 matmuls" : "") + (head_ ? ", + output head (" + head_->name + ")" : "");
+}
+
+// ---- the head (ABI 1.1) ------------------------------------------------------------
+
+void Span::release_head() {
+  if (head_y_ || head_rb_ || !head_sets_.empty()) {
+    const DeviceFns& f = ctx_.dev->fns();
+    if (fence_) f.vkWaitForFences(ctx_.dev->handle(), 1, &fence_, VK_TRUE, UINT64_MAX);
+  }
+  for (VkDescriptorSet st : head_sets_) ctx_.pipelines->free_set(st);
+  head_sets_.clear();
+  ctx_.mem->destroy(head_y_);
+  ctx_.mem->destroy(head_rb_);
+  head_ = nullptr;
+}
+
+void Span::set_head(Weight* head, const float* norm) {
+  invalidate_recordings();  // recordings with the old head (or none) are stale either way
+  release_head();
+  if (!head) return;
+  if (!norm) throw Failure(FailKind::InvalidArgument, "span_set_head: no norm weights");
+  if (head->n_in != shape_.n_embd)
+    throw Failure(FailKind::InvalidArgument, "span_set_head: " + head->name + " takes " + std::to_string(head->n_in) +
+                                                 " inputs, the span's n_embd is " + std::to_string(shape_.n_embd));
+  if (head->n_out < 1 || head->chunks.empty())
+    throw Failure(FailKind::InvalidArgument, "span_set_head: " + head->name + " has no rows");
+  const uint64_t bytes = uint64_t(head->n_out) * 4;
+  try {
+    const std::string tag = "span head " + head->name;
+    head_y_ = ctx_.mem->create(bytes, MemKind::Device, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT,
+                               tag + " logits");
+    head_rb_ = ctx_.mem->create(bytes, MemKind::Readback, VK_BUFFER_USAGE_TRANSFER_DST_BIT, tag + " logits readback");
+    write_buffer(params_, uint64_t(head_norm_) * 4, norm, uint64_t(shape_.n_embd) * 4);
+    Pipelines& pl = *ctx_.pipelines;
+    const Layout& mm = ctx_.matmul->span_layout();
+    for (const WeightChunk& c : head->chunks) {
+      VkDescriptorSet set = pl.allocate_set(mm);
+      head_sets_.push_back(set);
+      const VkBuffer bufs[6] = {c.buf.buffer, arena_buf_.buffer, params_.buffer, head_y_.buffer, arena_buf_.buffer, c.buf.buffer};
+      const uint64_t offs[6] = {0, 0, 0, 0, 0, 0};
+      const uint64_t ranges[6] = {c.buf.size, arena_buf_.size, params_.size, head_y_.size, arena_buf_.size, c.buf.size};
+      pl.write_set(set, 6, bufs, offs, ranges);
+    }
+  } catch (...) {
+    release_head();
+    throw;
+  }
+  head_ = head;
 }
 
 }  // namespace fish::vk

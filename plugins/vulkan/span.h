@@ -108,8 +108,15 @@ class Span {
   Span& operator=(const Span&) = delete;
 
   // x: [n_tok, n_embd] in/out. Throws Failure (Range: gap / capacity; Device).
-  // x is written only after the last submission succeeded.
-  void forward(float* x, int n_tok, int pos0);
+  // x is written only after the last submission succeeded. logits (ABI 1.1,
+  // needs set_head): also the head's output for the last token, [n_vocab],
+  // computed in the same submission as the layers (written on success only).
+  void forward(float* x, int n_tok, int pos0, float* logits = nullptr);
+  // The model's head after the last layer: logits = (rmsnorm(x) ∘ norm) · headᵀ
+  // (head [n_vocab][n_embd], a weight of the same backend; norm copied to the
+  // parameters). nullptr detaches. Throws Failure (InvalidArgument, OutOfMemory).
+  void set_head(Weight* head, const float* norm);
+  bool has_head() const { return head_ != nullptr; }
   void truncate(int n);  // Range when n > kv_len
   void reserve(int n);   // grows the capacity (contents kept); OutOfMemory leaves the old KV
   int kv_len() const { return kv_len_; }
@@ -147,9 +154,11 @@ class Span {
   void write_buffer(Buffer& dst, uint64_t offset, const void* src, uint64_t n);
   void write_aux_sets();
   void fill_kv(int pos0, int n);  // FISH_VK_BENCH_FILL_KV
-  void run_batch(const float* x, int n_tok, int pos0, float* out);
-  VkCommandBuffer recording_for(int n_tok, bool profiled);
-  void record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps);
+  // head: the batch also runs the head on its last token (into head_rb_).
+  void run_batch(const float* x, int n_tok, int pos0, float* out, bool head = false);
+  VkCommandBuffer recording_for(int n_tok, bool profiled, bool head = false);
+  void record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head);
+  void release_head();
   void invalidate_recordings();
   void release_all();
 
@@ -175,7 +184,15 @@ class Span {
   VkFence fence_ = VK_NULL_HANDLE;
   VkQueryPool queries_ = VK_NULL_HANDLE;
   uint32_t max_stamps_ = 0;
-  std::map<int, VkCommandBuffer> cached_;  // n_tok -> recorded command buffer (reused)
+  // The head (set_head): its norm's slot in params_ (reserved at creation),
+  // logits on the device and their readback, a descriptor set per weight chunk
+  // (binding 3 = head_y_).
+  Weight* head_ = nullptr;
+  uint32_t head_norm_ = kNone;
+  Buffer head_y_, head_rb_;
+  std::vector<VkDescriptorSet> head_sets_;
+  std::map<int, VkCommandBuffer> cached_;  // n_tok (| kHeadKey) -> recorded command buffer (reused)
+  static constexpr int kHeadKey = 1 << 20;
   VkCommandBuffer scratch_cmd_ = VK_NULL_HANDLE;  // profiled recordings
   std::vector<VkCommandBuffer> free_cmds_;
 

@@ -10,7 +10,7 @@
 
 namespace fish::vk {
 
-void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
+void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head) {
   const DeviceFns& f = ctx_.dev->fns();
   SpanKernels& k = *ctx_.kernels;
   const uint32_t n = uint32_t(n_tok);
@@ -51,8 +51,9 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
   auto xq_stride = [&](const Weight* w) {
     return MatmulKernels::q8_row_words(MatmulKernels::q8_block(*w->type), uint32_t(w->n_in));
   };
+  // nt: tokens to quantise (0: all n; the head quantises the last token's row only).
   auto quant = [&](std::initializer_list<const Weight*> ws, uint32_t x_off, uint32_t x_stride, uint32_t inv_in,
-                   uint32_t parts, uint32_t x2_off, bool xprod) {
+                   uint32_t parts, uint32_t x2_off, bool xprod, uint32_t nt = 0) {
     bool done[2] = {false, false};
     for (const Weight* w : ws) {
       if (!i8w(w)) continue;
@@ -61,7 +62,7 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
       if (d) continue;
       d = true;
       QuantPush qp;
-      qp.n = uint32_t(w->n_in), qp.n_tok = n, qp.x_off = x_off, qp.x_stride = x_stride, qp.x2_off = x2_off;
+      qp.n = uint32_t(w->n_in), qp.n_tok = nt ? nt : n, qp.x_off = x_off, qp.x_stride = x_stride, qp.x2_off = x2_off;
       qp.inv_in = inv_in, qp.inv_parts = inv_in == kNone ? 0 : parts, qp.eps = shape_.rms_eps;
       qp.q_off = xq_off(w), qp.q_stride = xq_stride(w);
       ctx_.matmul->record_quantize(cmd, quant_set_, qp, bs, xprod);
@@ -270,16 +271,20 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
           : m.fuse_epi ? "gate/up matvec (+silu)"
                        : "gate/up matvec",
           "matvec");
-    const SpanFusion fd{m.fuse_norm && !last ? 3u : 1u, !pair, false, kRoleDown};
-    if (!fgu && ((m.fuse_norm && !last) || m.fuse_epi)) {
+    // With the head, the last layer's down hands the head its norm as it hands
+    // the next layer's q/k/v theirs (x·norm in xn, 1/rms or its partials).
+    const bool norm_next = m.fuse_norm && (!last || head);
+    const SpanFusion fd{norm_next ? 3u : 1u, !pair, false, kRoleDown};
+    if (!fgu && (norm_next || m.fuse_epi)) {
       quant({L.w[6]}, a.g, F, kNone, 0, a.u, !pair);
       cur = 0;
     }
     const uint32_t xq_down = fgu ? xq_reg[cur] : kNone;
-    if (m.fuse_norm && !last) {
-      attn_parts = mm(L, 6, a.g, F, a.x, E, fd, kNone, 0, a.u, layers_[li + 1].attn_norm,
-                      parts_mode ? kNone : ctrl::kInvAttn, xq_down, fn ? xq_reg[cur ^ 1] : kNone);
-      if (fn) cur ^= 1;
+    if (norm_next) {
+      const bool qf = fn && !last;  // the head's input is quantised by quant() below
+      attn_parts = mm(L, 6, a.g, F, a.x, E, fd, kNone, 0, a.u, last ? head_norm_ : layers_[li + 1].attn_norm,
+                      parts_mode ? kNone : ctrl::kInvAttn, xq_down, qf ? xq_reg[cur ^ 1] : kNone);
+      if (qf) cur ^= 1;
       step();
       stage(pair ? "down matvec (+add, next rmsnorm)" : "down matvec (+act·mul, add, next rmsnorm)", "matvec");
     } else if (m.fuse_epi) {
@@ -305,8 +310,47 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps) {
     }
   }
 
+  if (head) {
+    // The head on the last token t: logits = (x_t / rms · norm) · headᵀ. Decode
+    // (fuse_norm) finds x_t·norm in xn and its 1/rms (or partials) where the
+    // last down epilogue put them; otherwise a one-row rmsnorm makes xn.
+    const uint32_t t = n - 1;
+    uint32_t in = a.xn + t * E, inv = kNone, parts = 0;
+    if (m.fuse_norm) {
+      inv = parts_mode ? a.sq + t * attn_parts : ctrl::kInvAttn + t;
+      parts = parts_mode ? attn_parts : 0;
+    } else {
+      SpanPush r;
+      r.n_tok = 1, r.n_embd = E, r.eps = shape_.rms_eps;
+      r.x_off = a.x + t * E, r.y_off = a.xn, r.norm_off = head_norm_;
+      k.rmsnorm(cmd, layers_.back().aux_set, r);
+      step();
+      stage("rmsnorm", "rmsnorm");
+      in = a.xn;
+    }
+    const Weight* hw = head_;
+    quant({hw}, in, E, inv, parts, 0, false, 1);
+    SpanFusion fz{0, false, false, kRoleOther};
+    uint32_t x_off = in, x_stride = E;
+    if (i8w(hw)) fz.int8 = true, x_off = xq_off(hw), x_stride = xq_stride(hw), inv = kNone, parts = 0;
+    for (size_t c = 0; c < hw->chunks.size(); ++c) {
+      const WeightChunk& ch = hw->chunks[c];
+      SpanMatmulPush pc;
+      pc.m = {E, ch.rows, 1, x_stride, x_off, uint32_t(hw->n_out), ch.row0, 0};
+      pc.inv_in = inv;
+      pc.inv_parts = inv == kNone ? 0 : parts;
+      pc.eps = shape_.rms_eps;
+      ctx_.matmul->record_span(cmd, *hw->type, head_sets_[c], pc, fz);
+    }
+    barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+            VK_ACCESS_TRANSFER_READ_BIT);
+    VkBufferCopy bc{0, 0, uint64_t(hw->n_out) * 4};
+    f.vkCmdCopyBuffer(cmd, head_y_.buffer, head_rb_.buffer, 1, &bc);
+    stage("output head matvec (+copy)", "matvec");
+  }
   k.copy(cmd, copy_out_set_, n * E * 4 / 16);
-  barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
+  barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+          VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
           VK_ACCESS_HOST_READ_BIT);
   if (per_stage) {
     stage("copy x out", "copy");

@@ -1,8 +1,9 @@
 // The engine with a span-capable plugin (the reference plugin always; fish_vulkan
 // on any Vulkan device, lavapipe in CI): chunked prefill ≡ token-by-token
-// decode, truncation + re-decode ≡ a fresh run, and a forced span failure
-// mid-generation (FISH_TEST_SPAN_FAIL_AT) that falls back to the CPU without
-// losing a position.
+// decode, truncation + re-decode ≡ a fresh run, a forced span failure
+// mid-generation (FISH_TEST_SPAN_FAIL_AT, and a failing span_forward_logits)
+// that falls back to the CPU without losing a position, and the output head
+// in the span's submission (plugin ABI 1.1) ≡ the head as its own submission.
 #include <unistd.h>
 
 #include <algorithm>
@@ -158,6 +159,61 @@ void span_engine_checks(const std::string& plugin) {
       after.struct_size = sizeof after;
       fish_model_get_info(a.m, &after);
       CHECK(after.gpu_span == 0);
+    }
+    SECTION(plugin + " " + model + ": the head in the span == the head as its own submission") {
+      Model a(path, -1, 1);
+      setenv("FISH_GPU_SPAN_HEAD", "0", 1);
+      Model b(path, -1, 1);
+      unsetenv("FISH_GPU_SPAN_HEAD");
+      REQUIRE(a.info.gpu_span == 1);
+      REQUIRE(b.info.gpu_span == 1);
+      const auto toks = text_tokens(a.m, 24);
+      auto submits = [](fish_model* m) {
+        fish_stats st{};
+        st.struct_size = sizeof st;
+        fish_get_stats(m, &st);
+        return st.gpu_submits;
+      };
+      REQUIRE(fish_eval(a.m, toks.data(), 8, 0, 0) == 0);
+      REQUIRE(fish_eval(b.m, toks.data(), 8, 0, 0) == 0);
+      double worst = rel_diff(a.logits(-1), b.logits(-1));
+      int agree = argmax(a.logits(-1)) == argmax(b.logits(-1));
+      const auto sa0 = submits(a.m), sb0 = submits(b.m);
+      for (int i = 8; i < 24; ++i) {
+        REQUIRE(fish_eval(a.m, &toks[size_t(i)], 1, i, 0) == 0);
+        REQUIRE(fish_eval(b.m, &toks[size_t(i)], 1, i, 0) == 0);
+        worst = std::max(worst, rel_diff(a.logits(-1), b.logits(-1)));
+        agree += argmax(a.logits(-1)) == argmax(b.logits(-1));
+      }
+      INFO("argmax equal at " << agree << "/17, max |dlogit| " << worst << " of max |logit|");
+      CHECK(agree >= 16);
+      CHECK(worst <= 1e-4);  // the same layers; the head's rounding differs (norm fused / on the host)
+      CHECK(submits(a.m) - sa0 == 16);  // one submission per decoded token
+      CHECK(submits(b.m) - sb0 == 32);  // the span + the output projection
+    }
+    SECTION(plugin + " " + model + ": a span_forward_logits failure falls back without losing a position") {
+      setenv("FISH_BACKEND_FAIL", "span_forward_logits:5", 1);
+      REQUIRE(use_plugin(plugin));  // a backend opened with the failure armed (read at open)
+      Model a(path, -1, 1);
+      unsetenv("FISH_BACKEND_FAIL");
+      REQUIRE(use_plugin(plugin));  // the other sections get an unarmed one
+      Model cpu(path, 0, 0);
+      REQUIRE(a.info.gpu_span == 1);
+      const auto toks = text_tokens(a.m, 20);
+      REQUIRE(fish_eval(a.m, toks.data(), 8, 0, 0) == 0);  // call 1: positions 0..7 and their logits
+      REQUIRE(fish_eval(cpu.m, toks.data(), 8, 0, 0) == 0);
+      for (int i = 8; i < 20; ++i) {                         // call 5 (position 11) fails
+        REQUIRE(fish_eval(a.m, &toks[size_t(i)], 1, i, 0) == 0);
+        REQUIRE(fish_eval(cpu.m, &toks[size_t(i)], 1, i, 0) == 0);
+        const double d = rel_diff(a.logits(-1), cpu.logits(-1));
+        INFO("position " << i << ": max |dlogit| " << d << " of max |logit|");
+        if (i >= 11) CHECK(d == 0.0);  // the CPU path with a replayed KV, bit for bit
+      }
+      fish_stats st{};
+      st.struct_size = sizeof st;
+      fish_get_stats(a.m, &st);
+      CHECK(st.gpu_fallbacks == 1);
+      CHECK(fish_kv_len(a.m) == 20);
     }
   }
 }

@@ -131,7 +131,7 @@ TEST_CASE("broken plugins next to fish - the engine stays up with CPU output unc
   };
   const Case cases[] = {
       {"noentry", "no entry symbol 'fish_plugin_query'"},
-      {"wrongmajor", "ABI version mismatch: the plugin speaks 2.0, this engine 1.0"},
+      {"wrongmajor", "ABI version mismatch: the plugin speaks 2.0, this engine " FISH_TEST_ABI_TEXT},
       {"refuses", "this test plugin needs ABI 7.x"},
       {"probefail", "probe failed (no device): no test device present"},
       {"throws", "probe failed (internal error)"},

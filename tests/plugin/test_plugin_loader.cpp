@@ -75,8 +75,8 @@ TEST_CASE("broken plugins are refused with their reason without taking the proce
   };
   const Case cases[] = {
       {"noentry", false, false, "no entry symbol 'fish_plugin_query'"},
-      {"wrongmajor", false, false, "ABI version mismatch: the plugin speaks 2.0, this engine 1.0"},
-      {"refuses", false, false, "this test plugin needs ABI 7.x, the host offers 1.0"},
+      {"wrongmajor", false, false, "ABI version mismatch: the plugin speaks 2.0, this engine " FISH_TEST_ABI_TEXT},
+      {"refuses", false, false, "this test plugin needs ABI 7.x, the host offers " FISH_TEST_ABI_TEXT},
       {"probefail", true, false, "probe failed (no device): no test device present (broken test plugin)"},
       {"throws", true, false, "probe failed (internal error)"},
       {"allerrors", true, true, ""},

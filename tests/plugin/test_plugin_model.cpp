@@ -120,7 +120,14 @@ TEST_CASE("model - span equals per-matmul on the same layers (reference plugin o
 
 TEST_CASE("model - a span failure mid-generation falls back to the CPU", "[plugin][model]") {
   const Trace t = cpu_trace(12);
-  setenv("FISH_BACKEND_FAIL", "span_forward:5", 1);  // the prompt + 3 tokens run on the span, then it fails
+  // The prompt + 3 tokens run on the span, then its 5th call fails: span_forward
+  // with the output head as its own submission, span_forward_logits (ABI 1.1) with
+  // the head in the span's.
+  for (const char* call : {"span_forward", "span_forward_logits"}) {
+  INFO("failing call: " << call);
+  const bool head = std::string(call) == "span_forward_logits";
+  setenv("FISH_GPU_SPAN_HEAD", head ? "1" : "0", 1);
+  setenv("FISH_BACKEND_FAIL", (std::string(call) + ":5").c_str(), 1);
   fish_backend_use_file(FISH_TEST_REFERENCE);
   {
     Model m(-1, 1);
@@ -144,5 +151,7 @@ TEST_CASE("model - a span failure mid-generation falls back to the CPU", "[plugi
     CHECK(g.max_diff <= 1e-4 * g.max_abs);
   }
   unsetenv("FISH_BACKEND_FAIL");
+  unsetenv("FISH_GPU_SPAN_HEAD");
+  }
   fish_backend_use_file(nullptr);
 }

@@ -97,6 +97,12 @@ class ComputeBackend {
   virtual bool span_kv_truncate(BackendSpan* s, int n) = 0;  // keep positions < n
   virtual bool span_kv_reserve(BackendSpan* s, int n) = 0;   // grow device KV to hold n positions
   virtual int span_kv_len(BackendSpan* s) { return -1; }       // positions held, -1 when unknown
+  // The model's head in the span's submission (plugin ABI 1.1, optional):
+  // span_set_head attaches head [n_vocab, n_embd] and its rmsnorm weights
+  // (false: unsupported or refused, see last_error()); span_forward_logits is
+  // span_forward plus logits[n_vocab] = (rmsnorm(x[n_tok-1]) * norm) · headᵀ.
+  virtual bool span_set_head(BackendSpan* s, BackendWeight* head, const float* norm) { return false; }
+  virtual bool span_forward_logits(BackendSpan* s, float* x, int n_tok, int pos0, float* logits) { return false; }
   virtual void span_destroy(BackendSpan* s) = 0;
 };
 

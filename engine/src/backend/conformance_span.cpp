@@ -382,6 +382,73 @@ void run_variant(Runner& run, const PluginLibrary* lib, const std::string& name,
     return cmp.summary();
   });
 
+  // ABI 1.1: the head in the span's submission. Not through step(): a plugin
+  // without it skips, and the span goes on to the destroy check either way.
+  run.check(tag + ": head in the span (span_set_head / span_forward_logits)", [&]() -> std::string {
+    if (!ok) fail("an earlier step of this span failed");
+    const fish_plugin_api& a = be->api();
+    if (FISH_ABI_VERSION_MINOR(a.abi_version) < 1 || !FISH_STRUCT_HAS(&a, fish_plugin_api, span_forward_logits) ||
+        !a.span_set_head || !a.span_forward_logits)
+      skip("the plugin has no span head (plugin ABI 1.1)");
+    BackendWeight* hw = be->upload(desc_of(s.head));
+    expect(hw != nullptr, "upload " + s.head.name + ": " + be->last_error());
+    struct Release {  // the head goes again whatever happens below
+      PluginBackend& be;
+      BackendSpan* span;
+      BackendWeight* hw;
+      ~Release() {
+        be.span_set_head(span, nullptr, nullptr);
+        be.release(hw);
+      }
+    } release{*be, span, hw};
+    std::vector<float> norm(static_cast<size_t>(E));
+    for (float& w : norm) w = 1.0f + 0.5f * random_vector(1, 1.0f, rng)[0];
+    expect(be->span_set_head(span, hw, norm.data()), "span_set_head: " + be->last_error());
+    const uint64_t held = be->bytes_resident();
+    be->release(hw);
+    expect(be->bytes_resident() == held, "release() of the attached head was not refused");
+    Compare cmp;
+    double max_diff = 0, max_abs = 0;
+    for (const auto& [n_tok, pos0] : {std::pair<int, int>{1, 103}, {3, 104}}) {
+      const std::string what = std::to_string(n_tok) + " token(s) at " + std::to_string(pos0);
+      xs = random_vector(size_t(n_tok * E), 1.0f, rng);
+      xr = xs;
+      std::vector<float> lg(kVocab, NAN);
+      expect(be->span_forward_logits(span, xs.data(), n_tok, pos0, lg.data()),
+             what + ": span_forward_logits: " + be->last_error());
+      ref->forward(xr.data(), n_tok, pos0);
+      cmp.add(s, xs.data(), xr.data(), n_tok, what);
+      // The head on the per-matmul stream's last token, in double.
+      std::vector<float> xn(static_cast<size_t>(E));
+      rmsnorm(xr.data() + size_t(n_tok - 1) * E, norm.data(), xn.data(), E, 1e-5f);
+      std::vector<double> want(kVocab);
+      for (int r = 0; r < kVocab; ++r) {
+        for (int i = 0; i < E; ++i) want[size_t(r)] += double(s.head.values[size_t(r * E + i)]) * xn[size_t(i)];
+        if (!std::isfinite(lg[size_t(r)])) max_diff = INFINITY;
+        max_diff = std::max(max_diff, std::fabs(lg[size_t(r)] - want[size_t(r)]));
+        max_abs = std::max(max_abs, std::fabs(want[size_t(r)]));
+      }
+      const int ia = int(std::max_element(lg.begin(), lg.end()) - lg.begin());
+      const int ib = int(std::max_element(want.begin(), want.end()) - want.begin());
+      expect(ia == ib || std::fabs(want[size_t(ia)] - want[size_t(ib)]) <= 1e-3 * max_abs,
+             what + ": logits argmax " + std::to_string(ia) + " vs " + std::to_string(ib));
+    }
+    kv_is(107, "after 4 tokens with the head");
+    cmp.require();
+    expect(max_diff <= 0.02 * max_abs,
+           "logits: max |Δ| " + fmt(max_diff) + " > 2% of max |logit| " + fmt(max_abs));
+    // Detached: refused, x untouched.
+    expect(be->span_set_head(span, nullptr, nullptr), "span_set_head(NULL): " + be->last_error());
+    std::vector<float> x = random_vector(size_t(E), 1.0f, rng), before = x, lg(kVocab);
+    expect(!be->span_forward_logits(span, x.data(), 1, 107, lg.data()), "span_forward_logits without a head was accepted");
+    expect(be->last_status() == FISH_E_INVALID_ARGUMENT,
+           "without a head: status " + std::string(status_name(be->last_status())) + ", expected invalid argument");
+    expect(std::memcmp(x.data(), before.data(), x.size() * sizeof(float)) == 0, "without a head: x was modified");
+    kv_is(107, "after the refused call");
+    return "stream " + cmp.summary() + "; logits max |Δ| " + fmt(100.0 * max_diff / std::max(max_abs, 1e-30)) +
+           "% of max |logit|; release while attached and forward without a head refused";
+  });
+
   step("destroy releases its memory", [&]() -> std::string {
     be->span_destroy(span);
     span = nullptr;

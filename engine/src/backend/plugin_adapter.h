@@ -56,6 +56,8 @@ class PluginBackend final : public ComputeBackend {
   uint64_t span_bytes(const SpanDesc& d) override;
   BackendSpan* span_create(const SpanDesc& d) override;
   bool span_forward(BackendSpan* s, float* x, int n_tok, int pos0) override;
+  bool span_set_head(BackendSpan* s, BackendWeight* head, const float* norm) override;
+  bool span_forward_logits(BackendSpan* s, float* x, int n_tok, int pos0, float* logits) override;
   bool span_kv_truncate(BackendSpan* s, int n) override;
   bool span_kv_reserve(BackendSpan* s, int n) override;
   int span_kv_len(BackendSpan* s) override;

@@ -272,7 +272,12 @@ bool LlamaModel::eval_chunk(const int32_t* tokens, int32_t n, int32_t pos, bool 
         return false;
       }
       ++stats_.gpu_submits;
-      if (backend_->span_forward(span_, x, n, pos)) break;  // the span ran every remaining layer
+      if (span_head_ && logits_out && !all_logits) {
+        // One submission: the remaining layers, the output norm and the head.
+        if (backend_->span_forward_logits(span_, x, n, pos, logits_out)) return true;
+      } else if (backend_->span_forward(span_, x, n, pos)) {
+        break;  // the span ran every remaining layer
+      }
       span_fail_reason_ = backend_->last_error();
       return false;  // x is untouched; eval() falls back and replays
     }

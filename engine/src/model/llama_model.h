@@ -82,6 +82,8 @@ class LlamaModel {
   int32_t gpu_layers() const { return n_layer_gpu_; }
   bool gpu_output() const { return output_.gpu != nullptr; }
   bool gpu_span() const { return span_ != nullptr; }
+  // The output norm + projection run in the span's submission (plugin ABI 1.1).
+  bool gpu_span_head() const { return span_head_; }
   bool vocab_only() const { return vocab_only_; }
   std::string gpu_detail() const;
 
@@ -132,6 +134,7 @@ class LlamaModel {
   int32_t n_layer_gpu_ = 0;       // the last n_layer_gpu_ layers are on the backend
   BackendSpan* span_ = nullptr;   // when set, those layers run as one span
   int32_t span_kv_cap_ = 0;       // positions the span's device KV holds now (grown on demand)
+  bool span_head_ = false;        // span_forward_logits gives the last token's logits (FISH_GPU_SPAN_HEAD)
   int32_t span_fail_at_ = -1;     // FISH_TEST_SPAN_FAIL_AT: a simulated span failure (tests)
   std::string span_fail_reason_;
   bool kv_replay_needed_ = false;  // a span fell back: the CPU KV of its layers is empty

@@ -151,6 +151,14 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
   }
   for (int32_t l = hp_.n_layer - n_layer_gpu_; l < hp_.n_layer; ++l)
     if (span_) kv_.set_layer_on_cpu(l, false);
+  // The output norm + projection in the span's own submission (plugin ABI 1.1;
+  // FISH_GPU_SPAN_HEAD=0: a second submission per token, through matmul).
+  span_head_ = false;
+  if (span_ && output_.gpu && env_int("FISH_GPU_SPAN_HEAD", 1) != 0) {
+    span_head_ = be->span_set_head(span_, output_.gpu, output_norm_);
+    if (!span_head_ && opt.verbose)
+      std::fprintf(stderr, "fish: output head stays a separate submission: %s\n", be->last_error().c_str());
+  }
 
   // 4. The CPU no longer reads the uploaded weights: give their pages back.
   auto drop_pages = [&](const Linear& lin) {
@@ -162,7 +170,8 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
 
   if (opt.verbose || std::getenv("FISH_GPU_VERBOSE"))
     std::fprintf(stderr, "fish: %s: %d of %d layers%s%s, %.0f MB resident; %s\n", be->name().c_str(), n_layer_gpu_,
-                 hp_.n_layer, output_.gpu ? " + output" : "", span_ ? " as one span" : " per matmul",
+                 hp_.n_layer, output_.gpu ? (span_head_ ? " + output (in the span)" : " + output") : "",
+                 span_ ? " as one span" : " per matmul",
                  double(be->bytes_resident() - resident0) / 1e6, be->describe().c_str());
   if (n_layer_gpu_ == 0 && !output_.gpu) backend_ = nullptr;
 }
@@ -171,6 +180,7 @@ void LlamaModel::release_backend() {
   if (!backend_) return;
   if (span_) backend_->span_destroy(span_);
   span_ = nullptr;
+  span_head_ = false;
   auto rel = [&](Linear& lin) {
     if (lin.gpu) backend_->release(lin.gpu);
     lin.gpu = nullptr;

@@ -37,7 +37,7 @@ extern "C" {
 
 /* ---- versions --------------------------------------------------------------- */
 #define FISH_PLUGIN_ABI_MAJOR 1
-#define FISH_PLUGIN_ABI_MINOR 0
+#define FISH_PLUGIN_ABI_MINOR 1
 #define FISH_ABI_MAKE_VERSION(major, minor) ((((uint32_t)(major)) << 16) | ((uint32_t)(minor) & 0xffffu))
 #define FISH_ABI_VERSION_MAJOR(v) (((uint32_t)(v)) >> 16)
 #define FISH_ABI_VERSION_MINOR(v) (((uint32_t)(v)) & 0xffffu)
@@ -359,6 +359,20 @@ typedef struct fish_plugin_api {
   /* The current KV length (positions held). */
   fish_status (*span_kv_len)(fish_backend* b, fish_span* s, int32_t* out);
   fish_status (*span_destroy)(fish_backend* b, fish_span* s);
+
+  /* ---- 1.1: the model's head in the span's submission (optional, with the
+   * spans; the host uses them only when the negotiated minor is >= 1) ----
+   * span_set_head attaches the output head to a span that ends at the model's
+   * last layer: head [n_vocab, n_embd] uploaded to the same backend (alive
+   * while attached: release() refuses it), norm [n_embd] f32 (copied; valid
+   * only during the call). head = NULL detaches it. */
+  fish_status (*span_set_head)(fish_backend* b, fish_span* s, fish_weight* head, const float* norm);
+  /* span_forward, then for the last token only, in the same submission:
+   *   logits[n_vocab] = (rmsnorm(x[n_tok - 1]) * norm) · headᵀ   (the span's rms_eps)
+   * x is replaced as by span_forward. No head attached: FISH_E_INVALID_ARGUMENT.
+   * On failure as span_forward; logits are written only on success. */
+  fish_status (*span_forward_logits)(fish_backend* b, fish_span* s, float* x, int32_t n_tok, int32_t pos0,
+                                     float* logits);
 } fish_plugin_api;
 
 /* The entry point. host_abi_version: the host's version; host: its services
