@@ -20,6 +20,11 @@ constexpr uint32_t kAlignFloats = 64;  // region alignment: 256 bytes (any stora
 constexpr bool kDefaultNormParts = false;
 constexpr bool kDefaultPairGu = false;
 constexpr uint32_t kDefaultFold = 0;  // FISH_VK_SPAN_QFOLD: Span::kFold* bits (measured: README)
+// FISH_VK_SPAN_I8's default: every decode matvec on int8 x. (wo on f32 x, 247,
+// saves a quantise step: H200 1B +3-4% decode, 8B -2%; but the GPU then
+// follows the CPU's int8 arithmetic less closely: synth-tiny agreement 98 ->
+// 95%. README.)
+constexpr uint32_t kDefaultI8 = 0xFF;
 
 uint32_t align_up(uint64_t v, uint64_t a) { return uint32_t((v + a - 1) / a * a); }
 std::string mb(uint64_t b) { return std::to_string((b + kMiB / 2) / kMiB) + " MB"; }
@@ -52,6 +57,15 @@ uint64_t params_floats(const SpanIn& in) {
   if (l0 && l0->k_norm) add(uint64_t(in.head_dim));
   // + the head's norm weights (set_head), after the layers'.
   return per * uint64_t(in.n_layers) + align_up(E, 4);
+}
+
+// " (decode: wo, head on f32 x)" for the FISH_VK_SPAN_I8 bits that are off.
+std::string f32_decode_note(uint32_t mask) {
+  static const char* names[8] = {"q", "k", "v", "wo", "gate", "up", "down", "head"};
+  std::string s;
+  for (uint32_t k = 0; k < 8; ++k)
+    if (!((mask >> k) & 1u)) s += (s.empty() ? "" : ", ") + std::string(names[k]);
+  return s.empty() ? "" : " (decode: " + s + " on f32 x)";
 }
 
 uint64_t kv_bytes(const SpanIn& in, int capacity) {
@@ -323,6 +337,8 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
       for (const Weight* w : L.w)
         q8k = q8k && ctx_.matmul->int8_for(*w->type) && MatmulKernels::q8_block(*w->type) == 256 && w->chunks.size() == 1;
     }
+    i8_mask_ = ctx_.cfg->span_i8 >= 0 ? uint32_t(ctx_.cfg->span_i8) : kDefaultI8;
+    q8k = q8k && i8_mask_ == 0xFF;  // the folds assume every decode matvec reads int8 rows
     fold_ = q8k ? uint32_t(ctx_.cfg->span_qfold < 0 ? kDefaultFold : ctx_.cfg->span_qfold) : 0;
     if (GD % 256 != 0 && 256 % GD != 0) fold_ &= ~kFoldAttn;
     if (!pairs) fold_ &= ~kFoldGateUp;
@@ -693,7 +709,7 @@ std::string Span::describe() const {
   return "span " + std::to_string(shape_.n_layers) + " layers (" + std::to_string(first_layer_) + ".." +
          std::to_string(first_layer_ + shape_.n_layers - 1) + "), KV " + std::to_string(kv_len_) + " of " +
          std::to_string(capacity_) + " positions (" + mb(kv) + " f16), arena " + mb(arena_buf_.alloc_size) +
-         (int8_ ? ", int8 matmuls" : "") + (head_ ? ", + output head (" + head_->name + ")" : "");
+         (int8_ ? ", int8 matmuls" + f32_decode_note(i8_mask_) : "") + (head_ ? ", + output head (" + head_->name + ")" : "");
 }
 
 // ---- the head (ABI 1.1) ------------------------------------------------------------

@@ -180,6 +180,10 @@ class Span {
   // chunk, E, n_ff and n_head·head_dim multiples of 256; kFoldAttn needs
   // G·head_dim a multiple or divisor of 256, kFoldGateUp a gate|up pair.
   uint32_t fold_ = 0;
+  // int8 decode: which matvecs take int8 x (bits of FISH_VK_SPAN_I8: weight
+  // index 0..6 of a layer, 7 the head); the rest read f32 x, so a step whose
+  // consumers are all f32 needs no quantize_x. Prefill: all int8.
+  uint32_t i8_mask_ = 0xFF;
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
   VkQueryPool queries_ = VK_NULL_HANDLE;

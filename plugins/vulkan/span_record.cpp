@@ -46,7 +46,16 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head
   // int8 (FISH_VK_INT8), decode and prefill: a step's input x' (x, or x∘x2, times the
   // per-token scale) is quantised once per activation format its weights
   // need (quant(), then a barrier), and their matvecs read the int8 rows.
-  auto i8w = [&](const Weight* w) { return int8_ && ctx_.matmul->int8_for(*w->type); };
+  const uint32_t i8_mask = m.tiled ? 0xFFu : i8_mask_;  // decode: FISH_VK_SPAN_I8
+  auto i8w = [&](const Weight* w) {
+    if (!int8_ || !ctx_.matmul->int8_for(*w->type)) return false;
+    if (i8_mask == 0xFFu) return true;
+    uint32_t bit = 7;  // the head
+    for (const Layer& L : layers_)
+      for (uint32_t k = 0; k < 7; ++k)
+        if (L.w[k] == w) bit = k;
+    return ((i8_mask >> bit) & 1u) != 0;
+  };
   auto xq_off = [&](const Weight* w) { return MatmulKernels::q8_block(*w->type) == 256 ? a.xqk : a.xql; };
   auto xq_stride = [&](const Weight* w) {
     return MatmulKernels::q8_row_words(MatmulKernels::q8_block(*w->type), uint32_t(w->n_in));

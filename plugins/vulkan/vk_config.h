@@ -70,6 +70,8 @@ struct VkConfig {
   int span_norm = -1;            // FISH_VK_SPAN_NORM: -1 default, 0 last workgroup, 1 consumers
   int span_qfold = -1;           // FISH_VK_SPAN_QFOLD: -1 default, else bits of the int8 producers that quantise
                                  // their output (1 attention, 2 norm epilogues, 4 gate|up pair; 0: quantize_x)
+  int span_i8 = -1;              // FISH_VK_SPAN_I8: -1 default, else bits of the span decode matvecs that take
+                                 // int8 x (1 q, 2 k, 4 v, 8 o, 16 gate, 32 up, 64 down, 128 head); the others f32
   std::string error;             // a knob with a value that makes no sense (names it)
 
   static VkConfig from_env();

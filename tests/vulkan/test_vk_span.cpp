@@ -207,8 +207,12 @@ TEST_CASE("span vs the reference plugin's span: llama3 / qwen2 / qwen3 features"
   ensure_lavapipe_if_no_gpu();
   const char* old_int8 = std::getenv("FISH_VK_INT8");
   const std::string keep = old_int8 ? old_int8 : "";
-  for (const char* int8 : {"0", "1"}) {
-    setenv("FISH_VK_INT8", int8, 1);
+  // The third run: int8, but the decode wo on f32 x (FISH_VK_SPAN_I8=247, the
+  // mixed decode: no quantise step before wo).
+  for (const char* int8 : {"0", "1", "1+wo-f32"}) {
+    setenv("FISH_VK_INT8", int8[0] == '1' ? "1" : "0", 1);
+    if (int8[1]) setenv("FISH_VK_SPAN_I8", "247", 1);
+    else unsetenv("FISH_VK_SPAN_I8");
     const double tol = int8[0] == '1' ? 0.10 : 0.01;
     for (const Variant& v : kVariants) {
       const Synth s = make_synth(v, 7);
@@ -229,6 +233,7 @@ TEST_CASE("span vs the reference plugin's span: llama3 / qwen2 / qwen3 features"
   }
   if (old_int8) setenv("FISH_VK_INT8", keep.c_str(), 1);
   else unsetenv("FISH_VK_INT8");
+  unsetenv("FISH_VK_SPAN_I8");
 }
 
 TEST_CASE("span variants agree: unfused decode, attention splits, tokens per submission", "[vulkan][span]") {

@@ -191,6 +191,7 @@ namespace {
 void int8_logits_vs_cpu() {
   use_vulkan();
   setenv("FISH_VK_INT8", "1", 1);  // this process only (a test case per process)
+  setenv("FISH_VK_SPAN_I8", "255", 1);  // every decode matvec on int8 x (the default keeps a small wo on f32 x)
   const std::string path = model_path("synth-tiny-Q4_K_M.gguf");
   Model cpu(path, 0, 64);
   for (int32_t span : {1, 0}) {
