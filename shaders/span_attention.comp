@@ -3,9 +3,10 @@
 // context (flash-decoding) so that a long context is streamed by many
 // workgroups at once.
 //
-// Grid (indirect: the ctrl block holds it): x = KV head g, y = split s,
+// Grid (indirect: the ctrl block holds it): x = group of G query heads (of KV
+// head g; G = GQ = n_head / n_head_kv unless narrower, see GQ), y = split s,
 // z = token t (position p = pos0 + t sees positions 0..p). A workgroup takes
-// the G = n_head / n_head_kv query heads that share KV head g and positions
+// its G query heads (all sharing KV head g) and positions
 // [s·L, min((s+1)·L, p+1)), in tiles of 128:
 //   K phase   thread i scores position j0 + i against the G queries (its own
 //             K row, 8 halves per load), tile max and Σ exp by subgroup + shared
@@ -28,7 +29,7 @@
 // in place of a quantize_x dispatch and barrier: its G·D/256 blocks, or (G·D
 // dividing 256) the last of a block's 256/(G·D) KV groups to arrive (a counter).
 //
-// Specialisation: 0 = D (a multiple of 4, <= 512), 1 = G, 2 = KVH, 3 = FUSED, 4 = QOUT.
+// Specialisation: 0 = D (a multiple of 4, <= 512), 1 = G, 2 = KVH, 3 = FUSED, 4 = QOUT, 5 = GQ.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -39,6 +40,13 @@ layout(constant_id = 1) const uint G = 4;
 layout(constant_id = 2) const uint KVH = 8;
 layout(constant_id = 3) const bool FUSED = false;
 layout(constant_id = 4) const bool QOUT = false;
+// GQ: query heads per KV head. A workgroup takes G of them (G divides GQ):
+// G = GQ is one workgroup per KV head; a smaller G (decode at short contexts)
+// spreads a KV group over GQ/G workgroups, each with less work per thread
+// (shorter latency), at the price of reading the group's K/V rows GQ/G times
+// (from L2). The group's first workgroup stores the new K/V (FUSED); QOUT
+// needs G = GQ.
+layout(constant_id = 5) const uint GQ = 4;
 const uint WG = 128u;
 #include "span_common.glsl"
 #define QB_X_SIZE (G * D)
@@ -70,7 +78,7 @@ float bias(uint off, uint i) { return off == NONE ? 0.0 : P[off + i]; }
 
 // QOUT: (t, g)'s outputs, staged in qb_x by the writing loop, to int8.
 void quant_out(uint t, uint g) {
-  const uint tid = gl_LocalInvocationID.x, QD = KVH * G * D, row = pc.q8_out + t * pc.q8_stride;
+  const uint tid = gl_LocalInvocationID.x, QD = KVH * GQ * D, row = pc.q8_out + t * pc.q8_stride;
   barrier();
   if ((G * D) % 256u == 0u) {
     for (uint kb = gl_SubgroupID; kb < G * D / 256u; kb += gl_NumSubgroups)
@@ -110,11 +118,13 @@ void reduce_heads(float v[G], uint op) {
 
 void main() {
   const uint tid = gl_LocalInvocationID.x;
-  const uint g = gl_WorkGroupID.x, s = gl_WorkGroupID.y, t = gl_WorkGroupID.z;
+  // wgi: this workgroup's group of G query heads (qh0 ..), g: their KV head.
+  const uint wgi = gl_WorkGroupID.x, s = gl_WorkGroupID.y, t = gl_WorkGroupID.z;
+  const uint qh0 = wgi * G, g = qh0 / GQ, NWG = KVH * GQ / G;
   const uint n_split = AU[CTRL_SPLITS], split_len = AU[CTRL_SPLIT_LEN];
   const uint p_last = AU[CTRL_POS0] + t;
   const uint j_begin = s * split_len, j_end = min(j_begin + split_len, p_last + 1u);
-  const uint QD = KVH * G * D;
+  const uint QD = KVH * GQ * D;
   const uint vbase = pc.kv_cap * KD;
   const uint dq = tid % DT, pp = tid / DT;
 
@@ -146,7 +156,7 @@ void main() {
   vec2 rv[RPT];
   for (uint c = 0u; c < QPT; ++c) {
     const uint i = min(tid + c * WG, G * D - 1u);
-    qv[c] = A[pc.q_off + t * pc.q_stride + (g * G + i / D) * D + i % D];
+    qv[c] = A[pc.q_off + t * pc.q_stride + (qh0 + i / D) * D + i % D];
   }
   if (FUSED) {
     for (uint c = 0u; c < RPT; ++c) rv[c] = R[p_last * half_rot + min(tid + c * WG, max(half_rot, 1u) - 1u)];
@@ -163,7 +173,7 @@ void main() {
   for (uint c = 0u; c < QPT; ++c) {
     const uint i = tid + c * WG;
     if (i >= G * D) break;
-    const uint qh = g * G + i / D, d = i % D;
+    const uint qh = qh0 + i / D, d = i % D;
     prep_sh[i] = FUSED ? qv[c] + bias(pc.bq_off, qh * D + d) : qv[c];
   }
   if (FUSED) {
@@ -194,10 +204,12 @@ void main() {
       const uvec2 kp = uvec2(packHalf2x16(vec2(prep_sh[4u * i], prep_sh[4u * i + 1u])),
                              packHalf2x16(vec2(prep_sh[4u * i + 2u], prep_sh[4u * i + 3u])));
       const uvec2 vp = uvec2(packHalf2x16(vv.xy), packHalf2x16(vv.zw));
-      KV[kw + 2u * i] = kp.x;
-      KV[kw + 2u * i + 1u] = kp.y;
-      KV[vw + 2u * i] = vp.x;
-      KV[vw + 2u * i + 1u] = vp.y;
+      if (qh0 % GQ == 0u) {  // the group's first workgroup stores them
+        KV[kw + 2u * i] = kp.x;
+        KV[kw + 2u * i + 1u] = kp.y;
+        KV[vw + 2u * i] = vp.x;
+        KV[vw + 2u * i + 1u] = vp.y;
+      }
       kv_sh[i] = half4(kp);
       kv_sh[DQ + i] = half4(vp);
     }
@@ -277,7 +289,7 @@ void main() {
   }
 
   // ---- this split's result: the PP position groups' sums, all heads at once ----
-  const uint slot = ((t * KVH + g) * n_split + s) * SLOT;
+  const uint slot = ((t * NWG + wgi) * n_split + s) * SLOT;
   if (pp < PP)
     for (uint h = 0u; h < G; ++h) o_sh[(h * PP + pp) * DT + dq] = o[h];
   barrier();
@@ -286,7 +298,7 @@ void main() {
     vec4 sum = vec4(0.0);
     for (uint k = 0u; k < PP; ++k) sum += o_sh[(h * PP + k) * DT + c];
     if (n_split == 1u) {
-      const uint a = pc.att_off + t * QD + (g * G + h) * D + 4u * c;
+      const uint a = pc.att_off + t * QD + (qh0 + h) * D + 4u * c;
       const vec4 r = sum / l_run[h];
       A[a] = r.x;
       A[a + 1u] = r.y;
@@ -314,11 +326,11 @@ void main() {
   // ---- the last split of (t, g) to finish combines ----
   memoryBarrierBuffer();
   barrier();
-  if (tid == 0u) last_sh = atomicAdd(ACU[pc.cnt_off + t * KVH + g], 1u) == n_split - 1u ? 1u : 0u;
+  if (tid == 0u) last_sh = atomicAdd(ACU[pc.cnt_off + t * NWG + wgi], 1u) == n_split - 1u ? 1u : 0u;
   barrier();
   if (last_sh == 0u) return;
   memoryBarrierBuffer();
-  const uint slot0 = pc.part_off + (t * KVH + g) * n_split * SLOT;
+  const uint slot0 = pc.part_off + (t * NWG + wgi) * n_split * SLOT;
   // Each split's weight e^{m_s - M} / Σ_s e^{m_s - M} l_s per head (p_sh is free now), then
   // every thread one (head, 4 dims) item over the splits, loads 8 at a time. The
   // first item's first 8 splits are loaded with the m's (one round trip less).
@@ -364,7 +376,7 @@ void main() {
       const uint b = slot0 + k * SLOT + h * D + 4u * c;
       acc += p_sh[k * G + h] * vec4(AC[b], AC[b + 1u], AC[b + 2u], AC[b + 3u]);
     }
-    const uint a = pc.att_off + t * QD + (g * G + h) * D + 4u * c;
+    const uint a = pc.att_off + t * QD + (qh0 + h) * D + 4u * c;
     A[a] = acc.x;
     A[a + 1u] = acc.y;
     A[a + 2u] = acc.z;
@@ -372,6 +384,6 @@ void main() {
     if (QOUT)
       for (uint k = 0u; k < 4u; ++k) qb_x[h * D + 4u * c + k] = acc[k];
   }
-  if (tid == 0u) ACU[pc.cnt_off + t * KVH + g] = 0u;
+  if (tid == 0u) ACU[pc.cnt_off + t * NWG + wgi] = 0u;
   if (QOUT) quant_out(t, g);
 }

@@ -19,6 +19,12 @@ constexpr uint32_t kAlignFloats = 64;  // region alignment: 256 bytes (any stora
 // Decode variants on by default (FISH_VK_SPAN_NORM / FISH_VK_SPAN_GU override).
 constexpr bool kDefaultNormParts = false;
 constexpr bool kDefaultPairGu = false;
+// Decode attention: one query head per workgroup up to kDefaultNarrowMaxKv
+// positions, a KV group per workgroup beyond (H200, 8B decode: +8-10% at 64-1152
+// positions, even at ~2048, -6% at 4096, -9% at 16384; README).
+// FISH_VK_ATTN_HEADS=n: n at any context (0: a KV group).
+constexpr uint32_t kDefaultAttnHeads = 1;
+constexpr uint32_t kDefaultNarrowMaxKv = 2048;
 constexpr uint32_t kDefaultFold = 0;  // FISH_VK_SPAN_QFOLD: Span::kFold* bits (measured: README)
 // FISH_VK_SPAN_I8's default: every decode matvec on int8 x. (wo on f32 x, 247,
 // saves a quantise step: H200 1B +3-4% decode, 8B -2%; but the GPU then
@@ -219,6 +225,16 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
   norm0_.assign(in.layers[0].attn_norm, in.layers[0].attn_norm + in.n_embd);
   first_layer_ = in.first_layer;
   kshape_ = {uint32_t(in.head_dim), uint32_t(in.n_head / in.n_head_kv), uint32_t(in.n_head_kv)};
+  {
+    // Decode attention: FISH_VK_ATTN_HEADS query heads per workgroup at any
+    // context (when it divides the group), else the default below.
+    const bool forced = ctx.cfg->attn_heads >= 0;
+    const uint32_t want = forced ? uint32_t(ctx.cfg->attn_heads) : kDefaultAttnHeads;
+    if (want > 0 && want < kshape_.group && kshape_.group % want == 0) {
+      narrow_heads_ = want;
+      narrow_max_kv_ = forced ? UINT32_MAX : kDefaultNarrowMaxKv;
+    }
+  }
   int8_ = ctx.matmul->int8();
   arena_ = arena_layout(in, uint32_t(ctx.cfg->span_tokens), int8_);
   const DeviceFns& f = ctx_.dev->fns();
@@ -343,6 +359,7 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     if (GD % 256 != 0 && 256 % GD != 0) fold_ &= ~kFoldAttn;
     if (!pairs) fold_ &= ~kFoldGateUp;
     ctx_.kernels->warm_up(kshape_, (fold_ & kFoldAttn) != 0);
+    if (narrow_heads_) ctx_.kernels->warm_up(attn_shape(true), false);
   } catch (...) {
     release_all();
     throw;
@@ -516,7 +533,8 @@ void Span::run_batch(const float* x, int n, int pos0, float* out, bool head) {
   const uint32_t split_len = (n_kv + splits - 1) / splits;
   auto* c = static_cast<uint32_t*>(staging_.mapped);
   std::memset(c, 0, ctrl::kWords * 4);
-  c[ctrl::kAttnArgs] = uint32_t(shape_.n_head_kv);
+  const bool narrow = narrow_heads_ && n <= int(MatmulKernels::kMaxMatvecTokens) && n_kv <= narrow_max_kv_;
+  c[ctrl::kAttnArgs] = attn_shape(narrow).attn_groups();
   c[ctrl::kAttnArgs + 1] = splits;
   c[ctrl::kAttnArgs + 2] = uint32_t(n);
   c[ctrl::kPos0] = uint32_t(pos0);
@@ -540,7 +558,7 @@ void Span::run_batch(const float* x, int n, int pos0, float* out, bool head) {
 
   const int level = ctx_.cfg->profile_level;
   const bool stamps = level >= 1 && queries_ != VK_NULL_HANDLE;
-  VkCommandBuffer cmd = recording_for(n, stamps, head);
+  VkCommandBuffer cmd = recording_for(n, stamps, head, narrow);
   submit_wait(*ctx_.dev, cmd, fence_, ctx_.cfg->spin && !ctx_.dev->caps().cpu_device);
   ++prof_submits_;
   if (stamps) {
@@ -569,7 +587,13 @@ void Span::run_batch(const float* x, int n, int pos0, float* out, bool head) {
 // A command buffer holding the forward of n tokens (n = 0: an empty one-time
 // buffer for uploads). Recorded once per n and reused; with timestamps the
 // recording is made afresh each time (stage names are collected while recording).
-VkCommandBuffer Span::recording_for(int n, bool profiled, bool head) {
+SpanKernelShape Span::attn_shape(bool narrow) const {
+  SpanKernelShape s = kshape_;
+  if (narrow) s.wg_heads = narrow_heads_;
+  return s;
+}
+
+VkCommandBuffer Span::recording_for(int n, bool profiled, bool head, bool narrow) {
   const DeviceFns& f = ctx_.dev->fns();
   auto fresh = [&]() {
     VkCommandBuffer cmd = VK_NULL_HANDLE;
@@ -596,18 +620,18 @@ VkCommandBuffer Span::recording_for(int n, bool profiled, bool head) {
     check(f.vkResetCommandBuffer(scratch_cmd_, 0), "vkResetCommandBuffer");
     begin(scratch_cmd_, true);
     if (n > 0) {
-      record(scratch_cmd_, n, mode_for(n), true, head);
+      record(scratch_cmd_, n, mode_for(n), true, head, narrow);
       check(f.vkEndCommandBuffer(scratch_cmd_), "vkEndCommandBuffer");
     }
     return scratch_cmd_;
   }
-  const int key = n | (head ? kHeadKey : 0);
+  const int key = n | (head ? kHeadKey : 0) | (narrow ? kNarrowKey : 0);
   if (auto it = cached_.find(key); it != cached_.end()) return it->second;
   if (cached_.size() >= 16) invalidate_recordings();  // many batch sizes: keep the cache small
   VkCommandBuffer cmd = fresh();
   try {
     begin(cmd, false);
-    record(cmd, n, mode_for(n), false, head);
+    record(cmd, n, mode_for(n), false, head, narrow);
     check(f.vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
   } catch (...) {
     free_cmds_.push_back(cmd);
@@ -709,7 +733,11 @@ std::string Span::describe() const {
   return "span " + std::to_string(shape_.n_layers) + " layers (" + std::to_string(first_layer_) + ".." +
          std::to_string(first_layer_ + shape_.n_layers - 1) + "), KV " + std::to_string(kv_len_) + " of " +
          std::to_string(capacity_) + " positions (" + mb(kv) + " f16), arena " + mb(arena_buf_.alloc_size) +
-         (int8_ ? ", int8 matmuls" + f32_decode_note(i8_mask_) : "") + (head_ ? ", + output head (" + head_->name + ")" : "");
+         (int8_ ? ", int8 matmuls" + f32_decode_note(i8_mask_) : "") +
+         (narrow_heads_ ? ", decode attention " + std::to_string(narrow_heads_) + " query head(s) per workgroup" +
+                              (narrow_max_kv_ == UINT32_MAX ? "" : " to " + std::to_string(narrow_max_kv_) + " positions")
+                        : "") +
+         (head_ ? ", + output head (" + head_->name + ")" : "");
 }
 
 // ---- the head (ABI 1.1) ------------------------------------------------------------

@@ -155,9 +155,11 @@ class Span {
   void write_aux_sets();
   void fill_kv(int pos0, int n);  // FISH_VK_BENCH_FILL_KV
   // head: the batch also runs the head on its last token (into head_rb_).
+  // narrow: the decode attention with narrow_heads_ query heads per workgroup.
   void run_batch(const float* x, int n_tok, int pos0, float* out, bool head = false);
-  VkCommandBuffer recording_for(int n_tok, bool profiled, bool head = false);
-  void record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head);
+  VkCommandBuffer recording_for(int n_tok, bool profiled, bool head = false, bool narrow = false);
+  void record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head, bool narrow);
+  SpanKernelShape attn_shape(bool narrow) const;
   void release_head();
   void invalidate_recordings();
   void release_all();
@@ -166,7 +168,12 @@ class Span {
   SpanIn shape_;          // layers' host pointers are not kept (cleared)
   std::vector<float> rope_freqs_;  // shape_.rope_freqs points here
   std::vector<float> norm0_;       // layer 0's attn_norm (the host applies it for decode)
-  SpanKernelShape kshape_{};
+  SpanKernelShape kshape_{};  // a KV group per attention workgroup
+  // Decode attention with fewer query heads per workgroup (shorter latency,
+  // the group's K/V read GQ/heads times): narrow_heads_ (0: never) while the
+  // context is at most narrow_max_kv_ positions (FISH_VK_ATTN_HEADS).
+  uint32_t narrow_heads_ = 0;
+  uint32_t narrow_max_kv_ = 0;
   int first_layer_ = 0;
   int capacity_ = 0, kv_len_ = 0;
   ArenaLayout arena_{};
@@ -196,7 +203,7 @@ class Span {
   Buffer head_y_, head_rb_;
   std::vector<VkDescriptorSet> head_sets_;
   std::map<int, VkCommandBuffer> cached_;  // n_tok (| kHeadKey) -> recorded command buffer (reused)
-  static constexpr int kHeadKey = 1 << 20;
+  static constexpr int kHeadKey = 1 << 20, kNarrowKey = 1 << 21;
   VkCommandBuffer scratch_cmd_ = VK_NULL_HANDLE;  // profiled recordings
   std::vector<VkCommandBuffer> free_cmds_;
 

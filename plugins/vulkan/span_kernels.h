@@ -41,6 +41,11 @@ static_assert(sizeof(SpanPush) == 112);
 // Shape constants the attention and RoPE kernels are specialised on.
 struct SpanKernelShape {
   uint32_t head_dim = 0, group = 0, n_head_kv = 0;
+  // Query heads per attention workgroup (divides group; 0: group, one
+  // workgroup per KV head). FISH_VK_ATTN_HEADS.
+  uint32_t wg_heads = 0;
+  uint32_t heads_per_wg() const { return wg_heads ? wg_heads : group; }
+  uint32_t attn_groups() const { return n_head_kv * group / heads_per_wg(); }  // workgroups per (token, split)
 };
 
 class SpanKernels {

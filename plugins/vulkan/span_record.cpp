@@ -10,7 +10,7 @@
 
 namespace fish::vk {
 
-void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head) {
+void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head, bool narrow) {
   const DeviceFns& f = ctx_.dev->fns();
   SpanKernels& k = *ctx_.kernels;
   const uint32_t n = uint32_t(n_tok);
@@ -87,7 +87,7 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head
   // epilogues of wo and down for gate/up and the next q/k/v (fn), the gate|up
   // pair for down (fgu). They write the one of two regions their own input is
   // not in; cur: the region the next int8 step reads (quant() writes region 0).
-  const bool fa = (m.fold & kFoldAttn) != 0, fn = (m.fold & kFoldNorm) != 0, fgu = (m.fold & kFoldGateUp) != 0;
+  const bool fa = (m.fold & kFoldAttn) != 0 && !narrow, fn = (m.fold & kFoldNorm) != 0, fgu = (m.fold & kFoldGateUp) != 0;
   const uint32_t xq_reg[2] = {a.xqk, a.xq2};
   int cur = 0;
   auto q8k_words = [](uint32_t n_in) { return MatmulKernels::q8_row_words(256, n_in); };
@@ -204,7 +204,7 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head
       p.q_off = a.qkv;
     }
     if (fa) p.q8_out = xq_reg[cur ^ 1], p.q8_stride = q8k_words(QD), p.q8_cnt = a.qcnt;
-    k.attention(cmd, L.aux_set, p, kshape_, m.fuse_attn, arena_buf_.buffer);
+    k.attention(cmd, L.aux_set, p, attn_shape(narrow), m.fuse_attn, arena_buf_.buffer);
     step();
     stage(m.fuse_attn ? "attention (+q/k prep, RoPE, KV store)" : "attention", "attention");
     uint32_t ffn_parts = 0;

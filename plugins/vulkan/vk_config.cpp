@@ -67,6 +67,7 @@ VkConfig VkConfig::from_env() {
   ranged("FISH_VK_SPAN_FUSE", 0, 1, &fuse);
   ranged("FISH_VK_SPAN_TOKENS", 8, 1024, &c.span_tokens);
   ranged("FISH_VK_ATTN_SPLIT", 16, 1 << 20, &c.attn_split);
+  ranged("FISH_VK_ATTN_HEADS", 0, 32, &c.attn_heads);
   ranged("FISH_VK_ATTN_MAX_SPLITS", 1, 128, &c.attn_max_splits);
   ranged("FISH_VK_SPIN", 0, 1, &spin);
   ranged("FISH_VK_SPAN_GU", 0, 1, &c.span_gu);

@@ -60,6 +60,8 @@ struct VkConfig {
   int span_tokens = 128;
   int attn_split = 128;
   int attn_max_splits = 32;
+  int attn_heads = -1;           // FISH_VK_ATTN_HEADS: decode query heads per attention workgroup at any
+                                 // context (0: a KV group's all); -1: the default (span.cpp)
   bool spin = true;
   bool bench_fill_kv = false;
   int mv_rows = 0;               // 0: heuristic

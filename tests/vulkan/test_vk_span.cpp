@@ -247,6 +247,7 @@ TEST_CASE("span variants agree: unfused decode, attention splits, tokens per sub
     const char* gu = nullptr;    // FISH_VK_SPAN_GU (nullptr: unset, the default)
     const char* norm = nullptr;  // FISH_VK_SPAN_NORM
     const char* mv = nullptr;    // FISH_VK_SPAN_MV (nullptr: the heuristic)
+    const char* heads = nullptr; // FISH_VK_ATTN_HEADS (nullptr: a KV group per attention workgroup)
   };
   const Knobs base{"default", "1", "256", "32", "128"};
   const Knobs variants[] = {
@@ -262,6 +263,10 @@ TEST_CASE("span variants agree: unfused decode, attention splits, tokens per sub
       {"rows per role", "1", "256", "32", "128", "1", "1", "q=1x32,o=2x64,gu=8x128,d=4x256"},
       {"separate gate/up, 8 rows x 64", "1", "256", "32", "128", "0", "0", "8x64"},
       {"FISH_VK_SPAN_FUSE=0 with pair / norm knobs (ignored)", "0", "256", "32", "128", "1", "1", "16"},
+      {"a KV group per attention workgroup (FISH_VK_ATTN_HEADS=0)", "1", "256", "32", "128", nullptr, nullptr, nullptr, "0"},
+      {"one query head per attention workgroup", "1", "256", "32", "128", nullptr, nullptr, nullptr, "1"},
+      {"one query head per attention workgroup, many splits", "1", "16", "128", "128", nullptr, nullptr, nullptr, "1"},
+      {"one query head per attention workgroup, unfused", "0", "256", "32", "128", nullptr, nullptr, nullptr, "1"},
   };
   auto set = [](const Knobs& k) {
     setenv("FISH_VK_SPAN_FUSE", k.fuse, 1);
@@ -275,6 +280,7 @@ TEST_CASE("span variants agree: unfused decode, attention splits, tokens per sub
     put("FISH_VK_SPAN_GU", k.gu);
     put("FISH_VK_SPAN_NORM", k.norm);
     put("FISH_VK_SPAN_MV", k.mv);
+    put("FISH_VK_ATTN_HEADS", k.heads);
   };
   for (const Variant& v : {kVariants[1], kVariants[2], kVariants[3]}) {
     const Synth s = make_synth(v, 9);
@@ -321,4 +327,36 @@ TEST_CASE("span prefill of 300 tokens ≡ the same tokens one at a time", "[vulk
   INFO("max |Δx| " << d << " of max |x| " << m);
   CHECK(d <= 1e-4 * m);  // tiled vs matvec summation order, same f16 KV
   CHECK(a->be->span_kv_len(a->span) == n);
+}
+
+// Decode attention with one query head per workgroup (the default up to 2048
+// positions) and with a KV group per workgroup beyond: decoding across that
+// limit gives what a KV group per workgroup gives throughout
+// (FISH_VK_ATTN_HEADS=0), and so does one head per workgroup throughout (=1).
+TEST_CASE("decode across the narrow-attention limit (2048 positions) ≡ either kernel throughout", "[vulkan][span]") {
+  ensure_lavapipe_if_no_gpu();
+  const Synth s = make_synth(kVariants[1], 33);  // 4 query heads per KV head
+  std::vector<Step> script = {{'r', 2064, 0}, {'f', 2040, 0}};
+  for (int p = 2040; p < 2056; ++p) script.push_back({'f', 1, p});
+  std::vector<std::vector<float>> out;
+  for (const char* heads : {(const char*)nullptr, "0", "1"}) {
+    if (heads) setenv("FISH_VK_ATTN_HEADS", heads, 1);
+    else unsetenv("FISH_VK_ATTN_HEADS");
+    std::string why;
+    auto ld = load("vulkan", s, 64, &why);
+    if (!ld->be) {
+      WARN("SKIPPED: no Vulkan device: " << why);
+      unsetenv("FISH_VK_ATTN_HEADS");
+      return;
+    }
+    INFO(ld->be->describe());
+    CHECK((ld->be->describe().find("1 query head(s) per workgroup") != std::string::npos) == (!heads || heads[0] == '1'));
+    out.push_back(run_script(*ld, s, script, 5));
+  }
+  unsetenv("FISH_VK_ATTN_HEADS");
+  for (size_t k = 1; k < out.size(); ++k) {
+    const double d = max_diff(out[0], out[k]), m = max_abs(out[k]);
+    INFO((k == 1 ? "FISH_VK_ATTN_HEADS=0" : "FISH_VK_ATTN_HEADS=1") << ": max |Δx| " << d << " of max |x| " << m);
+    CHECK(d <= 1e-4 * m);  // the same math; the workgroups' summation orders differ
+  }
 }
