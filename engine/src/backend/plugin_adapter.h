@@ -70,6 +70,7 @@ class PluginBackend final : public ComputeBackend {
   // Runs one table call: injection, exception fence, status -> last error.
   template <class F>
   bool call(const char* what, F&& f);
+  bool has_span_head(const char* what);  // the ABI 1.1 head slots (else last_error says so); caller holds mu_
   std::string describe_what(uint32_t what);
 
   const PluginLibrary* lib_;
