@@ -18,10 +18,14 @@
 // in the ctrl block, the attention grid is an indirect dispatch), so a token
 // costs the host two memcpys, a submit and a fence wait. Per layer (decode):
 //   q|k|v matvecs with the attention rmsnorm folded in → barrier →
-//   attention (q/k bias + norm + RoPE, KV store, split context, combine) → barrier →
+//   attention (q/k bias + norm + RoPE, KV store, split context, combine; one
+//     query head per workgroup up to 2048 positions, a KV group beyond) → barrier →
 //   wo matvec + residual add → barrier →
 //   gate (silu) | up matvecs with the FFN rmsnorm folded in → barrier →
 //   down matvec on silu(gate)·up + residual add → barrier
+// With a head attached (set_head, ABI 1.1) the last layer's down epilogue
+// hands it the output norm, and the forward ends with quantise x → the head's
+// matvec → a copy of the logits to the host-visible readback.
 // With int8 activations each matvec step is preceded by a quantize_x step
 // (+ barrier), unless FISH_VK_SPAN_QFOLD lets its producer write the int8
 // rows itself (Mode::fold, span_record.cpp; off by default: measured no faster).
