@@ -324,7 +324,7 @@ void LlamaModel::eval(const int32_t* tokens, int32_t n, int32_t pos, bool all_lo
       // The span failed (x untouched): its layers move to the CPU, whose KV for
       // them lacks positions < p; replay_history rebuilds it, then this chunk
       // runs again.
-      fall_back_to_cpu("span_forward", span_fail_reason_);
+      fall_back_to_cpu("the span", span_fail_reason_);  // the reason names the call
       replay_history(p);
       if (!eval_chunk(tokens + done, c, p, all_logits, out))
         throw Error("eval: the backend failed again after falling back to the CPU");
