@@ -233,6 +233,9 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     if (want > 0 && want < kshape_.group && kshape_.group % want == 0) {
       narrow_heads_ = want;
       narrow_max_kv_ = forced ? UINT32_MAX : kDefaultNarrowMaxKv;
+    } else if (forced && want > 0 && kshape_.group % want != 0 && ctx_.log) {
+      ctx_.log(1, "FISH_VK_ATTN_HEADS=" + std::to_string(want) + " does not divide the " +
+                      std::to_string(kshape_.group) + " query heads per KV head: a KV group per workgroup");
     }
   }
   int8_ = ctx.matmul->int8();
