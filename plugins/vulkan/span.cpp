@@ -309,17 +309,8 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
 
     // Descriptor sets: per weight chunk (span matmul layout), per layer (aux), copies.
     Pipelines& pl = *ctx_.pipelines;
-    const Layout& mm = ctx_.matmul->span_layout();
     // Binding 5 is a pair's second weight (gate|up: the up chunk), else the chunk again.
-    auto mm_set = [&](const WeightChunk& c, const WeightChunk& c2) {
-      VkDescriptorSet set = pl.allocate_set(mm);
-      const VkBuffer bufs[6] = {c.buf.buffer,      arena_buf_.buffer, params_.buffer,
-                                arena_buf_.buffer, arena_buf_.buffer, c2.buf.buffer};
-      const uint64_t offs[6] = {0, 0, 0, 0, 0, 0};
-      const uint64_t ranges[6] = {c.buf.size, arena_buf_.size, params_.size, arena_buf_.size, arena_buf_.size, c2.buf.size};
-      pl.write_set(set, 6, bufs, offs, ranges);
-      return set;
-    };
+    auto mm_set = [&](const WeightChunk& c, const WeightChunk& c2) { return matmul_set(c, c2, arena_buf_); };
     for (Layer& L : layers_) {
       for (int k = 0; k < 7; ++k)
         for (const WeightChunk& c : L.w[k]->chunks) L.mm_sets[k].push_back(mm_set(c, c));
@@ -390,10 +381,8 @@ void Span::release_all() {
   if (copy_out_set_) pl.free_set(copy_out_set_);
   if (quant_set_) pl.free_set(quant_set_);
   copy_in_set_ = copy_out_set_ = quant_set_ = VK_NULL_HANDLE;
-  for (VkDescriptorSet st : head_sets_) pl.free_set(st);
-  head_sets_.clear();
-  head_ = nullptr;
-  for (Buffer* b : {&params_, &rope_, &arena_buf_, &staging_, &readback_, &head_y_, &head_rb_}) ctx_.mem->destroy(*b);
+  release_head();
+  for (Buffer* b : {&params_, &rope_, &arena_buf_, &staging_, &readback_}) ctx_.mem->destroy(*b);
   cached_.clear();
   free_cmds_.clear();
   scratch_cmd_ = VK_NULL_HANDLE;
@@ -743,6 +732,18 @@ std::string Span::describe() const {
          (head_ ? ", + output head (" + head_->name + ")" : "");
 }
 
+// A span matmul's descriptor set (MatmulKernels::span_layout): weight chunk c
+// (binding 0; c2 at 5: a pair's second weight, else c again), the arena as x
+// (1) and coherent (4), the parameters (2), and y (3: the arena, or the head's logits).
+VkDescriptorSet Span::matmul_set(const WeightChunk& c, const WeightChunk& c2, const Buffer& y) {
+  VkDescriptorSet set = ctx_.pipelines->allocate_set(ctx_.matmul->span_layout());
+  const VkBuffer bufs[6] = {c.buf.buffer, arena_buf_.buffer, params_.buffer, y.buffer, arena_buf_.buffer, c2.buf.buffer};
+  const uint64_t offs[6] = {0, 0, 0, 0, 0, 0};
+  const uint64_t ranges[6] = {c.buf.size, arena_buf_.size, params_.size, y.size, arena_buf_.size, c2.buf.size};
+  ctx_.pipelines->write_set(set, 6, bufs, offs, ranges);
+  return set;
+}
+
 // ---- the head (ABI 1.1) ------------------------------------------------------------
 
 void Span::release_head() {
@@ -774,16 +775,7 @@ void Span::set_head(Weight* head, const float* norm) {
                                tag + " logits");
     head_rb_ = ctx_.mem->create(bytes, MemKind::Readback, VK_BUFFER_USAGE_TRANSFER_DST_BIT, tag + " logits readback");
     write_buffer(params_, uint64_t(head_norm_) * 4, norm, uint64_t(shape_.n_embd) * 4);
-    Pipelines& pl = *ctx_.pipelines;
-    const Layout& mm = ctx_.matmul->span_layout();
-    for (const WeightChunk& c : head->chunks) {
-      VkDescriptorSet set = pl.allocate_set(mm);
-      head_sets_.push_back(set);
-      const VkBuffer bufs[6] = {c.buf.buffer, arena_buf_.buffer, params_.buffer, head_y_.buffer, arena_buf_.buffer, c.buf.buffer};
-      const uint64_t offs[6] = {0, 0, 0, 0, 0, 0};
-      const uint64_t ranges[6] = {c.buf.size, arena_buf_.size, params_.size, head_y_.size, arena_buf_.size, c.buf.size};
-      pl.write_set(set, 6, bufs, offs, ranges);
-    }
+    for (const WeightChunk& c : head->chunks) head_sets_.push_back(matmul_set(c, c, head_y_));
   } catch (...) {
     release_head();
     throw;

@@ -46,6 +46,7 @@
 namespace fish::vk {
 
 struct Weight;
+struct WeightChunk;
 
 // What span_create gets (the ABI's fish_span_desc, host pointers valid during the call).
 struct SpanLayerIn {
@@ -120,7 +121,6 @@ class Span {
   // (head [n_vocab][n_embd], a weight of the same backend; norm copied to the
   // parameters). nullptr detaches. Throws Failure (InvalidArgument, OutOfMemory).
   void set_head(Weight* head, const float* norm);
-  bool has_head() const { return head_ != nullptr; }
   void truncate(int n);  // Range when n > kv_len
   void reserve(int n);   // grows the capacity (contents kept); OutOfMemory leaves the old KV
   int kv_len() const { return kv_len_; }
@@ -164,6 +164,7 @@ class Span {
   VkCommandBuffer recording_for(int n_tok, bool profiled, bool head = false, bool narrow = false);
   void record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head, bool narrow);
   SpanKernelShape attn_shape(bool narrow) const;
+  VkDescriptorSet matmul_set(const WeightChunk& c, const WeightChunk& c2, const Buffer& y);
   void release_head();
   void invalidate_recordings();
   void release_all();
