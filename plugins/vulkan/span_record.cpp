@@ -52,8 +52,8 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head
     if (i8_mask == 0xFFu) return true;
     uint32_t bit = 7;  // the head
     for (const Layer& L : layers_)
-      for (uint32_t k = 0; k < 7; ++k)
-        if (L.w[k] == w) bit = k;
+      for (uint32_t wi = 0; wi < 7; ++wi)
+        if (L.w[wi] == w) bit = wi;
     return ((i8_mask >> bit) & 1u) != 0;
   };
   auto xq_off = [&](const Weight* w) { return MatmulKernels::q8_block(*w->type) == 256 ? a.xqk : a.xql; };
@@ -97,11 +97,12 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head
   // next norm) writes y·P[norm_next..] to xn and 1/rms to inv_out (kNone: only
   // the partials). xq_in: the producer's Q8_K rows of x (fold; the scale is
   // still applied here), else quant()'s. q_out: fold's output rows (single chunk).
-  // Returns the last chunk's row groups (EPI 3's partials).
-  auto mm = [&](const Layer& L, int w, uint32_t x_off, uint32_t x_stride, uint32_t y_off, uint32_t y_stride,
-                SpanFusion fz, uint32_t inv_in = kNone, uint32_t parts = 0, uint32_t x2_off = 0,
-                uint32_t norm_next = 0, uint32_t inv_out = 0, uint32_t xq_in = kNone, uint32_t q_out = kNone) {
-    const Weight* wt = L.w[w];
+  // Returns the last chunk's row groups (EPI 3's partials). matmul(): any
+  // weight with its chunks' descriptor sets on nt tokens; mm(): layer L's weight w on all n.
+  auto matmul = [&](const Weight* wt, const std::vector<VkDescriptorSet>& sets, uint32_t nt, uint32_t x_off,
+                    uint32_t x_stride, uint32_t y_off, uint32_t y_stride, SpanFusion fz, uint32_t inv_in = kNone,
+                    uint32_t parts = 0, uint32_t x2_off = 0, uint32_t norm_next = 0, uint32_t inv_out = 0,
+                    uint32_t xq_in = kNone, uint32_t q_out = kNone) {
     if (i8w(wt)) {
       fz.int8 = true;
       if (xq_in != kNone) x_off = xq_in, x_stride = xq_stride(wt), x2_off = 0;
@@ -111,7 +112,7 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head
     for (size_t c = 0; c < wt->chunks.size(); ++c) {
       const WeightChunk& ch = wt->chunks[c];
       SpanMatmulPush pc;
-      pc.m = {uint32_t(wt->n_in), ch.rows, n, x_stride, x_off, y_stride, y_off + ch.row0, 0};
+      pc.m = {uint32_t(wt->n_in), ch.rows, nt, x_stride, x_off, y_stride, y_off + ch.row0, 0};
       pc.inv_in = inv_in;
       pc.inv_parts = inv_in == kNone ? 0 : parts;
       pc.eps = shape_.rms_eps;
@@ -122,10 +123,11 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head
       pc.cnt = ctrl::kNormCount;
       pc.inv_out = inv_out;
       if (q_out != kNone) pc.q_out = q_out, pc.q_stride = q8k_words(ch.rows), pc.qcnt = a.qcnt;
-      groups = ctx_.matmul->record_span(cmd, *wt->type, L.mm_sets[w][c], pc, fz);
+      groups = ctx_.matmul->record_span(cmd, *wt->type, sets[c], pc, fz);
     }
     return groups;
   };
+  auto mm = [&](const Layer& L, int w, auto... rest) { return matmul(L.w[w], L.mm_sets[w], n, rest...); };
 
   // Earlier submissions (uploads, the previous forward) before anything here.
   barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
@@ -339,18 +341,7 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head
     }
     const Weight* hw = head_;
     quant({hw}, in, E, inv, parts, 0, false, 1);
-    SpanFusion fz{0, false, false, kRoleOther};
-    uint32_t x_off = in, x_stride = E;
-    if (i8w(hw)) fz.int8 = true, x_off = xq_off(hw), x_stride = xq_stride(hw), inv = kNone, parts = 0;
-    for (size_t c = 0; c < hw->chunks.size(); ++c) {
-      const WeightChunk& ch = hw->chunks[c];
-      SpanMatmulPush pc;
-      pc.m = {E, ch.rows, 1, x_stride, x_off, uint32_t(hw->n_out), ch.row0, 0};
-      pc.inv_in = inv;
-      pc.inv_parts = inv == kNone ? 0 : parts;
-      pc.eps = shape_.rms_eps;
-      ctx_.matmul->record_span(cmd, *hw->type, head_sets_[c], pc, fz);
-    }
+    matmul(hw, head_sets_, 1, in, E, 0, uint32_t(hw->n_out), SpanFusion{0, false, false, kRoleOther}, inv, parts);
     barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
             VK_ACCESS_TRANSFER_READ_BIT);
     VkBufferCopy bc{0, 0, uint64_t(hw->n_out) * 4};
