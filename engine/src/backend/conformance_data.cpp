@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "backend/conformance_internal.h"
+#include "backend/kernel_bound.h"
 #include "common/error.h"
 #include "common/fp16.h"
 #include "cpu/matmul.h"
@@ -143,21 +144,13 @@ double bound_ratio(const TestWeight& w, const float* x, int n_tok, const float* 
   }
   // Largest |y - want| / (scale · bound), and where it is.
   auto worst_vs = [&](const std::vector<float>& want, double scale, const char* what, std::string* at) {
-    double worst = 0.0;
-    for (int t = 0; t < n_tok; ++t)
-      for (int64_t r = 0; r < w.n_out; ++r) {
-        const double b = scale * bound[size_t(t)];
-        const double got = y[int64_t(t) * w.n_out + r], ref = want[size_t(int64_t(t) * w.n_out + r)];
-        const double err = std::isfinite(got) ? std::fabs(got - ref) : INFINITY;
-        const double ratio = b > 0 ? err / b : (err > 0 ? INFINITY : 0.0);
-        if (ratio > worst) {
-          worst = ratio;
-          if (at)
-            *at = "token " + std::to_string(t) + " row " + std::to_string(r) + ": got " + fmt(got, 6) + ", " + what +
-                  " " + fmt(ref, 6) + ", bound " + fmt(b, 6);
-        }
-      }
-    return worst;
+    const BoundWorst bw = worst_bound_ratio(y, want.data(), bound.data(), n_tok, w.n_out, scale);
+    if (at && bw.ratio > 0) {
+      const size_t i = size_t(int64_t(bw.tok) * w.n_out + bw.row);
+      *at = "token " + std::to_string(bw.tok) + " row " + std::to_string(bw.row) + ": got " + fmt(y[i], 6) + ", " +
+            what + " " + fmt(want[i], 6) + ", bound " + fmt(scale * bound[size_t(bw.tok)], 6);
+    }
+    return bw.ratio;
   };
   const double worst = worst_vs(reference_product(w, x, n_tok), 1.0, "reference", where);
   if (worst <= 1.0) return worst;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/kernel_bound.h"
 #include "capi/capi_util.h"
 #include "cpu/matmul.h"
 #include "cpu/thread_pool.h"
@@ -106,15 +107,8 @@ FISH_API int32_t fish_test_gpu_kernels(const char* model_path, void (*fn)(const 
             for (int64_t i = 0; i < n_in; ++i) s += colsum[size_t(i)] * std::fabs(x[size_t(tk * n_in + i)]);
             bound[size_t(tk)] = 1e-3 * s / double(n_out);
           }
-          // Largest |y - want| / (scale · bound).
           auto worst_vs = [&](const std::vector<float>& want, double scale) {
-            double worst = 0;
-            for (int tk = 0; tk < n_tok; ++tk)
-              for (int64_t r = 0; r < n_out; ++r) {
-                const double e = std::fabs(double(y[size_t(tk * n_out + r)]) - want[size_t(tk * n_out + r)]);
-                worst = std::max(worst, std::isfinite(e) ? e / (scale * bound[size_t(tk)]) : 1e30);
-              }
-            return worst;
+            return fish::backend::worst_bound_ratio(y.data(), want.data(), bound.data(), n_tok, n_out, scale).ratio;
           };
           fish::matmul_ref_f32(view, x.data(), n_tok, ref.data());
           const double worst = worst_vs(ref, 1.0);
