@@ -90,6 +90,34 @@ bool use_plugin(const std::string& name) {
 // (tests/vulkan/test_vk_int8.cpp, test_gpu_e2e's FISH_VK_INT8=1 runs).
 const int kPinF32 = (setenv("FISH_VK_INT8", "0", 0), 0);
 
+// Model a (span, armed to fail at position fail_at) against the CPU on the same
+// n tokens: 8 at once, then one at a time. From fail_at on a has fallen back,
+// runs the CPU path on a replayed KV and so gives the CPU's logits bit for
+// bit; one fallback, no position lost, no span left.
+void falls_back_like_the_cpu(Model& a, const std::string& path, int n, int fail_at) {
+  Model cpu(path, 0, 0);
+  REQUIRE(a.info.gpu_span == 1);
+  const auto toks = text_tokens(a.m, size_t(n));
+  REQUIRE(fish_eval(a.m, toks.data(), 8, 0, 0) == 0);  // positions 0..7 on the span
+  REQUIRE(fish_eval(cpu.m, toks.data(), 8, 0, 0) == 0);
+  for (int i = 8; i < n; ++i) {
+    REQUIRE(fish_eval(a.m, &toks[size_t(i)], 1, i, 0) == 0);
+    REQUIRE(fish_eval(cpu.m, &toks[size_t(i)], 1, i, 0) == 0);
+    const double d = rel_diff(a.logits(-1), cpu.logits(-1));
+    INFO("position " << i << ": max |dlogit| " << d << " of max |logit|");
+    if (i >= fail_at) CHECK(d == 0.0);
+  }
+  fish_stats st{};
+  st.struct_size = sizeof st;
+  fish_get_stats(a.m, &st);
+  CHECK(st.gpu_fallbacks == 1);
+  CHECK(fish_kv_len(a.m) == n);
+  fish_model_info after{};
+  after.struct_size = sizeof after;
+  fish_model_get_info(a.m, &after);
+  CHECK(after.gpu_span == 0);
+}
+
 void span_engine_checks(const std::string& plugin) {
   for (const char* model : {"stories260K.gguf", "synth-tiny-Q4_K_M.gguf"}) {
     const std::string path = model_path(model);
@@ -138,27 +166,7 @@ void span_engine_checks(const std::string& plugin) {
       setenv("FISH_TEST_SPAN_FAIL_AT", "12", 1);
       Model a(path, -1, 1);
       unsetenv("FISH_TEST_SPAN_FAIL_AT");
-      Model cpu(path, 0, 0);
-      REQUIRE(a.info.gpu_span == 1);
-      const auto toks = text_tokens(a.m, 24);
-      REQUIRE(fish_eval(a.m, toks.data(), 8, 0, 0) == 0);     // positions 0..7 on the span
-      REQUIRE(fish_eval(cpu.m, toks.data(), 8, 0, 0) == 0);
-      for (int i = 8; i < 24; ++i) {                           // the span fails at position 12
-        REQUIRE(fish_eval(a.m, &toks[size_t(i)], 1, i, 0) == 0);
-        REQUIRE(fish_eval(cpu.m, &toks[size_t(i)], 1, i, 0) == 0);
-        const double d = rel_diff(a.logits(-1), cpu.logits(-1));
-        INFO("position " << i << ": max |dlogit| " << d << " of max |logit|");
-        if (i >= 12) CHECK(d == 0.0);  // after the fallback: the CPU path with a replayed KV, bit for bit
-      }
-      fish_stats st{};
-      st.struct_size = sizeof st;
-      fish_get_stats(a.m, &st);
-      CHECK(st.gpu_fallbacks == 1);
-      CHECK(fish_kv_len(a.m) == 24);
-      fish_model_info after{};
-      after.struct_size = sizeof after;
-      fish_model_get_info(a.m, &after);
-      CHECK(after.gpu_span == 0);
+      falls_back_like_the_cpu(a, path, 24, 12);
     }
     SECTION(plugin + " " + model + ": the head in the span == the head as its own submission") {
       Model a(path, -1, 1);
@@ -197,23 +205,7 @@ void span_engine_checks(const std::string& plugin) {
       Model a(path, -1, 1);
       unsetenv("FISH_BACKEND_FAIL");
       REQUIRE(use_plugin(plugin));  // the other sections get an unarmed one
-      Model cpu(path, 0, 0);
-      REQUIRE(a.info.gpu_span == 1);
-      const auto toks = text_tokens(a.m, 20);
-      REQUIRE(fish_eval(a.m, toks.data(), 8, 0, 0) == 0);  // call 1: positions 0..7 and their logits
-      REQUIRE(fish_eval(cpu.m, toks.data(), 8, 0, 0) == 0);
-      for (int i = 8; i < 20; ++i) {                         // call 5 (position 11) fails
-        REQUIRE(fish_eval(a.m, &toks[size_t(i)], 1, i, 0) == 0);
-        REQUIRE(fish_eval(cpu.m, &toks[size_t(i)], 1, i, 0) == 0);
-        const double d = rel_diff(a.logits(-1), cpu.logits(-1));
-        INFO("position " << i << ": max |dlogit| " << d << " of max |logit|");
-        if (i >= 11) CHECK(d == 0.0);  // the CPU path with a replayed KV, bit for bit
-      }
-      fish_stats st{};
-      st.struct_size = sizeof st;
-      fish_get_stats(a.m, &st);
-      CHECK(st.gpu_fallbacks == 1);
-      CHECK(fish_kv_len(a.m) == 20);
+      falls_back_like_the_cpu(a, path, 20, 11);  // call 1: positions 0..7; call 5 (position 11) fails
     }
   }
 }
