@@ -124,34 +124,34 @@ TEST_CASE("model - a span failure mid-generation falls back to the CPU", "[plugi
   // with the output head as its own submission, span_forward_logits (ABI 1.1) with
   // the head in the span's.
   for (const char* call : {"span_forward", "span_forward_logits"}) {
-  INFO("failing call: " << call);
-  const bool head = std::string(call) == "span_forward_logits";
-  setenv("FISH_GPU_SPAN_HEAD", head ? "1" : "0", 1);
-  setenv("FISH_BACKEND_FAIL", (std::string(call) + ":5").c_str(), 1);
-  fish_backend_use_file(FISH_TEST_REFERENCE);
-  {
-    Model m(-1, 1);
-    REQUIRE(m.info.gpu_span == 1);
-    const auto l = forced(m, t);
-    fish_stats st{};
-    st.struct_size = sizeof st;
-    fish_get_stats(m.m, &st);
-    CHECK(st.gpu_fallbacks == 1);
-    fish_model_info after{};
-    after.struct_size = sizeof after;
-    fish_model_get_info(m.m, &after);
-    CHECK(after.gpu_layers == 0);
-    // From the failed step on, everything ran on the CPU after a replay of the
-    // history: the logits are the CPU's own.
-    REQUIRE(l.size() == t.logits.size());
-    const std::vector<std::vector<float>> tail_l(l.begin() + 4, l.end()), tail_c(t.logits.begin() + 4, t.logits.end());
-    const Agreement g = compare(tail_l, tail_c);
-    std::printf("after the forced failure vs CPU: argmax %d/%d, max |dlogit| %.3g\n", g.same_argmax, g.steps, g.max_diff);
-    CHECK(g.same_argmax == g.steps);
-    CHECK(g.max_diff <= 1e-4 * g.max_abs);
-  }
-  unsetenv("FISH_BACKEND_FAIL");
-  unsetenv("FISH_GPU_SPAN_HEAD");
+    INFO("failing call: " << call);
+    const bool head = std::string(call) == "span_forward_logits";
+    setenv("FISH_GPU_SPAN_HEAD", head ? "1" : "0", 1);
+    setenv("FISH_BACKEND_FAIL", (std::string(call) + ":5").c_str(), 1);
+    fish_backend_use_file(FISH_TEST_REFERENCE);
+    {
+      Model m(-1, 1);
+      REQUIRE(m.info.gpu_span == 1);
+      const auto l = forced(m, t);
+      fish_stats st{};
+      st.struct_size = sizeof st;
+      fish_get_stats(m.m, &st);
+      CHECK(st.gpu_fallbacks == 1);
+      fish_model_info after{};
+      after.struct_size = sizeof after;
+      fish_model_get_info(m.m, &after);
+      CHECK(after.gpu_layers == 0);
+      // From the failed step on, everything ran on the CPU after a replay of the
+      // history: the logits are the CPU's own.
+      REQUIRE(l.size() == t.logits.size());
+      const std::vector<std::vector<float>> tail_l(l.begin() + 4, l.end()), tail_c(t.logits.begin() + 4, t.logits.end());
+      const Agreement g = compare(tail_l, tail_c);
+      std::printf("after the forced failure vs CPU: argmax %d/%d, max |dlogit| %.3g\n", g.same_argmax, g.steps, g.max_diff);
+      CHECK(g.same_argmax == g.steps);
+      CHECK(g.max_diff <= 1e-4 * g.max_abs);
+    }
+    unsetenv("FISH_BACKEND_FAIL");
+    unsetenv("FISH_GPU_SPAN_HEAD");
   }
   fish_backend_use_file(nullptr);
 }
