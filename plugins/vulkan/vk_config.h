@@ -22,8 +22,8 @@
 //   FISH_VK_SPAN_GU=0|1          spans, decode: gate and up as one dispatch that writes
 //                                silu(gate)·up (down then reads one vector) (default 0)
 //   FISH_VK_SPAN_NORM=0|1        spans, decode: 1/rms of the fused rmsnorm computed by each
-//                                consumer from the producer's Σy² partials (1), or by the
-//                                producer's last workgroup after an arrival counter (0; default)
+//                                consumer from the producer's Σy² partials (1; default), or by
+//                                the producer's last workgroup after an arrival counter (0)
 //   FISH_VK_INT8=0|1             1: matmuls of Q4_0, Q8_0, Q4_K, Q5_K, Q6_K weights on int8
 //                                activations with integer dot products (x quantised on the device
 //                                exactly as the CPU does: Q8_K blocks for K-quants, Q8_0 for
