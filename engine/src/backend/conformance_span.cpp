@@ -387,10 +387,7 @@ void run_variant(Runner& run, const PluginLibrary* lib, const std::string& name,
   // without it skips, and the span goes on to the destroy check either way.
   run.check(tag + ": head in the span (span_set_head / span_forward_logits)", [&]() -> std::string {
     if (!ok) fail("an earlier step of this span failed");
-    const fish_plugin_api& a = be->api();
-    if (FISH_ABI_VERSION_MINOR(a.abi_version) < 1 || !FISH_STRUCT_HAS(&a, fish_plugin_api, span_forward_logits) ||
-        !a.span_set_head || !a.span_forward_logits)
-      skip("the plugin has no span head (plugin ABI 1.1)");
+    if (!be->has_span_head()) skip("the plugin has no span head (plugin ABI 1.1)");
     BackendWeight* hw = be->upload(desc_of(s.head));
     expect(hw != nullptr, "upload " + s.head.name + ": " + be->last_error());
     struct Release {  // the head goes again whatever happens below

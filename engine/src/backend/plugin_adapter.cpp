@@ -273,12 +273,15 @@ bool PluginBackend::span_forward(BackendSpan* s, float* x, int n_tok, int pos0) 
   return call("span_forward", [&] { return api().span_forward(b_, S(s), x, int32_t(n_tok), int32_t(pos0)); });
 }
 
-bool PluginBackend::has_span_head(const char* what) {
+bool PluginBackend::has_span_head() const {
   // Appended in ABI 1.1: only with a negotiated minor >= 1 and a table that holds both.
   const fish_plugin_api& a = api();
-  if (FISH_ABI_VERSION_MINOR(a.abi_version) >= 1 && FISH_STRUCT_HAS(&a, fish_plugin_api, span_forward_logits) &&
-      a.span_set_head && a.span_forward_logits)
-    return true;
+  return FISH_ABI_VERSION_MINOR(a.abi_version) >= 1 && FISH_STRUCT_HAS(&a, fish_plugin_api, span_forward_logits) &&
+         a.span_set_head && a.span_forward_logits;
+}
+
+bool PluginBackend::require_span_head(const char* what) {
+  if (has_span_head()) return true;
   last_status_ = FISH_E_UNSUPPORTED;
   last_error_ = std::string(what) + ": the " + name_ + " plugin has no span head (plugin ABI 1.1)";
   return false;
@@ -286,16 +289,15 @@ bool PluginBackend::has_span_head(const char* what) {
 
 bool PluginBackend::span_set_head(BackendSpan* s, BackendWeight* head, const float* norm) {
   std::lock_guard<std::mutex> lk(mu_);
-  if (!has_span_head("span_set_head")) return false;
+  if (!require_span_head("span_set_head")) return false;
   return call("span_set_head", [&] { return api().span_set_head(b_, S(s), W(head), norm); });
 }
 
 bool PluginBackend::span_forward_logits(BackendSpan* s, float* x, int n_tok, int pos0, float* logits) {
   std::lock_guard<std::mutex> lk(mu_);
-  if (!has_span_head("span_forward_logits")) return false;
-  const fish_plugin_api& a = api();
+  if (!require_span_head("span_forward_logits")) return false;
   return call("span_forward_logits",
-              [&] { return a.span_forward_logits(b_, S(s), x, int32_t(n_tok), int32_t(pos0), logits); });
+              [&] { return api().span_forward_logits(b_, S(s), x, int32_t(n_tok), int32_t(pos0), logits); });
 }
 
 bool PluginBackend::span_kv_truncate(BackendSpan* s, int n) {

@@ -65,12 +65,14 @@ class PluginBackend final : public ComputeBackend {
 
   const fish_plugin_api& api() const { return lib_->api; }
   fish_backend* handle() const { return b_; }
+  // The plugin fills the ABI 1.1 head slots: a negotiated minor >= 1 and a table that holds both.
+  bool has_span_head() const;
 
  private:
   // Runs one table call: injection, exception fence, status -> last error.
   template <class F>
   bool call(const char* what, F&& f);
-  bool has_span_head(const char* what);  // the ABI 1.1 head slots (else last_error says so); caller holds mu_
+  bool require_span_head(const char* what);  // has_span_head(), else last_error says so; caller holds mu_
   std::string describe_what(uint32_t what);
 
   const PluginLibrary* lib_;
