@@ -581,45 +581,36 @@ Span* VulkanBackend::span_create(const SpanIn& in) {
   return nullptr;
 }
 
-bool VulkanBackend::span_forward(Span* s, float* x, int n_tok, int pos0) {
+template <class F>
+bool VulkanBackend::span_call(Span* s, const char* what, F&& f) {
   if (!ensure_open()) return false;
-  if (!s || !live(s)) return fail(FailKind::InvalidArgument, "span_forward: not a span of this backend");
+  if (!s || !live(s)) return fail(FailKind::InvalidArgument, std::string(what) + ": not a span of this backend");
   try {
-    s->forward(x, n_tok, pos0);
+    f();
     return true;
-  } catch (const Failure& f) {
-    return fail(f);
+  } catch (const Failure& fl) {
+    return fail(fl);
   } catch (const std::exception& e) {
-    return fail(FailKind::Internal, std::string("span_forward: ") + e.what());
+    return fail(FailKind::Internal, std::string(what) + ": " + e.what());
   }
+}
+
+bool VulkanBackend::span_forward(Span* s, float* x, int n_tok, int pos0) {
+  return span_call(s, "span_forward", [&] { s->forward(x, n_tok, pos0); });
 }
 
 bool VulkanBackend::span_set_head(Span* s, Weight* head, const float* norm) {
-  if (!ensure_open()) return false;
-  if (!s || !live(s)) return fail(FailKind::InvalidArgument, "span_set_head: not a span of this backend");
-  if (head && !live(head)) return fail(FailKind::InvalidArgument, "span_set_head: the head is not a weight of this backend");
-  try {
+  return span_call(s, "span_set_head", [&] {
+    if (head && !live(head)) throw Failure(FailKind::InvalidArgument, "span_set_head: the head is not a weight of this backend");
     s->set_head(head, norm);
-    return true;
-  } catch (const Failure& f) {
-    return fail(f);
-  } catch (const std::exception& e) {
-    return fail(FailKind::Internal, std::string("span_set_head: ") + e.what());
-  }
+  });
 }
 
 bool VulkanBackend::span_forward_logits(Span* s, float* x, int n_tok, int pos0, float* logits) {
-  if (!ensure_open()) return false;
-  if (!s || !live(s)) return fail(FailKind::InvalidArgument, "span_forward_logits: not a span of this backend");
-  if (!logits) return fail(FailKind::InvalidArgument, "span_forward_logits: no logits buffer");
-  try {
+  return span_call(s, "span_forward_logits", [&] {
+    if (!logits) throw Failure(FailKind::InvalidArgument, "span_forward_logits: no logits buffer");
     s->forward(x, n_tok, pos0, logits);
-    return true;
-  } catch (const Failure& f) {
-    return fail(f);
-  } catch (const std::exception& e) {
-    return fail(FailKind::Internal, std::string("span_forward_logits: ") + e.what());
-  }
+  });
 }
 
 bool VulkanBackend::span_kv_truncate(Span* s, int n) {
@@ -634,16 +625,7 @@ bool VulkanBackend::span_kv_truncate(Span* s, int n) {
 }
 
 bool VulkanBackend::span_kv_reserve(Span* s, int n) {
-  if (!ensure_open()) return false;
-  if (!s || !live(s)) return fail(FailKind::InvalidArgument, "span_kv_reserve: not a span of this backend");
-  try {
-    s->reserve(n);
-    return true;
-  } catch (const Failure& f) {
-    return fail(f);
-  } catch (const std::exception& e) {
-    return fail(FailKind::Internal, std::string("span_kv_reserve: ") + e.what());
-  }
+  return span_call(s, "span_kv_reserve", [&] { s->reserve(n); });
 }
 
 bool VulkanBackend::span_kv_len(Span* s, int* out) {

@@ -133,6 +133,10 @@ class VulkanBackend {
   void teardown();
   bool live(const Weight* w) const { return weights_.count(const_cast<Weight*>(w)) != 0; }
   bool live(const Span* s) const { return spans_.count(const_cast<Span*>(s)) != 0; }
+  // A call on span s: the device open, s a live span of this backend, then f()
+  // with a Failure or any other exception turned into last_error (named `what`).
+  template <class F>
+  bool span_call(Span* s, const char* what, F&& f);
   SpanContext span_context();
   bool check_span_in(const SpanIn& in, const char* what);
   void ensure_scratch(uint64_t x_bytes, uint64_t y_bytes);

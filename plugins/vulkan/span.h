@@ -207,7 +207,7 @@ class Span {
   uint32_t head_norm_ = kNone;
   Buffer head_y_, head_rb_;
   std::vector<VkDescriptorSet> head_sets_;
-  std::map<int, VkCommandBuffer> cached_;  // n_tok (| kHeadKey) -> recorded command buffer (reused)
+  std::map<int, VkCommandBuffer> cached_;  // n_tok (| kHeadKey | kNarrowKey) -> recorded command buffer (reused)
   static constexpr int kHeadKey = 1 << 20, kNarrowKey = 1 << 21;
   VkCommandBuffer scratch_cmd_ = VK_NULL_HANDLE;  // profiled recordings
   std::vector<VkCommandBuffer> free_cmds_;
