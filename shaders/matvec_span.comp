@@ -31,8 +31,17 @@
 // counter (qcnt + block), and the last workgroup to finish the block's rows
 // quantises it. EPI 3 quantises y ∘ P before the norm's 1/rms is known: the
 // consumer applies that per-token scale to its sums (inv_in), as with f32 x.
+// QOUT 2 (B32): the same output rows in the span's B32 format (blocks of 32,
+// quant_block.glsl); ROWS is a multiple of 32 and n_rows of ROWS, so each
+// workgroup owns whole blocks and quantises them itself: no counter, no wait.
+// XB32: x is B32 rows (K-quant weights; matvec_units_i8.glsl).
+// SLICES: the workgroup's invocations form SLICES equal slices (whole
+// subgroups), slice s taking rows s·ROWS .. of the workgroup's SLICES·ROWS:
+// a workgroup owns many rows (QOUT 2: a B32 block) while each invocation
+// accumulates only ROWS of them (registers).
 // Specialisation: 0 = workgroup size, 1 = ROWS, 2 = NT, 3 = EPI, 4 = XPROD, 5 = PAIR,
-// 6 = QOUT.
+// 6 = QOUT (0 none, 1 Q8_K blocks with arrival counters, 2 B32 blocks), 7 = XB32,
+// 8 = SLICES.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -43,8 +52,12 @@ layout(constant_id = 2) const uint NT = 1;
 layout(constant_id = 3) const uint EPI = 0;
 layout(constant_id = 4) const bool XPROD = false;
 layout(constant_id = 5) const bool PAIR = false;
-layout(constant_id = 6) const bool QOUT = false;
-const uint RT = PAIR ? 2u * ROWS : ROWS;  // accumulated rows
+layout(constant_id = 6) const uint QOUT = 0;
+#define FISH_XB32
+layout(constant_id = 7) const bool XB32 = false;
+layout(constant_id = 8) const uint SLICES = 1;
+const uint RT = PAIR ? 2u * ROWS : ROWS;  // accumulated rows (per invocation)
+const uint WR = SLICES * ROWS;            // the workgroup's rows
 
 #include "matmul_common.glsl"
 // The arena once more, coherent: partials one workgroup reads after others wrote them.
@@ -53,7 +66,7 @@ layout(set = 0, binding = 4) coherent buffer ArenaCU { uint ACU[]; };
 
 const uint NONE = 0xFFFFFFFFu;
 float acc[RT * NT];  // acc[r * NT + t]
-#define QB_X_SIZE 1
+#define QB_X_SIZE (QOUT == 2u ? WR * NT : 1u)
 #include "quant_block.glsl"
 
 #ifdef FISH_INT8
@@ -77,7 +90,7 @@ float x_at(uint t, uint e) {
 
 // Per-subgroup sums (up to 32 subgroups): RT·NT products, then NT Σx² of the scale.
 shared float part_sh[(RT + 1u) * NT * 32u];
-shared float fin_sh[RT * NT];
+shared float fin_sh[WR * NT];
 shared uint last_sh;
 shared uint qlast_sh[2];
 
@@ -107,7 +120,10 @@ void fold_quant(uint row0) {
 
 void main() {
   const uint lid = gl_LocalInvocationID.x, wgs = gl_WorkGroupSize.x;
-  const uint n_groups = (pc.n_rows + ROWS - 1u) / ROWS;
+  const uint n_groups = (pc.n_rows + WR - 1u) / WR;
+  // This invocation's slice, its place in it, the slice's subgroups.
+  const uint sw = wgs / SLICES, slice = lid / sw, sl = lid % sw;
+  const uint sps = gl_NumSubgroups / SLICES;  // (the host makes sw a multiple of the subgroup size)
   const uint units = mv_units();
   const bool parts = pc.inv_in != NONE && pc.inv_parts != 0u;
   // The scale: 1/rms from inv_in, or this invocation's share of the partials
@@ -121,20 +137,21 @@ void main() {
   }
 
   for (uint g0 = gl_WorkGroupID.x; g0 < n_groups; g0 += gl_NumWorkGroups.x) {
-    const uint row0 = g0 * ROWS;
-    // The epilogue's operands: invocation lid < ROWS·NT finishes (row lid / NT, token lid % NT).
+    const uint row0 = g0 * WR;
+    // The epilogue's operands: invocation lid < WR·NT finishes (row lid / NT, token lid % NT).
     float res = 0.0, nw = 0.0;
-    if ((EPI == 1u || EPI == 3u) && lid < ROWS * NT && row0 + lid / NT < pc.n_rows) {
+    if ((EPI == 1u || EPI == 3u) && lid < WR * NT && row0 + lid / NT < pc.n_rows) {
       res = Y[pc.y_off + (lid % NT) * pc.y_stride + row0 + lid / NT];
       if (EPI == 3u) nw = P[pc.norm_off + row0 + lid / NT];
     }
     for (uint k = 0u; k < RT * NT; ++k) acc[k] = 0.0;
-    uint u = lid;
-    for (; u + wgs < units; u += 2u * wgs) {  // two units per trip: two sets of loads in flight
-      mv_unit(u, row0);
-      mv_unit(u + wgs, row0);
+    const uint srow0 = row0 + slice * ROWS;  // this slice's rows
+    uint u = sl;
+    for (; u + sw < units; u += 2u * sw) {  // two units per trip: two sets of loads in flight
+      mv_unit(u, srow0);
+      mv_unit(u + sw, srow0);
     }
-    if (u < units) mv_unit(u, row0);
+    if (u < units) mv_unit(u, srow0);
     for (uint k = 0u; k < RT * NT; ++k) {
       const float s = subgroupAdd(acc[k]);
       if (subgroupElect()) part_sh[k * 32u + gl_SubgroupID] = s;
@@ -146,17 +163,18 @@ void main() {
       }
     }
     barrier();
-    if (lid < ROWS * NT) {
-      const uint r = lid / NT, t = lid % NT, row = row0 + r;
+    if (lid < WR * NT) {
+      // Row wr = lid / NT of the workgroup: slice fs's row r, its sums k = r·NT + t.
+      const uint wr = lid / NT, t = lid % NT, row = row0 + wr, fs = wr / ROWS, k = lid - fs * ROWS * NT;
       float v = 0.0, v2 = 0.0, sc = scale[t];
       if (parts) {
         float ss = 0.0;
         for (uint i = 0u; i < gl_NumSubgroups; ++i) ss += part_sh[(RT * NT + t) * 32u + i];
         sc = inversesqrt(ss / float(pc.n_in) + pc.eps);
       }
-      for (uint i = 0u; i < gl_NumSubgroups; ++i) {
-        v += part_sh[lid * 32u + i];
-        if (PAIR) v2 += part_sh[(ROWS * NT + lid) * 32u + i];
+      for (uint i = fs * sps; i < (fs + 1u) * sps; ++i) {
+        v += part_sh[k * 32u + i];
+        if (PAIR) v2 += part_sh[(ROWS * NT + k) * 32u + i];
       }
       float sq = 0.0;
       if (row < pc.n_rows) {
@@ -165,24 +183,29 @@ void main() {
         if (EPI == 2u) v = v / (1.0 + exp(-v));
         if (EPI == 4u) v = v / (1.0 + exp(-v)) * (v2 * sc);
         if (EPI == 1u || EPI == 3u) v += res;
-        if (QOUT && EPI == 4u) AC[a] = v;  // read back by the block's last workgroup
+        if (QOUT == 1u && EPI == 4u) AC[a] = v;  // read back by the block's last workgroup
         else Y[a] = v;
         if (EPI == 3u) {
           const uint xg = pc.xg_off + t * pc.y_stride + row;
-          if (QOUT) AC[xg] = v * nw;
+          if (QOUT == 1u) AC[xg] = v * nw;
           else Y[xg] = v * nw;
           sq = v * v;
         }
       }
+      if (QOUT == 2u) qb_x[t * WR + wr] = row >= pc.n_rows ? 0.0 : EPI == 3u ? v * nw : v;
       fin_sh[lid] = sq;
     }
     barrier();
     if (EPI == 3u && lid < NT) {
       float s = 0.0;
-      for (uint r = 0u; r < ROWS; ++r) s += fin_sh[r * NT + lid];
+      for (uint r = 0u; r < WR; ++r) s += fin_sh[r * NT + lid];
       AC[pc.sq_off + lid * n_groups + g0] = s;
     }
-    if (QOUT) fold_quant(row0);
+    if (QOUT == 1u) fold_quant(row0);
+    if (QOUT == 2u) {  // qb_x is complete (the barrier above): this workgroup's blocks (NT = 1)
+      q8b32_wg(lid, wgs, WR, pc.q_out, pc.n_rows, row0 / 32u);
+      barrier();  // qb_x is reused by the next row group
+    }
   }
   if (EPI != 3u || pc.inv_out == NONE) return;
 

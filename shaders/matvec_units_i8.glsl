@@ -8,13 +8,19 @@
 // x (binding 1) per token t, from word xb = x_off + t · x_stride:
 //   qs int8 [n_in] (n_in/4 words) | d f32 [n_in/BS] | sums int32 [n_in/SG]
 // BS/SG = 256/16 (Q8_K: the K-quants) or 32/32 (Q8_0: Q4_0, Q8_0).
+// XB32 (matvec_span.comp, decode): the K-quants read the span's B32 rows
+// instead, BS/SG = 32/16 (quant_block.glsl): each 16-element group of a unit
+// then has its own d_x, applied in f32 to that group's exact integer sum.
 // x_off and x_stride are multiples of 4 words (uvec4 loads).
 #include "int8_common.glsl"
 
 #include "matvec_weights.glsl"
 
+#ifndef FISH_XB32
+const bool XB32 = false;
+#endif
 #if defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_Q6_K)
-const uint QBS = 256u, QSG = 16u;
+const uint QBS = XB32 ? 32u : 256u, QSG = 16u;
 #else
 const uint QBS = 32u, QSG = 32u;
 #endif
@@ -80,11 +86,12 @@ void mv_unit(uint u, uint row0) {
   const uint b = u >> 3, t8 = u & 7u, j = t8 >> 1, h = t8 & 1u;
   const uint e0 = b * 256u + 64u * j + 16u * h;
   uvec4 xa[NT], xb[NT];
-  float dx[NT];
+  float dx[NT], dxb[NT];
   int sa[NT], sb[NT];
   for (uint t = 0u; t < NT; ++t) {
     xa[t] = xq16(t, e0), xb[t] = xq16(t, e0 + 32u);
     dx[t] = xq_d(t, e0), sa[t] = xq_sum(t, e0), sb[t] = xq_sum(t, e0 + 32u);
+    dxb[t] = XB32 ? xq_d(t, e0 + 32u) : dx[t];
   }
   for (uint r = 0u; r < RT; ++r) {
     const uint base = (mv_row(row0, r) * nb + b) * BLOCK_V4;
@@ -101,9 +108,15 @@ void mv_unit(uint u, uint row0) {
     const vec2 dm = unpackHalf2x16(hd.x);
     const ivec2 smA = ivec2(k4_scale_min(2u * j, hd)), smB = ivec2(k4_scale_min(2u * j + 1u, hd));
     for (uint t = 0u; t < NT; ++t) {
-      const int isum = smA.x * sdot16(lo, xa[t]) + smB.x * sdot16(hi, xb[t]);
-      const int msum = smA.y * sa[t] + smB.y * sb[t];
-      acc[r * NT + t] += dx[t] * (dm.x * float(isum) - dm.y * float(msum));
+      if (XB32) {  // groups A and B lie in different blocks of 32
+        const float fs = dx[t] * float(smA.x * sdot16(lo, xa[t])) + dxb[t] * float(smB.x * sdot16(hi, xb[t]));
+        const float fm = dx[t] * float(smA.y * sa[t]) + dxb[t] * float(smB.y * sb[t]);
+        acc[r * NT + t] += dm.x * fs - dm.y * fm;
+      } else {
+        const int isum = smA.x * sdot16(lo, xa[t]) + smB.x * sdot16(hi, xb[t]);
+        const int msum = smA.y * sa[t] + smB.y * sb[t];
+        acc[r * NT + t] += dx[t] * (dm.x * float(isum) - dm.y * float(msum));
+      }
     }
   }
 }
@@ -119,10 +132,12 @@ void mv_unit(uint u, uint row0) {
   const uint e0 = b * 256u + 128u * n + l0;
   uvec4 xv[NT * 4];
   float dx[NT];
+  vec4 dx4[NT];  // XB32: the four runs' blocks of 32
   ivec4 sx[NT];
   for (uint t = 0u; t < NT; ++t) {
     for (uint k = 0u; k < 4u; ++k) xv[t * 4u + k] = xq16(t, e0 + 32u * k);
     dx[t] = xq_d(t, e0);
+    if (XB32) dx4[t] = vec4(dx[t], xq_d(t, e0 + 32u), xq_d(t, e0 + 64u), xq_d(t, e0 + 96u));
     sx[t] = 32 * ivec4(xq_sum(t, e0), xq_sum(t, e0 + 32u), xq_sum(t, e0 + 64u), xq_sum(t, e0 + 96u));
   }
   for (uint r = 0u; r < RT; ++r) {
@@ -135,8 +150,12 @@ void mv_unit(uint u, uint row0) {
       const uint x0 = t * 4u;
       const ivec4 g = ivec4(sdot16(v0, xv[x0]), sdot16(v1, xv[x0 + 1u]), sdot16(v2, xv[x0 + 2u]),
                             sdot16(v3, xv[x0 + 3u])) - sx[t];
-      const int isum = sc.x * g.x + sc.y * g.y + sc.z * g.z + sc.w * g.w;
-      acc[r * NT + t] += float(isum) * (d * dx[t]);
+      if (XB32) {
+        acc[r * NT + t] += d * dot(dx4[t], vec4(sc * g));
+      } else {
+        const int isum = sc.x * g.x + sc.y * g.y + sc.z * g.z + sc.w * g.w;
+        acc[r * NT + t] += float(isum) * (d * dx[t]);
+      }
     }
   }
 }

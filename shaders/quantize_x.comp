@@ -8,6 +8,9 @@
 //     block: q = 0, d = 0.
 //   BS 32 (Q8_0, for Q4_0 / Q8_0): d = amax / 127, id = 1 / d (0 if d = 0),
 //     q = nearest, ties away from zero (x · id); d is kept rounded to f16.
+//   B32K (BS 32): the span's B32 format for K-quant weights in decode
+//     (quant_block.glsl q8b32_block_sg): the Q8_K rule on blocks of 32, d f32,
+//     sums over groups of 16.
 // Every division is correctly rounded (Vulkan only promises 2.5 ulp).
 //
 // Input x'[t][i] = x[t][i] (· x2[t][i] with XPROD) (· s_t: the 1/rms of the
@@ -23,7 +26,9 @@
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint BS = 256;  // 256 (Q8_K) or 32 (Q8_0)
 layout(constant_id = 1) const bool XPROD = false;
-const uint SG = BS == 256u ? 16u : 32u;
+layout(constant_id = 2) const bool B32K = false;  // with BS 32
+const bool KRULE = BS == 256u || B32K;             // the Q8_K rule
+const uint SG = KRULE ? 16u : 32u;
 
 layout(set = 0, binding = 0) buffer BufF { float F[]; };
 layout(set = 0, binding = 0) buffer BufU { uint U[]; };
@@ -104,12 +109,12 @@ void main() {
 
   ivec4 q = ivec4(0);
   float d = 0.0;
-  if (BS == 256u) {
+  if (KRULE) {
     // The signed maximum: the side of larger magnitude, or on a tie in
-    // magnitude the first element that reaches it (a scan, rare).
+    // magnitude the first element of the block that reaches it (a scan, rare).
     float mx = hi != -lo ? (hi > -lo ? hi : lo) : 0.0;
     if (hi == -lo && hi != 0.0)
-      for (uint k = 0u; k < 256u; ++k)
+      for (uint k = 4u * b0; k < 4u * b0 + BS; ++k)
         if (abs(x_sh[k]) == hi) { mx = x_sh[k]; break; }
     if (mx != 0.0) {
       const float iscale = div_rn(-127.0, mx);

@@ -28,6 +28,8 @@
 // writes them as Q8_K int8 rows at q8_out for the wo matvec (quant_block.glsl),
 // in place of a quantize_x dispatch and barrier: its G·D/256 blocks, or (G·D
 // dividing 256) the last of a block's 256/(G·D) KV groups to arrive (a counter).
+// QOUT 2: in the span's B32 format (blocks of 32, D a multiple of 32): the
+// workgroup's G·D/32 blocks, any G, no counter.
 //
 // Specialisation: 0 = D (a multiple of 4, <= 512), 1 = G, 2 = KVH, 3 = FUSED, 4 = QOUT, 5 = GQ.
 #extension GL_GOOGLE_include_directive : require
@@ -39,7 +41,7 @@ layout(constant_id = 0) const uint D = 128;
 layout(constant_id = 1) const uint G = 4;
 layout(constant_id = 2) const uint KVH = 8;
 layout(constant_id = 3) const bool FUSED = false;
-layout(constant_id = 4) const bool QOUT = false;
+layout(constant_id = 4) const uint QOUT = 0;  // 0 none, 1 Q8_K rows, 2 B32 rows
 // GQ: query heads per KV head. A workgroup takes G of them (G divides GQ):
 // G = GQ is one workgroup per KV head; a smaller G (decode at short contexts)
 // spreads a KV group over GQ/G workgroups, each with less work per thread
@@ -77,9 +79,13 @@ shared uint last_sh;
 float bias(uint off, uint i) { return off == NONE ? 0.0 : P[off + i]; }
 
 // QOUT: (t, g)'s outputs, staged in qb_x by the writing loop, to int8.
-void quant_out(uint t, uint g) {
+void quant_out(uint t, uint g, uint qh0) {
   const uint tid = gl_LocalInvocationID.x, QD = KVH * GQ * D, row = pc.q8_out + t * pc.q8_stride;
   barrier();
+  if (QOUT == 2u) {
+    q8b32_wg(tid, WG, G * D, row, QD, qh0 * D / 32u);
+    return;
+  }
   if ((G * D) % 256u == 0u) {
     for (uint kb = gl_SubgroupID; kb < G * D / 256u; kb += gl_NumSubgroups)
       q8k_block_sg(true, kb * 256u, row, QD, g * G * D / 256u + kb);
@@ -304,7 +310,7 @@ void main() {
       A[a + 1u] = r.y;
       A[a + 2u] = r.z;
       A[a + 3u] = r.w;
-      if (QOUT)
+      if (QOUT != 0u)
         for (uint k = 0u; k < 4u; ++k) qb_x[h * D + 4u * c + k] = r[k];
     } else {
       const uint a = pc.part_off + slot + h * D + 4u * c;
@@ -315,7 +321,7 @@ void main() {
     }
   }
   if (n_split == 1u) {
-    if (QOUT) quant_out(t, g);
+    if (QOUT != 0u) quant_out(t, g, qh0);
     return;
   }
   if (tid < G) {
@@ -381,9 +387,9 @@ void main() {
     A[a + 1u] = acc.y;
     A[a + 2u] = acc.z;
     A[a + 3u] = acc.w;
-    if (QOUT)
+    if (QOUT != 0u)
       for (uint k = 0u; k < 4u; ++k) qb_x[h * D + 4u * c + k] = acc[k];
   }
   if (tid == 0u) ACU[pc.cnt_off + t * NWG + wgi] = 0u;
-  if (QOUT) quant_out(t, g);
+  if (QOUT != 0u) quant_out(t, g, qh0);
 }

@@ -89,12 +89,15 @@ uint32_t MatmulKernels::q8_row_words(uint32_t bs, uint32_t n) {
   return (n / 4 + n / bs + n / sg + 3) / 4 * 4;
 }
 
+uint32_t MatmulKernels::b32_row_words(uint32_t n) { return (n / 4 + n / 32 + n / 16 + 3) / 4 * 4; }
+
 void MatmulKernels::record_quantize(VkCommandBuffer cmd, VkDescriptorSet set, const QuantPush& pc, uint32_t bs,
-                                    bool xprod) {
+                                    bool xprod, bool b32k) {
   if (pc.n % bs != 0 || (bs != 256 && bs != 32))
     throw Failure(FailKind::Internal, "quantize_x: " + std::to_string(pc.n) + " elements in blocks of " + std::to_string(bs));
   const DeviceFns& f = dev_.fns();
-  VkPipeline p = pipelines_.get("quantize_x", *quant_layout_, {bs, xprod ? 1u : 0u});
+  if (b32k && bs != 32) throw Failure(FailKind::Internal, "quantize_x: B32 rows are blocks of 32");
+  VkPipeline p = pipelines_.get("quantize_x", *quant_layout_, {bs, xprod ? 1u : 0u, b32k ? 1u : 0u});
   f.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
   f.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, quant_layout_->pipeline_layout, 0, 1, &set, 0, nullptr);
   f.vkCmdPushConstants(cmd, quant_layout_->pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(QuantPush), &pc);
@@ -145,6 +148,18 @@ MatvecConfig MatmulKernels::span_matvec_config(const MatmulType& t, uint32_t n_i
   // invocation each (the workgroup has >= 32).
   const uint32_t per_row = std::max(1u, n_tok) * (fz.pair ? 2u : 1u);
   while (c.rows > 1 && c.rows * per_row > 32) c.rows /= 2;
+  if (fz.qb32) {
+    // A B32 block (32 rows) per workgroup, in slices of ROWS rows, each of
+    // whole subgroups: every invocation accumulates ROWS rows, as elsewhere.
+    const uint32_t sg = std::max(32u, dev_.caps().subgroup_size);
+    c.rows = std::min(c.rows, 8u);
+    c.slices = 32 / c.rows;
+    c.wg = std::max(c.wg / sg, 1u) * sg;  // a slice's size
+    const uint32_t most = std::min(dev_.caps().max_wg_size, 32 * std::max(1u, dev_.caps().subgroup_size));
+    while (c.wg > sg && c.wg * c.slices > most) c.wg /= 2;
+    while (c.rows < 32 && c.wg * c.slices > most) c.rows *= 2, c.slices /= 2;
+    c.wg *= c.slices;
+  }
   // The kernel keeps per-subgroup sums for at most 32 subgroups.
   c.wg = std::min({std::max(c.wg, 32u), dev_.caps().max_wg_size, 32 * std::max(1u, dev_.caps().subgroup_size)});
   return c;
@@ -158,11 +173,14 @@ uint32_t MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, Vk
   uint32_t gx, gy = 1, groups = 0;
   if (pc.m.n_tok <= kMaxMatvecTokens) {
     if (!subgroups_) throw Failure(FailKind::Unsupported, "span matvec needs subgroup arithmetic");
+    const bool qout = pc.q_out != 0xFFFFFFFFu;
+    if (fz.qb32 && (!qout || !fz.int8 || pc.m.n_tok != 1 || pc.m.n_rows % 32 != 0))
+      throw Failure(FailKind::Internal, "span matvec: B32 output needs int8, one token and rows in 32s");
     const MatvecConfig c = span_matvec_config(t, pc.m.n_in, pc.m.n_rows, pc.m.n_tok, fz);
     p = pipelines_.get(std::string(fz.int8 ? "mvsi_" : "mvs_") + t.name, *span_layout_,
                        {c.wg, c.rows, pc.m.n_tok, fz.epi, fz.xprod && !fz.int8 ? 1u : 0u, fz.pair ? 1u : 0u,
-                        pc.q_out != 0xFFFFFFFFu ? 1u : 0u});
-    groups = ceil_div(pc.m.n_rows, c.rows);
+                        qout ? (fz.qb32 ? 2u : 1u) : 0u, fz.xb32 && fz.int8 ? 1u : 0u, c.slices});
+    groups = ceil_div(pc.m.n_rows, c.rows * c.slices);
     gx = std::min(groups, caps.max_wg_count_x);
   } else {
     if (fz.epi >= 3 || fz.pair) throw Failure(FailKind::Internal, "span: the tiled kernel has no norm or pair epilogue");

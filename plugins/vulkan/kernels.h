@@ -59,12 +59,17 @@ static_assert(sizeof(SpanMatmulPush) == 80);
 // int8: x is int8 blocks and the mvsi_<T> module runs: quantize_x's
 // (record_quantize: xprod and the scale applied there) or a producer's
 // (SpanMatmulPush::q_out: the per-token scale inv_in is still applied here).
+// xb32: x is the span's B32 rows (K-quant weights; quantize_x's B32K mode or a
+// producer's); qb32: q_out is written as B32 rows (32 rows per workgroup, each
+// quantising its own block: n_rows a multiple of 32, one token).
 struct SpanFusion {
   uint32_t epi = 0;
   bool xprod = false;
   bool pair = false;
   SpanRole role = kRoleOther;
   bool int8 = false;
+  bool xb32 = false;
+  bool qb32 = false;
 };
 
 // Push constants of quantize_x.comp (QuantParams): x'[t] = x[t] (· x2[t]) (· s_t)
@@ -79,7 +84,8 @@ static_assert(sizeof(QuantPush) == 40);
 
 struct MatvecConfig {
   uint32_t wg = 128;   // workgroup size
-  uint32_t rows = 1;   // rows per subgroup (team)
+  uint32_t rows = 1;   // rows per subgroup (team); span: per slice
+  uint32_t slices = 1; // span: slices of the workgroup, each its own rows (matvec_span.comp)
 };
 
 class MatmulKernels {
@@ -111,7 +117,7 @@ class MatmulKernels {
   // matrix for a pair) and the workgroup size; FISH_VK_SPAN_MV's shape for the
   // role when set, else a heuristic (rows so that >= 512 workgroups remain,
   // about two units per invocation, 32..128). Clamped so that a workgroup
-  // accumulates at most 32 (row, token) sums.
+  // accumulates at most 32 (row, token) sums; fz.qb32: 32 rows.
   MatvecConfig span_matvec_config(const MatmulType& t, uint32_t n_in, uint32_t n_rows, uint32_t n_tok = 1,
                                   SpanFusion fz = {}) const;
   void set_override(uint32_t rows, uint32_t wg) { override_rows_ = rows; override_wg_ = wg; }
@@ -136,9 +142,14 @@ class MatmulKernels {
   // 32-bit words of one token's quantised row of n elements in blocks of bs
   // (qs | d | sums, see shaders/quantize_x.comp), a multiple of 4.
   static uint32_t q8_row_words(uint32_t bs, uint32_t n);
+  // The same for the span's B32 rows (blocks of 32 with the Q8_K rule, sums
+  // per 16: shaders/quant_block.glsl q8b32_block_sg).
+  static uint32_t b32_row_words(uint32_t n);
   // The quantiser's layout: binding 0 = the buffer holding x, x2, the scales and the output.
   const Layout& quant_layout() const { return *quant_layout_; }
-  void record_quantize(VkCommandBuffer cmd, VkDescriptorSet set, const QuantPush& pc, uint32_t bs, bool xprod);
+  // b32k: B32 rows (bs 32, the Q8_K rule, sums per 16) for K-quant weights.
+  void record_quantize(VkCommandBuffer cmd, VkDescriptorSet set, const QuantPush& pc, uint32_t bs, bool xprod,
+                       bool b32k = false);
   // record() / record_span() with int8 read x (binding 1) as quantised rows:
   // x_off / x_stride in words (q_off / q_stride of the quantiser); mvi_ /
   // mvsi_ for n_tok <= 4, tiledi_ / tlsi_ above.

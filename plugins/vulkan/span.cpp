@@ -114,7 +114,9 @@ ArenaLayout Span::arena_layout(const SpanIn& in, uint32_t tokens, bool int8) {
   const uint32_t qt = int8 ? tokens : 0;
   uint64_t wk = 0, wl = 0;
   for (uint64_t n_in : {E, F, QD}) {
-    if (n_in % 256 == 0) wk = std::max<uint64_t>(wk, MatmulKernels::q8_row_words(256, uint32_t(n_in)));
+    if (n_in % 256 == 0)  // Q8_K rows, or B32 rows (decode, Span::kFold32)
+      wk = std::max<uint64_t>({wk, MatmulKernels::q8_row_words(256, uint32_t(n_in)),
+                               MatmulKernels::b32_row_words(uint32_t(n_in))});
     if (n_in % 32 == 0) wl = std::max<uint64_t>(wl, MatmulKernels::q8_row_words(32, uint32_t(n_in)));
   }
   a.xqk = region(qt * wk);
@@ -352,10 +354,12 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     i8_mask_ = ctx_.cfg->span_i8 >= 0 ? uint32_t(ctx_.cfg->span_i8) : kDefaultI8;
     q8k = q8k && i8_mask_ == 0xFF;  // the folds assume every decode matvec reads int8 rows
     fold_ = q8k ? uint32_t(ctx_.cfg->span_qfold < 0 ? kDefaultFold : ctx_.cfg->span_qfold) : 0;
-    if (GD % 256 != 0 && 256 % GD != 0) fold_ &= ~kFoldAttn;
+    const bool b32 = (fold_ & kFold32) != 0;
+    if (b32 ? size_t(in.head_dim) % 32 != 0 : GD % 256 != 0 && 256 % GD != 0) fold_ &= ~kFoldAttn;
     if (!pairs) fold_ &= ~kFoldGateUp;
-    ctx_.kernels->warm_up(kshape_, (fold_ & kFoldAttn) != 0);
-    if (narrow_heads_) ctx_.kernels->warm_up(attn_shape(true), false);
+    const uint32_t attn_q = (fold_ & kFoldAttn) == 0 ? 0u : b32 ? 2u : 1u;
+    ctx_.kernels->warm_up(kshape_, attn_q);
+    if (narrow_heads_) ctx_.kernels->warm_up(attn_shape(true), b32 ? attn_q : 0u);
   } catch (...) {
     release_all();
     throw;
@@ -457,6 +461,7 @@ Span::Mode Span::mode_for(int n_tok) const {
   m.norm_parts = m.fuse_norm && (c.span_norm < 0 ? kDefaultNormParts : c.span_norm != 0);
   m.pair_gu = m.fuse_norm && (c.span_gu < 0 ? kDefaultPairGu : c.span_gu != 0);
   m.fold = m.fuse_norm ? fold_ : 0;
+  if ((m.fold & kFold32) && n_tok != 1) m.fold = 0;  // B32 producers: 32 rows of one token per workgroup
   if (m.fold & kFoldGateUp) m.pair_gu = true;  // one producer of the down projection's rows
   return m;
 }

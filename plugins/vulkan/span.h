@@ -147,7 +147,10 @@ class Span {
     bool tiled = false, fuse_norm = false, fuse_attn = false, fuse_epi = false, norm_parts = false, pair_gu = false;
     uint32_t fold = 0;  // int8 decode: which producers write the next step's int8 rows (kFold*, fold_)
   };
-  static constexpr uint32_t kFoldAttn = 1, kFoldNorm = 2, kFoldGateUp = 4;
+  // kFold32: the folds write B32 rows (blocks of 32, which one producer
+  // workgroup owns: no arrival counters), and every K-quant decode matvec
+  // reads B32 rows (quantize_x's B32K mode where nothing folds). One token.
+  static constexpr uint32_t kFoldAttn = 1, kFoldNorm = 2, kFoldGateUp = 4, kFold32 = 8;
   class Recorder;  // span_record.cpp
 
   // int8: with the quantised-x regions (MatmulKernels::int8()).
@@ -190,7 +193,8 @@ class Span {
   // int8 decode with the quantisation folded into the producers (kFold*
   // bits, FISH_VK_SPAN_QFOLD): every weight int8 with Q8_K activations in one
   // chunk, E, n_ff and n_head·head_dim multiples of 256; kFoldAttn needs
-  // G·head_dim a multiple or divisor of 256, kFoldGateUp a gate|up pair.
+  // G·head_dim a multiple or divisor of 256 (kFold32: head_dim a multiple of
+  // 32), kFoldGateUp a gate|up pair.
   uint32_t fold_ = 0;
   // int8 decode: which matvecs take int8 x (bits of FISH_VK_SPAN_I8: weight
   // index 0..6 of a layer, 7 the head); the rest read f32 x, so a step whose

@@ -33,7 +33,7 @@ struct SpanPush {
   uint32_t bq_off = kNone, bk_off = kNone, bv_off = kNone, qn_off = kNone, kn_off = kNone;
   float scale = 1;
   uint32_t n_rot = 0, neox = 0, n_head = 0;
-  uint32_t q8_out = kNone, q8_stride = 0;  // attention: its output as Q8_K rows too (QOUT), or none
+  uint32_t q8_out = kNone, q8_stride = 0;  // attention: its output as int8 rows too (QOUT), or none
   uint32_t q8_cnt = 0;                     // QOUT: arrival counters (G·head_dim < 256)
 };
 static_assert(sizeof(SpanPush) == 112);
@@ -68,13 +68,15 @@ class SpanKernels {
   void act_mul(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc);  // a = silu(a)·b
   void rope_store(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc, const SpanKernelShape& s);
   // Grid from the ctrl block (indirect): arena = the buffer holding it.
+  // pc.q8_out set: the output also as Q8_K rows, or (b32) as B32 rows.
   void attention(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc, const SpanKernelShape& s, bool fused,
-                 VkBuffer arena);
+                 VkBuffer arena, bool b32 = false);
   // dst[i] = src[i], n16 16-byte words, through the SMs.
   void copy(VkCommandBuffer cmd, VkDescriptorSet set, uint32_t n16);
 
   // Creates the pipelines of a shape now (the first forward is not slowed by compilation).
-  void warm_up(const SpanKernelShape& s, bool qout);
+  // qout: the attention's QOUT (0 none, 1 Q8_K rows, 2 B32 rows).
+  void warm_up(const SpanKernelShape& s, uint32_t qout);
 
  private:
   void bind(VkCommandBuffer cmd, VkPipeline p, const Layout& l, VkDescriptorSet set, const void* pc, uint32_t bytes);

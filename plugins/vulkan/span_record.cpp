@@ -56,8 +56,12 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head
         if (L.w[wi] == w) bit = wi;
     return ((i8_mask >> bit) & 1u) != 0;
   };
-  auto xq_off = [&](const Weight* w) { return MatmulKernels::q8_block(*w->type) == 256 ? a.xqk : a.xql; };
+  // B32 (Mode::fold kFold32, one token): K-quant weights read x in blocks of 32.
+  const bool b32 = (m.fold & kFold32) != 0;
+  auto kq = [&](const Weight* w) { return MatmulKernels::q8_block(*w->type) == 256; };
+  auto xq_off = [&](const Weight* w) { return kq(w) ? a.xqk : a.xql; };
   auto xq_stride = [&](const Weight* w) {
+    if (b32 && kq(w)) return MatmulKernels::b32_row_words(uint32_t(w->n_in));
     return MatmulKernels::q8_row_words(MatmulKernels::q8_block(*w->type), uint32_t(w->n_in));
   };
   // nt: tokens to quantise (0: all n; the head quantises the last token's row only).
@@ -74,7 +78,7 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head
       qp.n = uint32_t(w->n_in), qp.n_tok = nt ? nt : n, qp.x_off = x_off, qp.x_stride = x_stride, qp.x2_off = x2_off;
       qp.inv_in = inv_in, qp.inv_parts = inv_in == kNone ? 0 : parts, qp.eps = shape_.rms_eps;
       qp.q_off = xq_off(w), qp.q_stride = xq_stride(w);
-      ctx_.matmul->record_quantize(cmd, quant_set_, qp, bs, xprod);
+      ctx_.matmul->record_quantize(cmd, quant_set_, qp, b32 && bs == 256 ? 32 : bs, xprod, b32 && bs == 256);
     }
     if (done[0] || done[1]) {
       step();
@@ -87,10 +91,14 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head
   // epilogues of wo and down for gate/up and the next q/k/v (fn), the gate|up
   // pair for down (fgu). They write the one of two regions their own input is
   // not in; cur: the region the next int8 step reads (quant() writes region 0).
-  const bool fa = (m.fold & kFoldAttn) != 0 && !narrow, fn = (m.fold & kFoldNorm) != 0, fgu = (m.fold & kFoldGateUp) != 0;
+  // (B32: the producers own whole blocks, so the narrow attention folds too.)
+  const bool fa = (m.fold & kFoldAttn) != 0 && (b32 || !narrow), fn = (m.fold & kFoldNorm) != 0,
+             fgu = (m.fold & kFoldGateUp) != 0;
   const uint32_t xq_reg[2] = {a.xqk, a.xq2};
   int cur = 0;
-  auto q8k_words = [](uint32_t n_in) { return MatmulKernels::q8_row_words(256, n_in); };
+  auto q8k_words = [&](uint32_t n_in) {
+    return b32 ? MatmulKernels::b32_row_words(n_in) : MatmulKernels::q8_row_words(256, n_in);
+  };
   // One span matmul: every chunk of weight `w` of layer L. inv_in: the
   // per-token scale of x (the producer's 1/rms), or kNone; parts > 0: inv_in
   // holds the producer's Σy² partials instead (FISH_VK_SPAN_NORM=1). EPI 3 (the
@@ -105,6 +113,8 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head
                     uint32_t xq_in = kNone, uint32_t q_out = kNone) {
     if (i8w(wt)) {
       fz.int8 = true;
+      fz.xb32 = b32 && kq(wt);
+      fz.qb32 = b32 && q_out != kNone;
       if (xq_in != kNone) x_off = xq_in, x_stride = xq_stride(wt), x2_off = 0;
       else x_off = xq_off(wt), x_stride = xq_stride(wt), inv_in = kNone, parts = 0, x2_off = 0;  // all in quant()'s rows
     }
@@ -206,7 +216,7 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head
       p.q_off = a.qkv;
     }
     if (fa) p.q8_out = xq_reg[cur ^ 1], p.q8_stride = q8k_words(QD), p.q8_cnt = a.qcnt;
-    k.attention(cmd, L.aux_set, p, attn_shape(narrow), m.fuse_attn, arena_buf_.buffer);
+    k.attention(cmd, L.aux_set, p, attn_shape(narrow), m.fuse_attn, arena_buf_.buffer, b32);
     step();
     stage(m.fuse_attn ? "attention (+q/k prep, RoPE, KV store)" : "attention", "attention");
     uint32_t ffn_parts = 0;
@@ -264,11 +274,12 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head
       SpanFusion fp{4, false, true, kRoleGateUp};
       if (i8w(L.w[4])) {
         fp.int8 = true;
+        fp.xb32 = b32 && kq(L.w[4]);
         pc.m.x_stride = xq_stride(L.w[4]);
         if (fn) pc.m.x_off = xq_gu;  // the wo epilogue's rows (the scale is applied here)
         else pc.m.x_off = xq_off(L.w[4]), pc.inv_in = kNone, pc.inv_parts = 0;
       }
-      if (fgu) pc.q_out = xq_reg[cur ^ 1], pc.q_stride = q8k_words(F), pc.qcnt = a.qcnt;
+      if (fgu) pc.q_out = xq_reg[cur ^ 1], pc.q_stride = q8k_words(F), pc.qcnt = a.qcnt, fp.qb32 = b32;
       ctx_.matmul->record_span(cmd, *L.w[4]->type, L.gu_set, pc, fp);
       if (fgu) cur ^= 1;
     } else {

@@ -73,7 +73,7 @@ VkConfig VkConfig::from_env() {
   ranged("FISH_VK_SPAN_GU", 0, 1, &c.span_gu);
   ranged("FISH_VK_INT8", 0, 1, &c.int8);
   ranged("FISH_VK_SPAN_NORM", 0, 1, &c.span_norm);
-  ranged("FISH_VK_SPAN_QFOLD", 0, 7, &c.span_qfold);
+  ranged("FISH_VK_SPAN_QFOLD", 0, 15, &c.span_qfold);
   ranged("FISH_VK_SPAN_I8", 0, 255, &c.span_i8);
   if (const char* v = std::getenv("FISH_VK_SPAN_MV"); v && *v) {
     std::string why;

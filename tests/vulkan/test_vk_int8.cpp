@@ -147,15 +147,16 @@ const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlT
 
 }  // namespace
 
-TEST_CASE("quantize_x = the CPU's Q8_K / Q8_0 activations bit for bit", "[vulkan][int8]") {
+TEST_CASE("quantize_x = the CPU's Q8_K / Q8_0 / B32 activations bit for bit", "[vulkan][int8]") {
   auto be = open_int8("quantize_x");
   if (!be) return;
-  for (uint32_t bs : {256u, 32u}) {
+  // bs 256: Q8_K; 32: Q8_0; 32 + b32: the span's B32 rows (Q8_K's rule per 32).
+  for (const auto& [bs, b32] : {std::pair{256u, false}, std::pair{32u, false}, std::pair{32u, true}}) {
     for (int mode = 0; mode < 3; ++mode) {  // 0 plain, 1 x·x2, 2 x·x2 · s_t
       // 3 tokens: built blocks (a partial last workgroup for 32); many random
       // blocks of magnitudes over 12 decades (the divisions' rounding).
       const int n = bs == 256 ? 256 * 1400 : 32 * 11203, n_tok = 3;
-      CAPTURE(bs, mode);
+      CAPTURE(bs, b32, mode);
       std::vector<float> x;
       for (int t = 0; t < n_tok; ++t) {
         auto r = nasty_row(n, bs, 100 + uint64_t(t) * 7 + bs);
@@ -169,7 +170,7 @@ TEST_CASE("quantize_x = the CPU's Q8_K / Q8_0 activations bit for bit", "[vulkan
       }
       std::vector<float> x2 = randn(x.size(), 55, 1.0f), s = {0.75f, 1.3f, 0.91f};
       if (mode == 1) x2 = std::vector<float>(x.size(), 1.0f);  // products of exact ties stay ties
-      const uint32_t words = VkKernels::q8_row_words(bs, uint32_t(n));
+      const uint32_t words = b32 ? VkKernels::b32_row_words(uint32_t(n)) : VkKernels::q8_row_words(bs, uint32_t(n));
       const uint32_t xo = 64, x2o = xo + uint32_t(x.size()), so = x2o + uint32_t(x.size()), qo = so + 64;
       SpanRig rig(*be, qo + n_tok * words + 64, 4, 4, 4);
       rig.put(rig.arena(), xo, x);
@@ -186,17 +187,18 @@ TEST_CASE("quantize_x = the CPU's Q8_K / Q8_0 activations bit for bit", "[vulkan
       vk::QuantPush qp;
       qp.n = uint32_t(n), qp.n_tok = n_tok, qp.x_off = xo, qp.x_stride = uint32_t(n), qp.x2_off = x2o;
       qp.inv_in = mode == 2 ? so : vk::kNone, qp.q_off = qo, qp.q_stride = words;
-      rig.run([&](VkCommandBuffer cmd) { be->kernels()->record_quantize(cmd, set, qp, bs, mode >= 1); });
+      rig.run([&](VkCommandBuffer cmd) { be->kernels()->record_quantize(cmd, set, qp, bs, mode >= 1, b32); });
       const std::vector<uint32_t> got = rig.get_words(rig.arena(), qo, size_t(n_tok) * words);
       const std::vector<float> xf = fold(x, mode >= 1 ? &x2 : nullptr, mode == 2 ? &s : nullptr, n);
       int64_t bad = 0;
       for (int t = 0; t < n_tok; ++t) {
-        const std::vector<uint32_t> want = cpu_q8_row(xf.data() + size_t(t) * size_t(n), n, bs);
-        const uint32_t used = uint32_t(n / 4 + n / int(bs) + n / (bs == 256 ? 16 : 32));
+        const float* xt = xf.data() + size_t(t) * size_t(n);
+        const std::vector<uint32_t> want = b32 ? cpu_b32_row(xt, n) : cpu_q8_row(xt, n, bs);
+        const uint32_t used = uint32_t(n / 4 + n / int(bs) + n / (bs == 256 || b32 ? 16 : 32));
         for (uint32_t w = 0; w < used; ++w) {
           if (got[size_t(t) * words + w] != want[w]) {
             if (bad < 5)
-              std::printf("quantize_x bs %u mode %d token %d word %u: got %08x want %08x\n", bs, mode, t, w,
+              std::printf("quantize_x bs %u%s mode %d token %d word %u: got %08x want %08x\n", bs, b32 ? " b32" : "", mode, t, w,
                           got[size_t(t) * words + w], want[w]);
             ++bad;
           }
@@ -253,16 +255,20 @@ namespace {
 // quantise x (· x2 with xprod) · s_t, then the mvsi_ kernel with fz. qout:
 // the kernel also writes its output (EPI 3: xg, EPI 4: y) as Q8_K rows (q),
 // run `reps` times (its arrival counters must be back at 0 after each).
+// b32 (K-quants): x as the span's B32 rows (quantize_x's B32K mode) and the
+// output rows (qout, one token) as B32 rows, 32 rows per workgroup.
 struct SpanOut {
   std::vector<float> y, xg;
   std::vector<uint32_t> q;
 };
 SpanOut run_span_int8(vk::VulkanBackend& be, const Matrix& m, const Matrix* m2, int n_tok, vk::SpanFusion fz,
                       const std::vector<float>& x, const std::vector<float>& x2, const std::vector<float>& s,
-                      const std::vector<float>& y0, const std::vector<float>& g, bool qout = false, int reps = 1) {
+                      const std::vector<float>& y0, const std::vector<float>& g, bool qout = false, int reps = 1,
+                      bool b32 = false) {
   const uint32_t n_in = uint32_t(m.n_in), n_out = uint32_t(m.n_out), nt = uint32_t(n_tok);
-  const uint32_t bs = VkKernels::q8_block(*vk::matmul_type(uint32_t(m.type)));
-  const uint32_t words = VkKernels::q8_row_words(bs, n_in), qwords = qout ? VkKernels::q8_row_words(256, n_out) : 0;
+  const uint32_t bs = b32 ? 32 : VkKernels::q8_block(*vk::matmul_type(uint32_t(m.type)));
+  const uint32_t words = b32 ? VkKernels::b32_row_words(n_in) : VkKernels::q8_row_words(bs, n_in);
+  const uint32_t qwords = !qout ? 0 : b32 ? VkKernels::b32_row_words(n_out) : VkKernels::q8_row_words(256, n_out);
   const uint32_t xo = 64, x2o = xo + nt * n_in, so = x2o + nt * n_in, qo = so + (nt + 63) / 64 * 64, yo = qo + nt * words,
                  xgo = yo + nt * n_out, sqo = xgo + nt * n_out, q8o = (sqo + 4 * n_out + 67) / 4 * 4,
                  q8c = q8o + nt * qwords, end = q8c + n_out / 256 + 64;
@@ -292,7 +298,8 @@ SpanOut run_span_int8(vk::VulkanBackend& be, const Matrix& m, const Matrix* m2, 
   pc.inv_out = 20;
   if (qout) pc.q_out = q8o, pc.q_stride = qwords, pc.qcnt = q8c;
   fz.int8 = true;
-  rig.run([&](VkCommandBuffer cmd) { be.kernels()->record_quantize(cmd, qset, qp, bs, fz.xprod); });
+  fz.xb32 = b32, fz.qb32 = b32 && qout;
+  rig.run([&](VkCommandBuffer cmd) { be.kernels()->record_quantize(cmd, qset, qp, bs, fz.xprod, b32); });
   for (int r = 0; r < reps; ++r) {
     if (r > 0) rig.put(rig.arena(), yo, y0);  // EPI 1 / 3 add into y
     rig.run([&](VkCommandBuffer cmd) { be.kernels()->record_span(cmd, *w->type, set, pc, fz); });
@@ -422,6 +429,130 @@ TEST_CASE("int8 span matvec QOUT: the output's Q8_K rows = the CPU's quantisatio
     be->kernels()->set_span_shape(vk::kRoleOther, {});
     be->kernels()->set_span_shape(vk::kRoleGateUp, {});
   }
+}
+
+namespace {
+
+// The product on the CPU's B32 rows of x' (cpu_b32_row), in double from the
+// dequantised weights: what the XB32 kernels compute up to the f32 order of
+// their sums; and Σ|w||x'| per element (the tolerance's scale).
+void cpu_b32(const Matrix& m, const std::vector<float>& xf, int n_tok, std::vector<float>* y, std::vector<double>* mag) {
+  const int64_t n = m.n_in;
+  std::vector<float> wrow(static_cast<size_t>(n));
+  std::vector<double> xq(static_cast<size_t>(n));
+  y->assign(size_t(n_tok) * size_t(m.n_out), 0.0f);
+  mag->assign(y->size(), 0.0);
+  for (int t = 0; t < n_tok; ++t) {
+    const float* xt = xf.data() + size_t(t) * size_t(n);
+    const std::vector<uint32_t> row = cpu_b32_row(xt, int(n));
+    const auto* qs = reinterpret_cast<const int8_t*>(row.data());
+    const auto* d = reinterpret_cast<const float*>(row.data() + n / 4);
+    for (int64_t i = 0; i < n; ++i) xq[size_t(i)] = double(d[i / 32]) * qs[i];
+    for (int64_t r = 0; r < m.n_out; ++r) {
+      dequant_row(m.type, m.data.data() + size_t(r) * m.row_bytes, wrow.data(), n);
+      double sum = 0, a = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        sum += double(wrow[size_t(i)]) * xq[size_t(i)];
+        a += std::fabs(double(wrow[size_t(i)]) * xt[i]);
+      }
+      (*y)[size_t(t) * size_t(m.n_out) + size_t(r)] = float(sum);
+      (*mag)[size_t(t) * size_t(m.n_out) + size_t(r)] = a;
+    }
+  }
+}
+
+}  // namespace
+
+// The span's B32 rows (Span::kFold32, FISH_VK_SPAN_QFOLD bit 8): K-quant
+// matvecs (XB32) on quantize_x's B32K rows give the product on the CPU's B32
+// rows (exact integer sums per 16, the per-32 scales in f32: 2e-5 · Σ|w||x'|),
+// and are at least as close to the f32 reference as the CPU's own (Q8_K) int8
+// product, for every shape, 1..4 tokens, plain and residual epilogues.
+TEST_CASE("int8 span matvec on B32 rows = the product on the CPU's B32 rows, K-quants", "[vulkan][int8][span]") {
+  auto be = open_int8("int8 span matvec B32");
+  if (!be) return;
+  const vk::SpanMvShape shapes[] = {{0, 0}, {1, 32}, {16, 64}};
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+    const int64_t n_in = 768, n_out = 37;
+    const Matrix m = random_matrix(type, n_in, n_out, 51 + uint64_t(type));
+    for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); ++si) {
+      be->kernels()->set_span_shape(vk::kRoleOther, shapes[si]);
+      for (uint32_t epi : {0u, 1u}) {
+        const int n_tok = 1 + int(si + epi) % 4;
+        const bool xprod = epi == 1;
+        CAPTURE(type_name(type), shapes[si].rows, shapes[si].wg, epi, n_tok);
+        const size_t nx = size_t(n_tok) * size_t(n_in), ny = size_t(n_tok) * size_t(n_out);
+        const std::vector<float> x = randn(nx, 61 + epi, 2.0f), x2 = randn(nx, 62, 1.0f);
+        const std::vector<float> s = {0.8f, 1.2f, 0.95f, 1.05f}, y0 = randn(ny, 63), g = randn(size_t(n_out), 64);
+        const vk::SpanFusion fz{epi, xprod, false, vk::kRoleOther};
+        const SpanOut out = run_span_int8(*be, m, nullptr, n_tok, fz, x, x2, s, y0, g, false, 1, true);
+        const std::vector<float> xf = fold(x, xprod ? &x2 : nullptr, &s, int(n_in));
+        std::vector<float> d, q8k;
+        std::vector<double> mag, mag8;
+        cpu_b32(m, xf, n_tok, &d, &mag);
+        std::vector<float> ref(ny);
+        std::vector<double> tol(ny);
+        for (size_t i = 0; i < ny; ++i) {
+          ref[i] = epi == 1 ? d[i] + y0[i] : d[i];
+          tol[i] = mag[i] + (epi == 1 ? 1e-2 * std::fabs(y0[i]) : 0.0);
+        }
+        CHECK(worst(out.y, ref, tol, 2e-5) <= 1.0);
+        if (epi == 0) {
+          cpu_int8(m, xf, n_tok, &q8k, &mag8);
+          check_vs_f32(m, xf, n_tok, out.y, q8k);
+        }
+      }
+    }
+  }
+  be->kernels()->set_span_shape(vk::kRoleOther, {});
+}
+
+// B32 output rows (QOUT 2: the decode producers with kFold32): 32 rows per
+// workgroup in slices, each workgroup quantising its own block with no
+// counter; the rows must be the CPU's B32 quantisation of the values the
+// kernel wrote (EPI 3: x·g, EPI 4: silu·up), word for word, for every slice
+// shape, twice in a row; the products are the B32 products.
+TEST_CASE("int8 span matvec B32 QOUT: each workgroup's block = the CPU's B32 quantisation of it", "[vulkan][int8][span]") {
+  auto be = open_int8("int8 span matvec B32 QOUT");
+  if (!be) return;
+  const vk::SpanMvShape shapes[] = {{0, 0}, {1, 32}, {4, 128}};
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+    const int64_t n_in = 512, n_out = 768;
+    const Matrix m = random_matrix(type, n_in, n_out, 71 + uint64_t(type));
+    const Matrix m2 = random_matrix(type, n_in, n_out, 72 + uint64_t(type));
+    for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); ++si) {
+      be->kernels()->set_span_shape(vk::kRoleOther, shapes[si]);
+      be->kernels()->set_span_shape(vk::kRoleGateUp, shapes[si]);
+      for (uint32_t epi : {3u, 4u}) {
+        const bool pair = epi == 4;
+        CAPTURE(type_name(type), shapes[si].rows, shapes[si].wg, epi);
+        const std::vector<float> x = randn(size_t(n_in), 81 + epi, 2.0f), x2 = randn(size_t(n_in), 82, 1.0f);
+        const std::vector<float> s = {0.9f}, y0 = randn(size_t(n_out), 83), g = randn(size_t(n_out), 84);
+        const vk::SpanFusion fz{epi, false, pair, pair ? vk::kRoleGateUp : vk::kRoleOther};
+        const SpanOut out = run_span_int8(*be, m, pair ? &m2 : nullptr, 1, fz, x, x2, s, y0, g, true, 2, true);
+        const std::vector<float>& v = epi == 3 ? out.xg : out.y;
+        const std::vector<uint32_t> want = cpu_b32_row(v.data(), int(n_out));
+        const uint32_t used = uint32_t(n_out / 4 + n_out / 32 + n_out / 16);
+        int64_t bad = 0;
+        for (uint32_t w = 0; w < used; ++w) bad += out.q[w] != want[w];
+        CHECK(bad == 0);
+        std::vector<float> d, d2;
+        std::vector<double> mag, mag2;
+        const std::vector<float> xf = fold(x, nullptr, &s, int(n_in));
+        cpu_b32(m, xf, 1, &d, &mag);
+        if (pair) cpu_b32(m2, xf, 1, &d2, &mag2);
+        std::vector<float> ref(static_cast<size_t>(n_out));
+        std::vector<double> tol(static_cast<size_t>(n_out));
+        for (size_t i = 0; i < size_t(n_out); ++i) {
+          ref[i] = pair ? silu(d[i]) * d2[i] : d[i] + y0[i];
+          tol[i] = pair ? mag[i] * std::fabs(d2[i]) + mag2[i] * std::fabs(d[i]) : mag[i] + 1e-2 * std::fabs(y0[i]);
+        }
+        CHECK(worst(out.y, ref, tol, 2e-5) <= 1.0);
+      }
+    }
+  }
+  be->kernels()->set_span_shape(vk::kRoleOther, {});
+  be->kernels()->set_span_shape(vk::kRoleGateUp, {});
 }
 
 TEST_CASE("int8 by default where accelerated, with FISH_VK_INT8=1 and the feature; off keeps the f32 path; status says which", "[vulkan][int8]") {

@@ -1,6 +1,7 @@
 // Shared helpers of the fish_vulkan tests (see vk_test_util.h).
 #include "vk_test_util.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -138,6 +139,27 @@ std::vector<uint32_t> cpu_q8_row(const float* x, int n, uint32_t bs) {
   for (int g = 0; g < n / int(sg); ++g) {
     int s = 0;
     for (uint32_t i = 0; i < sg; ++i) s += qs[g * int(sg) + int(i)];
+    sums[g] = s;
+  }
+  return out;
+}
+
+std::vector<uint32_t> cpu_b32_row(const float* x, int n) {
+  std::vector<uint32_t> out(vk::MatmulKernels::b32_row_words(uint32_t(n)), 0);
+  auto* qs = reinterpret_cast<int8_t*>(out.data());
+  float* d = reinterpret_cast<float*>(out.data() + n / 4);
+  auto* sums = reinterpret_cast<int32_t*>(out.data() + n / 4 + n / 32);
+  std::vector<float> pad(QK_K, 0.0f);
+  BlockQ8_K q;
+  for (int b = 0; b < n / 32; ++b) {
+    std::copy(x + 32 * b, x + 32 * b + 32, pad.begin());
+    quantize_row(GgmlType::Q8_K, pad.data(), &q, QK_K);
+    std::memcpy(qs + 32 * b, q.qs, 32);
+    d[b] = q.d;
+  }
+  for (int g = 0; g < n / 16; ++g) {
+    int s = 0;
+    for (int i = 0; i < 16; ++i) s += qs[16 * g + i];
     sums[g] = s;
   }
   return out;

@@ -47,5 +47,9 @@ std::string type_name(GgmlType t);
 // bs 256, Q8_0 for 32), in the layout of the GPU's int8 rows
 // (quantize_x.comp: qs words | d f32 | int32 sums), for word-by-word comparison.
 std::vector<uint32_t> cpu_q8_row(const float* x, int n, uint32_t bs);
+// The same in the span's B32 layout (MatmulKernels::b32_row_words): every block
+// of 32 quantised by the CPU's Q8_K quantiser on its own (zero-padded to 256,
+// which leaves its maximum, scale and values as they are), sums per 16.
+std::vector<uint32_t> cpu_b32_row(const float* x, int n);
 
 }  // namespace fish::vktest
