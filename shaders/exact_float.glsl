@@ -68,4 +68,24 @@ float f16_round(float f) {
   if (rem > 0x1000u || (rem == 0x1000u && (r & 1u) != 0u)) r++;
   return uintBitsToFloat(sign | (r << 13));
 }
+
+// The Q8_K rule (the CPU's quantize_row Q8_K) of a block whose extremes, 0
+// included, are hi >= 0 >= lo: the signed maximum mx is the side of larger
+// magnitude; on a tie in magnitude (q8k_tie) the caller finds the first
+// element that reaches hi and takes it with its sign. iscale = -127 / mx and
+// d = 1 / iscale (both 0 for an all-zero block); q = min(127,
+// nearest-even(iscale · x)), 0 for an all-zero block.
+float q8k_signed_max(float hi, float lo) { return hi != -lo ? (hi > -lo ? hi : lo) : 0.0; }
+bool q8k_tie(float hi, float lo) { return hi == -lo && hi != 0.0; }
+void q8k_scales(float mx, out float iscale, out float d) {
+  iscale = 0.0, d = 0.0;
+  if (mx != 0.0) {
+    iscale = div_rn(-127.0, mx);
+    d = div_rn(1.0, iscale);
+  }
+}
+int q8k_quant(float mx, float iscale, float x) {
+  precise float p = iscale * x;
+  return mx != 0.0 ? min(127, int(roundEven(p))) : 0;
+}
 #endif

@@ -32,8 +32,9 @@
 // quantises it. EPI 3 quantises y ∘ P before the norm's 1/rms is known: the
 // consumer applies that per-token scale to its sums (inv_in), as with f32 x.
 // QOUT 2 (B32): the same output rows in the span's B32 format (blocks of 32,
-// quant_block.glsl); ROWS is a multiple of 32 and n_rows of ROWS, so each
-// workgroup owns whole blocks and quantises them itself: no counter, no wait.
+// quant_block.glsl); the workgroup's rows (SLICES·ROWS) are 32 and n_rows a
+// multiple of 32, so each workgroup owns a whole block and quantises it
+// itself: no counter, no wait.
 // XB32: x is B32 rows (K-quant weights; matvec_units_i8.glsl).
 // SLICES: the workgroup's invocations form SLICES equal slices (whole
 // subgroups), slice s taking rows s·ROWS .. of the workgroup's SLICES·ROWS:

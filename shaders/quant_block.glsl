@@ -38,10 +38,9 @@ void q8k_block_sg(bool sh, uint src, uint q_base, uint n, uint b) {
     }
   }
   const float hi = subgroupMax(h), lo = subgroupMin(l);
-  // The signed maximum: the side of larger magnitude, or on a tie in magnitude
-  // the first element that reaches it (its sign from the lane that holds it).
-  float mx = hi != -lo ? (hi > -lo ? hi : lo) : 0.0;
-  if (hi == -lo && hi != 0.0) {
+  // A tie in magnitude: the first element that reaches it (its sign from the lane that holds it).
+  float mx = q8k_signed_max(hi, lo);
+  if (q8k_tie(hi, lo)) {
     uint first = 0xFFFFFFFFu;
     bool neg = false;
     for (uint k = 0u; k < 4u; ++k) {
@@ -53,11 +52,8 @@ void q8k_block_sg(bool sh, uint src, uint q_base, uint n, uint b) {
     const uint f = subgroupMin(first);
     mx = subgroupMin(first == f ? (neg ? 0u : 1u) : 2u) == 0u ? -hi : hi;
   }
-  float iscale = 0.0, d = 0.0;
-  if (mx != 0.0) {
-    iscale = div_rn(-127.0, mx);
-    d = div_rn(1.0, iscale);
-  }
+  float iscale, d;
+  q8k_scales(mx, iscale, d);
   for (uint k = 0u; k < 4u; ++k) {
     if (k * S >= 16u) break;
     const uint g = lane + k * S;
@@ -65,8 +61,7 @@ void q8k_block_sg(bool sh, uint src, uint q_base, uint n, uint b) {
     uint w[4] = uint[4](0u, 0u, 0u, 0u);
     int s = 0;
     for (uint j = 0u; j < 16u; ++j) {
-      precise float p = iscale * v[k][j];
-      const int q = mx != 0.0 ? min(127, int(roundEven(p))) : 0;
+      const int q = q8k_quant(mx, iscale, v[k][j]);
       s += q;
       w[j >> 2] |= (uint(q) & 0xFFu) << (8u * (j & 3u));
     }
@@ -101,17 +96,12 @@ void q8b32_wg(uint tid, uint nthreads, uint n_el, uint q_base, uint n, uint b0) 
       hi = x > hi ? x : hi;
       lo = x < lo ? x : lo;
     }
-    float mx = hi != -lo ? (hi > -lo ? hi : lo) : 0.0;
-    if (hi == -lo && hi != 0.0)
+    float mx = q8k_signed_max(hi, lo), iscale, d;
+    if (q8k_tie(hi, lo))
       for (uint j = 0u; j < 32u; ++j)
         if (abs(qb_x[e0 + j]) == hi) { mx = qb_x[e0 + j]; break; }
-    float iscale = 0.0, d = 0.0;
-    if (mx != 0.0) {
-      iscale = div_rn(-127.0, mx);
-      d = div_rn(1.0, iscale);
-    }
-    precise float p = iscale * qb_x[e];
-    qb_q[e] = mx != 0.0 ? min(127, int(roundEven(p))) : 0;
+    q8k_scales(mx, iscale, d);
+    qb_q[e] = q8k_quant(mx, iscale, qb_x[e]);
     if ((e & 31u) == 0u) AC[q_base + n / 4u + b0 + e / 32u] = d;
   }
   barrier();

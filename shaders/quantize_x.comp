@@ -9,7 +9,7 @@
 //   BS 32 (Q8_0, for Q4_0 / Q8_0): d = amax / 127, id = 1 / d (0 if d = 0),
 //     q = nearest, ties away from zero (x · id); d is kept rounded to f16.
 //   B32K (BS 32): the span's B32 format for K-quant weights in decode
-//     (quant_block.glsl q8b32_block_sg): the Q8_K rule on blocks of 32, d f32,
+//     (quant_block.glsl q8b32_wg): the Q8_K rule on blocks of 32, d f32,
 //     sums over groups of 16.
 // Every division is correctly rounded (Vulkan only promises 2.5 ulp).
 //
@@ -110,20 +110,13 @@ void main() {
   ivec4 q = ivec4(0);
   float d = 0.0;
   if (KRULE) {
-    // The signed maximum: the side of larger magnitude, or on a tie in
-    // magnitude the first element of the block that reaches it (a scan, rare).
-    float mx = hi != -lo ? (hi > -lo ? hi : lo) : 0.0;
-    if (hi == -lo && hi != 0.0)
+    // A tie in magnitude: the first element of the block that reaches it (a scan, rare).
+    float mx = q8k_signed_max(hi, lo), iscale;
+    if (q8k_tie(hi, lo))
       for (uint k = 4u * b0; k < 4u * b0 + BS; ++k)
         if (abs(x_sh[k]) == hi) { mx = x_sh[k]; break; }
-    if (mx != 0.0) {
-      const float iscale = div_rn(-127.0, mx);
-      for (uint k = 0u; k < 4u; ++k) {
-        precise float p = iscale * v[k];
-        q[k] = min(127, int(roundEven(p)));
-      }
-      d = div_rn(1.0, iscale);
-    }
+    q8k_scales(mx, iscale, d);
+    for (uint k = 0u; k < 4u; ++k) q[k] = q8k_quant(mx, iscale, v[k]);
   } else {
     const float amax = hi >= -lo ? hi : -lo;  // +0 for an all-zero block (as the CPU), never -0
     d = div_rn(amax, 127.0);

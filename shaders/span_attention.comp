@@ -46,7 +46,7 @@ layout(constant_id = 4) const uint QOUT = 0;  // 0 none, 1 Q8_K rows, 2 B32 rows
 // G = GQ is one workgroup per KV head; a smaller G (decode at short contexts)
 // spreads a KV group over GQ/G workgroups, each with less work per thread
 // (shorter latency), at the price of reading the group's K/V rows GQ/G times
-// (from L2). The group's first workgroup stores the new K/V (FUSED); QOUT
+// (from L2). The group's first workgroup stores the new K/V (FUSED); QOUT 1
 // needs G = GQ.
 layout(constant_id = 5) const uint GQ = 4;
 const uint WG = 128u;

@@ -143,7 +143,7 @@ class MatmulKernels {
   // (qs | d | sums, see shaders/quantize_x.comp), a multiple of 4.
   static uint32_t q8_row_words(uint32_t bs, uint32_t n);
   // The same for the span's B32 rows (blocks of 32 with the Q8_K rule, sums
-  // per 16: shaders/quant_block.glsl q8b32_block_sg).
+  // per 16: shaders/quant_block.glsl q8b32_wg).
   static uint32_t b32_row_words(uint32_t n);
   // The quantiser's layout: binding 0 = the buffer holding x, x2, the scales and the output.
   const Layout& quant_layout() const { return *quant_layout_; }
