@@ -96,7 +96,8 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head
              fgu = (m.fold & kFoldGateUp) != 0;
   const uint32_t xq_reg[2] = {a.xqk, a.xq2};
   int cur = 0;
-  auto q8k_words = [&](uint32_t n_in) {
+  // Words per token of a fold's output rows (its consumers are K-quant weights: Q8_K or B32 rows).
+  auto fold_words = [&](uint32_t n_in) {
     return b32 ? MatmulKernels::b32_row_words(n_in) : MatmulKernels::q8_row_words(256, n_in);
   };
   // One span matmul: every chunk of weight `w` of layer L. inv_in: the
@@ -132,7 +133,7 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head
       pc.sq_off = a.sq;
       pc.cnt = ctrl::kNormCount;
       pc.inv_out = inv_out;
-      if (q_out != kNone) pc.q_out = q_out, pc.q_stride = q8k_words(ch.rows), pc.qcnt = a.qcnt;
+      if (q_out != kNone) pc.q_out = q_out, pc.q_stride = fold_words(ch.rows), pc.qcnt = a.qcnt;
       groups = ctx_.matmul->record_span(cmd, *wt->type, sets[c], pc, fz);
     }
     return groups;
@@ -215,7 +216,7 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head
     } else {
       p.q_off = a.qkv;
     }
-    if (fa) p.q8_out = xq_reg[cur ^ 1], p.q8_stride = q8k_words(QD), p.q8_cnt = a.qcnt;
+    if (fa) p.q8_out = xq_reg[cur ^ 1], p.q8_stride = fold_words(QD), p.q8_cnt = a.qcnt;
     k.attention(cmd, L.aux_set, p, attn_shape(narrow), m.fuse_attn, arena_buf_.buffer, b32);
     step();
     stage(m.fuse_attn ? "attention (+q/k prep, RoPE, KV store)" : "attention", "attention");
@@ -279,7 +280,7 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head
         if (fn) pc.m.x_off = xq_gu;  // the wo epilogue's rows (the scale is applied here)
         else pc.m.x_off = xq_off(L.w[4]), pc.inv_in = kNone, pc.inv_parts = 0;
       }
-      if (fgu) pc.q_out = xq_reg[cur ^ 1], pc.q_stride = q8k_words(F), pc.qcnt = a.qcnt, fp.qb32 = b32;
+      if (fgu) pc.q_out = xq_reg[cur ^ 1], pc.q_stride = fold_words(F), pc.qcnt = a.qcnt, fp.qb32 = b32;
       ctx_.matmul->record_span(cmd, *L.w[4]->type, L.gu_set, pc, fp);
       if (fgu) cur ^= 1;
     } else {
