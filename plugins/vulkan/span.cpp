@@ -27,7 +27,13 @@ constexpr bool kDefaultPairGu = false;
 // FISH_VK_ATTN_HEADS=n: n at any context (0: a KV group).
 constexpr uint32_t kDefaultAttnHeads = 1;
 constexpr uint32_t kDefaultNarrowMaxKv = 2048;
-constexpr uint32_t kDefaultFold = 0;  // FISH_VK_SPAN_QFOLD: Span::kFold* bits (measured: README)
+// FISH_VK_SPAN_QFOLD's default (Span::kFold* bits): the attention and the
+// wo / down norm epilogues write B32 rows, which the K-quant decode matvecs
+// read (one quantise step per layer left, before down). H200 decode: 8B
+// +6-8%, 1B +4-5% over Q8_K rows and quantise steps (README "B32 rows by
+// default"). Blocks of 32 as llama.cpp's GPU backends quantise activations
+// (q8_1), finer than the CPU's Q8_K: QFOLD=0 follows the CPU's int8 arithmetic.
+constexpr uint32_t kDefaultFold = 1 | 2 | 8;  // Span::kFoldAttn | kFoldNorm | kFold32 (private there)
 // FISH_VK_SPAN_I8's default: every decode matvec on int8 x. (wo on f32 x, 247,
 // saves a quantise step: H200 1B +3-4% decode, 8B -2%; but the GPU then
 // follows the CPU's int8 arithmetic less closely: synth-tiny agreement 98 ->
@@ -733,6 +739,7 @@ std::string Span::describe() const {
          std::to_string(first_layer_ + shape_.n_layers - 1) + "), KV " + std::to_string(kv_len_) + " of " +
          std::to_string(capacity_) + " positions (" + mb(kv) + " f16), arena " + mb(arena_buf_.alloc_size) +
          (int8_ ? ", int8 matmuls" + f32_decode_note(i8_mask_) : "") +
+         ((fold_ & kFold32) ? " (decode x in B32 rows)" : "") +
          (narrow_heads_ ? ", decode attention " + std::to_string(narrow_heads_) + " query head(s) per workgroup" +
                               (narrow_max_kv_ == UINT32_MAX ? "" : " to " + std::to_string(narrow_max_kv_) + " positions")
                         : "") +

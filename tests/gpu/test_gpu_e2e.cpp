@@ -82,13 +82,16 @@ TEST_CASE("test-gpu with fish_vulkan (lavapipe in CI)", "[gpu][vulkan]") {
   test_gpu("FISH_BACKEND=vulkan", "stories260K.gguf", "--min-agreement 0.99");
   test_gpu("FISH_BACKEND=vulkan", "TinyStories-656K-Q8_0.gguf", "--min-agreement 0.99");
   test_gpu("FISH_BACKEND=vulkan", "synth-tiny-Q4_K_M.gguf", "--min-agreement 0.93");
-  // The spec's 95%: measured 98.0% on lavapipe, 96.0% on the H200 (int8 its default there).
-  test_gpu("FISH_BACKEND=vulkan FISH_VK_INT8=1", "synth-tiny-Q4_K_M.gguf", "--min-agreement 0.95");
+  // With Q8_K rows from quantize_x steps (FISH_VK_SPAN_QFOLD=0), the CPU's int8
+  // arithmetic: the spec's 95%, measured 98.0% on lavapipe.
+  test_gpu("FISH_BACKEND=vulkan FISH_VK_INT8=1 FISH_VK_SPAN_QFOLD=0", "synth-tiny-Q4_K_M.gguf", "--min-agreement 0.95");
   test_gpu("FISH_BACKEND=vulkan FISH_VK_INT8=1", "TinyStories-656K-Q4_0.gguf", "--min-agreement 0.99");
-  // The span's B32 rows with the attention and norm folds (FISH_VK_SPAN_QFOLD=11):
-  // blocks of 32 instead of the CPU's 256, so the GPU follows the CPU's int8
-  // arithmetic less closely: 96.0% measured on lavapipe (97/101).
-  test_gpu("FISH_BACKEND=vulkan FISH_VK_INT8=1 FISH_VK_SPAN_QFOLD=11", "synth-tiny-Q4_K_M.gguf", "--min-agreement 0.93");
+  // int8's default span decode (the H200's): B32 rows with the attention and
+  // norm folds (FISH_VK_SPAN_QFOLD=11), blocks of 32 instead of the CPU's 256,
+  // so the GPU follows the CPU's int8 arithmetic less closely: 96.0% measured
+  // on lavapipe (97/101). This run covers the attention's B32 output and the
+  // down fold across layers.
+  test_gpu("FISH_BACKEND=vulkan FISH_VK_INT8=1", "synth-tiny-Q4_K_M.gguf", "--min-agreement 0.93");
 }
 
 // The architectures' own features (Llama-3 rope scaling, Qwen2 biases, Qwen3

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <string>
@@ -188,7 +189,9 @@ TEST_CASE("span: a 300-token prompt in one call ≡ the tokens one at a time", "
 // (rare, discrete). Eight independent one-token evaluations at position 0
 // (the span, and per-matmul): at least 6 must match to 1e-5 of max |logit|.
 namespace {
-void int8_logits_vs_cpu() {
+// b32: the span's decode reads B32 rows (the default fold), so only the
+// per-matmul run follows the CPU's int8 arithmetic; the span is held to a bound.
+void int8_logits_vs_cpu(bool b32 = false) {
   use_vulkan();
   setenv("FISH_VK_INT8", "1", 1);  // this process only (a test case per process)
   setenv("FISH_VK_SPAN_I8", "255", 1);  // every decode matvec on int8 x (the default keeps a small wo on f32 x)
@@ -207,6 +210,8 @@ void int8_logits_vs_cpu() {
       fish_model_free(g);
       return;
     }
+    // The span says so when its decode reads B32 rows.
+    if (span) CHECK((std::string(gi.gpu_detail).find("B32 rows") != std::string::npos) == b32);
     int exact = 0;
     double worst = 0;
     for (int k = 0; k < 8; ++k) {
@@ -228,13 +233,27 @@ void int8_logits_vs_cpu() {
     fish_model_free(g);
     INFO((span ? "span" : "per-matmul") << ": " << exact << "/8 tokens exact, worst |Δlogit| " << worst
                                         << " of max |logit|");
-    CHECK(exact >= 6);
+    std::printf("FISH_VK_SPAN_QFOLD=%s %s: %d/8 tokens exact, worst |dlogit| %.3g of max |logit|\n",
+                std::getenv("FISH_VK_SPAN_QFOLD") ? std::getenv("FISH_VK_SPAN_QFOLD") : "(default)",
+                span ? "span" : "per-matmul", exact, worst);
+    if (b32 && span) CHECK(worst <= 0.05);
+    else CHECK(exact >= 6);
   }
 }
 }  // namespace
 
 TEST_CASE("FISH_VK_INT8=1: a token's logits = the CPU's (int8 activations on both)", "[vulkan][span][model][int8]") {
+  setenv("FISH_VK_SPAN_QFOLD", "0", 1);  // Q8_K rows from quantize_x steps, as the CPU quantises
   int8_logits_vs_cpu();
+}
+
+// The default decode (B32 rows: blocks of 32, finer than the CPU's 256) is
+// not the CPU's arithmetic: its logits must stay within 5% of max |logit|
+// (lavapipe: 2.5%, where f32 activations give 2.2%; a broken kernel ~100%),
+// per-matmul (Q8_K rows) still exact.
+TEST_CASE("FISH_VK_INT8=1, B32 decode rows (the default): a token's logits near the CPU's", "[vulkan][span][model][int8]") {
+  unsetenv("FISH_VK_SPAN_QFOLD");
+  int8_logits_vs_cpu(true);
 }
 
 // The same with every decode producer quantising its own output
