@@ -28,9 +28,9 @@
 // matvec → a copy of the logits to the host-visible readback.
 // With int8 activations each matvec step is preceded by a quantize_x step
 // (+ barrier), unless FISH_VK_SPAN_QFOLD lets its producer write the int8
-// rows itself (Mode::fold, span_record.cpp; off by default: in Q8_K rows
-// measured no faster; in B32 rows, kFold32, +3-6% on the H200 but no longer
-// the CPU's int8 arithmetic: plugins/vulkan/README.md).
+// rows itself (Mode::fold, span_record.cpp; in Q8_K rows measured no faster;
+// in B32 rows, kFold32, +6-8% on the H200's 8B, the default since 2026-11-30
+// though no longer the CPU's int8 arithmetic: plugins/vulkan/README.md).
 // Prefill (n_tok > 4) uses separate rmsnorm and RoPE/KV-store kernels and the
 // tiled matmuls; every token of the submission is one chunk (the work regions
 // hold `tokens` tokens; larger n_tok is split into several submissions).
