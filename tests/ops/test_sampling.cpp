@@ -16,7 +16,7 @@ TEST_CASE("sampler: greedy picks the first maximum", "[sampling]") {
   CHECK(argmax(l.data(), 5) == 1);
 }
 
-TEST_CASE("sampler: top-k 1 and tiny top-p are greedy; seeds reproduce", "[sampling]") {
+TEST_CASE("sampler: top-k 1 and tiny top-p are greedy, seeds reproduce", "[sampling]") {
   std::vector<float> l(100);
   for (int i = 0; i < 100; ++i) l[i] = float((i * 37) % 100) * 0.05f;
   const int best = argmax(l.data(), 100);

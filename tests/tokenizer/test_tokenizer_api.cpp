@@ -85,7 +85,7 @@ TEST_CASE("api: metadata errors name the key and the value", "[tokenizer][api]")
   CHECK_THROWS_AS(tok->decode({0, -1}), Error);
 }
 
-TEST_CASE("api: special tokens only with parse_special; user-defined always", "[tokenizer][api]") {
+TEST_CASE("api: special tokens only with parse_special, user-defined always", "[tokenizer][api]") {
   auto gpt2 = load("gpt-2");
   CHECK(gpt2->encode("<|endoftext|>", false, true) == std::vector<int32_t>{50256});
   const auto plain = gpt2->encode("<|endoftext|>", false, false);
