@@ -48,7 +48,7 @@ TEST_CASE("regex: greedy and lazy quantifiers backtrack", "[tokenizer][regex]") 
   CHECK(matches("(?:ab){1,2}?", "abab") == V{"ab", "ab"});
 }
 
-TEST_CASE("regex: the \\s+(?!\\S) lookahead leaves the last space to the next word", "[tokenizer][regex]") {
+TEST_CASE("regex: the whitespace-run lookahead (not followed by non-space) leaves the last space to the next word", "[tokenizer][regex]") {
   CHECK(matches("\\s+(?!\\S)|\\s+", "   x") == V{"  ", " "});
   CHECK(matches("\\s+(?!\\S)", "   x") == V{"  "});
   CHECK(matches("\\s+(?!\\S)", "a   ") == V{"   "});   // at the end: all of it
