@@ -359,7 +359,9 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     }
     i8_mask_ = ctx_.cfg->span_i8 >= 0 ? uint32_t(ctx_.cfg->span_i8) : kDefaultI8;
     q8k = q8k && i8_mask_ == 0xFF;  // the folds assume every decode matvec reads int8 rows
-    fold_ = q8k ? uint32_t(ctx_.cfg->span_qfold < 0 ? kDefaultFold : ctx_.cfg->span_qfold) : 0;
+    // (B32 rows pay for GPU barriers; a CPU implementation keeps the CPU's Q8_K rows.)
+    const uint32_t fold_default = ctx_.dev->caps().cpu_device ? 0u : kDefaultFold;
+    fold_ = q8k ? uint32_t(ctx_.cfg->span_qfold < 0 ? fold_default : ctx_.cfg->span_qfold) : 0;
     const bool b32 = (fold_ & kFold32) != 0;
     if (b32 ? size_t(in.head_dim) % 32 != 0 : GD % 256 != 0 && 256 % GD != 0) fold_ &= ~kFoldAttn;
     if (!pairs) fold_ &= ~kFoldGateUp;

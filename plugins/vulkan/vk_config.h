@@ -29,14 +29,17 @@
 //                                exactly as the CPU does: Q8_K blocks for K-quants, Q8_0 for
 //                                Q4_0/Q8_0), when the device has shaderIntegerDotProduct.
 //                                Unset: on where the device says 4x8-bit packed signed dot
-//                                products are accelerated (H200), else f32; 0 forces f32
+//                                products are accelerated (H200) or is a CPU implementation
+//                                with the feature (lavapipe: the CPU's numbers), else f32;
+//                                0 forces f32
 //   FISH_VK_SPAN_QFOLD=<bits>    spans, int8 decode: producers that write the next step's int8
 //                                rows themselves instead of a quantize_x step: 1 the attention,
 //                                2 the wo / down norm epilogues, 4 the gate|up pair; 8: in B32
 //                                rows (blocks of 32 that one producer workgroup owns, no arrival
 //                                counters; every K-quant decode matvec then reads B32 rows).
-//                                Default 11 = 1|2|8 (H200 8B decode +6-8%, README); 0: Q8_K rows
-//                                from quantize_x steps, the CPU's int8 arithmetic
+//                                Default 11 = 1|2|8 on GPUs (H200 8B decode +6-8%, README), 0 on
+//                                CPU implementations; 0: Q8_K rows from quantize_x steps, the
+//                                CPU's int8 arithmetic
 //   FISH_VK_SPIN=0               wait on fences by blocking only (default: spin briefly on GPUs)
 //   FISH_VK_BENCH_FILL_KV=1      BENCHMARKS ONLY: a span forward of more than one token computes
 //                                nothing: it zeroes those KV positions and leaves x as it was, so

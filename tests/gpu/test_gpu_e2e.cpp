@@ -38,16 +38,28 @@ Out run(const std::string& env, const std::string& args) {
 
 bool has_plugin(const std::string& name) { return access(bin_path("libfish_" + name + ".so").c_str(), R_OK) == 0; }
 
-void test_gpu(const std::string& env, const std::string& model, const std::string& extra) {
+Out test_gpu(const std::string& env, const std::string& model, const std::string& extra) {
   const Out o = run(env, "test-gpu " + model_path(model) + " -n 100 -t 2 " + extra);
   if (o.status == 77) {
     WARN("SKIPPED " << model << " (" << env << "): " << o.text);
-    return;
+    return o;
   }
   INFO(env << " fish test-gpu " << model << "\n" << o.text);
   CHECK(o.status == 0);
   CHECK(o.text.find("PASS: 0 failures") != std::string::npos);
   CHECK(o.text.find("PASS device memory freed after the auto run") != std::string::npos);
+  return o;
+}
+
+// test-gpu's "GPU vs CPU ... top-1 agreement N/M" as N/M (-1 if absent).
+double agreement(const std::string& text) {
+  const std::string key = "top-1 agreement ";
+  const size_t gc = text.find("GPU vs CPU");
+  const size_t at = gc == std::string::npos ? gc : text.find(key, gc);
+  if (at == std::string::npos) return -1;
+  int n = 0, m = 0;
+  if (std::sscanf(text.c_str() + at + key.size(), "%d/%d", &n, &m) != 2 || m <= 0) return -1;
+  return double(n) / m;
 }
 
 }  // namespace
@@ -67,37 +79,42 @@ TEST_CASE("test-gpu with fish_vulkan (lavapipe in CI)", "[gpu][vulkan]") {
     WARN("SKIPPED: fish_vulkan is not in the build folder (FISH_VULKAN=OFF or no Vulkan headers)");
     return;
   }
-  // Teacher-forced top-1 agreement with the CPU. The CPU multiplies quantised
-  // weights with int8-quantised activations (as llama.cpp's CPU path does), the
-  // GPU with f32 activations, so near-ties can flip: on the real models the
-  // agreement is 99-100% (measured at 200 steps: stories260K 100%, Q8_0 99.5%);
-  // on synth-tiny-Q4_K_M (random weights, logit std 0.1, many near-ties) it is
-  // ~95.5% for fish_vulkan and for the reference plugin alike (issue 5 asks 99%:
-  // not met there). With FISH_VK_INT8=1 the GPU quantises activations as the
-  // CPU does (plugins/vulkan/README.md): 98.0% measured on lavapipe (the rest
-  // are one-step int8 flips from ulp-level input differences). Its kernels are
-  // checked against the CPU's own int8 product (5% of the spec's bound; the
-  // f32 bound is exceeded by int8 rounding itself, the CPU's included).
-  // FISH_VK_INT8 is on by default only where the device accelerates int8 dot
-  // products (the H200; lavapipe emulates them).
-  test_gpu("FISH_BACKEND=vulkan", "stories260K.gguf", "--min-agreement 0.99");
+  // Teacher-forced top-1 agreement with the CPU, which multiplies quantised
+  // weights with int8-quantised activations (as llama.cpp's CPU path does).
+  // fish_vulkan's default: int8 activations where int8 dot products are
+  // accelerated (GPUs: the H200) or on a CPU implementation (lavapipe, CI);
+  // spans on a GPU read them in B32 rows (blocks of 32), a CPU implementation
+  // keeps the CPU's Q8_K rows and so computes the CPU's numbers.
+  // On the real models the agreement is 99-100% either way (f32 at 200 steps:
+  // stories260K 100%, Q8_0 99.5%); synth-tiny-Q4_K_M (random weights, logit
+  // std 0.1, many near-ties) separates the paths (plugins/vulkan/README.md).
+  test_gpu("FISH_BACKEND=vulkan", "stories260K.gguf", "--min-agreement 0.99");  // F32 weights: f32 x
   test_gpu("FISH_BACKEND=vulkan", "TinyStories-656K-Q8_0.gguf", "--min-agreement 0.99");
-  // synth-tiny with the device's default: f32 activations on lavapipe (96-97%
-  // measured), int8 with B32 decode rows on the H200 (90.1%, 91/101: below).
-  test_gpu("FISH_BACKEND=vulkan", "synth-tiny-Q4_K_M.gguf", "--min-agreement 0.88");
+  {
+    // synth-tiny with the device's default: on a CPU implementation issue 5's
+    // 99% (lavapipe: 101/101); on the H200 (B32 rows) 91/101, hence 0.88.
+    const Out o = test_gpu("FISH_BACKEND=vulkan", "synth-tiny-Q4_K_M.gguf", "--min-agreement 0.88");
+    if (o.status != 77 && o.text.find("CPU implementation") != std::string::npos) {
+      INFO(o.text);
+      CHECK(agreement(o.text) >= 0.99);
+    }
+  }
+  // f32 activations (FISH_VK_INT8=0): near-ties flip: 96-97% on synth-tiny
+  // (the reference plugin alike), 99-100% on the real models.
   test_gpu("FISH_BACKEND=vulkan FISH_VK_INT8=0", "synth-tiny-Q4_K_M.gguf", "--min-agreement 0.93");
-  // int8 with Q8_K rows from quantize_x steps (FISH_VK_SPAN_QFOLD=0), the CPU's
-  // int8 arithmetic: the spec's 95%, measured 98.0% on lavapipe, 95.0% on the H200.
+  test_gpu("FISH_BACKEND=vulkan FISH_VK_INT8=0", "TinyStories-656K-Q8_0.gguf", "--min-agreement 0.99");
+  // int8 with Q8_K rows (FISH_VK_SPAN_QFOLD=0), the CPU's int8 arithmetic:
+  // the spec's 95%, measured 101/101 on lavapipe, 95.0% on the H200 (one-step
+  // int8 flips from ulp-level input differences). Its kernels are checked
+  // against the CPU's own int8 product elsewhere (test_vk_int8).
   test_gpu("FISH_BACKEND=vulkan FISH_VK_INT8=1 FISH_VK_SPAN_QFOLD=0", "synth-tiny-Q4_K_M.gguf", "--min-agreement 0.95");
   test_gpu("FISH_BACKEND=vulkan FISH_VK_INT8=1", "TinyStories-656K-Q4_0.gguf", "--min-agreement 0.99");
-  // int8's default span decode: B32 rows with the attention and norm folds
-  // (FISH_VK_SPAN_QFOLD=11), blocks of 32 instead of the CPU's 256, so the GPU
-  // follows the CPU's int8 arithmetic less closely on this random-weight model
-  // (logit std 0.1, many near-ties): 96.0% measured on lavapipe (97/101), 90.1%
-  // on the H200 (91/101; Q8_K rows there: 95.0%). On the H200's llama-1b /
-  // llama-8b shapes it agrees at 25/25 steps either way (plugins/vulkan/README.md).
-  // This run covers the attention's B32 output and the down fold across layers.
-  test_gpu("FISH_BACKEND=vulkan FISH_VK_INT8=1", "synth-tiny-Q4_K_M.gguf", "--min-agreement 0.88");
+  // B32 rows with the attention and norm folds (FISH_VK_SPAN_QFOLD=11, the
+  // GPUs' default), blocks of 32 instead of the CPU's 256: on this model
+  // 96.0% on lavapipe (97/101), 90.1% on the H200 (91/101); on the H200's
+  // llama-1b / llama-8b shapes 25/25 either way. This run covers the
+  // attention's B32 output and the down fold across layers.
+  test_gpu("FISH_BACKEND=vulkan FISH_VK_INT8=1 FISH_VK_SPAN_QFOLD=11", "synth-tiny-Q4_K_M.gguf", "--min-agreement 0.88");
 }
 
 // The architectures' own features (Llama-3 rope scaling, Qwen2 biases, Qwen3
@@ -135,8 +152,8 @@ TEST_CASE("architectures: CPU forward vs the reference plugin's span", "[gpu][re
 // families agree with each other only at 194-198 of 200 teacher-forced steps
 // (avx512 vs avx2 / scalar / unrepacked; all within 0.1% of llama.cpp's
 // perplexity), so the bar there sits below the spec's 95%: 0.88, as int8
-// with B32 decode rows (the H200's default) agrees at 91/101 there (lavapipe:
-// f32 99/101, FISH_VK_INT8=1 96/101). The mean KL is the finer measure: at
+// with B32 decode rows (the H200's default) agrees at 91/101 there (lavapipe's
+// default, int8 with Q8_K rows: 101/101; f32 99/101). The mean KL is the finer measure: at
 // most 0.002 nats on every model (measured 2.6e-4 to 4.0e-4 on lavapipe,
 // 3.2e-4 for synth-tiny on the H200; a broken kernel gives orders more).
 TEST_CASE("test-gpu --quality: the GPU teacher-forced on the CPU's greedy run", "[gpu][vulkan][quality]") {

@@ -555,15 +555,17 @@ TEST_CASE("int8 span matvec B32 QOUT: each workgroup's block = the CPU's B32 qua
   be->kernels()->set_span_shape(vk::kRoleGateUp, {});
 }
 
-TEST_CASE("int8 by default where accelerated, with FISH_VK_INT8=1 and the feature; off keeps the f32 path; status says which", "[vulkan][int8]") {
+TEST_CASE("int8 by default where accelerated or on a CPU implementation, FISH_VK_INT8=1 with the feature, off keeps the f32 path, status says which", "[vulkan][int8]") {
   auto be = open_backend("FISH_VK_INT8 status");
   if (!be) return;
   const std::string st = be->status();
   const bool dot = be->device()->caps().int_dot;
-  // The default: int8 where the device accelerates 4x8-bit dot products,
-  // else f32 (FISH_VK_INT8=1 asks for int8, =0 for f32).
+  // The default: int8 where the device accelerates 4x8-bit dot products or is
+  // a CPU implementation with them (lavapipe), else f32 (FISH_VK_INT8=1 asks
+  // for int8, =0 for f32).
   if (!std::getenv("FISH_VK_INT8")) {
-    const bool accel = be->device()->caps().int_dot_accel;
+    const vk::DeviceCaps& dc = be->device()->caps();
+    const bool accel = dc.int_dot_accel || (dc.cpu_device && dc.int_dot);
     CHECK(be->kernels()->int8() == accel);
     if (!accel) {
       CHECK(st.find("matmul: f32 x") != std::string::npos);
