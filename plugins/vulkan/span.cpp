@@ -360,6 +360,7 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     i8_mask_ = ctx_.cfg->span_i8 >= 0 ? uint32_t(ctx_.cfg->span_i8) : kDefaultI8;
     q8k = q8k && i8_mask_ == 0xFF;  // the folds assume every decode matvec reads int8 rows
     // (B32 rows pay for GPU barriers; a CPU implementation keeps the CPU's Q8_K rows.)
+    static_assert(kDefaultFold == (kFoldAttn | kFoldNorm | kFold32), "kDefaultFold names these bits");
     const uint32_t fold_default = ctx_.dev->caps().cpu_device ? 0u : kDefaultFold;
     fold_ = q8k ? uint32_t(ctx_.cfg->span_qfold < 0 ? fold_default : ctx_.cfg->span_qfold) : 0;
     const bool b32 = (fold_ & kFold32) != 0;
