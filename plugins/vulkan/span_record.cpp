@@ -265,23 +265,9 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head
       cur = 0;
     }
     const uint32_t xq_gu = fn ? xq_reg[cur] : kNone;
-    if (pair) {
-      const WeightChunk& ch = L.w[4]->chunks[0];
-      SpanMatmulPush pc;
-      pc.m = {uint32_t(L.w[4]->n_in), ch.rows, n, E, in, F, a.g, 0};
-      pc.inv_in = inv;
-      pc.inv_parts = inv == kNone ? 0 : parts;
-      pc.eps = shape_.rms_eps;
-      SpanFusion fp{4, false, true, kRoleGateUp};
-      if (i8w(L.w[4])) {
-        fp.int8 = true;
-        fp.xb32 = b32 && kq(L.w[4]);
-        pc.m.x_stride = xq_stride(L.w[4]);
-        if (fn) pc.m.x_off = xq_gu;  // the wo epilogue's rows (the scale is applied here)
-        else pc.m.x_off = xq_off(L.w[4]), pc.inv_in = kNone, pc.inv_parts = 0;
-      }
-      if (fgu) pc.q_out = xq_reg[cur ^ 1], pc.q_stride = fold_words(F), pc.qcnt = a.qcnt, fp.qb32 = b32;
-      ctx_.matmul->record_span(cmd, *L.w[4]->type, L.gu_set, pc, fp);
+    if (pair) {  // gate's one chunk, with up's bound beside it (L.gu_set)
+      matmul(L.w[4], {L.gu_set}, n, in, E, a.g, F, SpanFusion{4, false, true, kRoleGateUp}, inv, parts, 0, 0, 0, xq_gu,
+             fgu ? xq_reg[cur ^ 1] : kNone);
       if (fgu) cur ^= 1;
     } else {
       const SpanFusion fg{m.fuse_epi ? 2u : 0u, false, false, kRoleGateUp}, fu{0, false, false, kRoleGateUp};
