@@ -96,6 +96,7 @@ bool VulkanBackend::open() {
     span_kernels_ = std::make_unique<SpanKernels>(*device_, *pipelines_);
     submitter_->set_spin(cfg_.spin && !device_->caps().cpu_device);
     kernels_->set_override(uint32_t(cfg_.mv_rows), uint32_t(cfg_.mv_wg));
+    for (uint32_t r = 0; r < kRoles; ++r) kernels_->set_span_shape(SpanRole(r), cfg_.span_mv[r]);
     // int8 activations by default where the device accelerates 4x8-bit packed
     // dot products (NVIDIA, recent AMD/Intel): 1.4x faster decode and 1.6x
     // prefill on the H200, and the CPU's own numbers. Also on CPU

@@ -18,6 +18,11 @@
 //     L2; BEST_ATTN_SPLIT per context), rmsnorm, q/k prep + KV store; then the
 //     span matvec variants per projection role (bench_vk_span_mv.h; BEST_ENV,
 //     and shell assignments in FILE; FISH_BENCH_NO_MATVEC=1 skips them).
+//
+//   fish_bench_vk_span --sync SMS [--reps N]
+//     What a dependency between two steps costs: phases of streaming reads as
+//     dispatches with / without a pipeline barrier between them, or as one
+//     dispatch with a grid-wide barrier (grids of 1..16 x SMS workgroups).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -33,6 +38,7 @@
 #include "gguf/gguf_file.h"
 #include "model/llama_model.h"
 #include "bench_vk_span_mv.h"
+#include "bench_vk_sync.h"
 #include "span_rig.h"
 #include "vk_test_util.h"
 
@@ -130,6 +136,24 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// --sync: the cost of a dependency between steps (bench_vk_sync.cpp).
+int run_sync(uint32_t sms, int reps) {
+  auto be = vktest::open_backend("fish_bench_vk_span");
+  if (!be) return 77;
+  be->set_profiling(true);
+  const uint64_t stream_bytes = uint64_t(512) << 20;  // far beyond any L2
+  vktest::SpanRig rig(*be, 1 << 17, stream_bytes / 4, 1 << 15, 64);
+  auto time = [&](const std::function<void(VkCommandBuffer)>& rec) {
+    for (const double t0 = now_s(); now_s() - t0 < 0.1;) rig.run(rec);
+    std::vector<double> t;
+    for (int i = 0; i < reps; ++i) t.push_back(rig.run(rec));
+    return median(t);
+  };
+  std::printf("%s\n", be->status().c_str());
+  if (!std::getenv("FISH_BENCH_NO_STREAM") && vktest::sync_bench(*be, rig, stream_bytes, sms, time) != 0) return 1;
+  return vktest::sync_matvec_bench(*be, rig, sms > 1 ? 16 : 2, sms == 1, time);
+}
+
 int run_kernels(const std::string& shape, const std::vector<int>& ctxs, int reps, const std::string& env_out) {
   auto be = vktest::open_backend("fish_bench_vk_span");
   if (!be) return 77;
@@ -213,6 +237,7 @@ int main(int argc, char** argv) {
   std::vector<int> depths = {512, 4096, 16384}, ctxs = {512, 4096, 16384};
   int gen = 64, chunk = 512, threads = 0, reps = 20;
   bool kernels = false;
+  int sync_sms = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -228,17 +253,20 @@ int main(int argc, char** argv) {
     else if (a == "--chunk") chunk = std::atoi(next().c_str());
     else if (a == "-t") threads = std::atoi(next().c_str());
     else if (a == "--kernels") kernels = true;
+    else if (a == "--sync") sync_sms = std::atoi(next().c_str());
     else if (a == "--shape") shape = next();
     else if (a == "--ctx") ctxs = parse_list(next());
     else if (a == "--reps") reps = std::atoi(next().c_str());
     else if (a == "--env-out") env_out = next();
     else {
       std::fprintf(stderr, "usage: fish_bench_vk_span --model M [--depths 512,4096] [--gen 64] [--chunk 512] [-t N]\n"
-                           "       fish_bench_vk_span --kernels [--shape 8b|1b|tiny] [--ctx 512,4096,16384] [--reps 20] [--env-out FILE]\n");
+                           "       fish_bench_vk_span --kernels [--shape 8b|1b|tiny] [--ctx 512,4096,16384] [--reps 20] [--env-out FILE]\n"
+                           "       fish_bench_vk_span --sync SMS [--reps 20]\n");
       return 2;
     }
   }
   try {
+    if (sync_sms > 0) return run_sync(uint32_t(sync_sms), std::max(1, reps));
     if (kernels) return run_kernels(shape, ctxs, std::max(1, reps), env_out);
     if (model.empty() || depths.empty() || gen < 1 || chunk < 1) {
       std::fprintf(stderr, "fish_bench_vk_span: --model, --depths, --gen and --chunk are required and positive\n");

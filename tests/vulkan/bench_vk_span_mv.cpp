@@ -18,16 +18,9 @@ using vk::SpanRole;
 
 namespace {
 
-// `copies` device copies of one matrix (distinct buffers: nothing stays in L2
-// across a layer's worth of them). The host rows are a few quantised rows
-// tiled: the values do not matter for timing, and quantising 58M weights
-// would cost seconds.
-struct Mat {
-  GgmlType type;
-  int64_t n_in, n_out;
-  std::vector<vk::Weight*> w;
-  uint64_t bytes = 0;  // per copy
-};
+std::string shape_str(SpanMvShape s) { return std::to_string(s.rows) + "x" + std::to_string(s.wg); }
+
+}  // namespace
 
 Mat make_mat(vk::VulkanBackend& be, GgmlType type, int64_t n_in, int64_t n_out, int copies, uint64_t seed) {
   Mat m{type, n_in, n_out, {}, 0};
@@ -46,10 +39,6 @@ Mat make_mat(vk::VulkanBackend& be, GgmlType type, int64_t n_in, int64_t n_out, 
   }
   return m;
 }
-
-std::string shape_str(SpanMvShape s) { return std::to_string(s.rows) + "x" + std::to_string(s.wg); }
-
-}  // namespace
 
 int span_mv_sweep(vk::VulkanBackend& be, const SpanMvDims& d, const TimeFn& time, const std::string& env_out) {
   const int C = d.copies;

@@ -10,10 +10,24 @@
 #pragma once
 #include <functional>
 #include <string>
+#include <vector>
 
+#include "common/ggml_type.h"
 #include "span_rig.h"
 
 namespace fish::vktest {
+
+// `copies` device copies of one matrix (distinct buffers: nothing stays in L2
+// across a layer's worth of them). The host rows are a few quantised rows
+// tiled: the values do not matter for timing, and quantising 58M weights
+// would cost seconds.
+struct Mat {
+  GgmlType type;
+  int64_t n_in, n_out;
+  std::vector<vk::Weight*> w;
+  uint64_t bytes = 0;  // per copy
+};
+Mat make_mat(vk::VulkanBackend& be, GgmlType type, int64_t n_in, int64_t n_out, int copies, uint64_t seed);
 
 struct SpanMvDims {
   int E = 0, F = 0, QD = 0, KD = 0, copies = 0;  // n_embd, n_ff, q rows, k/v rows, layers' worth

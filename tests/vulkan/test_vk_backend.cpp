@@ -151,6 +151,33 @@ TEST_CASE("lazy open, status and describe strings", "[vulkan]") {
   CHECK(be.profile().empty());  // nothing ran yet
 }
 
+TEST_CASE("FISH_VK_SPAN_MV reaches the span matvec's shapes", "[vulkan]") {
+  using namespace fish::vk;
+  auto probe = open_backend("vk span matvec shapes");  // settles FISH_GPU for this process
+  if (!probe) return;
+  probe.reset();
+  for (const char* spec : {"q=1x32,o=2x64,gu=8x128,d=4x256", "16x256"}) {
+    EnvVar mv("FISH_VK_SPAN_MV", spec);
+    VulkanBackend be({});
+    uint64_t free = 0;
+    REQUIRE(be.memory_free(&free));  // opens the device
+    SpanMvShape want[kRoles];
+    std::string why;
+    REQUIRE(VkConfig::parse_span_mv(spec, want, &why));
+    for (uint32_t r = 0; r < kRoles; ++r) {
+      INFO(spec << ", role " << r);
+      CHECK(be.kernels()->span_shape(SpanRole(r)).rows == want[r].rows);
+      CHECK(be.kernels()->span_shape(SpanRole(r)).wg == want[r].wg);
+    }
+    CHECK(be.kernels()->span_shape(kRoleGateUp).rows == (spec[0] == 'q' ? 8u : 16u));
+    // And the shapes a decode matvec then takes (Q4_K 4096 -> 14336, gate/up):
+    const MatmulType& q4k = *matmul_type(12);  // Q4_K
+    const MatvecConfig c = be.kernels()->span_matvec_config(q4k, 4096, 14336, 1, SpanFusion{0, false, false, kRoleGateUp});
+    CHECK(c.rows == (spec[0] == 'q' ? 8u : 16u));
+    CHECK(c.wg == (spec[0] == 'q' ? 128u : 256u));
+  }
+}
+
 TEST_CASE("bytes_resident is exact and memory_free follows the budget formula", "[vulkan]") {
   auto be = open_backend("vk backend accounting");
   if (!be) return;
