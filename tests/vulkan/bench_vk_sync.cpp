@@ -170,6 +170,12 @@ int sync_matvec_bench(vk::VulkanBackend& be, SpanRig& rig, int copies, bool smal
                 double(down6.bytes)};
   measure(d4, "default");
   measure(d6, "default");
+  const Step qs[] = {{"q alone", [&](VkCommandBuffer c, size_t i) { disp(c, q, sq_, i, 0); }, double(q.bytes)},
+                     {"k alone", [&](VkCommandBuffer c, size_t i) { disp(c, k, sk, i, 0); }, double(k.bytes)},
+                     {"v alone (Q6_K)", [&](VkCommandBuffer c, size_t i) { disp(c, v, sv, i, 0); }, double(v.bytes)},
+                     {"v, k, q", [&](VkCommandBuffer c, size_t i) { disp(c, v, sv, i, 0), disp(c, k, sk, i, 0), disp(c, q, sq_, i, 0); },
+                      double(q.bytes + k.bytes + v.bytes)}};
+  for (const Step& st : qs) measure(st, "default");
   q8k = true;
   measure(steps[2], "Q8_K x");
   measure(d4, "Q8_K x");
