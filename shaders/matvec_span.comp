@@ -42,7 +42,7 @@
 // accumulates only ROWS of them (registers).
 // Specialisation: 0 = workgroup size, 1 = ROWS, 2 = NT, 3 = EPI, 4 = XPROD, 5 = PAIR,
 // 6 = QOUT (0 none, 1 Q8_K blocks with arrival counters, 2 B32 blocks), 7 = XB32,
-// 8 = SLICES.
+// 8 = SLICES, 9 = U64 (int8 Q4_K / Q5_K: units of 64 elements, matvec_units_i8.glsl).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -57,6 +57,8 @@ layout(constant_id = 6) const uint QOUT = 0;
 #define FISH_XB32
 layout(constant_id = 7) const bool XB32 = false;
 layout(constant_id = 8) const uint SLICES = 1;
+#define FISH_U64
+layout(constant_id = 9) const bool U64 = false;
 const uint RT = PAIR ? 2u * ROWS : ROWS;  // accumulated rows (per invocation)
 const uint WR = SLICES * ROWS;            // the workgroup's rows
 

@@ -69,10 +69,13 @@ void mv_unit(uint u, uint row0) {
 }
 
 #elif defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
-// Q4_K 144-byte / Q5_K 176-byte blocks (16-byte aligned, read as uvec4), the
-// unit of matvec_units.glsl: block b = u / 8, chunk j, half h; its 16 qs bytes
-// hold elements e0 + i (group A = 2j, low nibbles) and e0 + 32 + i (group B =
-// 2j + 1, high nibbles), e0 = 256b + 64j + 16h. Per unit and row:
+// Q4_K 144-byte / Q5_K 176-byte blocks (16-byte aligned, read as uvec4). Chunk
+// j of block b holds 32 qs bytes (uvec4s 2j and 2j + 1 after the header: halves
+// h = 0, 1) with elements e0 + i (group A = 2j, low nibbles) and e0 + 32 + i
+// (group B = 2j + 1, high nibbles), i < 32, e0 = 256b + 64j. A unit is one
+// half (16 qs bytes, the unit of matvec_units.glsl) or, with U64 (the span's
+// specialisation constant 9), the whole chunk: one header read, one scale
+// decode and one float epilogue per 32 bytes instead of 16. Per unit and row:
 //   sc_A Σ_A q a + sc_B Σ_B q a  and  m_A Σ_A a + m_B Σ_B a  (exact integers),
 // then d·d_x·isum - dmin·d_x·msum.
 #if defined(TYPE_Q4_K)
@@ -80,40 +83,50 @@ const uint BLOCK_V4 = 9u;
 #else
 const uint BLOCK_V4 = 11u;
 #endif
-uint mv_units() { return (pc.n_in >> 8) * 8u; }
+#ifndef FISH_U64
+const bool U64 = false;
+#endif
+const uint KH = U64 ? 2u : 1u;  // halves per unit
+uint mv_units() { return (pc.n_in >> 8) * (8u / KH); }
 void mv_unit(uint u, uint row0) {
   const uint nb = pc.n_in >> 8;
-  const uint b = u >> 3, t8 = u & 7u, j = t8 >> 1, h = t8 & 1u;
+  const uint b = u / (8u / KH), t8 = (u % (8u / KH)) * KH, j = t8 >> 1, h = t8 & 1u;
   const uint e0 = b * 256u + 64u * j + 16u * h;
-  uvec4 xa[NT], xb[NT];
+  uvec4 xa[NT * KH], xb[NT * KH];
   float dx[NT], dxb[NT];
   int sa[NT], sb[NT];
   for (uint t = 0u; t < NT; ++t) {
-    xa[t] = xq16(t, e0), xb[t] = xq16(t, e0 + 32u);
-    dx[t] = xq_d(t, e0), sa[t] = xq_sum(t, e0), sb[t] = xq_sum(t, e0 + 32u);
+    sa[t] = 0, sb[t] = 0;
+    for (uint k = 0u; k < KH; ++k) {
+      xa[t * KH + k] = xq16(t, e0 + 16u * k), xb[t * KH + k] = xq16(t, e0 + 32u + 16u * k);
+      sa[t] += xq_sum(t, e0 + 16u * k), sb[t] += xq_sum(t, e0 + 32u + 16u * k);
+    }
+    dx[t] = xq_d(t, e0);
     dxb[t] = XB32 ? xq_d(t, e0 + 32u) : dx[t];
   }
   for (uint r = 0u; r < RT; ++r) {
     const uint base = (mv_row(row0, r) * nb + b) * BLOCK_V4;
     const uvec4 hd = wv4(r, base);
+    uvec4 lo[KH], hi[KH];
+    for (uint k = 0u; k < KH; ++k) {
 #if defined(TYPE_Q4_K)
-    const uvec4 q = wv4(r, base + 1u + t8);
-    const uvec4 lo = q & 0x0F0F0F0Fu, hi = (q >> 4) & 0x0F0F0F0Fu;
+      const uvec4 q = wv4(r, base + 1u + t8 + k);
+      lo[k] = q & 0x0F0F0F0Fu, hi[k] = (q >> 4) & 0x0F0F0F0Fu;
 #else
-    const uvec4 q = wv4(r, base + 3u + t8);
-    const uvec4 qh = wv4(r, base + 1u + h);
-    uvec4 lo, hi;
-    q5k_quants(q, qh, j, lo, hi);
+      q5k_quants(wv4(r, base + 3u + t8 + k), wv4(r, base + 1u + h + k), j, lo[k], hi[k]);
 #endif
+    }
     const vec2 dm = unpackHalf2x16(hd.x);
     const ivec2 smA = ivec2(k4_scale_min(2u * j, hd)), smB = ivec2(k4_scale_min(2u * j + 1u, hd));
     for (uint t = 0u; t < NT; ++t) {
+      int qa = 0, qb = 0;
+      for (uint k = 0u; k < KH; ++k) qa += sdot16(lo[k], xa[t * KH + k]), qb += sdot16(hi[k], xb[t * KH + k]);
       if (XB32) {  // groups A and B lie in different blocks of 32
-        const float fs = dx[t] * float(smA.x * sdot16(lo, xa[t])) + dxb[t] * float(smB.x * sdot16(hi, xb[t]));
+        const float fs = dx[t] * float(smA.x * qa) + dxb[t] * float(smB.x * qb);
         const float fm = dx[t] * float(smA.y * sa[t]) + dxb[t] * float(smB.y * sb[t]);
         acc[r * NT + t] += dm.x * fs - dm.y * fm;
       } else {
-        const int isum = smA.x * sdot16(lo, xa[t]) + smB.x * sdot16(hi, xb[t]);
+        const int isum = smA.x * qa + smB.x * qb;
         const int msum = smA.y * sa[t] + smB.y * sb[t];
         acc[r * NT + t] += dx[t] * (dm.x * float(isum) - dm.y * float(msum));
       }

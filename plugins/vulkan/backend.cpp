@@ -13,6 +13,11 @@ namespace {
 constexpr uint64_t kMiB = uint64_t(1) << 20;
 constexpr uint64_t kWeightPad = 32;          // zeroed bytes after the last row: the funnel reads look ahead
 constexpr uint64_t kStagingBytes = 16 * kMiB;
+// FISH_VK_SPAN_U64's default on GPUs: the roles whose int8 Q4_K / Q5_K span
+// matvecs take units of 64 elements (bits 1 << SpanRole): q/k/v and gate/up.
+// Measured on the H200 (plugins/vulkan/README.md): +0.5-2.6% 8B, +1-4% 1B
+// decode; either role alone, or every role, was slower.
+constexpr uint32_t kDefaultU64 = (1u << kRoleQkv) | (1u << kRoleGateUp);
 
 uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
@@ -106,6 +111,9 @@ bool VulkanBackend::open() {
     // f32 elsewhere. FISH_VK_INT8=0|1 forces either.
     const DeviceCaps& dc = device_->caps();
     kernels_->set_int8(cfg_.int8 == 1 || (cfg_.int8 < 0 && (dc.int_dot_accel || (dc.cpu_device && dc.int_dot))));
+    // Units of 64 for some roles' Q4_K / Q5_K span matvecs on GPUs; CPU
+    // implementations keep 32 (their float summation order, like their Q8_K rows).
+    kernels_->set_span_u64(cfg_.span_u64 >= 0 ? uint32_t(cfg_.span_u64) : dc.cpu_device ? 0u : kDefaultU64);
     submitter_->set_profiling(cfg_.profile);
     state_ = State::Open;
     return true;

@@ -130,8 +130,8 @@ void MatmulKernels::record(VkCommandBuffer cmd, const MatmulType& t, VkDescripto
 MatvecConfig MatmulKernels::span_matvec_config(const MatmulType& t, uint32_t n_in, uint32_t n_rows, uint32_t n_tok,
                                                SpanFusion fz) const {
   // Units per row as matvec_units.glsl defines them: 4 (F32), 8 (F16) or 32
-  // elements, 64 for Q6_K.
-  const uint32_t unit = t.ggml_type == 0 ? 4 : t.ggml_type == 1 ? 8 : t.ggml_type == 14 ? 64 : 32;
+  // elements, 64 for Q6_K and for U64's Q4_K / Q5_K (matvec_units_i8.glsl).
+  const uint32_t unit = t.ggml_type == 0 ? 4 : t.ggml_type == 1 ? 8 : t.ggml_type == 14 || span_u64(t, fz) ? 64 : 32;
   const uint32_t units = std::max(1u, n_in / unit);
   MatvecConfig c;
   // Rows per workgroup: as many as keep >= 512 workgroups (x is loaded once for all of them).
@@ -165,6 +165,10 @@ MatvecConfig MatmulKernels::span_matvec_config(const MatmulType& t, uint32_t n_i
   return c;
 }
 
+bool MatmulKernels::span_u64(const MatmulType& t, SpanFusion fz) const {
+  return fz.int8 && (t.ggml_type == 12 || t.ggml_type == 13) && ((span_u64_ >> fz.role) & 1u) != 0;
+}
+
 uint32_t MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set,
                                     const SpanMatmulPush& pc, SpanFusion fz) {
   const DeviceFns& f = dev_.fns();
@@ -179,7 +183,8 @@ uint32_t MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, Vk
     const MatvecConfig c = span_matvec_config(t, pc.m.n_in, pc.m.n_rows, pc.m.n_tok, fz);
     p = pipelines_.get(std::string(fz.int8 ? "mvsi_" : "mvs_") + t.name, *span_layout_,
                        {c.wg, c.rows, pc.m.n_tok, fz.epi, fz.xprod && !fz.int8 ? 1u : 0u, fz.pair ? 1u : 0u,
-                        qout ? (fz.qb32 ? 2u : 1u) : 0u, fz.xb32 && fz.int8 ? 1u : 0u, c.slices});
+                        qout ? (fz.qb32 ? 2u : 1u) : 0u, fz.xb32 && fz.int8 ? 1u : 0u, c.slices,
+                        span_u64(t, fz) ? 1u : 0u});
     groups = ceil_div(pc.m.n_rows, c.rows * c.slices);
     gx = std::min(groups, caps.max_wg_count_x);
   } else {

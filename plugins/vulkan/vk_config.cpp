@@ -75,6 +75,7 @@ VkConfig VkConfig::from_env() {
   ranged("FISH_VK_SPAN_NORM", 0, 1, &c.span_norm);
   ranged("FISH_VK_SPAN_QFOLD", 0, 15, &c.span_qfold);
   ranged("FISH_VK_SPAN_I8", 0, 255, &c.span_i8);
+  ranged("FISH_VK_SPAN_U64", 0, 31, &c.span_u64);
   if (const char* v = std::getenv("FISH_VK_SPAN_MV"); v && *v) {
     std::string why;
     if (!parse_span_mv(v, c.span_mv, &why)) bad("FISH_VK_SPAN_MV", v, why.c_str());

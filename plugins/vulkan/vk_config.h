@@ -19,6 +19,10 @@
 //                                o: wo, gu: gate/up, d: down; no role: every projection), e.g.
 //                                `8x128` or `q=4,gu=8x256,d=16x128`. ROWS: rows per workgroup
 //                                (per matrix) 1, 2, 4, 8 or 16; WG: 32, 64, 128 or 256
+//   FISH_VK_SPAN_U64=<bits>      spans, int8 decode: the Q4_K / Q5_K matvecs of role bit (1 << role:
+//                                2 q/k/v, 4 wo, 8 gate/up, 16 down) take units of 64 elements
+//                                instead of 32 (default 10 = q/k/v + gate/up on GPUs, 0 on CPU
+//                                implementations)
 //   FISH_VK_SPAN_GU=0|1          spans, decode: gate and up as one dispatch that writes
 //                                silu(gate)·up (down then reads one vector) (default 0)
 //   FISH_VK_SPAN_NORM=0|1        spans, decode: 1/rms of the fused rmsnorm computed by each
@@ -77,6 +81,7 @@ struct VkConfig {
   int mv_rows = 0;               // 0: heuristic
   int mv_wg = 0;                 // 0: heuristic
   SpanMvShape span_mv[kRoles];   // FISH_VK_SPAN_MV, per SpanRole (0: heuristic)
+  int span_u64 = -1;             // FISH_VK_SPAN_U64: -1 default, else role bits (1 << SpanRole)
   int span_gu = -1;              // FISH_VK_SPAN_GU: -1 default, 0 off, 1 on
   int int8 = -1;                 // FISH_VK_INT8: -1 default (on where int8 dot products are accelerated), 0 off, 1 on
   int span_norm = -1;            // FISH_VK_SPAN_NORM: -1 default, 0 last workgroup, 1 consumers

@@ -331,9 +331,14 @@ TEST_CASE("int8 span matvec = the CPU's int8 product, every epilogue, x·x2, pai
     const int64_t n_in = k ? 768 : 32 * 21, n_out = 37;
     const Matrix m = random_matrix(type, n_in, n_out, 3 + uint64_t(type));
     const Matrix m2 = random_matrix(type, n_in, n_out, 4 + uint64_t(type));
-    for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); ++si) {
-      be->kernels()->set_span_shape(vk::kRoleOther, shapes[si]);
-      be->kernels()->set_span_shape(vk::kRoleGateUp, shapes[si]);
+    // Q4_K / Q5_K also with units of 64 elements (FISH_VK_SPAN_U64, every role).
+    const bool u64_too = type == GgmlType::Q4_K || type == GgmlType::Q5_K;
+    for (size_t si = 0; si < (u64_too ? 2 : 1) * sizeof(shapes) / sizeof(shapes[0]); ++si) {
+      const size_t sh = si % (sizeof(shapes) / sizeof(shapes[0]));
+      const bool u64 = si != sh;
+      be->kernels()->set_span_u64(u64 ? 0x1Fu : 0u);
+      be->kernels()->set_span_shape(vk::kRoleOther, shapes[sh]);
+      be->kernels()->set_span_shape(vk::kRoleGateUp, shapes[sh]);
       // Variants: EPI 0..3 (x·x2 on EPI 1 and 3), the pair (EPI 4). Not every
       // (shape, variant) pair: pipelines compile slowly on lavapipe.
       for (int v = 0; v < 5; ++v) {
@@ -341,7 +346,7 @@ TEST_CASE("int8 span matvec = the CPU's int8 product, every epilogue, x·x2, pai
         const int n_tok = 1 + (v + int(si)) % 4;
         const uint32_t epi = uint32_t(v);
         const bool xprod = v == 1 || v == 3, pair = v == 4;
-        CAPTURE(type_name(type), shapes[si].rows, shapes[si].wg, epi, xprod, n_tok);
+        CAPTURE(type_name(type), shapes[sh].rows, shapes[sh].wg, u64, epi, xprod, n_tok);
         const size_t nx = size_t(n_tok) * size_t(n_in), ny = size_t(n_tok) * size_t(n_out);
         const std::vector<float> x = randn(nx, 21 + uint64_t(v), 2.0f), x2 = randn(nx, 22, 1.0f);
         const std::vector<float> s = {0.8f, 1.2f, 0.95f, 1.05f}, y0 = randn(ny, 23), g = randn(size_t(n_out), 24);
@@ -374,6 +379,7 @@ TEST_CASE("int8 span matvec = the CPU's int8 product, every epilogue, x·x2, pai
     }
     be->kernels()->set_span_shape(vk::kRoleOther, {});
     be->kernels()->set_span_shape(vk::kRoleGateUp, {});
+    be->kernels()->set_span_u64(0);
   }
 }
 
@@ -475,12 +481,16 @@ TEST_CASE("int8 span matvec on B32 rows = the product on the CPU's B32 rows, K-q
   for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
     const int64_t n_in = 768, n_out = 37;
     const Matrix m = random_matrix(type, n_in, n_out, 51 + uint64_t(type));
-    for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); ++si) {
-      be->kernels()->set_span_shape(vk::kRoleOther, shapes[si]);
+    const bool u64_too = type != GgmlType::Q6_K;  // Q4_K / Q5_K also with units of 64 elements
+    for (size_t si = 0; si < (u64_too ? 2 : 1) * sizeof(shapes) / sizeof(shapes[0]); ++si) {
+      const size_t sh = si % (sizeof(shapes) / sizeof(shapes[0]));
+      const bool u64 = si != sh;
+      be->kernels()->set_span_u64(u64 ? 0x1Fu : 0u);
+      be->kernels()->set_span_shape(vk::kRoleOther, shapes[sh]);
       for (uint32_t epi : {0u, 1u}) {
         const int n_tok = 1 + int(si + epi) % 4;
         const bool xprod = epi == 1;
-        CAPTURE(type_name(type), shapes[si].rows, shapes[si].wg, epi, n_tok);
+        CAPTURE(type_name(type), shapes[sh].rows, shapes[sh].wg, u64, epi, n_tok);
         const size_t nx = size_t(n_tok) * size_t(n_in), ny = size_t(n_tok) * size_t(n_out);
         const std::vector<float> x = randn(nx, 61 + epi, 2.0f), x2 = randn(nx, 62, 1.0f);
         const std::vector<float> s = {0.8f, 1.2f, 0.95f, 1.05f}, y0 = randn(ny, 63), g = randn(size_t(n_out), 64);
@@ -505,6 +515,7 @@ TEST_CASE("int8 span matvec on B32 rows = the product on the CPU's B32 rows, K-q
     }
   }
   be->kernels()->set_span_shape(vk::kRoleOther, {});
+  be->kernels()->set_span_u64(0);
 }
 
 // B32 output rows (QOUT 2: the decode producers with kFold32): 32 rows per

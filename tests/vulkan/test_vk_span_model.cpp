@@ -254,7 +254,17 @@ TEST_CASE("FISH_VK_INT8=1: a token's logits = the CPU's (int8 activations on bot
 // per-matmul (Q8_K rows) still exact.
 TEST_CASE("FISH_VK_INT8=1 FISH_VK_SPAN_QFOLD=11, B32 decode rows: a token's logits near the CPU's", "[vulkan][span][model][int8]") {
   setenv("FISH_VK_SPAN_QFOLD", "11", 1);
+  setenv("FISH_VK_SPAN_U64", "10", 1);  // the GPUs' default: q/k/v and gate/up in units of 64
   int8_logits_vs_cpu(true);
+}
+
+// Units of 64 elements for every role's Q4_K matvecs (FISH_VK_SPAN_U64=30) on
+// the CPU's Q8_K rows: the same exact integer sums, so the same "6 of 8
+// exact" criterion as the first case.
+TEST_CASE("FISH_VK_INT8=1 FISH_VK_SPAN_U64=30: a token's logits = the CPU's", "[vulkan][span][model][int8]") {
+  setenv("FISH_VK_SPAN_QFOLD", "0", 1);
+  setenv("FISH_VK_SPAN_U64", "30", 1);
+  int8_logits_vs_cpu();
 }
 
 // The same with every decode producer quantising its own output
