@@ -11,6 +11,10 @@
 // A spin gives up after 2^21 reads and sets word cnt_off + 1: a grid larger
 // than what the device keeps resident would otherwise never finish.
 layout(local_size_x = 128) in;
+// VARIANT: any value gives the same work in a distinct pipeline (the table's
+// "alternating pipelines" columns: does a change of pipeline between
+// dispatches cost on its own?).
+layout(constant_id = 0) const uint VARIANT = 0;
 
 layout(set = 0, binding = 0) buffer ArenaU { uint AU[]; };
 layout(set = 0, binding = 1) readonly buffer Stream4 { uvec4 S4[]; };
@@ -59,5 +63,5 @@ void main() {
     }
     if (mode != 0u) grid_sync(it + 1u);
   }
-  if (acc.x == 0x9E3779B9u && acc.y == 0x7F4A7C15u) AU[out_off + gl_WorkGroupID.x] = acc.z ^ acc.w;
+  if (acc.x == 0x9E3779B9u && acc.y == 0x7F4A7C15u) AU[out_off + gl_WorkGroupID.x] = acc.z ^ acc.w ^ VARIANT;
 }

@@ -4,7 +4,9 @@
 //   barrier    one dispatch per phase, a compute->compute pipeline barrier between
 //   no-barrier one dispatch per phase, nothing between (the phases overlap)
 //   grid-sync  one dispatch, a grid-wide barrier (atomic counter + spin) between
-// for several grid sizes (multiples of --sms). Device time per phase.
+// for several grid sizes (multiples of --sms), and the first two again with
+// every other dispatch through a second pipeline of the same code (what a
+// change of pipeline costs by itself). Device time per phase.
 #include "bench_vk_sync.h"
 
 #include <cstdio>
@@ -19,13 +21,14 @@ int sync_bench(vk::VulkanBackend& be, SpanRig& rig, uint64_t stream_bytes, uint3
   };
   const vk::DeviceFns& f = be.device()->fns();
   const vk::Layout& lay = be.span_kernels()->aux_layout();
-  VkPipeline pipe = be.pipelines()->get("bench_sync", lay, {});
+  VkPipeline pipes[2] = {be.pipelines()->get("bench_sync", lay, {0}), be.pipelines()->get("bench_sync", lay, {1})};
+  VkPipeline pipe = pipes[0];
   const uint32_t cnt_off = 64, out_off = 128;
   const uint32_t span_v4 = uint32_t(stream_bytes / 16);
   const int K = 32;
-  auto dispatch = [&](VkCommandBuffer cmd, const Push& p, uint32_t groups) {
+  auto dispatch = [&](VkCommandBuffer cmd, const Push& p, uint32_t groups, VkPipeline pl = VK_NULL_HANDLE) {
     VkDescriptorSet set = rig.aux_set();
-    f.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
+    f.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pl ? pl : pipe);
     f.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, lay.pipeline_layout, 0, 1, &set, 0, nullptr);
     f.vkCmdPushConstants(cmd, lay.pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof p, &p);
     f.vkCmdDispatch(cmd, groups, 1, 1);
@@ -37,8 +40,9 @@ int sync_bench(vk::VulkanBackend& be, SpanRig& rig, uint64_t stream_bytes, uint3
     f.vkCmdPipelineBarrier(cmd, src, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
   };
   std::printf("\nsync: %d phases per run, device time per phase (us) and GB/s of the phase's reads\n", K);
-  std::printf("| MB per phase | workgroups | barrier | no-barrier | grid-sync (volatile) | grid-sync (atomic) | timeouts |\n"
-              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  std::printf("| MB per phase | workgroups | barrier | no-barrier | barrier, alternating pipelines | no-barrier, alternating "
+              "pipelines | grid-sync (volatile) | grid-sync (atomic) | timeouts |\n"
+              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   const double mbs[] = {0.0, 2.4, 9.4, 33.0, 66.0};
   for (double mb : mbs) {
     const uint32_t pv4 = uint32_t(mb * 1e6 / 16) / 512 * 512;
@@ -59,6 +63,16 @@ int sync_bench(vk::VulkanBackend& be, SpanRig& rig, uint64_t stream_bytes, uint3
           dispatch(cmd, p, groups);
         }
       }) / K;
+      // The same phases, every other dispatch through a second pipeline of the same code.
+      double t_alt[2];
+      for (int b = 0; b < 2; ++b)
+        t_alt[b] = time([&](VkCommandBuffer cmd) {
+          for (int i = 0; i < K; ++i) {
+            p.phase0 = uint32_t(i);
+            dispatch(cmd, p, groups, pipes[i % 2]);
+            if (b == 0) barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT);
+          }
+        }) / K;
       double t_grid[2] = {0, 0};
       uint32_t timeouts = 0;
       for (uint32_t mode : {1u, 2u}) {
@@ -71,9 +85,10 @@ int sync_bench(vk::VulkanBackend& be, SpanRig& rig, uint64_t stream_bytes, uint3
         timeouts += rig.get_words(rig.arena(), cnt_off + 1, 1)[0];
       }
       auto gbs = [&](double t) { return mb > 0 ? pv4 * 16.0 / t / 1e9 : 0.0; };
-      std::printf("| %.1f | %u | %.2f (%.0f) | %.2f (%.0f) | %.2f (%.0f) | %.2f (%.0f) | %u |\n", mb, groups, t_bar * 1e6,
-                  gbs(t_bar), t_free * 1e6, gbs(t_free), t_grid[0] * 1e6, gbs(t_grid[0]), t_grid[1] * 1e6,
-                  gbs(t_grid[1]), timeouts);
+      std::printf("| %.1f | %u | %.2f (%.0f) | %.2f (%.0f) | %.2f (%.0f) | %.2f (%.0f) | %.2f (%.0f) | %.2f (%.0f) | %u |\n",
+                  mb, groups, t_bar * 1e6, gbs(t_bar), t_free * 1e6, gbs(t_free), t_alt[0] * 1e6, gbs(t_alt[0]),
+                  t_alt[1] * 1e6, gbs(t_alt[1]), t_grid[0] * 1e6, gbs(t_grid[0]), t_grid[1] * 1e6, gbs(t_grid[1]),
+                  timeouts);
       std::fflush(stdout);
       if (timeouts) break;  // larger grids are not resident either
     }
