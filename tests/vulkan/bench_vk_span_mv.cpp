@@ -16,11 +16,15 @@ using vk::SpanFusion;
 using vk::SpanMvShape;
 using vk::SpanRole;
 
-namespace {
-
 std::string shape_str(SpanMvShape s) { return std::to_string(s.rows) + "x" + std::to_string(s.wg); }
 
-}  // namespace
+void step_barrier(vk::VulkanBackend& be, VkCommandBuffer cmd, VkPipelineStageFlags src, VkAccessFlags src_access) {
+  auto mb = vk::vk_init<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
+  mb.srcAccessMask = src_access;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+  be.device()->fns().vkCmdPipelineBarrier(cmd, src, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0,
+                                           nullptr);
+}
 
 Mat make_mat(vk::VulkanBackend& be, GgmlType type, int64_t n_in, int64_t n_out, int copies, uint64_t seed) {
   Mat m{type, n_in, n_out, {}, 0};
@@ -70,13 +74,6 @@ int span_mv_sweep(vk::VulkanBackend& be, const SpanMvDims& d, const TimeFn& time
   const auto sg = sets(gate, nullptr), su = sets(up, nullptr), sgu = sets(gate, &up);
   const auto sd4 = sets(down4, nullptr), sd6 = sets(down6, nullptr);
   vk::MatmulKernels& mk = *be.kernels();
-  auto barrier = [&](VkCommandBuffer cmd) {
-    auto mb = vk::vk_init<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
-    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-    be.device()->fns().vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                                             0, 1, &mb, 0, nullptr, 0, nullptr);
-  };
   // One dispatch of copy i of m. parts: the consumer reduces 1/rms from that
   // many partials at sq (0: 1/rms from the ctrl block); EPI 3 writes 1/rms only
   // without parts_out. Returns the dispatch's row groups.
@@ -100,13 +97,13 @@ int span_mv_sweep(vk::VulkanBackend& be, const SpanMvDims& d, const TimeFn& time
       disp(cmd, q, sq_, size_t(i), f, md.parts ? g_d : 0, false);
       disp(cmd, k, sk, size_t(i), f, md.parts ? g_d : 0, false);
       disp(cmd, v, sv, size_t(i), f, md.parts ? g_d : 0, false);
-      barrier(cmd);
+      step_barrier(be, cmd);
     }
   };
   auto rec_wo = [&](VkCommandBuffer cmd, Mode md) {
     for (int i = 0; i < C; ++i) {
       g_o = disp(cmd, o, so, size_t(i), SpanFusion{3, false, false, vk::kRoleWo}, 0, md.parts);
-      barrier(cmd);
+      step_barrier(be, cmd);
     }
   };
   auto rec_gu = [&](VkCommandBuffer cmd, Mode md) {
@@ -118,7 +115,7 @@ int span_mv_sweep(vk::VulkanBackend& be, const SpanMvDims& d, const TimeFn& time
         disp(cmd, gate, sg, size_t(i), SpanFusion{2, false, false, vk::kRoleGateUp}, p, false);
         disp(cmd, up, su, size_t(i), SpanFusion{0, false, false, vk::kRoleGateUp}, p, false);
       }
-      barrier(cmd);
+      step_barrier(be, cmd);
     }
   };
   auto rec_down = [&](VkCommandBuffer cmd, Mode md) {
@@ -126,7 +123,7 @@ int span_mv_sweep(vk::VulkanBackend& be, const SpanMvDims& d, const TimeFn& time
       const SpanFusion f{3, !md.pair, false, vk::kRoleDown};
       g_d = i % 2 == 0 ? disp(cmd, down4, sd4, size_t(i / 2), f, 0, md.parts)
                        : disp(cmd, down6, sd6, size_t(i / 2), f, 0, md.parts);
-      barrier(cmd);
+      step_barrier(be, cmd);
     }
   };
   // Prime the row-group counts with the current shapes.

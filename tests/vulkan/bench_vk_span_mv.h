@@ -28,6 +28,12 @@ struct Mat {
   uint64_t bytes = 0;  // per copy
 };
 Mat make_mat(vk::VulkanBackend& be, GgmlType type, int64_t n_in, int64_t n_out, int copies, uint64_t seed);
+// A span step's dependency: src's writes before the next compute step's reads and writes.
+void step_barrier(vk::VulkanBackend& be, VkCommandBuffer cmd,
+                  VkPipelineStageFlags src = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                  VkAccessFlags src_access = VK_ACCESS_SHADER_WRITE_BIT);
+// "ROWSxWG", as FISH_VK_SPAN_MV spells a shape.
+std::string shape_str(vk::SpanMvShape s);
 
 struct SpanMvDims {
   int E = 0, F = 0, QD = 0, KD = 0, copies = 0;  // n_embd, n_ff, q rows, k/v rows, layers' worth

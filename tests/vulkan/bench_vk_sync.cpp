@@ -21,23 +21,17 @@ int sync_bench(vk::VulkanBackend& be, SpanRig& rig, uint64_t stream_bytes, uint3
   };
   const vk::DeviceFns& f = be.device()->fns();
   const vk::Layout& lay = be.span_kernels()->aux_layout();
-  VkPipeline pipes[2] = {be.pipelines()->get("bench_sync", lay, {0}), be.pipelines()->get("bench_sync", lay, {1})};
-  VkPipeline pipe = pipes[0];
+  // Two pipelines of the same code (VARIANT 0 and 1).
+  const VkPipeline pipes[2] = {be.pipelines()->get("bench_sync", lay, {0}), be.pipelines()->get("bench_sync", lay, {1})};
   const uint32_t cnt_off = 64, out_off = 128;
   const uint32_t span_v4 = uint32_t(stream_bytes / 16);
   const int K = 32;
-  auto dispatch = [&](VkCommandBuffer cmd, const Push& p, uint32_t groups, VkPipeline pl = VK_NULL_HANDLE) {
+  auto dispatch = [&](VkCommandBuffer cmd, const Push& p, uint32_t groups, VkPipeline pl) {
     VkDescriptorSet set = rig.aux_set();
-    f.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pl ? pl : pipe);
+    f.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pl);
     f.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, lay.pipeline_layout, 0, 1, &set, 0, nullptr);
     f.vkCmdPushConstants(cmd, lay.pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof p, &p);
     f.vkCmdDispatch(cmd, groups, 1, 1);
-  };
-  auto barrier = [&](VkCommandBuffer cmd, VkPipelineStageFlags src, VkAccessFlags sa) {
-    auto mb = vk::vk_init<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
-    mb.srcAccessMask = sa;
-    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-    f.vkCmdPipelineBarrier(cmd, src, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
   };
   std::printf("\nsync: %d phases per run, device time per phase (us) and GB/s of the phase's reads\n", K);
   std::printf("| MB per phase | workgroups | barrier | no-barrier | barrier, alternating pipelines | no-barrier, alternating "
@@ -49,38 +43,27 @@ int sync_bench(vk::VulkanBackend& be, SpanRig& rig, uint64_t stream_bytes, uint3
     if (uint64_t(pv4) * 16 > stream_bytes) continue;
     for (uint32_t mult : {1u, 2u, 4u, 8u, 16u}) {
       const uint32_t groups = sms * mult;
-      Push p{1, 0, pv4, out_off, cnt_off, 0, span_v4};
-      const double t_bar = time([&](VkCommandBuffer cmd) {
-        for (int i = 0; i < K; ++i) {
-          p.phase0 = uint32_t(i);
-          dispatch(cmd, p, groups);
-          barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT);
-        }
-      }) / K;
-      const double t_free = time([&](VkCommandBuffer cmd) {
-        for (int i = 0; i < K; ++i) {
-          p.phase0 = uint32_t(i);
-          dispatch(cmd, p, groups);
-        }
-      }) / K;
-      // The same phases, every other dispatch through a second pipeline of the same code.
-      double t_alt[2];
-      for (int b = 0; b < 2; ++b)
-        t_alt[b] = time([&](VkCommandBuffer cmd) {
-          for (int i = 0; i < K; ++i) {
-            p.phase0 = uint32_t(i);
-            dispatch(cmd, p, groups, pipes[i % 2]);
-            if (b == 0) barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT);
-          }
-        }) / K;
+      // K dispatches of one phase each, with or without a barrier after each,
+      // all through pipes[0] or alternating between the two.
+      auto chain = [&](bool barriers, bool alternate) {
+        return time([&](VkCommandBuffer cmd) {
+                 for (int i = 0; i < K; ++i) {
+                   const Push p{1, 0, pv4, out_off, cnt_off, uint32_t(i), span_v4};
+                   dispatch(cmd, p, groups, pipes[alternate ? i % 2 : 0]);
+                   if (barriers) step_barrier(be, cmd);
+                 }
+               }) / K;
+      };
+      const double t_bar = chain(true, false), t_free = chain(false, false);
+      const double t_alt[2] = {chain(true, true), chain(false, true)};
       double t_grid[2] = {0, 0};
       uint32_t timeouts = 0;
       for (uint32_t mode : {1u, 2u}) {
         const Push g{uint32_t(K), mode, pv4, out_off, cnt_off, 0, span_v4};
         t_grid[mode - 1] = time([&](VkCommandBuffer cmd) {
           f.vkCmdFillBuffer(cmd, rig.arena().buffer, uint64_t(cnt_off) * 4, 8, 0);
-          barrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT);
-          dispatch(cmd, g, groups);
+          step_barrier(be, cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT);
+          dispatch(cmd, g, groups, pipes[0]);
         }) / K;
         timeouts += rig.get_words(rig.arena(), cnt_off + 1, 1)[0];
       }
@@ -120,14 +103,6 @@ int sync_matvec_bench(vk::VulkanBackend& be, SpanRig& rig, int copies, bool smal
   const auto sq_ = sets(q), sk = sets(k), sv = sets(v), so = sets(o), sg = sets(gate), su = sets(up);
   const auto sd4 = sets(down4), sd6 = sets(down6);
   vk::MatmulKernels& mk = *be.kernels();
-  const vk::DeviceFns& f = be.device()->fns();
-  auto barrier = [&](VkCommandBuffer cmd) {
-    auto mb = vk::vk_init<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
-    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-    f.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb,
-                           0, nullptr, 0, nullptr);
-  };
   // epi 3 (wo, down): + residual, the next norm's x·g and Σy² partials, and the B32 rows of the result.
   bool q8k = false;  // x as Q8_K rows (the CPU's) instead of B32
   auto disp = [&](VkCommandBuffer cmd, const Mat& m, const std::vector<VkDescriptorSet>& s, size_t i, uint32_t epi) {
@@ -169,7 +144,7 @@ int sync_matvec_bench(vk::VulkanBackend& be, SpanRig& rig, int copies, bool smal
       t[b] = time([&](VkCommandBuffer cmd) {
         for (int i = 0; i < C; ++i) {
           st.rec(cmd, size_t(i));
-          if (b == 0) barrier(cmd);
+          if (b == 0) step_barrier(be, cmd);
         }
       }) / C;
     std::printf("| %s | %s | %.1f | %.2f (%.0f) | %.2f (%.0f) |\n", st.name, label, st.bytes / 1e6, t[0] * 1e6,
@@ -195,13 +170,12 @@ int sync_matvec_bench(vk::VulkanBackend& be, SpanRig& rig, int copies, bool smal
   measure(steps[2], "Q8_K x");
   measure(d4, "Q8_K x");
   q8k = false;
-  // Shapes of gate/up (rows x workgroup size) and of the B32-out steps (rows per slice x slice size).
+  // Shapes of gate/up (rows x workgroup size).
   for (const vk::SpanMvShape sh : {vk::SpanMvShape{1, 128}, vk::SpanMvShape{2, 128}, vk::SpanMvShape{8, 128},
                                    vk::SpanMvShape{2, 64}, vk::SpanMvShape{4, 64}, vk::SpanMvShape{8, 64},
                                    vk::SpanMvShape{4, 256}, vk::SpanMvShape{8, 32}, vk::SpanMvShape{16, 32}}) {
-    const std::string label = std::to_string(sh.rows) + "x" + std::to_string(sh.wg);
     mk.set_span_shape(vk::kRoleGateUp, sh);
-    measure(steps[2], label.c_str());
+    measure(steps[2], shape_str(sh).c_str());
     mk.set_span_shape(vk::kRoleGateUp, {});
   }
   return 0;
