@@ -12,7 +12,11 @@
 //             K row, 8 halves per load), tile max and Σ exp by subgroup + shared
 //             reductions, online softmax (running max m, sum l per head)
 //   V phase   D/4 threads per position (4 dims each, one 8-byte load), PP =
-//             128 / (D/4) positions at a time, o[h] += p·v for the G heads
+//             128 / (D/4) positions at a time, o[h] += p·v for the G heads;
+//             VLATE: the tile's V rows are loaded after its scores, their
+//             latency overlapping the softmax, else with the K row (more
+//             registers live through the K phase; the host's choice:
+//             SpanKernels::attn_vlate, plugins/vulkan/README.md)
 // With one split the output o / l goes straight to att; with several, each
 // writes (o, m, l) to its partial slot, and the last workgroup of (t, g) to
 // arrive (an atomic counter) combines them: o = Σ e^{m_s-M} o_s / Σ e^{m_s-M} l_s.
@@ -31,7 +35,7 @@
 // QOUT 2: in the span's B32 format (blocks of 32, D a multiple of 32): the
 // workgroup's G·D/32 blocks, any G, no counter.
 //
-// Specialisation: 0 = D (a multiple of 4, <= 512), 1 = G, 2 = KVH, 3 = FUSED, 4 = QOUT, 5 = GQ.
+// Specialisation: 0 = D (a multiple of 4, <= 512), 1 = G, 2 = KVH, 3 = FUSED, 4 = QOUT, 5 = GQ, 6 = VLATE.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -49,6 +53,7 @@ layout(constant_id = 4) const uint QOUT = 0;  // 0 none, 1 Q8_K rows, 2 B32 rows
 // (from L2). The group's first workgroup stores the new K/V (FUSED); QOUT 1
 // needs G = GQ.
 layout(constant_id = 5) const uint GQ = 4;
+layout(constant_id = 6) const bool VLATE = true;
 const uint WG = 128u;
 #include "span_common.glsl"
 #define QB_X_SIZE (G * D)
@@ -134,9 +139,10 @@ void main() {
   const uint vbase = pc.kv_cap * KD;
   const uint dq = tid % DT, pp = tid / DT;
 
-  // The first tile's K row (this thread's position) and V rows are loaded
-  // before the query preparation, so their latency overlaps it. (FUSED: the
-  // row at p_last is not written yet; it is taken from kv_sh instead.)
+  // The first tile's K row (this thread's position) and (VLATE off) V rows
+  // are loaded before the query preparation, so their latency overlaps it.
+  // (FUSED: the row at p_last is not written yet; it is taken from kv_sh
+  // instead, however late the V rows are loaded.)
   uvec4 kw[(D + 7u) / 8u];
   uvec2 kw2[DQ];
   uvec2 vw[VPT];
@@ -147,7 +153,7 @@ void main() {
     } else {
       for (uint c = 0u; c < DQ; ++c) kw2[c] = KV2[((j * KD + g * D) >> 2) + c];
     }
-    if (pp < PP)
+    if (pp < PP && !VLATE)
       for (uint k = 0u; k < VPT; ++k)
         vw[k] = KV2[((vbase + min(j_begin + pp + k * PP, j_end - 1u) * KD + g * D) >> 2) + dq];
   }
@@ -238,7 +244,7 @@ void main() {
       } else {
         for (uint c = 0u; c < DQ; ++c) kw2[c] = KV2[((j * KD + g * D) >> 2) + c];
       }
-      if (pp < PP)
+      if (pp < PP && !VLATE)
         for (uint k = 0u; k < VPT; ++k) vw[k] = KV2[((vbase + min(j0 + pp + k * PP, j_end - 1u) * KD + g * D) >> 2) + dq];
     }
     // ---- K phase: scores of position j0 + tid ----
@@ -264,6 +270,8 @@ void main() {
     } else {
       for (uint h = 0u; h < G; ++h) sc[h] = NEG;
     }
+    if (VLATE && pp < PP)  // this tile's V rows (above)
+      for (uint k = 0u; k < VPT; ++k) vw[k] = KV2[((vbase + min(j0 + pp + k * PP, j_end - 1u) * KD + g * D) >> 2) + dq];
     // ---- online softmax ----
     reduce_heads(sc, 0u);
     float corr[G], pv[G];

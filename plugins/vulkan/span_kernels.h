@@ -78,6 +78,14 @@ class SpanKernels {
   // qout: the attention's QOUT (0 none, 1 Q8_K rows, 2 B32 rows).
   void warm_up(const SpanKernelShape& s, uint32_t qout);
 
+  // FISH_VK_ATTN_VLATE: the attention loads a tile's V rows after its
+  // scores (1) or with its K rows (0); -1: after them for heads of >= 128
+  // dims, where the early V rows hold 64 registers through the K phase
+  // (span_attention.comp VLATE; H200: 8B +2-3% decode, the 1B's 64-dim heads
+  // 0.5-2% slower).
+  void set_attn_vlate(int mode) { vlate_ = mode; }
+  bool attn_vlate(const SpanKernelShape& s) const { return vlate_ < 0 ? s.head_dim >= 128 : vlate_ != 0; }
+
  private:
   void bind(VkCommandBuffer cmd, VkPipeline p, const Layout& l, VkDescriptorSet set, const void* pc, uint32_t bytes);
 
@@ -85,6 +93,7 @@ class SpanKernels {
   Pipelines& pipelines_;
   const Layout* aux_;
   const Layout* copy_;
+  int vlate_ = -1;
 };
 
 }  // namespace fish::vk

@@ -77,6 +77,8 @@ struct VkConfig {
   int attn_heads = -1;           // FISH_VK_ATTN_HEADS: decode query heads per attention workgroup at any
                                  // context (0: a KV group's all); -1: the default (span.cpp)
   bool spin = true;
+  int attn_vlate = -1;           // FISH_VK_ATTN_VLATE: -1 default, 0 / 1: the attention's V rows with the K rows /
+                                 // after the scores (SpanKernels::set_attn_vlate)
   bool bench_fill_kv = false;
   int mv_rows = 0;               // 0: heuristic
   int mv_wg = 0;                 // 0: heuristic

@@ -248,6 +248,7 @@ TEST_CASE("span variants agree: unfused decode, attention splits, tokens per sub
     const char* norm = nullptr;  // FISH_VK_SPAN_NORM
     const char* mv = nullptr;    // FISH_VK_SPAN_MV (nullptr: the heuristic)
     const char* heads = nullptr; // FISH_VK_ATTN_HEADS (nullptr: a KV group per attention workgroup)
+    const char* vlate = nullptr; // FISH_VK_ATTN_VLATE (nullptr: the default)
   };
   const Knobs base{"default", "1", "256", "32", "128"};
   const Knobs variants[] = {
@@ -267,6 +268,10 @@ TEST_CASE("span variants agree: unfused decode, attention splits, tokens per sub
       {"one query head per attention workgroup", "1", "256", "32", "128", nullptr, nullptr, nullptr, "1"},
       {"one query head per attention workgroup, many splits", "1", "16", "128", "128", nullptr, nullptr, nullptr, "1"},
       {"one query head per attention workgroup, unfused", "0", "256", "32", "128", nullptr, nullptr, nullptr, "1"},
+      // (these heads have < 128 dims: the default loads the V rows with the K rows)
+      {"V rows after the scores (FISH_VK_ATTN_VLATE=1)", "1", "256", "32", "128", nullptr, nullptr, nullptr, nullptr, "1"},
+      {"V rows after the scores, one head per workgroup, many splits", "1", "16", "128", "128", nullptr, nullptr, nullptr,
+       "1", "1"},
   };
   auto set = [](const Knobs& k) {
     setenv("FISH_VK_SPAN_FUSE", k.fuse, 1);
@@ -281,6 +286,7 @@ TEST_CASE("span variants agree: unfused decode, attention splits, tokens per sub
     put("FISH_VK_SPAN_NORM", k.norm);
     put("FISH_VK_SPAN_MV", k.mv);
     put("FISH_VK_ATTN_HEADS", k.heads);
+    put("FISH_VK_ATTN_VLATE", k.vlate);
   };
   for (const Variant& v : {kVariants[1], kVariants[2], kVariants[3]}) {
     const Synth s = make_synth(v, 9);
