@@ -42,7 +42,11 @@
 // accumulates only ROWS of them (registers).
 // Specialisation: 0 = workgroup size, 1 = ROWS, 2 = NT, 3 = EPI, 4 = XPROD, 5 = PAIR,
 // 6 = QOUT (0 none, 1 Q8_K blocks with arrival counters, 2 B32 blocks), 7 = XB32,
-// 8 = SLICES, 9 = U64 (int8 Q4_K / Q5_K: units of 64 elements, matvec_units_i8.glsl).
+// 8 = SLICES, 9 = U64 (int8 Q4_K / Q5_K: units of 64 elements, matvec_units_i8.glsl),
+// 10 = XSH (0, or n_in: int8 XB32, one token; x is f32 at x_off, and every
+// workgroup first quantises all of it into B32 rows in shared memory, the
+// rule of q8b32_wg bit for bit: the wo matvec in place of the attention's own
+// quantisation, Span::kFoldWoIn).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -59,6 +63,8 @@ layout(constant_id = 7) const bool XB32 = false;
 layout(constant_id = 8) const uint SLICES = 1;
 #define FISH_U64
 layout(constant_id = 9) const bool U64 = false;
+#define FISH_XSH
+layout(constant_id = 10) const uint XSH = 0;
 const uint RT = PAIR ? 2u * ROWS : ROWS;  // accumulated rows (per invocation)
 const uint WR = SLICES * ROWS;            // the workgroup's rows
 
@@ -73,9 +79,57 @@ float acc[RT * NT];  // acc[r * NT + t]
 #include "quant_block.glsl"
 
 #ifdef FISH_INT8
+// XSH: x's B32 rows, made by xsh_fill below (read by matvec_units_i8.glsl's xq16 / xq_d / xq_sum).
+const uint XSH_N = XSH == 0u ? 32u : XSH;
+shared uvec4 xsh_q4[XSH_N / 16u];
+shared float xsh_d[XSH_N / 32u];
+shared int xsh_s[XSH_N / 16u];
+shared float xsh_am[XSH_N / 4u];  // per 4 elements: the largest |x| (the first), ...
+shared uint xsh_ix[XSH_N / 4u];   // ... its index in the block of 32 · 2 + its sign
+shared int xsh_s4[XSH_N / 4u];    // per 4 elements: Σ q
 // x is quantize_x.comp's int8 blocks, which already hold the product and the
 // scale: the host records these pipelines with XPROD off and no inv_in.
 #include "matvec_units_i8.glsl"
+
+// XSH: the n_in f32 values at x_off to B32 rows in shared memory. A block's
+// signed maximum is its element of largest magnitude, the first on a tie:
+// q8k_signed_max and q8b32_wg's tie rule in one comparison.
+void xsh_fill() {
+  const uint lid = gl_LocalInvocationID.x, wgs = gl_WorkGroupSize.x, nw = XSH / 4u;
+  for (uint w = lid; w < nw; w += wgs) {
+    float am = 0.0;
+    uint ix = 0u;
+    for (uint i = 0u; i < 4u; ++i) {
+      const float v = X[pc.x_off + 4u * w + i], a = abs(v);
+      if (a > am) am = a, ix = ((4u * w + i) % 32u) * 2u + (v < 0.0 ? 1u : 0u);
+    }
+    xsh_am[w] = am, xsh_ix[w] = ix;
+  }
+  barrier();
+  for (uint w = lid; w < nw; w += wgs) {
+    const uint w0 = w & ~7u;  // the block's first 4 elements
+    float am = xsh_am[w0];
+    uint ix = xsh_ix[w0];
+    for (uint k = 1u; k < 8u; ++k)
+      if (xsh_am[w0 + k] > am) am = xsh_am[w0 + k], ix = xsh_ix[w0 + k];
+    const float mx = (ix & 1u) != 0u ? -am : am;
+    float iscale, d;
+    q8k_scales(mx, iscale, d);
+    uint word = 0u;
+    int s = 0;
+    for (uint i = 0u; i < 4u; ++i) {
+      const int q = q8k_quant(mx, iscale, X[pc.x_off + 4u * w + i]);
+      s += q;
+      word |= (uint(q) & 0xFFu) << (8u * i);
+    }
+    xsh_q4[w >> 2][w & 3u] = word;
+    xsh_s4[w] = s;
+    if ((w & 7u) == 0u) xsh_d[w >> 3] = d;
+  }
+  barrier();
+  for (uint g = lid; g < nw / 4u; g += wgs) xsh_s[g] = xsh_s4[4u * g] + xsh_s4[4u * g + 1u] + xsh_s4[4u * g + 2u] + xsh_s4[4u * g + 3u];
+  barrier();
+}
 #else
 vec4 x4_at(uint t, uint e) {
   vec4 v = X4[(pc.x_off + t * pc.x_stride + e) >> 2];
@@ -139,6 +193,9 @@ void main() {
       for (uint i = lid; i < pc.inv_parts; i += wgs) sq_in[t] += X[pc.inv_in + t * pc.inv_parts + i];
   }
 
+#ifdef FISH_INT8
+  if (XSH != 0u) xsh_fill();
+#endif
   for (uint g0 = gl_WorkGroupID.x; g0 < n_groups; g0 += gl_NumWorkGroups.x) {
     const uint row0 = g0 * WR;
     // The epilogue's operands: invocation lid < WR·NT finishes (row lid / NT, token lid % NT).

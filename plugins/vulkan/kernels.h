@@ -70,6 +70,7 @@ struct SpanFusion {
   bool int8 = false;
   bool xb32 = false;
   bool qb32 = false;
+  bool xsh = false;  // int8 XB32, one token: x is f32, quantised by each workgroup (matvec_span.comp XSH)
 };
 
 // Push constants of quantize_x.comp (QuantParams): x'[t] = x[t] (· x2[t]) (· s_t)

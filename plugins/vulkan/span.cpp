@@ -366,6 +366,8 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     const bool b32 = (fold_ & kFold32) != 0;
     if (b32 ? size_t(in.head_dim) % 32 != 0 : GD % 256 != 0 && 256 % GD != 0) fold_ &= ~kFoldAttn;
     if (!pairs) fold_ &= ~kFoldGateUp;
+    if (!b32) fold_ &= ~kFoldWoIn;
+    if (fold_ & kFoldWoIn) fold_ &= ~kFoldAttn;
     const uint32_t attn_q = (fold_ & kFoldAttn) == 0 ? 0u : b32 ? 2u : 1u;
     ctx_.kernels->warm_up(kshape_, attn_q);
     if (narrow_heads_) ctx_.kernels->warm_up(attn_shape(true), b32 ? attn_q : 0u);

@@ -152,7 +152,10 @@ class Span {
   // kFold32: the folds write B32 rows (blocks of 32, which one producer
   // workgroup owns: no arrival counters), and every K-quant decode matvec
   // reads B32 rows (quantize_x's B32K mode where nothing folds). One token.
-  static constexpr uint32_t kFoldAttn = 1, kFoldNorm = 2, kFoldGateUp = 4, kFold32 = 8;
+  // kFoldWoIn (with kFold32): the attention writes f32 only, and each wo
+  // workgroup quantises all of it into B32 rows in shared memory (instead of
+  // kFoldAttn's quantisation at the end of the attention).
+  static constexpr uint32_t kFoldAttn = 1, kFoldNorm = 2, kFoldGateUp = 4, kFold32 = 8, kFoldWoIn = 16;
   class Recorder;  // span_record.cpp
 
   // int8: with the quantised-x regions (MatmulKernels::int8()).

@@ -94,6 +94,8 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head
   // (B32: the producers own whole blocks, so the narrow attention folds too.)
   const bool fa = (m.fold & kFoldAttn) != 0 && (b32 || !narrow), fn = (m.fold & kFoldNorm) != 0,
              fgu = (m.fold & kFoldGateUp) != 0;
+  // kFoldWoIn: wo quantises the attention's f32 output itself (matvec_span.comp XSH).
+  const bool fwo = (m.fold & kFoldWoIn) != 0 && b32 && i8w(layers_[0].w[3]);
   const uint32_t xq_reg[2] = {a.xqk, a.xq2};
   int cur = 0;
   // Words per token of a fold's output rows (its consumers are K-quant weights: Q8_K or B32 rows).
@@ -116,7 +118,9 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head
       fz.int8 = true;
       fz.xb32 = b32 && kq(wt);
       fz.qb32 = b32 && q_out != kNone;
-      if (xq_in != kNone) x_off = xq_in, x_stride = xq_stride(wt), x2_off = 0;
+      fz.xsh = fz.xsh && fz.xb32;
+      if (fz.xsh) x2_off = 0;  // x stays the f32 rows (no scale: the caller's inv_in is kNone)
+      else if (xq_in != kNone) x_off = xq_in, x_stride = xq_stride(wt), x2_off = 0;
       else x_off = xq_off(wt), x_stride = xq_stride(wt), inv_in = kNone, parts = 0, x2_off = 0;  // all in quant()'s rows
     }
     uint32_t groups = 0;
@@ -223,12 +227,14 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head
     uint32_t ffn_parts = 0;
     if (fa) {
       cur ^= 1;
-    } else {
+    } else if (!fwo) {
       quant({L.w[3]}, a.att, QD, kNone, 0, 0, false);
       cur = 0;
     }
     if (m.fuse_norm) {
-      ffn_parts = mm(L, 3, a.att, QD, a.x, E, SpanFusion{3, false, false, kRoleWo}, kNone, 0, 0, L.ffn_norm,
+      SpanFusion fz_wo{3, false, false, kRoleWo};
+      fz_wo.xsh = fwo;
+      ffn_parts = mm(L, 3, a.att, QD, a.x, E, fz_wo, kNone, 0, 0, L.ffn_norm,
                      parts_mode ? kNone : ctrl::kInvFfn, fa ? xq_reg[cur] : kNone, fn ? xq_reg[cur ^ 1] : kNone);
       if (fn) cur ^= 1;
       step();

@@ -40,7 +40,9 @@
 //                                rows themselves instead of a quantize_x step: 1 the attention,
 //                                2 the wo / down norm epilogues, 4 the gate|up pair; 8: in B32
 //                                rows (blocks of 32 that one producer workgroup owns, no arrival
-//                                counters; every K-quant decode matvec then reads B32 rows).
+//                                counters; every K-quant decode matvec then reads B32 rows);
+//                                16 (with 8): the attention writes f32 only and every wo
+//                                workgroup quantises it into B32 rows itself (in place of 1).
 //                                Default 11 = 1|2|8 on GPUs (H200 8B decode +6-8%, README), 0 on
 //                                CPU implementations; 0: Q8_K rows from quantize_x steps, the
 //                                CPU's int8 arithmetic
