@@ -53,7 +53,7 @@ void SpanKernels::attention(VkCommandBuffer cmd, VkDescriptorSet set, const Span
   const uint32_t qout = pc.q8_out == kNone ? 0u : b32 ? 2u : 1u;
   bind(cmd,
        pipelines_.get("span_attention", *aux_,
-                      {s.head_dim, s.heads_per_wg(), s.n_head_kv, fused ? 1u : 0u, qout, s.group, attn_vlate(s) ? 1u : 0u}),
+                      {s.head_dim, s.heads_per_wg(), s.n_head_kv, fused ? 1u : 0u, qout, s.group, attn_vlate(s, fused) ? 1u : 0u}),
        *aux_, set, &pc, sizeof pc);
   dev_.fns().vkCmdDispatchIndirect(cmd, arena, ctrl::kAttnArgs * 4);
 }
@@ -69,7 +69,7 @@ void SpanKernels::warm_up(const SpanKernelShape& s, uint32_t qout) {
   pipelines_.get("span_eltwise", *aux_, {1});
   pipelines_.get("span_rope_store", *aux_, {s.head_dim, s.n_head_kv});
   for (uint32_t fused : {0u, 1u})
-    pipelines_.get("span_attention", *aux_, {s.head_dim, s.heads_per_wg(), s.n_head_kv, fused, qout, s.group, attn_vlate(s) ? 1u : 0u});
+    pipelines_.get("span_attention", *aux_, {s.head_dim, s.heads_per_wg(), s.n_head_kv, fused, qout, s.group, attn_vlate(s, fused != 0) ? 1u : 0u});
   pipelines_.get("copy_u4", *copy_, {});
 }
 

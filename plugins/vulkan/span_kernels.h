@@ -79,12 +79,14 @@ class SpanKernels {
   void warm_up(const SpanKernelShape& s, uint32_t qout);
 
   // FISH_VK_ATTN_VLATE: the attention loads a tile's V rows after its
-  // scores (1) or with its K rows (0); -1: after them for heads of >= 128
-  // dims, where the early V rows hold 64 registers through the K phase
-  // (span_attention.comp VLATE; H200: 8B +2-3% decode, the 1B's 64-dim heads
-  // 0.5-2% slower).
+  // scores (1) or with its K rows (0); -1: after them in the decode (fused)
+  // attention with heads of >= 128 dims, where the early V rows hold 64
+  // registers through the K phase (span_attention.comp VLATE; H200: 8B +2-3%
+  // decode, the 1B's 64-dim heads 0.5-2% slower; prefill not measured).
   void set_attn_vlate(int mode) { vlate_ = mode; }
-  bool attn_vlate(const SpanKernelShape& s) const { return vlate_ < 0 ? s.head_dim >= 128 : vlate_ != 0; }
+  bool attn_vlate(const SpanKernelShape& s, bool fused) const {
+    return vlate_ < 0 ? fused && s.head_dim >= 128 : vlate_ != 0;
+  }
 
  private:
   void bind(VkCommandBuffer cmd, VkPipeline p, const Layout& l, VkDescriptorSet set, const void* pc, uint32_t bytes);
