@@ -50,7 +50,7 @@ layout(push_constant) uniform MatmulParams {
   uint x_off;     // float index of x[0][0] in X
   uint y_stride;  // floats between consecutive token rows of y
   uint y_off;     // float index of y[0][first row of this chunk] in Y
-  uint flags;     // reserved (0)
+  uint flags;     // matvec_span.comp XSH: bit 0 = x' = x ∘ x2 (x2 at x2_off); else 0
 #ifdef FISH_SPAN
   uint inv_in;    // float index of NT per-token scales of x (1/rms of its norm), or 0xFFFFFFFF: 1
   float eps;      // EPI 3: rms epsilon

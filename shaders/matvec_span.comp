@@ -43,10 +43,11 @@
 // Specialisation: 0 = workgroup size, 1 = ROWS, 2 = NT, 3 = EPI, 4 = XPROD, 5 = PAIR,
 // 6 = QOUT (0 none, 1 Q8_K blocks with arrival counters, 2 B32 blocks), 7 = XB32,
 // 8 = SLICES, 9 = U64 (int8 Q4_K / Q5_K: units of 64 elements, matvec_units_i8.glsl),
-// 10 = XSH (0, or n_in: int8 XB32, one token; x is f32 at x_off, and every
-// workgroup first quantises all of it into B32 rows in shared memory, the
-// rule of q8b32_wg bit for bit: the wo matvec in place of the attention's own
-// quantisation, Span::kFoldWoIn).
+// 10 = XSH (0, or n_in: int8 XB32, one token; x is f32 at x_off (· x2 with
+// flags bit 0), and every workgroup first quantises all of it into B32 rows
+// in shared memory, quantize_x's B32K rule bit for bit: wo in place of the
+// attention's own quantisation, Span::kFoldWoIn; down in place of the
+// quantise step before it, Span::kFoldDownIn).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -79,55 +80,60 @@ float acc[RT * NT];  // acc[r * NT + t]
 #include "quant_block.glsl"
 
 #ifdef FISH_INT8
-// XSH: x's B32 rows, made by xsh_fill below (read by matvec_units_i8.glsl's xq16 / xq_d / xq_sum).
+// XSH: x's B32 rows, made by xsh_fill below (read by matvec_units_i8.glsl's
+// xq16 / xq_d / xq_sum), and per chunk of 16 elements its largest |x| (the
+// first) and that element's index in its block of 32 · 2 + its sign.
+// 1.875 · n_in bytes (MatmulKernels::xsh_shared_bytes).
 const uint XSH_N = XSH == 0u ? 32u : XSH;
 shared uvec4 xsh_q4[XSH_N / 16u];
 shared float xsh_d[XSH_N / 32u];
 shared int xsh_s[XSH_N / 16u];
-shared float xsh_am[XSH_N / 4u];  // per 4 elements: the largest |x| (the first), ...
-shared uint xsh_ix[XSH_N / 4u];   // ... its index in the block of 32 · 2 + its sign
-shared int xsh_s4[XSH_N / 4u];    // per 4 elements: Σ q
+shared float xsh_am[XSH_N / 16u];
+shared uint xsh_ix[XSH_N / 16u];
 // x is quantize_x.comp's int8 blocks, which already hold the product and the
 // scale: the host records these pipelines with XPROD off and no inv_in.
 #include "matvec_units_i8.glsl"
 
-// XSH: the n_in f32 values at x_off to B32 rows in shared memory. A block's
-// signed maximum is its element of largest magnitude, the first on a tie:
-// q8k_signed_max and q8b32_wg's tie rule in one comparison.
+// XSH: x' = the n_in f32 values at x_off (· those at x2_off when flags bit 0
+// is set: quantize_x's XPROD) to B32 rows in shared memory, quantize_x's
+// B32K rows bit for bit. A block's signed maximum is its element of largest
+// magnitude, the first on a tie: q8k_signed_max and q8b32_wg's tie rule in
+// one comparison. Chunks of 16 elements: one uvec4 of qs and one sum each.
+float xsh_x(uint i) {
+  precise float v = X[pc.x_off + i];
+  if ((pc.flags & 1u) != 0u) v *= X[pc.x2_off + i];
+  return v;
+}
 void xsh_fill() {
-  const uint lid = gl_LocalInvocationID.x, wgs = gl_WorkGroupSize.x, nw = XSH / 4u;
-  for (uint w = lid; w < nw; w += wgs) {
+  const uint lid = gl_LocalInvocationID.x, wgs = gl_WorkGroupSize.x, nc = XSH / 16u;
+  for (uint c = lid; c < nc; c += wgs) {
     float am = 0.0;
     uint ix = 0u;
-    for (uint i = 0u; i < 4u; ++i) {
-      const float v = X[pc.x_off + 4u * w + i], a = abs(v);
-      if (a > am) am = a, ix = ((4u * w + i) % 32u) * 2u + (v < 0.0 ? 1u : 0u);
+    for (uint i = 0u; i < 16u; ++i) {
+      const float v = xsh_x(16u * c + i), a = abs(v);
+      if (a > am) am = a, ix = ((16u * c + i) % 32u) * 2u + (v < 0.0 ? 1u : 0u);
     }
-    xsh_am[w] = am, xsh_ix[w] = ix;
+    xsh_am[c] = am, xsh_ix[c] = ix;
   }
   barrier();
-  for (uint w = lid; w < nw; w += wgs) {
-    const uint w0 = w & ~7u;  // the block's first 4 elements
-    float am = xsh_am[w0];
-    uint ix = xsh_ix[w0];
-    for (uint k = 1u; k < 8u; ++k)
-      if (xsh_am[w0 + k] > am) am = xsh_am[w0 + k], ix = xsh_ix[w0 + k];
+  for (uint c = lid; c < nc; c += wgs) {
+    const uint c0 = c & ~1u;  // the block's first chunk
+    float am = xsh_am[c0];
+    uint ix = xsh_ix[c0];
+    if (xsh_am[c0 + 1u] > am) am = xsh_am[c0 + 1u], ix = xsh_ix[c0 + 1u];
     const float mx = (ix & 1u) != 0u ? -am : am;
     float iscale, d;
     q8k_scales(mx, iscale, d);
-    uint word = 0u;
+    uvec4 w = uvec4(0u);
     int s = 0;
-    for (uint i = 0u; i < 4u; ++i) {
-      const int q = q8k_quant(mx, iscale, X[pc.x_off + 4u * w + i]);
+    for (uint i = 0u; i < 16u; ++i) {
+      const int q = q8k_quant(mx, iscale, xsh_x(16u * c + i));
       s += q;
-      word |= (uint(q) & 0xFFu) << (8u * i);
+      w[i >> 2] |= (uint(q) & 0xFFu) << (8u * (i & 3u));
     }
-    xsh_q4[w >> 2][w & 3u] = word;
-    xsh_s4[w] = s;
-    if ((w & 7u) == 0u) xsh_d[w >> 3] = d;
+    xsh_q4[c] = w, xsh_s[c] = s;
+    if (c == c0) xsh_d[c >> 1] = d;
   }
-  barrier();
-  for (uint g = lid; g < nw / 4u; g += wgs) xsh_s[g] = xsh_s4[4u * g] + xsh_s4[4u * g + 1u] + xsh_s4[4u * g + 2u] + xsh_s4[4u * g + 3u];
   barrier();
 }
 #else

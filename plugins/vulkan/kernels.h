@@ -151,6 +151,8 @@ class MatmulKernels {
   // The same for the span's B32 rows (blocks of 32 with the Q8_K rule, sums
   // per 16: shaders/quant_block.glsl q8b32_wg).
   static uint32_t b32_row_words(uint32_t n);
+  // Shared memory of matvec_span.comp's XSH arrays for n_in inputs (bytes).
+  static uint32_t xsh_shared_bytes(uint32_t n_in) { return n_in / 16 * (16 + 4 + 4 + 4) + n_in / 32 * 4; }
   // The quantiser's layout: binding 0 = the buffer holding x, x2, the scales and the output.
   const Layout& quant_layout() const { return *quant_layout_; }
   // b32k: B32 rows (bs 32, the Q8_K rule, sums per 16) for K-quant weights.

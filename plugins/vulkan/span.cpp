@@ -366,7 +366,12 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     const bool b32 = (fold_ & kFold32) != 0;
     if (b32 ? size_t(in.head_dim) % 32 != 0 : GD % 256 != 0 && 256 % GD != 0) fold_ &= ~kFoldAttn;
     if (!pairs) fold_ &= ~kFoldGateUp;
-    if (!b32) fold_ &= ~kFoldWoIn;
+    // The XSH folds: B32 rows, and the inputs' rows in shared memory beside the kernel's own (~4 KB).
+    const auto xsh_fits = [&](size_t n_in) {
+      return MatmulKernels::xsh_shared_bytes(uint32_t(n_in)) + 4096 <= ctx_.dev->caps().max_shared_bytes;
+    };
+    if (!b32 || !xsh_fits(size_t(in.n_head) * size_t(in.head_dim))) fold_ &= ~kFoldWoIn;
+    if (!b32 || !xsh_fits(size_t(in.n_ff)) || (fold_ & kFoldGateUp)) fold_ &= ~kFoldDownIn;
     if (fold_ & kFoldWoIn) fold_ &= ~kFoldAttn;
     const uint32_t attn_q = (fold_ & kFoldAttn) == 0 ? 0u : b32 ? 2u : 1u;
     ctx_.kernels->warm_up(kshape_, attn_q);

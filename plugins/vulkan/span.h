@@ -155,7 +155,10 @@ class Span {
   // kFoldWoIn (with kFold32): the attention writes f32 only, and each wo
   // workgroup quantises all of it into B32 rows in shared memory (instead of
   // kFoldAttn's quantisation at the end of the attention).
-  static constexpr uint32_t kFoldAttn = 1, kFoldNorm = 2, kFoldGateUp = 4, kFold32 = 8, kFoldWoIn = 16;
+  // kFoldDownIn (with kFold32, not with kFoldGateUp): likewise each down
+  // workgroup quantises silu(gate)·up itself; no quantise step before down.
+  static constexpr uint32_t kFoldAttn = 1, kFoldNorm = 2, kFoldGateUp = 4, kFold32 = 8, kFoldWoIn = 16,
+                            kFoldDownIn = 32;
   class Recorder;  // span_record.cpp
 
   // int8: with the quantised-x regions (MatmulKernels::int8()).

@@ -96,6 +96,8 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head
              fgu = (m.fold & kFoldGateUp) != 0;
   // kFoldWoIn: wo quantises the attention's f32 output itself (matvec_span.comp XSH).
   const bool fwo = (m.fold & kFoldWoIn) != 0 && b32 && i8w(layers_[0].w[3]);
+  // kFoldDownIn: down quantises silu(gate)·up itself (the norm epilogue's path).
+  const bool fdn = (m.fold & kFoldDownIn) != 0 && b32 && !fgu && i8w(layers_[0].w[6]);
   const uint32_t xq_reg[2] = {a.xqk, a.xq2};
   int cur = 0;
   // Words per token of a fold's output rows (its consumers are K-quant weights: Q8_K or B32 rows).
@@ -119,15 +121,16 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head
       fz.xb32 = b32 && kq(wt);
       fz.qb32 = b32 && q_out != kNone;
       fz.xsh = fz.xsh && fz.xb32;
-      if (fz.xsh) x2_off = 0;  // x stays the f32 rows (no scale: the caller's inv_in is kNone)
-      else if (xq_in != kNone) x_off = xq_in, x_stride = xq_stride(wt), x2_off = 0;
+      if (fz.xsh) {  // x (and x2) stay the f32 rows (no scale: the caller's inv_in is kNone)
+        if (!fz.xprod) x2_off = 0;
+      } else if (xq_in != kNone) x_off = xq_in, x_stride = xq_stride(wt), x2_off = 0;
       else x_off = xq_off(wt), x_stride = xq_stride(wt), inv_in = kNone, parts = 0, x2_off = 0;  // all in quant()'s rows
     }
     uint32_t groups = 0;
     for (size_t c = 0; c < wt->chunks.size(); ++c) {
       const WeightChunk& ch = wt->chunks[c];
       SpanMatmulPush pc;
-      pc.m = {uint32_t(wt->n_in), ch.rows, nt, x_stride, x_off, y_stride, y_off + ch.row0, 0};
+      pc.m = {uint32_t(wt->n_in), ch.rows, nt, x_stride, x_off, y_stride, y_off + ch.row0, fz.xsh && fz.xprod ? 1u : 0u};
       pc.inv_in = inv_in;
       pc.inv_parts = inv_in == kNone ? 0 : parts;
       pc.eps = shape_.rms_eps;
@@ -289,8 +292,9 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head
     // With the head, the last layer's down hands the head its norm as it hands
     // the next layer's q/k/v theirs (x·norm in xn, 1/rms or its partials).
     const bool norm_next = m.fuse_norm && (!last || head);
-    const SpanFusion fd{norm_next ? 3u : 1u, !pair, false, kRoleDown};
-    if (!fgu && (norm_next || m.fuse_epi)) {
+    SpanFusion fd{norm_next ? 3u : 1u, !pair, false, kRoleDown};
+    fd.xsh = fdn && norm_next;
+    if (!fgu && !fd.xsh && (norm_next || m.fuse_epi)) {
       quant({L.w[6]}, a.g, F, kNone, 0, a.u, !pair);
       cur = 0;
     }

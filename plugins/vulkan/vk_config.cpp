@@ -74,7 +74,7 @@ VkConfig VkConfig::from_env() {
   ranged("FISH_VK_SPAN_GU", 0, 1, &c.span_gu);
   ranged("FISH_VK_INT8", 0, 1, &c.int8);
   ranged("FISH_VK_SPAN_NORM", 0, 1, &c.span_norm);
-  ranged("FISH_VK_SPAN_QFOLD", 0, 31, &c.span_qfold);
+  ranged("FISH_VK_SPAN_QFOLD", 0, 63, &c.span_qfold);
   ranged("FISH_VK_SPAN_I8", 0, 255, &c.span_i8);
   ranged("FISH_VK_SPAN_U64", 0, 31, &c.span_u64);
   if (const char* v = std::getenv("FISH_VK_SPAN_MV"); v && *v) {

@@ -42,7 +42,9 @@
 //                                rows (blocks of 32 that one producer workgroup owns, no arrival
 //                                counters; every K-quant decode matvec then reads B32 rows);
 //                                16 (with 8): the attention writes f32 only and every wo
-//                                workgroup quantises it into B32 rows itself (in place of 1).
+//                                workgroup quantises it into B32 rows itself (in place of 1);
+//                                32 (with 8): every down workgroup quantises silu(gate)·up
+//                                itself (no quantise step before down; not with 4).
 //                                Default 11 = 1|2|8 on GPUs (H200 8B decode +6-8%, README), 0 on
 //                                CPU implementations; 0: Q8_K rows from quantize_x steps, the
 //                                CPU's int8 arithmetic

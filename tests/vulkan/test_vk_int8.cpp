@@ -299,7 +299,10 @@ SpanOut run_span_int8(vk::VulkanBackend& be, const Matrix& m, const Matrix* m2, 
   if (qout) pc.q_out = q8o, pc.q_stride = qwords, pc.qcnt = q8c;
   fz.int8 = true;
   fz.xb32 = b32, fz.qb32 = b32 && qout;
-  if (fz.xsh) pc.m.x_off = xo, pc.m.x_stride = n_in;  // XSH: the kernel reads the f32 x itself (one token, no x2 / s)
+  if (fz.xsh) {  // XSH: the kernel reads the f32 x (· x2) itself (one token, s = 1)
+    pc.m.x_off = xo, pc.m.x_stride = n_in;
+    if (fz.xprod) pc.x2_off = x2o, pc.m.flags = 1;
+  }
   rig.run([&](VkCommandBuffer cmd) { be.kernels()->record_quantize(cmd, qset, qp, bs, fz.xprod, b32); });
   for (int r = 0; r < reps; ++r) {
     if (r > 0) rig.put(rig.arena(), yo, y0);  // EPI 1 / 3 add into y
@@ -524,11 +527,12 @@ TEST_CASE("int8 span matvec on B32 rows = the product on the CPU's B32 rows, K-q
 // counter; the rows must be the CPU's B32 quantisation of the values the
 // kernel wrote (EPI 3: x·g, EPI 4: silu·up), word for word, for every slice
 // shape, twice in a row; the products are the B32 products.
-// XSH (Span::kFoldWoIn, the wo matvec): each workgroup quantises the f32 x
-// into B32 rows in shared memory itself. Those rows must be quantize_x's
-// B32K rows, so the products are the same to the last bit: K-quant types,
-// plain and norm epilogues (with B32 output), two shapes; x with magnitude
-// ties in two blocks and an all-zero block. (Which of two tied signs a block
+// XSH (Span::kFoldWoIn, the wo matvec, and kFoldDownIn, down on x·x2): each
+// workgroup quantises the f32 x (· x2) into B32 rows in shared memory itself.
+// Those rows must be quantize_x's B32K rows, so the products are the same to
+// the last bit: K-quant types, plain and norm epilogues (with B32 output),
+// with and without x2, two shapes; x with magnitude ties in two blocks and an
+// all-zero block. (Which of two tied signs a block
 // takes flips its q and d together: the products cannot tell, so this checks
 // the products, not the tie rule.)
 TEST_CASE("int8 span matvec XSH: x quantised in the workgroup = on quantize_x's B32 rows, bit for bit", "[vulkan][int8][span]") {
@@ -539,19 +543,22 @@ TEST_CASE("int8 span matvec XSH: x quantised in the workgroup = on quantize_x's 
   x[3] = 9.0f, x[9] = -9.0f;     // block 0: a tie, the first positive
   x[34] = -9.5f, x[52] = 9.5f;   // block 1: a tie, the first negative
   for (int i = 64; i < 96; ++i) x[size_t(i)] = 0.0f;  // block 2: all zero
-  const std::vector<float> ones(size_t(n_in), 1.0f), s = {1.0f, 1.0f, 1.0f, 1.0f};
+  const std::vector<float> x2 = randn(size_t(n_in), 85, 1.0f), s = {1.0f, 1.0f, 1.0f, 1.0f};
   const std::vector<float> y0 = randn(size_t(n_out), 82), g = randn(size_t(n_out), 83);
   for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
     const Matrix m = random_matrix(type, n_in, n_out, 84 + uint64_t(type));
     for (const vk::SpanMvShape sh : {vk::SpanMvShape{0, 0}, vk::SpanMvShape{1, 32}}) {
       be->kernels()->set_span_shape(vk::kRoleWo, sh);
-      for (uint32_t epi : {0u, 3u}) {
-        CAPTURE(type_name(type), sh.rows, sh.wg, epi);
-        vk::SpanFusion fz{epi, false, false, vk::kRoleWo};
+      be->kernels()->set_span_shape(vk::kRoleDown, sh);
+      for (int v = 0; v < 4; ++v) {
+        const uint32_t epi = v % 2 == 0 ? 0u : 3u;
+        const bool xprod = v >= 2;
+        CAPTURE(type_name(type), sh.rows, sh.wg, epi, xprod);
+        vk::SpanFusion fz{epi, xprod, false, xprod ? vk::kRoleDown : vk::kRoleWo};
         const bool qout = epi == 3;
-        const SpanOut a = run_span_int8(*be, m, nullptr, 1, fz, x, ones, s, y0, g, qout, 1, true);
+        const SpanOut a = run_span_int8(*be, m, nullptr, 1, fz, x, x2, s, y0, g, qout, 1, true);
         fz.xsh = true;
-        const SpanOut b = run_span_int8(*be, m, nullptr, 1, fz, x, ones, s, y0, g, qout, 1, true);
+        const SpanOut b = run_span_int8(*be, m, nullptr, 1, fz, x, x2, s, y0, g, qout, 1, true);
         CHECK(max_diff(a.y, b.y) == 0.0);
         CHECK(max_abs(a.y) > 0.0);
         if (qout) {
@@ -562,6 +569,7 @@ TEST_CASE("int8 span matvec XSH: x quantised in the workgroup = on quantize_x's 
     }
   }
   be->kernels()->set_span_shape(vk::kRoleWo, {});
+  be->kernels()->set_span_shape(vk::kRoleDown, {});
 }
 
 TEST_CASE("int8 span matvec B32 QOUT: each workgroup's block = the CPU's B32 quantisation of it", "[vulkan][int8][span]") {

@@ -258,11 +258,12 @@ TEST_CASE("FISH_VK_INT8=1 FISH_VK_SPAN_QFOLD=11, B32 decode rows: a token's logi
   int8_logits_vs_cpu(true);
 }
 
-// The same with the wo matvec quantising the attention's f32 output itself
-// (FISH_VK_SPAN_QFOLD=27: bit 16 in place of the attention's bit 1; the same
-// B32 rows, so the same bound; test_vk_int8 checks the products bit for bit).
-TEST_CASE("FISH_VK_INT8=1 FISH_VK_SPAN_QFOLD=27, wo quantises its input: a token's logits near the CPU's", "[vulkan][span][model][int8]") {
-  setenv("FISH_VK_SPAN_QFOLD", "27", 1);
+// The same with wo quantising the attention's f32 output itself and down its
+// silu(gate)·up (FISH_VK_SPAN_QFOLD=59: bits 16 and 32, bit 16 in place of the
+// attention's bit 1; the same B32 rows, so the same bound; test_vk_int8
+// checks the products bit for bit).
+TEST_CASE("FISH_VK_INT8=1 FISH_VK_SPAN_QFOLD=59, wo and down quantise their inputs: a token's logits near the CPU's", "[vulkan][span][model][int8]") {
+  setenv("FISH_VK_SPAN_QFOLD", "59", 1);
   setenv("FISH_VK_SPAN_U64", "10", 1);
   int8_logits_vs_cpu(true);
 }
