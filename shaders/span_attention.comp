@@ -111,6 +111,15 @@ void quant_out(uint t, uint g, uint qh0) {
 }
 vec4 half4(uvec2 w) { return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
 
+// The V phase's rows of the tile from position j0: this invocation's 4 dims
+// (dq) of positions j0 + pp + k·PP, clamped to the split's end (a valid row
+// that gets p = 0). Loaded with the K row, or after the scores (VLATE).
+uvec2 vw[VPT];
+void load_v(uint j0, uint j_end, uint vbase, uint g, uint dq, uint pp) {
+  if (pp < PP)
+    for (uint k = 0u; k < VPT; ++k) vw[k] = KV2[((vbase + min(j0 + pp + k * PP, j_end - 1u) * KD + g * D) >> 2) + dq];
+}
+
 // Workgroup max (op 0) or sum (op 1) of v[h] for each head, into stat_sh[op·G + h].
 void reduce_heads(float v[G], uint op) {
   for (uint h = 0u; h < G; ++h) {
@@ -145,7 +154,6 @@ void main() {
   // instead, however late the V rows are loaded.)
   uvec4 kw[(D + 7u) / 8u];
   uvec2 kw2[DQ];
-  uvec2 vw[VPT];
   if (j_begin < j_end) {
     const uint j = min(j_begin + tid, j_end - 1u);
     if (D % 8u == 0u) {
@@ -153,9 +161,7 @@ void main() {
     } else {
       for (uint c = 0u; c < DQ; ++c) kw2[c] = KV2[((j * KD + g * D) >> 2) + c];
     }
-    if (pp < PP && !VLATE)
-      for (uint k = 0u; k < VPT; ++k)
-        vw[k] = KV2[((vbase + min(j_begin + pp + k * PP, j_end - 1u) * KD + g * D) >> 2) + dq];
+    if (!VLATE) load_v(j_begin, j_end, vbase, g, dq, pp);
   }
 
   // Everything else the preparation reads, loaded now too (one round trip
@@ -244,8 +250,7 @@ void main() {
       } else {
         for (uint c = 0u; c < DQ; ++c) kw2[c] = KV2[((j * KD + g * D) >> 2) + c];
       }
-      if (pp < PP && !VLATE)
-        for (uint k = 0u; k < VPT; ++k) vw[k] = KV2[((vbase + min(j0 + pp + k * PP, j_end - 1u) * KD + g * D) >> 2) + dq];
+      if (!VLATE) load_v(j0, j_end, vbase, g, dq, pp);
     }
     // ---- K phase: scores of position j0 + tid ----
     const uint j = j0 + tid;
@@ -270,8 +275,7 @@ void main() {
     } else {
       for (uint h = 0u; h < G; ++h) sc[h] = NEG;
     }
-    if (VLATE && pp < PP)  // this tile's V rows (above)
-      for (uint k = 0u; k < VPT; ++k) vw[k] = KV2[((vbase + min(j0 + pp + k * PP, j_end - 1u) * KD + g * D) >> 2) + dq];
+    if (VLATE) load_v(j0, j_end, vbase, g, dq, pp);  // this tile's V rows, now that the scores are done
     // ---- online softmax ----
     reduce_heads(sc, 0u);
     float corr[G], pv[G];

@@ -120,7 +120,6 @@ void Span::record(VkCommandBuffer cmd, int n_tok, Mode m, bool stamps, bool head
       fz.int8 = true;
       fz.xb32 = b32 && kq(wt);
       fz.qb32 = b32 && q_out != kNone;
-      fz.xsh = fz.xsh && fz.xb32;
       if (fz.xsh) {  // x (and x2) stay the f32 rows (no scale: the caller's inv_in is kNone)
         if (!fz.xprod) x2_off = 0;
       } else if (xq_in != kNone) x_off = xq_in, x_stride = xq_stride(wt), x2_off = 0;
