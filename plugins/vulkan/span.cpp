@@ -505,7 +505,9 @@ void Span::forward(float* x, int n_tok, int pos0, float* logits) {
   try {
     if (n_tok <= batch) {
       run_batch(x, n_tok, pos0, nullptr, logits != nullptr);
+      const double tc = now_s();
       std::memcpy(x, readback_.mapped, size_t(n_tok) * E * 4);
+      if (n_tok == 1) prof_decode_copy_s_ += now_s() - tc;
     } else {
       // Several submissions; x is written only once all of them succeeded.
       std::vector<float> out(size_t(n_tok) * E);
@@ -517,7 +519,9 @@ void Span::forward(float* x, int n_tok, int pos0, float* logits) {
       }
       std::memcpy(x, out.data(), out.size() * 4);
     }
+    const double tc = now_s();
     if (logits) std::memcpy(logits, head_rb_.mapped, size_t(head_->n_out) * 4);
+    if (n_tok == 1) prof_decode_copy_s_ += now_s() - tc;
   } catch (...) {
     kv_len_ = std::min(kv_len_, pos0);
     throw;
@@ -536,6 +540,7 @@ void Span::forward(float* x, int n_tok, int pos0, float* logits) {
 // One submission: tokens [pos0, pos0 + n) with x rows `x`; the result is left
 // in the readback buffer (and copied to `out` when given).
 void Span::run_batch(const float* x, int n, int pos0, float* out, bool head) {
+  const double t_prep = now_s();
   const uint32_t n_kv = uint32_t(pos0 + n);
   // Attention splits along the context: decode and small batches split so
   // that ~attn_split positions go to each workgroup; prefill has a workgroup
@@ -574,10 +579,16 @@ void Span::run_batch(const float* x, int n, int pos0, float* out, bool head) {
   const int level = ctx_.cfg->profile_level;
   const bool stamps = level >= 1 && queries_ != VK_NULL_HANDLE;
   VkCommandBuffer cmd = recording_for(n, stamps, head, narrow);
+  const double t_submit = now_s();
   submit_wait(*ctx_.dev, cmd, fence_, ctx_.cfg->spin && !ctx_.dev->caps().cpu_device);
+  if (n == 1) {
+    prof_decode_prep_s_ += t_submit - t_prep;
+    prof_decode_wait_s_ += now_s() - t_submit;
+  }
   ++prof_submits_;
   if (stamps) {
-    const uint32_t n_stamps = uint32_t(stamp_names_.size()) + 1;
+    // Level 1: the two stamps of a cached recording; level 2: one per stage.
+    const uint32_t n_stamps = level >= 2 ? uint32_t(stamp_names_.size()) + 1 : 2u;
     std::vector<uint64_t> ts(n_stamps);
     const DeviceFns& f = ctx_.dev->fns();
     if (f.vkGetQueryPoolResults(ctx_.dev->handle(), queries_, 0, n_stamps, ts.size() * 8, ts.data(), 8,
@@ -587,7 +598,7 @@ void Span::run_batch(const float* x, int n, int pos0, float* out, bool head) {
       prof_gpu_s_ += total;
       if (n == 1) {
         prof_decode_gpu_s_ += total;
-        for (size_t i = 0; i + 1 < n_stamps; ++i) {
+        for (size_t i = 0; level >= 2 && i + 1 < n_stamps; ++i) {
           Stage& st = stages_[stamp_names_[i]];
           st.name = stamp_names_[i];
           st.category = stamp_cats_[i];
@@ -630,7 +641,10 @@ VkCommandBuffer Span::recording_for(int n, bool profiled, bool head, bool narrow
     bi.flags = once ? VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT : 0;
     check(f.vkBeginCommandBuffer(cmd, &bi), "vkBeginCommandBuffer");
   };
-  if (n == 0 || profiled) {
+  // Level 2 re-records (its stage names are collected while recording); level
+  // 1's two stamps go into the cached recordings, so its wall time is that of
+  // an unprofiled forward.
+  if (n == 0 || (profiled && ctx_.cfg->profile_level >= 2)) {
     if (!scratch_cmd_) scratch_cmd_ = fresh();
     check(f.vkResetCommandBuffer(scratch_cmd_, 0), "vkResetCommandBuffer");
     begin(scratch_cmd_, true);
@@ -640,13 +654,13 @@ VkCommandBuffer Span::recording_for(int n, bool profiled, bool head, bool narrow
     }
     return scratch_cmd_;
   }
-  const int key = n | (head ? kHeadKey : 0) | (narrow ? kNarrowKey : 0);
+  const int key = n | (head ? kHeadKey : 0) | (narrow ? kNarrowKey : 0) | (profiled ? kStampKey : 0);
   if (auto it = cached_.find(key); it != cached_.end()) return it->second;
   if (cached_.size() >= 16) invalidate_recordings();  // many batch sizes: keep the cache small
   VkCommandBuffer cmd = fresh();
   try {
     begin(cmd, false);
-    record(cmd, n, mode_for(n), false, head, narrow);
+    record(cmd, n, mode_for(n), profiled, head, narrow);
     check(f.vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
   } catch (...) {
     free_cmds_.push_back(cmd);
@@ -739,7 +753,7 @@ uint64_t Span::bytes() const {
     if (x.counted) b += x.alloc_size;
   };
   for (const Layer& L : layers_) add(L.kv);
-  for (const Buffer* x : {&params_, &rope_, &arena_buf_, &staging_, &readback_, &head_y_, &head_rb_}) add(*x);
+  for (const Buffer* x : {&params_, &rope_, &arena_buf_, &staging_, &readback_, &head_rb_}) add(*x);
   return b;
 }
 

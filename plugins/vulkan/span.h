@@ -213,14 +213,14 @@ class Span {
   VkQueryPool queries_ = VK_NULL_HANDLE;
   uint32_t max_stamps_ = 0;
   // The head (set_head): its norm's slot in params_ (reserved at creation),
-  // logits on the device and their readback, a descriptor set per weight chunk
-  // (binding 3 = head_y_).
+  // its logits (host-visible: the matvec writes them there), a descriptor set
+  // per weight chunk (binding 3 = head_rb_).
   Weight* head_ = nullptr;
   uint32_t head_norm_ = kNone;
-  Buffer head_y_, head_rb_;
+  Buffer head_rb_;
   std::vector<VkDescriptorSet> head_sets_;
   std::map<int, VkCommandBuffer> cached_;  // n_tok (| kHeadKey | kNarrowKey) -> recorded command buffer (reused)
-  static constexpr int kHeadKey = 1 << 20, kNarrowKey = 1 << 21;
+  static constexpr int kHeadKey = 1 << 20, kNarrowKey = 1 << 21, kStampKey = 1 << 22;
   VkCommandBuffer scratch_cmd_ = VK_NULL_HANDLE;  // profiled recordings
   std::vector<VkCommandBuffer> free_cmds_;
 
@@ -234,6 +234,9 @@ class Span {
   std::map<std::string, Stage> stages_;
   uint64_t prof_forwards_ = 0, prof_decode_ = 0, prof_tokens_ = 0, prof_submits_ = 0;
   double prof_wall_s_ = 0, prof_gpu_s_ = 0, prof_decode_wall_s_ = 0, prof_decode_gpu_s_ = 0;
+  // Decode tokens' host side: preparing the ctrl block and x, submit to the
+  // fence's signal (seen by the host), reading x and the logits back.
+  double prof_decode_prep_s_ = 0, prof_decode_wait_s_ = 0, prof_decode_copy_s_ = 0;
 };
 
 }  // namespace fish::vk
