@@ -101,6 +101,7 @@ struct ProbeCache {
   bool valid = false;
   ProbeReport report;
   std::vector<size_t> usable;  // indices into report.devices
+  std::string config_error;    // VkConfig's: a FISH_* variable it refused
 };
 
 ProbeCache& probe_cache() {
@@ -116,6 +117,7 @@ const ProbeCache& run_probe() {
                           std::to_string(cfg.queue_universal) + "/" + cfg.error;
   if (!c.valid || c.key != key) {
     c.report = probe_devices(cfg, host_log());
+    c.config_error = cfg.error;
     c.usable.clear();
     for (size_t i = 0; i < c.report.devices.size(); ++i)
       if (c.report.devices[i].usable) c.usable.push_back(i);
@@ -147,6 +149,11 @@ fish_status probe(fish_probe_result* out) {
     const ProbeCache& c = run_probe();
     fish_probe_result r{};
     r.n_devices = uint32_t(c.usable.size());
+    if (!c.config_error.empty()) {  // a bad FISH_* value: the user's to fix (the host says so)
+      plugin_error_storage() = c.config_error;
+      write_out(out, fish_probe_result{});
+      return FISH_E_INVALID_ARGUMENT;
+    }
     if (c.usable.empty()) {
       plugin_error_storage() = c.report.error.empty() ? "no usable Vulkan device" : c.report.error;
       write_out(out, r);

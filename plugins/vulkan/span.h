@@ -25,7 +25,7 @@
 //   down matvec on silu(gate)·up + residual add → barrier
 // With a head attached (set_head, ABI 1.1) the last layer's down epilogue
 // hands it the output norm, and the forward ends with quantise x → the head's
-// matvec → a copy of the logits to the host-visible readback.
+// matvec, which writes the logits straight into host-visible memory.
 // With int8 activations each matvec step is preceded by a quantize_x step
 // (+ barrier), unless FISH_VK_SPAN_QFOLD lets its producer write the int8
 // rows itself (Mode::fold, span_record.cpp; in Q8_K rows measured no faster;
@@ -157,6 +157,9 @@ class Span {
   // kFoldAttn's quantisation at the end of the attention).
   // kFoldDownIn (with kFold32, not with kFoldGateUp): likewise each down
   // workgroup quantises silu(gate)·up itself; no quantise step before down.
+  // Both measured slower on the H200 (8B 301 / 260-267 / 263 tok/s with 16 /
+  // 32 / both against 321-322: every workgroup repeats the quantisation), so
+  // they stay variants for FISH_VK_SPAN_QFOLD, off by default.
   static constexpr uint32_t kFoldAttn = 1, kFoldNorm = 2, kFoldGateUp = 4, kFold32 = 8, kFoldWoIn = 16,
                             kFoldDownIn = 32;
   class Recorder;  // span_record.cpp

@@ -166,6 +166,23 @@ TEST_CASE("broken plugins next to fish - the engine stays up with CPU output unc
   CHECK(run.out == cpu_ids());
 }
 
+TEST_CASE("a plugin refusing its configuration is a warning on stderr without FISH_GPU_VERBOSE", "[plugin][e2e]") {
+  TempDir root("badconfig");
+  const fs::path app = make_app(root, "app", {test_plugin("badconfig")});
+  const ProcResult run = run_process(run_args((app / "fish").string()), root.str(), clean_env());
+  INFO(run.err);
+  CHECK(run.status == 0);
+  CHECK(run.out == cpu_ids());
+  CHECK(contains(run.err, "warning: "));
+  CHECK(contains(run.err, "probe failed (invalid argument): FISH_TEST_KNOB='x' is not a number"));
+  CHECK(contains(run.err, "the plugin is not used"));
+  // A plugin without a device stays quiet unless asked (most machines have no GPU).
+  const fs::path app2 = make_app(root, "app2", {test_plugin("probefail")});
+  const ProcResult quiet = run_process(run_args((app2 / "fish").string()), root.str(), clean_env());
+  CHECK(quiet.status == 0);
+  CHECK_FALSE(contains(quiet.err, "no test device present"));
+}
+
 TEST_CASE("FISH_GPU=0 or off or false or no loads nothing and FISH_BACKEND picks by name", "[plugin][e2e]") {
   TempDir root("knobs");
   const fs::path app = make_app(root, "app", {test_plugin("marker"), test_plugin("refauto50"), test_plugin("refauto80")});

@@ -78,6 +78,7 @@ TEST_CASE("broken plugins are refused with their reason without taking the proce
       {"wrongmajor", false, false, "ABI version mismatch: the plugin speaks 2.0, this engine " FISH_TEST_ABI_TEXT},
       {"refuses", false, false, "this test plugin needs ABI 7.x, the host offers " FISH_TEST_ABI_TEXT},
       {"probefail", true, false, "probe failed (no device): no test device present (broken test plugin)"},
+      {"badconfig", true, false, "probe failed (invalid argument): FISH_TEST_KNOB='x' is not a number (broken test plugin)"},
       {"throws", true, false, "probe failed (internal error)"},
       {"allerrors", true, true, ""},
   };
@@ -87,6 +88,7 @@ TEST_CASE("broken plugins are refused with their reason without taking the proce
     CHECK(r.loaded == c.loaded);
     CHECK(r.probed == c.probed);
     CHECK(contains(r.reason, c.reason));
+    CHECK(r.config_error == (std::string(c.name) == "badconfig"));  // the user's to fix: a warning
   }
   // A file that is not a shared library at all.
   fish::test::TempDir d("notlib");

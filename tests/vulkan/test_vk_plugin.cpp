@@ -80,6 +80,15 @@ fish_plugin_query_fn entry() {
   return fn;
 }
 
+// The plugin's table, negotiated at this header's version.
+fish_plugin_api query_api() {
+  static fish_host_api host = make_host();
+  fish_plugin_api api{};
+  api.struct_size = sizeof api;
+  REQUIRE(entry()(FISH_PLUGIN_ABI_VERSION, &host, &api) == FISH_OK);
+  return api;
+}
+
 }  // namespace
 
 // First in the file: when all cases run in one process, nothing has opened the
@@ -213,11 +222,7 @@ TEST_CASE("the ABI table: negotiation, lazy open, a product, describe, destroy",
 TEST_CASE("the plugin conformance suite passes on fish_vulkan", "[vulkan]") {
   {
     // Decide on the device first: lavapipe (FISH_GPU=cpu) when no GPU is there.
-    fish_plugin_query_fn q = entry();
-    static fish_host_api host = make_host();
-    fish_plugin_api api{};
-    api.struct_size = sizeof api;
-    REQUIRE(q(FISH_PLUGIN_ABI_VERSION, &host, &api) == FISH_OK);
+    const fish_plugin_api api = query_api();
     fish_probe_result pr{};
     pr.struct_size = sizeof pr;
     fish_status st = api.probe(&pr);
@@ -244,4 +249,25 @@ TEST_CASE("the plugin conformance suite passes on fish_vulkan", "[vulkan]") {
     CHECK(r.outcome != fish::backend::CheckOutcome::Fail);
   }
   CHECK(sum.passed > 20);
+}
+
+TEST_CASE("a bad FISH_VK_* value: probe refuses the configuration and names the variable", "[vulkan]") {
+  const fish_plugin_api api = query_api();
+  const char* old = std::getenv("FISH_VK_SPAN_QFOLD");
+  const std::string saved = old ? old : "";
+  setenv("FISH_VK_SPAN_QFOLD", "99", 1);
+  fish_probe_result pr{};
+  pr.struct_size = sizeof pr;
+  const fish_status st = api.probe(&pr);
+  const std::string why = api.plugin_error();
+  if (old) setenv("FISH_VK_SPAN_QFOLD", saved.c_str(), 1);
+  else unsetenv("FISH_VK_SPAN_QFOLD");
+  // Whether or not this machine has a device: the configuration is refused first.
+  CHECK(st == FISH_E_INVALID_ARGUMENT);
+  CHECK(why.find("FISH_VK_SPAN_QFOLD='99'") != std::string::npos);
+  CHECK(pr.n_devices == 0);
+  // With the variable gone the probe answers as before (a device, or none found).
+  fish_probe_result pr2{};
+  pr2.struct_size = sizeof pr2;
+  CHECK(api.probe(&pr2) != FISH_E_INVALID_ARGUMENT);
 }

@@ -41,8 +41,12 @@ const char* record_state(const PluginRecord& r) {
 }
 
 void log_report(const BackendReport& rep) {
-  for (const auto& r : rep.plugins)
-    host_log(FISH_LOG_INFO, "loader", r.path + ": " + record_state(r) + (r.reason.empty() ? "" : " - " + r.reason));
+  for (const auto& r : rep.plugins) {
+    // A plugin refusing its configuration (a mistyped FISH_VK_* value) is the
+    // user's to fix: a warning, shown without FISH_GPU_VERBOSE.
+    if (r.config_error) host_log(FISH_LOG_WARN, "loader", r.path + ": " + r.reason + " - the plugin is not used");
+    else host_log(FISH_LOG_INFO, "loader", r.path + ": " + record_state(r) + (r.reason.empty() ? "" : " - " + r.reason));
+  }
   host_log(FISH_LOG_INFO, "loader", rep.reason);
 }
 

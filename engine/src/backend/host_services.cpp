@@ -146,7 +146,8 @@ void host_log(int level, const std::string& source, const std::string& message) 
     return;
   }
   const int v = g_verbose.load();
-  const bool show = (level <= FISH_LOG_INFO && v >= 1) || v >= 2;
+  // Errors and warnings always; information with FISH_GPU_VERBOSE=1; debug with 2.
+  const bool show = level <= FISH_LOG_WARN || (level <= FISH_LOG_INFO && v >= 1) || v >= 2;
   if (!show) return;
   if (level == FISH_LOG_INFO)
     std::fprintf(stderr, "fish [%s] %s\n", source.c_str(), message.c_str());

@@ -338,6 +338,7 @@ PluginRecord load_plugin(const std::string& path) {
   if (st != FISH_OK) {
     const std::string why = plugin_error_text(api);
     rec.reason = std::string("probe failed (") + status_name(st) + ")" + (why.empty() ? "" : ": " + why);
+    rec.config_error = st == FISH_E_INVALID_ARGUMENT;
     return rec;
   }
   rec.probed = true;

@@ -39,6 +39,7 @@ struct PluginRecord {
   bool loaded = false;         // opened, entry point found, ABI accepted
   uint32_t abi_version = 0;    // the version it answered (0: none)
   bool probed = false;         // probe() succeeded
+  bool config_error = false;   // probe() refused the plugin's own configuration (a bad FISH_* variable)
   int32_t score = 0;
   uint32_t flags = 0;          // FISH_PLUGIN_*
   int32_t default_device = -1;

@@ -306,7 +306,11 @@ typedef struct fish_plugin_api {
   const char* (*plugin_error)(void);
   /* Finds usable devices. May load the device driver/loader library and
    * enumerate devices; must not allocate device memory or compile pipelines.
-   * A plugin may cache the result (the host probes once). */
+   * A plugin may cache the result (the host probes once). FISH_E_NO_DEVICE:
+   * none usable (the host stays quiet: most machines have none);
+   * FISH_E_INVALID_ARGUMENT: out is NULL, or the plugin refuses its own
+   * configuration (a bad environment variable, named by plugin_error()), which
+   * the host reports to the user as a warning. */
   fish_status (*probe)(fish_probe_result* out);
   fish_status (*device_info)(uint32_t index, fish_device_info* out);
   /* Cheap: returns a handle; the device is opened on the first call that needs

@@ -5,6 +5,7 @@
 //   BROKEN_WRONGMAJOR  accepts, but answers ABI 2.0 (built against a future header)
 //   BROKEN_REFUSES     refuses the host's version with a message
 //   BROKEN_PROBEFAIL   probe fails: no device
+//   BROKEN_BADCONFIG   probe refuses its configuration (as fish_vulkan does a bad FISH_VK_* value)
 //   BROKEN_ALLERRORS   probe finds a "discrete GPU" (score 100), every backend call fails, open included
 //   BROKEN_CALLERRORS  as ALLERRORS but open succeeds: every later call fails
 //   BROKEN_THROWS      probe lets a C++ exception cross the boundary
@@ -38,6 +39,8 @@ struct Backend {
 const char* plugin_error() {
 #if defined(BROKEN_PROBEFAIL)
   return "no test device present (broken test plugin)";
+#elif defined(BROKEN_BADCONFIG)
+  return "FISH_TEST_KNOB='x' is not a number (broken test plugin)";
 #else
   return "no error";
 #endif
@@ -47,6 +50,9 @@ fish_status probe(fish_probe_result* out) {
 #if defined(BROKEN_PROBEFAIL)
   (void)out;
   return FISH_E_NO_DEVICE;
+#elif defined(BROKEN_BADCONFIG)
+  (void)out;
+  return FISH_E_INVALID_ARGUMENT;
 #elif defined(BROKEN_THROWS)
   (void)out;
   throw std::runtime_error("broken test plugin: exception from probe");
