@@ -230,6 +230,14 @@ fish_status span_forward_logits(fish_backend* b, fish_span* s, float* x, int32_t
   });
 }
 
+fish_status span_forward_logits_view(fish_backend* b, fish_span* s, float* x, int32_t n_tok, int32_t pos0,
+                                     const float** logits) {
+  return guarded(b, "span_forward_logits_view", [&](Backend& be) {
+    if (!logits) fail(FISH_E_INVALID_ARGUMENT, "span_forward_logits_view: no pointer for the logits");
+    *logits = be.span(s)->forward_view(x, n_tok, pos0);
+  });
+}
+
 fish_status span_kv_truncate(fish_backend* b, fish_span* s, int32_t n) {
   return guarded(b, "span_kv_truncate", [&](Backend& be) { be.span(s)->truncate(n); });
 }
@@ -285,6 +293,7 @@ fish_plugin_api full_table(uint32_t version) {
     t.span_set_head = span_set_head;
     t.span_forward_logits = span_forward_logits;
   }
+  if (FISH_ABI_VERSION_MINOR(version) >= 2) t.span_forward_logits_view = span_forward_logits_view;  // 1.2
   return t;
 }
 

@@ -158,6 +158,14 @@ void Span::rope(float* v, int n_heads, int pos) const {
   }
 }
 
+const float* Span::forward_view(float* x, int n_tok, int pos0) {
+  if (!head_) fail(FISH_E_INVALID_ARGUMENT, "span_forward_logits_view: no head attached (span_set_head)");
+  std::vector<float> out(size_t(head_->n_out));
+  forward(x, n_tok, pos0, out.data());  // throws before writing x on failure
+  view_.swap(out);
+  return view_.data();
+}
+
 void Span::forward(float* x_io, int n_tok, int pos0, float* logits) {
   if (!x_io || n_tok < 1 || pos0 < 0) fail(FISH_E_INVALID_ARGUMENT, "span_forward: needs x, n_tok >= 1 and pos0 >= 0");
   if (logits && !head_) fail(FISH_E_INVALID_ARGUMENT, "span_forward_logits: no head attached (span_set_head)");

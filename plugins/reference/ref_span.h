@@ -29,6 +29,9 @@ class Span {
   // x: [n_tok, n_embd] in/out; see fish_plugin_api::span_forward. logits
   // (span_forward_logits, ABI 1.1): also the head's output for the last token.
   void forward(float* x, int n_tok, int pos0, float* logits = nullptr);
+  // span_forward_logits_view (ABI 1.2): forward with the head; the logits stay
+  // in this span (valid until its next forward or destruction).
+  const float* forward_view(float* x, int n_tok, int pos0);
   // The output head (ABI 1.1 span_set_head): head = nullptr detaches.
   void set_head(Weight* head, const float* norm);
   void truncate(int n);
@@ -56,6 +59,7 @@ class Span {
   std::vector<Layer> layers_;
   Weight* head_ = nullptr;       // [n_vocab][n_embd] (set_head)
   std::vector<float> head_norm_;  // [n_embd]
+  std::vector<float> view_;       // forward_view's logits [n_vocab]
   int capacity_ = 0;  // positions the KV can hold
   int kv_len_ = 0;    // positions it holds
   uint64_t charged_ = 0;

@@ -74,7 +74,9 @@ bool VulkanBackend::fail(FailKind k, const std::string& msg) {
     state_ = State::Failed;
     error_ = "device error (the backend is unusable now): " + msg;
   }
-  if (opt_.log) opt_.log(k == FailKind::OutOfMemory || k == FailKind::Unsupported ? 2 : 0, error_);
+  // The caller gets the failure as a status; only a lost device is also an
+  // error in the host's log (shown without FISH_GPU_VERBOSE).
+  if (opt_.log) opt_.log(state_ == State::Failed ? 0 : 2, error_);
   return false;
 }
 
@@ -129,7 +131,7 @@ bool VulkanBackend::open() {
     error_ = std::string("opening the Vulkan device: ") + e.what();
     error_kind_ = FailKind::NoDevice;
   }
-  if (opt_.log) opt_.log(1, "unavailable: " + error_);
+  if (opt_.log) opt_.log(2, "unavailable: " + error_);  // the host reports a failed open itself
   return false;
 }
 
@@ -624,6 +626,13 @@ bool VulkanBackend::span_forward_logits(Span* s, float* x, int n_tok, int pos0, 
   return span_call(s, "span_forward_logits", [&] {
     if (!logits) throw Failure(FailKind::InvalidArgument, "span_forward_logits: no logits buffer");
     s->forward(x, n_tok, pos0, logits);
+  });
+}
+
+bool VulkanBackend::span_forward_logits_view(Span* s, float* x, int n_tok, int pos0, const float** logits) {
+  return span_call(s, "span_forward_logits_view", [&] {
+    if (!logits) throw Failure(FailKind::InvalidArgument, "span_forward_logits_view: no pointer for the logits");
+    *logits = s->forward_view(x, n_tok, pos0);
   });
 }
 

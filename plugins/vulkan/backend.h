@@ -100,6 +100,7 @@ class VulkanBackend {
   // ABI 1.1: the output head in the span's submission (Span::set_head / forward's logits).
   bool span_set_head(Span* s, Weight* head, const float* norm);
   bool span_forward_logits(Span* s, float* x, int n_tok, int pos0, float* logits);
+  bool span_forward_logits_view(Span* s, float* x, int n_tok, int pos0, const float** logits);
   bool span_kv_truncate(Span* s, int n);
   bool span_kv_reserve(Span* s, int n);
   bool span_kv_len(Span* s, int* out);

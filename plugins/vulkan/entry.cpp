@@ -410,6 +410,12 @@ fish_status span_forward_logits(fish_backend* b, fish_span* s, float* x, int32_t
               [&](VulkanBackend& be) { return be.span_forward_logits(SP(s), x, n_tok, pos0, logits); });
 }
 
+fish_status span_forward_logits_view(fish_backend* b, fish_span* s, float* x, int32_t n_tok, int32_t pos0,
+                                     const float** logits) {
+  return call(b, "span_forward_logits_view",
+              [&](VulkanBackend& be) { return be.span_forward_logits_view(SP(s), x, n_tok, pos0, logits); });
+}
+
 fish_status span_kv_truncate(fish_backend* b, fish_span* s, int32_t n) {
   return call(b, "span_kv_truncate", [&](VulkanBackend& be) { return be.span_kv_truncate(SP(s), n); });
 }
@@ -465,6 +471,7 @@ fish_plugin_api full_table(uint32_t version) {
     t.span_set_head = span_set_head;
     t.span_forward_logits = span_forward_logits;
   }
+  if (FISH_ABI_VERSION_MINOR(version) >= 2) t.span_forward_logits_view = span_forward_logits_view;  // 1.2
   return t;
 }
 

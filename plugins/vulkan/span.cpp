@@ -482,10 +482,17 @@ Span::Mode Span::mode_for(int n_tok) const {
   return m;
 }
 
-void Span::forward(float* x, int n_tok, int pos0, float* logits) {
+void Span::forward(float* x, int n_tok, int pos0, float* logits) { forward_impl(x, n_tok, pos0, logits != nullptr, logits); }
+
+const float* Span::forward_view(float* x, int n_tok, int pos0) {
+  forward_impl(x, n_tok, pos0, true, nullptr);
+  return static_cast<const float*>(head_rb_.mapped);
+}
+
+void Span::forward_impl(float* x, int n_tok, int pos0, bool head, float* logits) {
   if (!x || n_tok < 1 || pos0 < 0)
     throw Failure(FailKind::InvalidArgument, "span_forward: needs x, n_tok >= 1 and pos0 >= 0");
-  if (logits && !head_) throw Failure(FailKind::InvalidArgument, "span_forward_logits: no head attached (span_set_head)");
+  if (head && !head_) throw Failure(FailKind::InvalidArgument, "span_forward_logits: no head attached (span_set_head)");
   if (pos0 > kv_len_)
     throw Failure(FailKind::Range, "span_forward: pos0 " + std::to_string(pos0) + " would leave a gap after the " +
                                        std::to_string(kv_len_) + " cached positions");
@@ -504,7 +511,7 @@ void Span::forward(float* x, int n_tok, int pos0, float* logits) {
   const int batch = int(arena_.tokens);
   try {
     if (n_tok <= batch) {
-      run_batch(x, n_tok, pos0, nullptr, logits != nullptr);
+      run_batch(x, n_tok, pos0, nullptr, head);
       const double tc = now_s();
       std::memcpy(x, readback_.mapped, size_t(n_tok) * E * 4);
       if (n_tok == 1) prof_decode_copy_s_ += now_s() - tc;
@@ -513,14 +520,13 @@ void Span::forward(float* x, int n_tok, int pos0, float* logits) {
       std::vector<float> out(size_t(n_tok) * E);
       for (int done = 0; done < n_tok; done += batch) {
         const int n = std::min(batch, n_tok - done);
-        run_batch(x + size_t(done) * E, n, pos0 + done, out.data() + size_t(done) * E,
-                  logits != nullptr && done + n == n_tok);
+        run_batch(x + size_t(done) * E, n, pos0 + done, out.data() + size_t(done) * E, head && done + n == n_tok);
         kv_len_ = pos0 + done + n;
       }
       std::memcpy(x, out.data(), out.size() * 4);
     }
     const double tc = now_s();
-    if (logits) std::memcpy(logits, head_rb_.mapped, size_t(head_->n_out) * 4);
+    if (head && logits) std::memcpy(logits, head_rb_.mapped, size_t(head_->n_out) * 4);
     if (n_tok == 1) prof_decode_copy_s_ += now_s() - tc;
   } catch (...) {
     kv_len_ = std::min(kv_len_, pos0);

@@ -119,6 +119,9 @@ class Span {
   // needs set_head): also the head's output for the last token, [n_vocab],
   // computed in the same submission as the layers (written on success only).
   void forward(float* x, int n_tok, int pos0, float* logits = nullptr);
+  // span_forward_logits_view (ABI 1.2): forward with the head, the logits left
+  // where the head's matvec wrote them (host-visible), valid until the next forward.
+  const float* forward_view(float* x, int n_tok, int pos0);
   // The model's head after the last layer: logits = (rmsnorm(x) ∘ norm) · headᵀ
   // (head [n_vocab][n_embd], a weight of the same backend; norm copied to the
   // parameters). nullptr detaches. Throws Failure (InvalidArgument, OutOfMemory).
@@ -172,6 +175,8 @@ class Span {
   void write_buffer(Buffer& dst, uint64_t offset, const void* src, uint64_t n);
   void write_aux_sets();
   void fill_kv(int pos0, int n);  // FISH_VK_BENCH_FILL_KV
+  // forward() and forward_view(): head runs the head too; logits (with head) gets a copy.
+  void forward_impl(float* x, int n_tok, int pos0, bool head, float* logits);
   // head: the batch also runs the head on its last token (into head_rb_).
   // narrow: the decode attention with narrow_heads_ query heads per workgroup.
   void run_batch(const float* x, int n_tok, int pos0, float* out, bool head = false);

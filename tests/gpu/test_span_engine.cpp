@@ -1,9 +1,10 @@
 // The engine with a span-capable plugin (the reference plugin always; fish_vulkan
 // on any Vulkan device, lavapipe in CI): chunked prefill ≡ token-by-token
 // decode, truncation + re-decode ≡ a fresh run, a forced span failure
-// mid-generation (FISH_TEST_SPAN_FAIL_AT, and a failing span_forward_logits)
-// that falls back to the CPU without losing a position, and the output head
-// in the span's submission (plugin ABI 1.1) ≡ the head as its own submission.
+// mid-generation (FISH_TEST_SPAN_FAIL_AT, and a failing span_forward_logits or
+// its view) that falls back to the CPU without losing a position, the output
+// head in the span's submission (plugin ABI 1.1) ≡ the head as its own
+// submission, and its logits read in place (1.2) ≡ copied.
 #include <unistd.h>
 
 #include <algorithm>
@@ -199,13 +200,44 @@ void span_engine_checks(const std::string& plugin) {
       CHECK(submits(a.m) - sa0 == 16);  // one submission per decoded token
       CHECK(submits(b.m) - sb0 == 32);  // the span + the output projection
     }
-    SECTION(plugin + " " + model + ": a span_forward_logits failure falls back without losing a position") {
-      setenv("FISH_BACKEND_FAIL", "span_forward_logits:5", 1);
-      REQUIRE(use_plugin(plugin));  // a backend opened with the failure armed (read at open)
+    SECTION(plugin + " " + model + ": logits read in place (ABI 1.2) == copied and stay valid across a truncate") {
       Model a(path, -1, 1);
-      unsetenv("FISH_BACKEND_FAIL");
-      REQUIRE(use_plugin(plugin));  // the other sections get an unarmed one
-      falls_back_like_the_cpu(a, path, 20, 11);  // call 1: positions 0..7; call 5 (position 11) fails
+      setenv("FISH_GPU_LOGITS_VIEW", "0", 1);
+      Model b(path, -1, 1);
+      unsetenv("FISH_GPU_LOGITS_VIEW");
+      REQUIRE(a.info.gpu_span == 1);
+      const auto toks = text_tokens(a.m, 16);
+      REQUIRE(fish_eval(a.m, toks.data(), 8, 0, 0) == 0);
+      REQUIRE(fish_eval(b.m, toks.data(), 8, 0, 0) == 0);
+      CHECK(a.logits(-1) == b.logits(-1));
+      for (int i = 8; i < 16; ++i) {
+        REQUIRE(fish_eval(a.m, &toks[size_t(i)], 1, i, 0) == 0);
+        REQUIRE(fish_eval(b.m, &toks[size_t(i)], 1, i, 0) == 0);
+        CHECK(a.logits(-1) == b.logits(-1));  // the same submission; only where the logits are read differs
+      }
+      // A truncate may invalidate the plugin's copy: the engine keeps the logits of the last eval.
+      const std::vector<float> last = a.logits(-1);
+      REQUIRE(fish_kv_truncate(a.m, 10) == 0);
+      CHECK(a.logits(-1) == last);
+      REQUIRE(fish_eval(a.m, &toks[10], 1, 10, 0) == 0);  // and decoding on gives a fresh run's logits
+      REQUIRE(fish_kv_truncate(b.m, 10) == 0);
+      REQUIRE(fish_eval(b.m, &toks[10], 1, 10, 0) == 0);
+      CHECK(a.logits(-1) == b.logits(-1));
+    }
+    SECTION(plugin + " " + model + ": a span_forward_logits(_view) failure falls back without losing a position") {
+      // The logits copied (FISH_GPU_LOGITS_VIEW=0, ABI 1.1) and read in place (1.2, the default).
+      for (const char* call : {"span_forward_logits", "span_forward_logits_view"}) {
+        INFO(call);
+        const bool copy = std::string(call) == "span_forward_logits";
+        setenv("FISH_GPU_LOGITS_VIEW", copy ? "0" : "1", 1);
+        setenv("FISH_BACKEND_FAIL", (std::string(call) + ":5").c_str(), 1);
+        REQUIRE(use_plugin(plugin));  // a backend opened with the failure armed (read at open)
+        Model a(path, -1, 1);
+        unsetenv("FISH_BACKEND_FAIL");
+        REQUIRE(use_plugin(plugin));  // the other sections get an unarmed one
+        falls_back_like_the_cpu(a, path, 20, 11);  // call 1: positions 0..7; call 5 (position 11) fails
+        unsetenv("FISH_GPU_LOGITS_VIEW");
+      }
     }
   }
 }

@@ -122,11 +122,12 @@ TEST_CASE("model - a span failure mid-generation falls back to the CPU", "[plugi
   const Trace t = cpu_trace(12);
   // The prompt + 3 tokens run on the span, then its 5th call fails: span_forward
   // with the output head as its own submission, span_forward_logits (ABI 1.1) with
-  // the head in the span's.
-  for (const char* call : {"span_forward", "span_forward_logits"}) {
+  // the head in the span's (FISH_GPU_LOGITS_VIEW=0), its view (ABI 1.2, the default).
+  for (const char* call : {"span_forward", "span_forward_logits", "span_forward_logits_view"}) {
     INFO("failing call: " << call);
-    const bool head = std::string(call) == "span_forward_logits";
+    const bool head = std::string(call) != "span_forward";
     setenv("FISH_GPU_SPAN_HEAD", head ? "1" : "0", 1);
+    setenv("FISH_GPU_LOGITS_VIEW", std::string(call) == "span_forward_logits" ? "0" : "1", 1);
     setenv("FISH_BACKEND_FAIL", (std::string(call) + ":5").c_str(), 1);
     fish_backend_use_file(FISH_TEST_REFERENCE);
     {
@@ -152,6 +153,7 @@ TEST_CASE("model - a span failure mid-generation falls back to the CPU", "[plugi
     }
     unsetenv("FISH_BACKEND_FAIL");
     unsetenv("FISH_GPU_SPAN_HEAD");
+    unsetenv("FISH_GPU_LOGITS_VIEW");
   }
   fish_backend_use_file(nullptr);
 }

@@ -103,6 +103,13 @@ class ComputeBackend {
   // span_forward plus logits[n_vocab] = (rmsnorm(x[n_tok-1]) * norm) · headᵀ.
   virtual bool span_set_head(BackendSpan* s, BackendWeight* head, const float* norm) { return false; }
   virtual bool span_forward_logits(BackendSpan* s, float* x, int n_tok, int pos0, float* logits) { return false; }
+  // The same without a copy (plugin ABI 1.2, optional): *logits points at the
+  // backend's own host copy, valid until the next call with this span other
+  // than span_kv_len.
+  virtual bool has_span_logits_view() const { return false; }
+  virtual bool span_forward_logits_view(BackendSpan* s, float* x, int n_tok, int pos0, const float** logits) {
+    return false;
+  }
   virtual void span_destroy(BackendSpan* s) = 0;
 };
 

@@ -385,7 +385,7 @@ void run_variant(Runner& run, const PluginLibrary* lib, const std::string& name,
 
   // ABI 1.1: the head in the span's submission. Not through step(): a plugin
   // without it skips, and the span goes on to the destroy check either way.
-  run.check(tag + ": head in the span (span_set_head / span_forward_logits)", [&]() -> std::string {
+  run.check(tag + ": head in the span (span_set_head / span_forward_logits / its view)", [&]() -> std::string {
     if (!ok) fail("an earlier step of this span failed");
     if (!be->has_span_head()) skip("the plugin has no span head (plugin ABI 1.1)");
     BackendWeight* hw = be->upload(desc_of(s.head));
@@ -405,14 +405,25 @@ void run_variant(Runner& run, const PluginLibrary* lib, const std::string& name,
     const uint64_t held = be->bytes_resident();
     be->release(hw);
     expect(be->bytes_resident() == held, "release() of the attached head was not refused");
+    // ABI 1.2's view (when the plugin has it) takes the second forward.
+    const bool view = be->has_span_logits_view();
     Compare cmp, heads;  // the residual streams; the logits against the head on the reference stream
     for (const auto& [n_tok, pos0] : {std::pair<int, int>{1, 103}, {3, 104}}) {
-      const std::string what = std::to_string(n_tok) + " token(s) at " + std::to_string(pos0);
+      const bool by_view = view && n_tok == 3;
+      const std::string what = std::to_string(n_tok) + " token(s) at " + std::to_string(pos0) + (by_view ? " (view)" : "");
       xs = random_vector(size_t(n_tok * E), 1.0f, rng);
       xr = xs;
       std::vector<float> lg(kVocab, NAN);
-      expect(be->span_forward_logits(span, xs.data(), n_tok, pos0, lg.data()),
-             what + ": span_forward_logits: " + be->last_error());
+      if (by_view) {
+        const float* v = nullptr;
+        expect(be->span_forward_logits_view(span, xs.data(), n_tok, pos0, &v),
+               what + ": span_forward_logits_view: " + be->last_error());
+        expect(v != nullptr, what + ": span_forward_logits_view succeeded without a pointer");
+        lg.assign(v, v + kVocab);
+      } else {
+        expect(be->span_forward_logits(span, xs.data(), n_tok, pos0, lg.data()),
+               what + ": span_forward_logits: " + be->last_error());
+      }
       ref->forward(xr.data(), n_tok, pos0);
       cmp.add(s, xs.data(), xr.data(), n_tok, what);
       // The head on the per-matmul stream's last token (its rmsnorm, then the synthetic head in double).
@@ -431,8 +442,14 @@ void run_variant(Runner& run, const PluginLibrary* lib, const std::string& name,
     expect(be->last_status() == FISH_E_INVALID_ARGUMENT,
            "without a head: status " + std::string(status_name(be->last_status())) + ", expected invalid argument");
     expect(std::memcmp(x.data(), before.data(), x.size() * sizeof(float)) == 0, "without a head: x was modified");
+    if (view) {
+      const float* v = lg.data();
+      expect(!be->span_forward_logits_view(span, x.data(), 1, 107, &v), "span_forward_logits_view without a head was accepted");
+      expect(v == lg.data(), "span_forward_logits_view without a head: the pointer was changed");
+      expect(std::memcmp(x.data(), before.data(), x.size() * sizeof(float)) == 0, "view without a head: x was modified");
+    }
     kv_is(107, "after the refused call");
-    return "stream " + cmp.summary() + "; logits " + heads.summary() +
+    return "stream " + cmp.summary() + "; logits " + heads.summary() + (view ? " (the second by the 1.2 view)" : "") +
            "; release while attached and forward without a head refused";
   });
 

@@ -15,7 +15,8 @@ fish_span* S(BackendSpan* s) { return reinterpret_cast<fish_span*>(s); }
 constexpr const char* kCallNames[] = {"describe", "open", "memory_free", "bytes_resident", "supports", "upload",
                                       "release", "matmul", "matmul_group", "span_bytes", "span_create",
                                       "span_forward", "span_kv_truncate", "span_kv_reserve", "span_kv_len",
-                                      "span_destroy", "span_set_head", "span_forward_logits"};
+                                      "span_destroy", "span_set_head", "span_forward_logits",
+                                      "span_forward_logits_view"};
 
 }  // namespace
 
@@ -298,6 +299,24 @@ bool PluginBackend::span_forward_logits(BackendSpan* s, float* x, int n_tok, int
   if (!require_span_head("span_forward_logits")) return false;
   return call("span_forward_logits",
               [&] { return api().span_forward_logits(b_, S(s), x, int32_t(n_tok), int32_t(pos0), logits); });
+}
+
+bool PluginBackend::has_span_logits_view() const {
+  // Appended in ABI 1.2: a negotiated minor >= 2, a table that holds it, and the head (1.1).
+  const fish_plugin_api& a = api();
+  return has_span_head() && FISH_ABI_VERSION_MINOR(a.abi_version) >= 2 &&
+         FISH_STRUCT_HAS(&a, fish_plugin_api, span_forward_logits_view) && a.span_forward_logits_view;
+}
+
+bool PluginBackend::span_forward_logits_view(BackendSpan* s, float* x, int n_tok, int pos0, const float** logits) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!has_span_logits_view()) {
+    last_status_ = FISH_E_UNSUPPORTED;
+    last_error_ = "span_forward_logits_view: the " + name_ + " plugin has no logits view (plugin ABI 1.2)";
+    return false;
+  }
+  return call("span_forward_logits_view",
+              [&] { return api().span_forward_logits_view(b_, S(s), x, int32_t(n_tok), int32_t(pos0), logits); });
 }
 
 bool PluginBackend::span_kv_truncate(BackendSpan* s, int n) {

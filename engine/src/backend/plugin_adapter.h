@@ -58,6 +58,8 @@ class PluginBackend final : public ComputeBackend {
   bool span_forward(BackendSpan* s, float* x, int n_tok, int pos0) override;
   bool span_set_head(BackendSpan* s, BackendWeight* head, const float* norm) override;
   bool span_forward_logits(BackendSpan* s, float* x, int n_tok, int pos0, float* logits) override;
+  bool has_span_logits_view() const override;
+  bool span_forward_logits_view(BackendSpan* s, float* x, int n_tok, int pos0, const float** logits) override;
   bool span_kv_truncate(BackendSpan* s, int n) override;
   bool span_kv_reserve(BackendSpan* s, int n) override;
   int span_kv_len(BackendSpan* s) override;

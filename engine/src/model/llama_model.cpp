@@ -273,8 +273,17 @@ bool LlamaModel::eval_chunk(const int32_t* tokens, int32_t n, int32_t pos, bool 
       }
       ++stats_.gpu_submits;
       if (span_head_ && logits_out && !all_logits) {
-        // One submission: the remaining layers, the output norm and the head.
-        if (backend_->span_forward_logits(span_, x, n, pos, logits_out)) return true;
+        // One submission: the remaining layers, the output norm and the head;
+        // with span_view_ the logits stay where the backend wrote them.
+        if (span_view_) {
+          const float* view = nullptr;
+          if (backend_->span_forward_logits_view(span_, x, n, pos, &view)) {
+            logits_view_ = view;
+            return true;
+          }
+        } else if (backend_->span_forward_logits(span_, x, n, pos, logits_out)) {
+          return true;
+        }
       } else if (backend_->span_forward(span_, x, n, pos)) {
         break;  // the span ran every remaining layer
       }
@@ -309,6 +318,7 @@ void LlamaModel::eval(const int32_t* tokens, int32_t n, int32_t pos, bool all_lo
     if (tokens[i] < 0 || tokens[i] >= hp_.n_vocab)
       throw Error("eval: token id " + std::to_string(tokens[i]) + " is out of range (vocabulary of " +
                   std::to_string(hp_.n_vocab) + ")");
+  logits_view_ = nullptr;  // the previous eval's logits are no longer readable
   if (pos < kv_len_) kv_truncate(pos);
 
   const int64_t V = hp_.n_vocab;
@@ -366,11 +376,19 @@ void LlamaModel::replay_history(int32_t p) {
 const float* LlamaModel::logits(int32_t i) const {
   if (i < 0) i = n_logits_ - 1;
   if (i >= n_logits_) return nullptr;
+  if (logits_view_) return logits_view_;  // one row (not all_logits)
   return logits_.data() + int64_t(i) * hp_.n_vocab;
+}
+
+void LlamaModel::own_logits() {
+  if (!logits_view_) return;
+  std::memcpy(logits_.data(), logits_view_, size_t(hp_.n_vocab) * sizeof(float));
+  logits_view_ = nullptr;
 }
 
 void LlamaModel::kv_truncate(int32_t n) {
   n = std::max(0, std::min(n, kv_len_));
+  own_logits();  // span_kv_truncate may invalidate a logits view
   if (span_ && !backend_->span_kv_truncate(span_, n)) fall_back_to_cpu("span_kv_truncate");
   kv_len_ = n;
   kv_.set_len(n);

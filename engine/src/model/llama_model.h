@@ -135,6 +135,9 @@ class LlamaModel {
   BackendSpan* span_ = nullptr;   // when set, those layers run as one span
   int32_t span_kv_cap_ = 0;       // positions the span's device KV holds now (grown on demand)
   bool span_head_ = false;        // span_forward_logits gives the last token's logits (FISH_GPU_SPAN_HEAD)
+  bool span_view_ = false;        // ... through span_forward_logits_view, no copy (ABI 1.2; FISH_GPU_LOGITS_VIEW=0: off)
+  const float* logits_view_ = nullptr;  // the last eval's logits in the backend's memory (span_view_), else null
+  void own_logits();  // copies logits_view_ into logits_ before a call that may invalidate it
   int32_t span_fail_at_ = -1;     // FISH_TEST_SPAN_FAIL_AT: a simulated span failure (tests)
   std::string span_fail_reason_;
   bool kv_replay_needed_ = false;  // a span fell back: the CPU KV of its layers is empty

@@ -159,6 +159,9 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
     if (!span_head_ && opt.verbose)
       std::fprintf(stderr, "fish: output head stays a separate submission: %s\n", be->last_error().c_str());
   }
+  // The head's logits read where the backend left them (plugin ABI 1.2), not
+  // copied per token; FISH_GPU_LOGITS_VIEW=0 copies them as 1.1 does.
+  span_view_ = span_head_ && be->has_span_logits_view() && env_int("FISH_GPU_LOGITS_VIEW", 1) != 0;
 
   // 4. The CPU no longer reads the uploaded weights: give their pages back.
   auto drop_pages = [&](const Linear& lin) {
@@ -178,9 +181,10 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
 
 void LlamaModel::release_backend() {
   if (!backend_) return;
+  own_logits();
   if (span_) backend_->span_destroy(span_);
   span_ = nullptr;
-  span_head_ = false;
+  span_head_ = span_view_ = false;
   auto rel = [&](Linear& lin) {
     if (lin.gpu) backend_->release(lin.gpu);
     lin.gpu = nullptr;

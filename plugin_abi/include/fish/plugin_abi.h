@@ -37,7 +37,7 @@ extern "C" {
 
 /* ---- versions --------------------------------------------------------------- */
 #define FISH_PLUGIN_ABI_MAJOR 1
-#define FISH_PLUGIN_ABI_MINOR 1
+#define FISH_PLUGIN_ABI_MINOR 2
 #define FISH_ABI_MAKE_VERSION(major, minor) ((((uint32_t)(major)) << 16) | ((uint32_t)(minor) & 0xffffu))
 #define FISH_ABI_VERSION_MAJOR(v) (((uint32_t)(v)) >> 16)
 #define FISH_ABI_VERSION_MINOR(v) (((uint32_t)(v)) & 0xffffu)
@@ -377,6 +377,16 @@ typedef struct fish_plugin_api {
    * On failure as span_forward; logits are written only on success. */
   fish_status (*span_forward_logits)(fish_backend* b, fish_span* s, float* x, int32_t n_tok, int32_t pos0,
                                      float* logits);
+
+  /* ---- 1.2: the logits without a copy (optional; the host uses it only when
+   * the negotiated minor is >= 2 and the pointer is set) ----
+   * span_forward_logits, except that the plugin does not copy the logits into
+   * a caller's buffer: on success *logits points at its own host-memory copy
+   * (n_vocab floats), which stays valid and unchanged until the next call with
+   * this span other than span_kv_len (or backend_destroy). On failure *logits
+   * is left untouched, as x is. */
+  fish_status (*span_forward_logits_view)(fish_backend* b, fish_span* s, float* x, int32_t n_tok, int32_t pos0,
+                                          const float** logits);
 } fish_plugin_api;
 
 /* The entry point. host_abi_version: the host's version; host: its services
