@@ -82,7 +82,10 @@ FISH_API int fish_token_is_eog(const fish_model* m, int32_t token);
  * at or past pos are replaced). all_logits: keep the logits of every token,
  * else only of the last. Returns 0 or a non-zero status (fish_last_error). */
 FISH_API int fish_eval(fish_model* m, const int32_t* tokens, int32_t n, int32_t pos, int all_logits);
-/* Logits [n_vocab] of token i of the last batch (i = -1: the last token). */
+/* Logits [n_vocab] of token i of the last batch (i = -1: the last token).
+ * Read-only; the pointer is valid until the next fish_eval, fish_kv_truncate
+ * or fish_model_free on m (with a GPU span it may point into the plugin's
+ * host-visible memory: call again after a truncate rather than keep it). */
 FISH_API const float* fish_get_logits(fish_model* m, int32_t i);
 FISH_API int32_t fish_kv_len(const fish_model* m);
 /* Keeps positions < n of the KV cache (CPU and device). */
