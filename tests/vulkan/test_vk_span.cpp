@@ -366,3 +366,48 @@ TEST_CASE("decode across the narrow-attention limit (2048 positions) ≡ either 
     CHECK(d <= 1e-4 * m);  // the same math; the workgroups' summation orders differ
   }
 }
+
+// The spec's profile: FISH_GPU_PROFILE=1 gives a span decode's wall and device
+// time per token and its host side (from the cached recording); 2 adds the
+// stages, whose shares of the device time add up to 100%.
+TEST_CASE("FISH_GPU_PROFILE=1 and 2: a span decode's device time and host side and at 2 its stages", "[vulkan][span]") {
+  ensure_lavapipe_if_no_gpu();
+  const Synth s = make_synth(kVariants[3], 5);
+  for (const char* level : {"1", "2"}) {
+    INFO("FISH_GPU_PROFILE=" << level);
+    setenv("FISH_GPU_PROFILE", level, 1);
+    std::string why;
+    auto vk = load("vulkan", s, 64, &why);
+    unsetenv("FISH_GPU_PROFILE");
+    if (!vk->be) {
+      WARN("SKIPPED: no Vulkan device: " << why);
+      return;
+    }
+    run_script(*vk, s, {{'f', 8, 0}, {'f', 1, 8}, {'f', 1, 9}, {'f', 1, 10}}, 3);
+    const std::string p = vk->be->profile();
+    INFO(p);
+    CHECK(p.find("4 forwards (3 decode), 11 tokens") != std::string::npos);
+    CHECK(p.find("ms on the device (GPU timestamps)") != std::string::npos);
+    CHECK(p.find("host side per token") != std::string::npos);
+    const size_t at = p.find("share of device time):");
+    if (level[0] == '1') {
+      CHECK(at == std::string::npos);
+    } else {
+      REQUIRE(at != std::string::npos);
+      const std::string cats = p.substr(at, p.find('\n', at) - at);
+      double sum = 0;
+      int n = 0;
+      for (size_t i = cats.find(' '); i != std::string::npos && i < cats.size(); i = cats.find(' ', i + 1)) {
+        char* end = nullptr;
+        const double v = std::strtod(cats.c_str() + i + 1, &end);
+        if (end && *end == '%') sum += v, ++n;
+      }
+      INFO(cats);
+      CHECK(n >= 3);  // matvec, attention, quantise x / rmsnorm ...
+      CHECK(std::fabs(sum - 100.0) <= 0.5);
+      CHECK(p.find("attention") != std::string::npos);
+    }
+    // profile() reset the counters.
+    CHECK(vk->be->profile().find("forwards") == std::string::npos);
+  }
+}
