@@ -67,7 +67,7 @@ TEST_CASE("conformance - a subtly wrong plugin is caught", "[plugin][conformance
   CHECK(matmul_total == 104);
   CHECK(matmul_fail == matmul_total);  // every type, every n_tok
   CHECK(span_math_fail == 5);          // every span variant
-  CHECK(negotiate_pass == 7);
+  CHECK(negotiate_pass == 8);
 }
 
 TEST_CASE("conformance - a file that is not a plugin fails the first check", "[plugin][conformance]") {

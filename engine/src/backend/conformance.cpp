@@ -203,6 +203,18 @@ ConformanceSummary run_conformance(const std::string& path, const ConformanceOpt
     return "filled " + std::to_string(a.api.struct_size) + " bytes";
   });
 
+  // A 1.1 host (an engine from before span_forward_logits_view): its table ends
+  // after span_forward_logits, and nothing newer than 1.1 may be answered.
+  const uint32_t v11_table = uint32_t(offsetof(fish_plugin_api, span_forward_logits_view));
+  run.check("negotiate: a 1.1 host with the 1.1 table", [&]() -> std::string {
+    const Answer a = query(q, FISH_ABI_MAKE_VERSION(FISH_PLUGIN_ABI_MAJOR, 1), host_api(), v11_table);
+    expect(a.status == FISH_OK, std::string("refused (") + status_name(a.status) + "): " + a.message);
+    expect(a.canary_ok, "the plugin wrote past the " + std::to_string(v11_table) + "-byte table");
+    expect(a.api.struct_size <= v11_table, "answered struct_size " + std::to_string(a.api.struct_size));
+    expect(FISH_ABI_VERSION_MINOR(a.api.abi_version) <= 1, "answered " + ver(a.api.abi_version) + " to a 1.1 host");
+    return "answers " + ver(a.api.abi_version) + ", " + std::to_string(a.api.struct_size) + " bytes";
+  });
+
   run.check("negotiate: host services table without quantize_row/type_info", [&]() -> std::string {
     g_trap_calls = 0;
     const Answer a = query(q, current, short_host(), full);
