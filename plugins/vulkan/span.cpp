@@ -526,7 +526,7 @@ void Span::forward_impl(float* x, int n_tok, int pos0, bool head, float* logits)
       std::memcpy(x, out.data(), out.size() * 4);
     }
     const double tc = now_s();
-    if (head && logits) std::memcpy(logits, head_rb_.mapped, size_t(head_->n_out) * 4);
+    if (logits) std::memcpy(logits, head_rb_.mapped, size_t(head_->n_out) * 4);  // set only with head
     if (n_tok == 1) prof_decode_copy_s_ += now_s() - tc;
   } catch (...) {
     kv_len_ = std::min(kv_len_, pos0);

@@ -281,22 +281,22 @@ bool PluginBackend::has_span_head() const {
          a.span_set_head && a.span_forward_logits;
 }
 
-bool PluginBackend::require_span_head(const char* what) {
-  if (has_span_head()) return true;
+bool PluginBackend::require(bool has, const char* what, const char* feature) {
+  if (has) return true;
   last_status_ = FISH_E_UNSUPPORTED;
-  last_error_ = std::string(what) + ": the " + name_ + " plugin has no span head (plugin ABI 1.1)";
+  last_error_ = std::string(what) + ": the " + name_ + " plugin has no " + feature;
   return false;
 }
 
 bool PluginBackend::span_set_head(BackendSpan* s, BackendWeight* head, const float* norm) {
   std::lock_guard<std::mutex> lk(mu_);
-  if (!require_span_head("span_set_head")) return false;
+  if (!require(has_span_head(), "span_set_head", "span head (plugin ABI 1.1)")) return false;
   return call("span_set_head", [&] { return api().span_set_head(b_, S(s), W(head), norm); });
 }
 
 bool PluginBackend::span_forward_logits(BackendSpan* s, float* x, int n_tok, int pos0, float* logits) {
   std::lock_guard<std::mutex> lk(mu_);
-  if (!require_span_head("span_forward_logits")) return false;
+  if (!require(has_span_head(), "span_forward_logits", "span head (plugin ABI 1.1)")) return false;
   return call("span_forward_logits",
               [&] { return api().span_forward_logits(b_, S(s), x, int32_t(n_tok), int32_t(pos0), logits); });
 }
@@ -310,11 +310,7 @@ bool PluginBackend::has_span_logits_view() const {
 
 bool PluginBackend::span_forward_logits_view(BackendSpan* s, float* x, int n_tok, int pos0, const float** logits) {
   std::lock_guard<std::mutex> lk(mu_);
-  if (!has_span_logits_view()) {
-    last_status_ = FISH_E_UNSUPPORTED;
-    last_error_ = "span_forward_logits_view: the " + name_ + " plugin has no logits view (plugin ABI 1.2)";
-    return false;
-  }
+  if (!require(has_span_logits_view(), "span_forward_logits_view", "logits view (plugin ABI 1.2)")) return false;
   return call("span_forward_logits_view",
               [&] { return api().span_forward_logits_view(b_, S(s), x, int32_t(n_tok), int32_t(pos0), logits); });
 }

@@ -74,7 +74,8 @@ class PluginBackend final : public ComputeBackend {
   // Runs one table call: injection, exception fence, status -> last error.
   template <class F>
   bool call(const char* what, F&& f);
-  bool require_span_head(const char* what);  // has_span_head(), else last_error says so; caller holds mu_
+  // has, else an UNSUPPORTED last error naming the missing feature; caller holds mu_.
+  bool require(bool has, const char* what, const char* feature);
   std::string describe_what(uint32_t what);
 
   const PluginLibrary* lib_;
