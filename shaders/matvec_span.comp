@@ -34,14 +34,16 @@
 // QOUT 2 (B32): the same output rows in the span's B32 format (blocks of 32,
 // quant_block.glsl); the workgroup's rows (SLICES·ROWS) are 32 and n_rows a
 // multiple of 32, so each workgroup owns a whole block and quantises it
-// itself: no counter, no wait.
+// itself: no counter, no wait. QOUT 3: the same, within the epilogue's
+// subgroup where a subgroup holds the block (gl_SubgroupSize >= 32;
+// quant_block.glsl q8b32_sg), else as QOUT 2.
 // XB32: x is B32 rows (K-quant weights; matvec_units_i8.glsl).
 // SLICES: the workgroup's invocations form SLICES equal slices (whole
 // subgroups), slice s taking rows s·ROWS .. of the workgroup's SLICES·ROWS:
 // a workgroup owns many rows (QOUT 2: a B32 block) while each invocation
 // accumulates only ROWS of them (registers).
 // Specialisation: 0 = workgroup size, 1 = ROWS, 2 = NT, 3 = EPI, 4 = XPROD, 5 = PAIR,
-// 6 = QOUT (0 none, 1 Q8_K blocks with arrival counters, 2 B32 blocks), 7 = XB32,
+// 6 = QOUT (0 none, 1 Q8_K blocks with arrival counters, 2 B32 blocks, 3 B32 within a subgroup), 7 = XB32,
 // 8 = SLICES, 9 = U64 (int8 Q4_K / Q5_K: units of 64 elements, matvec_units_i8.glsl),
 // 10 = XSH (0, or n_in: int8 XB32, one token; x is f32 at x_off (· x2 with
 // flags bit 0), and every workgroup first quantises all of it into B32 rows
@@ -76,7 +78,8 @@ layout(set = 0, binding = 4) coherent buffer ArenaCU { uint ACU[]; };
 
 const uint NONE = 0xFFFFFFFFu;
 float acc[RT * NT];  // acc[r * NT + t]
-#define QB_X_SIZE (QOUT == 2u ? WR * NT : 1u)
+#define QB_X_SIZE (QOUT >= 2u ? WR * NT : 1u)
+#define QSG_SLOTS (QOUT == 3u ? WR : 1u)
 #include "quant_block.glsl"
 
 #ifdef FISH_INT8
@@ -189,6 +192,7 @@ void main() {
   const uint sps = gl_NumSubgroups / SLICES;  // (the host makes sw a multiple of the subgroup size)
   const uint units = mv_units();
   const bool parts = pc.inv_in != NONE && pc.inv_parts != 0u;
+  const bool qsg = QOUT == 3u && gl_SubgroupSize >= 32u;  // uniform
   // The scale: 1/rms from inv_in, or this invocation's share of the partials
   // (summed over the workgroup with the products below).
   float scale[NT], sq_in[NT];
@@ -205,7 +209,7 @@ void main() {
   for (uint g0 = gl_WorkGroupID.x; g0 < n_groups; g0 += gl_NumWorkGroups.x) {
     const uint row0 = g0 * WR;
     // The epilogue's operands: invocation lid < WR·NT finishes (row lid / NT, token lid % NT).
-    float res = 0.0, nw = 0.0;
+    float res = 0.0, nw = 0.0, qv = 0.0;
     if ((EPI == 1u || EPI == 3u) && lid < WR * NT && row0 + lid / NT < pc.n_rows) {
       res = Y[pc.y_off + (lid % NT) * pc.y_stride + row0 + lid / NT];
       if (EPI == 3u) nw = P[pc.norm_off + row0 + lid / NT];
@@ -258,9 +262,11 @@ void main() {
           sq = v * v;
         }
       }
-      if (QOUT == 2u) qb_x[t * WR + wr] = row >= pc.n_rows ? 0.0 : EPI == 3u ? v * nw : v;
+      qv = row >= pc.n_rows ? 0.0 : EPI == 3u ? v * nw : v;
+      if (QOUT >= 2u && !qsg) qb_x[t * WR + wr] = qv;
       fin_sh[lid] = sq;
     }
+    if (qsg && gl_SubgroupID == 0u) q8b32_sg(vec4(qv), 1u, lid < WR, lid, pc.q_out, pc.n_rows, row0 / 32u, lid);
     barrier();
     if (EPI == 3u && lid < NT) {
       float s = 0.0;
@@ -268,7 +274,7 @@ void main() {
       AC[pc.sq_off + lid * n_groups + g0] = s;
     }
     if (QOUT == 1u) fold_quant(row0);
-    if (QOUT == 2u) {  // qb_x is complete (the barrier above): this workgroup's blocks (NT = 1)
+    if (QOUT >= 2u && !qsg) {  // qb_x is complete (the barrier above): this workgroup's blocks (NT = 1)
       q8b32_wg(lid, wgs, WR, pc.q_out, pc.n_rows, row0 / 32u);
       barrier();  // qb_x is reused by the next row group
     }

@@ -33,7 +33,10 @@
 // in place of a quantize_x dispatch and barrier: its G·D/256 blocks, or (G·D
 // dividing 256) the last of a block's 256/(G·D) KV groups to arrive (a counter).
 // QOUT 2: in the span's B32 format (blocks of 32, D a multiple of 32): the
-// workgroup's G·D/32 blocks, any G, no counter.
+// workgroup's G·D/32 blocks, any G, no counter. QOUT 3: the same, from the
+// writing loop's registers within subgroups (quant_block.glsl q8b32_sg: a
+// block is 8 invocations of 4 outputs each) where that loop takes one item per
+// invocation (G·D/4 <= 128) and gl_SubgroupSize >= 8, else as QOUT 2.
 //
 // Specialisation: 0 = D (a multiple of 4, <= 512), 1 = G, 2 = KVH, 3 = FUSED, 4 = QOUT, 5 = GQ, 6 = VLATE.
 #extension GL_GOOGLE_include_directive : require
@@ -45,7 +48,7 @@ layout(constant_id = 0) const uint D = 128;
 layout(constant_id = 1) const uint G = 4;
 layout(constant_id = 2) const uint KVH = 8;
 layout(constant_id = 3) const bool FUSED = false;
-layout(constant_id = 4) const uint QOUT = 0;  // 0 none, 1 Q8_K rows, 2 B32 rows
+layout(constant_id = 4) const uint QOUT = 0;  // 0 none, 1 Q8_K rows, 2 B32 rows, 3 B32 rows within subgroups
 // GQ: query heads per KV head. A workgroup takes G of them (G divides GQ):
 // G = GQ is one workgroup per KV head; a smaller G (decode at short contexts)
 // spreads a KV group over GQ/G workgroups, each with less work per thread
@@ -57,6 +60,7 @@ layout(constant_id = 6) const bool VLATE = true;
 const uint WG = 128u;
 #include "span_common.glsl"
 #define QB_X_SIZE (G * D)
+#define QSG_SLOTS (QOUT == 3u ? G * D / 4u : 1u)
 #include "quant_block.glsl"
 
 const uint KD = KVH * D;      // halves per position per K (and V)
@@ -87,7 +91,7 @@ float bias(uint off, uint i) { return off == NONE ? 0.0 : P[off + i]; }
 void quant_out(uint t, uint g, uint qh0) {
   const uint tid = gl_LocalInvocationID.x, QD = KVH * GQ * D, row = pc.q8_out + t * pc.q8_stride;
   barrier();
-  if (QOUT == 2u) {
+  if (QOUT >= 2u) {
     q8b32_wg(tid, WG, G * D, row, QD, qh0 * D / 32u);
     return;
   }
@@ -147,6 +151,7 @@ void main() {
   const uint QD = KVH * GQ * D;
   const uint vbase = pc.kv_cap * KD;
   const uint dq = tid % DT, pp = tid / DT;
+  const bool qsg = QOUT == 3u && G * DQ <= WG && gl_SubgroupSize >= 8u;  // uniform
 
   // The first tile's K row (this thread's position) and (VLATE off) V rows
   // are loaded before the query preparation, so their latency overlaps it.
@@ -311,6 +316,7 @@ void main() {
   if (pp < PP)
     for (uint h = 0u; h < G; ++h) o_sh[(h * PP + pp) * DT + dq] = o[h];
   barrier();
+  vec4 qr = vec4(0.0);  // qsg: this invocation's item (i = tid) for q8b32_sg
   for (uint i = tid; i < G * DT; i += WG) {
     const uint h = i / DT, c = i % DT;
     vec4 sum = vec4(0.0);
@@ -322,7 +328,8 @@ void main() {
       A[a + 1u] = r.y;
       A[a + 2u] = r.z;
       A[a + 3u] = r.w;
-      if (QOUT != 0u)
+      qr = r;
+      if (QOUT != 0u && !qsg)
         for (uint k = 0u; k < 4u; ++k) qb_x[h * D + 4u * c + k] = r[k];
     } else {
       const uint a = pc.part_off + slot + h * D + 4u * c;
@@ -333,7 +340,8 @@ void main() {
     }
   }
   if (n_split == 1u) {
-    if (QOUT != 0u) quant_out(t, g, qh0);
+    if (qsg) q8b32_sg(qr, 4u, tid < G * DQ, tid, pc.q8_out + t * pc.q8_stride, QD, qh0 * D / 32u, 4u * tid);
+    else if (QOUT != 0u) quant_out(t, g, qh0);
     return;
   }
   if (tid < G) {
@@ -399,9 +407,11 @@ void main() {
     A[a + 1u] = acc.y;
     A[a + 2u] = acc.z;
     A[a + 3u] = acc.w;
-    if (QOUT != 0u)
+    qr = acc;
+    if (QOUT != 0u && !qsg)
       for (uint k = 0u; k < 4u; ++k) qb_x[h * D + 4u * c + k] = acc[k];
   }
   if (tid == 0u) ACU[pc.cnt_off + t * NWG + wgi] = 0u;
-  if (QOUT != 0u) quant_out(t, g, qh0);
+  if (qsg) q8b32_sg(qr, 4u, tid < G * DQ, tid, pc.q8_out + t * pc.q8_stride, QD, qh0 * D / 32u, 4u * tid);
+  else if (QOUT != 0u) quant_out(t, g, qh0);
 }

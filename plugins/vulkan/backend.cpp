@@ -103,6 +103,8 @@ bool VulkanBackend::open() {
     span_kernels_ = std::make_unique<SpanKernels>(*device_, *pipelines_);
     submitter_->set_spin(cfg_.spin && !device_->caps().cpu_device);
     span_kernels_->set_attn_vlate(cfg_.attn_vlate);
+    span_kernels_->set_b32_subgroups(cfg_.span_qsg != 0);
+    kernels_->set_b32_subgroups(cfg_.span_qsg != 0);
     kernels_->set_override(uint32_t(cfg_.mv_rows), uint32_t(cfg_.mv_wg));
     for (uint32_t r = 0; r < kRoles; ++r) kernels_->set_span_shape(SpanRole(r), cfg_.span_mv[r]);
     // int8 activations by default where the device accelerates 4x8-bit packed

@@ -185,7 +185,7 @@ uint32_t MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, Vk
     const MatvecConfig c = span_matvec_config(t, pc.m.n_in, pc.m.n_rows, pc.m.n_tok, fz);
     p = pipelines_.get(std::string(fz.int8 ? "mvsi_" : "mvs_") + t.name, *span_layout_,
                        {c.wg, c.rows, pc.m.n_tok, fz.epi, fz.xprod && !fz.int8 ? 1u : 0u, fz.pair ? 1u : 0u,
-                        qout ? (fz.qb32 ? 2u : 1u) : 0u, fz.xb32 && fz.int8 ? 1u : 0u, c.slices,
+                        qout ? (fz.qb32 ? (b32_sg_ ? 3u : 2u) : 1u) : 0u, fz.xb32 && fz.int8 ? 1u : 0u, c.slices,
                         span_u64(t, fz) ? 1u : 0u, fz.xsh ? pc.m.n_in : 0u});
     groups = ceil_div(pc.m.n_rows, c.rows * c.slices);
     gx = std::min(groups, caps.max_wg_count_x);

@@ -128,6 +128,9 @@ class MatmulKernels {
   // matvecs take units of 64 elements (one header read and scale decode per
   // 32 qs bytes; matvec_units_i8.glsl) instead of 32.
   void set_span_u64(uint32_t role_bits) { span_u64_ = role_bits; }
+  // FISH_VK_SPAN_QSG: a B32 output (SpanFusion::qb32) quantised within the
+  // epilogue's subgroup where it holds the block (QOUT 3) or by the workgroup (2).
+  void set_b32_subgroups(bool on) { b32_sg_ = on; }
   bool span_u64(const MatmulType& t, SpanFusion fz) const;
   SpanMvShape span_shape(SpanRole role) const { return span_shape_[role]; }
 
@@ -179,6 +182,7 @@ class MatmulKernels {
   uint32_t override_rows_ = 0, override_wg_ = 0;
   SpanMvShape span_shape_[kRoles];
   uint32_t span_u64_ = 0;
+  bool b32_sg_ = true;
 };
 
 }  // namespace fish::vk

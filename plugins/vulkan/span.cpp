@@ -373,7 +373,7 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     if (!b32 || !xsh_fits(size_t(in.n_head) * size_t(in.head_dim))) fold_ &= ~kFoldWoIn;
     if (!b32 || !xsh_fits(size_t(in.n_ff)) || (fold_ & kFoldGateUp)) fold_ &= ~kFoldDownIn;
     if (fold_ & kFoldWoIn) fold_ &= ~kFoldAttn;
-    const uint32_t attn_q = (fold_ & kFoldAttn) == 0 ? 0u : b32 ? 2u : 1u;
+    const uint32_t attn_q = (fold_ & kFoldAttn) == 0 ? 0u : b32 ? ctx_.kernels->b32_qout() : 1u;
     ctx_.kernels->warm_up(kshape_, attn_q);
     if (narrow_heads_) ctx_.kernels->warm_up(attn_shape(true), b32 ? attn_q : 0u);
   } catch (...) {

@@ -50,7 +50,7 @@ void SpanKernels::rope_store(VkCommandBuffer cmd, VkDescriptorSet set, const Spa
 
 void SpanKernels::attention(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc, const SpanKernelShape& s,
                             bool fused, VkBuffer arena, bool b32) {
-  const uint32_t qout = pc.q8_out == kNone ? 0u : b32 ? 2u : 1u;
+  const uint32_t qout = pc.q8_out == kNone ? 0u : b32 ? b32_qout() : 1u;
   bind(cmd,
        pipelines_.get("span_attention", *aux_,
                       {s.head_dim, s.heads_per_wg(), s.n_head_kv, fused ? 1u : 0u, qout, s.group, attn_vlate(s, fused) ? 1u : 0u}),

@@ -71,6 +71,7 @@ VkConfig VkConfig::from_env() {
   ranged("FISH_VK_ATTN_MAX_SPLITS", 1, 128, &c.attn_max_splits);
   ranged("FISH_VK_SPIN", 0, 1, &spin);
   ranged("FISH_VK_ATTN_VLATE", 0, 1, &c.attn_vlate);
+  ranged("FISH_VK_SPAN_QSG", 0, 1, &c.span_qsg);
   ranged("FISH_VK_SPAN_GU", 0, 1, &c.span_gu);
   ranged("FISH_VK_INT8", 0, 1, &c.int8);
   ranged("FISH_VK_SPAN_NORM", 0, 1, &c.span_norm);

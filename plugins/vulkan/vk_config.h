@@ -83,6 +83,8 @@ struct VkConfig {
   bool spin = true;
   int attn_vlate = -1;           // FISH_VK_ATTN_VLATE: -1 default, 0 / 1: the attention's V rows with the K rows /
                                  // after the scores (SpanKernels::set_attn_vlate)
+  int span_qsg = -1;             // FISH_VK_SPAN_QSG: -1 default (1), 0: the decode producers' B32 output by the
+                                 // workgroup (q8b32_wg), 1: within subgroups where they allow (q8b32_sg)
   bool bench_fill_kv = false;
   int mv_rows = 0;               // 0: heuristic
   int mv_wg = 0;                 // 0: heuristic

@@ -583,9 +583,13 @@ TEST_CASE("int8 span matvec B32 QOUT: each workgroup's block = the CPU's B32 qua
     for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); ++si) {
       be->kernels()->set_span_shape(vk::kRoleOther, shapes[si]);
       be->kernels()->set_span_shape(vk::kRoleGateUp, shapes[si]);
-      for (uint32_t epi : {3u, 4u}) {
+      // QOUT 2 (the workgroup quantises) and 3 (the epilogue's subgroup, where
+      // gl_SubgroupSize >= 32; else the same as 2): the same words.
+      for (uint32_t epi : {3u, 4u})
+      for (const bool sg : {false, true}) {
+        be->kernels()->set_b32_subgroups(sg);
         const bool pair = epi == 4;
-        CAPTURE(type_name(type), shapes[si].rows, shapes[si].wg, epi);
+        CAPTURE(type_name(type), shapes[si].rows, shapes[si].wg, epi, sg, be->device()->caps().subgroup_size);
         const std::vector<float> x = randn(size_t(n_in), 81 + epi, 2.0f), x2 = randn(size_t(n_in), 82, 1.0f);
         const std::vector<float> s = {0.9f}, y0 = randn(size_t(n_out), 83), g = randn(size_t(n_out), 84);
         const vk::SpanFusion fz{epi, false, pair, pair ? vk::kRoleGateUp : vk::kRoleOther};
@@ -613,6 +617,7 @@ TEST_CASE("int8 span matvec B32 QOUT: each workgroup's block = the CPU's B32 qua
   }
   be->kernels()->set_span_shape(vk::kRoleOther, {});
   be->kernels()->set_span_shape(vk::kRoleGateUp, {});
+  be->kernels()->set_b32_subgroups(true);
 }
 
 TEST_CASE("int8 by default where accelerated or on a CPU implementation, FISH_VK_INT8=1 with the feature, off keeps the f32 path, status says which", "[vulkan][int8]") {

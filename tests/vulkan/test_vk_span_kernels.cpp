@@ -157,6 +157,7 @@ struct AttnCase {
   bool fused;
   bool qout = false;   // int8 decode: the output also as Q8_K rows (G·D a multiple or divisor of 256)
   bool nasty = false;  // n_kv 1 (the output is v): v with magnitude ties of either sign first, zero heads
+  bool b32 = false;    // with qout: the span's B32 rows (D a multiple of 32) in place of Q8_K
 };
 
 // Runs the attention kernel on random (f16) K/V and checks every output
@@ -170,7 +171,8 @@ double run_attention(vk::VulkanBackend& be, const AttnCase& c, uint64_t seed) {
   const uint32_t part_off = att_off + uint32_t(c.n_tok * QD);
   const uint32_t n_part = uint32_t(c.KVH) * 128 * uint32_t(G * (c.D + 2));
   const uint32_t cnt_off = part_off + n_part;
-  const uint32_t q8_off = (cnt_off + 128 * c.KVH + 67) / 4 * 4, q8_words = c.qout ? vk::MatmulKernels::q8_row_words(256, QD) : 0;
+  const uint32_t q8_off = (cnt_off + 128 * c.KVH + 67) / 4 * 4;
+  const uint32_t q8_words = !c.qout ? 0 : c.b32 ? vk::MatmulKernels::b32_row_words(QD) : vk::MatmulKernels::q8_row_words(256, QD);
   const uint32_t q8_cnt = q8_off + c.n_tok * q8_words;
   SpanRig rig(be, q8_cnt + c.n_tok * QD / 256 + 64, uint64_t(cap) * KD, uint64_t(QD + 2 * KD + 2 * c.D),
               uint64_t(cap) * c.D);
@@ -225,18 +227,19 @@ double run_attention(vk::VulkanBackend& be, const AttnCase& c, uint64_t seed) {
   const vk::SpanKernelShape ks{uint32_t(c.D), uint32_t(G), uint32_t(c.KVH)};
   for (int rep = 0; rep < 2; ++rep) {  // twice: the arrival counters must have been reset
     rig.put(rig.kv(), 0, kvw);        // (and fused, the new position is NaN again)
-    rig.run([&](VkCommandBuffer cmd) { be.span_kernels()->attention(cmd, rig.aux_set(), p, ks, c.fused, rig.arena().buffer); });
+    rig.run([&](VkCommandBuffer cmd) { be.span_kernels()->attention(cmd, rig.aux_set(), p, ks, c.fused, rig.arena().buffer, c.b32); });
   }
   const auto out = rig.get(rig.arena(), att_off, size_t(c.n_tok) * QD);
   if (c.qout) {
     const auto q8 = rig.get_words(rig.arena(), q8_off, size_t(c.n_tok) * q8_words);
     int64_t bad = 0;
     for (int t = 0; t < c.n_tok; ++t) {
-      const auto want = cpu_q8_row(&out[size_t(t) * QD], QD, 256);
+      const auto want = c.b32 ? cpu_b32_row(&out[size_t(t) * QD], QD) : cpu_q8_row(&out[size_t(t) * QD], QD, 256);
       for (uint32_t w = 0; w < q8_words; ++w) bad += q8[size_t(t) * q8_words + w] != want[w];
     }
     CHECK(bad == 0);
-    for (uint32_t v : rig.get_words(rig.arena(), q8_cnt, size_t(c.n_tok) * QD / 256)) CHECK(v == 0u);
+    if (!c.b32)
+      for (uint32_t v : rig.get_words(rig.arena(), q8_cnt, size_t(c.n_tok) * QD / 256)) CHECK(v == 0u);
   }
   // The cache as the kernel left it (fused: it wrote the new position).
   const auto kv_after = rig.get_words(rig.kv(), 0, uint64_t(cap) * KD);
@@ -287,15 +290,27 @@ TEST_CASE("span attention kernel vs CPU: splits, tokens, head dims, groups, fuse
       {32, 8, 4, 130, 1, 4, true, true},   {32, 16, 4, 75, 3, 2, false, true},  {32, 8, 4, 40, 2, 1, false, true},
       // one position: the output is v itself, with magnitude ties and zero blocks
       {64, 8, 2, 1, 1, 1, true, true, true}, {32, 8, 4, 1, 1, 1, true, true, true}, {32, 24, 6, 1, 1, 1, true, true, true},
+      // B32 output rows (D a multiple of 32): one split, splits (the combiner
+      // quantises), tokens, G·D/4 > 128 (QOUT 3 falls back to the workgroup's
+      // quantisation), ties and zero blocks
+      {128, 8, 2, 90, 1, 1, true, true, false, true},  {128, 8, 2, 700, 1, 16, true, true, false, true},
+      {32, 8, 4, 40, 2, 1, false, true, false, true},  {256, 8, 2, 130, 1, 4, true, true, false, true},
+      {64, 8, 2, 1, 1, 1, true, true, true, true},     {32, 24, 6, 1, 1, 1, true, true, true, true},
   };
   uint64_t seed = 100;
   for (const AttnCase& c : cases) {
-    const double d = run_attention(*be, c, seed);
+    // B32 rows: by the workgroup (QOUT 2) and within subgroups (QOUT 3, FISH_VK_SPAN_QSG), the same words.
+    for (const bool sg : c.b32 ? std::vector<bool>{false, true} : std::vector<bool>{true}) {
+      be->span_kernels()->set_b32_subgroups(sg);
+      const double d = run_attention(*be, c, seed);
+      INFO("D " << c.D << " H " << c.H << " KVH " << c.KVH << " n_kv " << c.n_kv << " n_tok " << c.n_tok << " splits "
+                << c.splits << (c.fused ? " fused" : "") << (c.b32 ? sg ? " b32 subgroups" : " b32 workgroup" : "")
+                << ": max |out - ref| " << d);
+      CHECK(d <= 2e-5 * 8);  // |v| <= ~4 (N(0,1) in f16); f32 softmax and sums
+    }
     seed += 10;
-    INFO("D " << c.D << " H " << c.H << " KVH " << c.KVH << " n_kv " << c.n_kv << " n_tok " << c.n_tok << " splits "
-              << c.splits << (c.fused ? " fused" : "") << ": max |out - ref| " << d);
-    CHECK(d <= 2e-5 * 8);  // |v| <= ~4 (N(0,1) in f16); f32 softmax and sums
   }
+  be->span_kernels()->set_b32_subgroups(true);
 }
 
 namespace {
