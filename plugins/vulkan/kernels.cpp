@@ -97,7 +97,7 @@ void MatmulKernels::record_quantize(VkCommandBuffer cmd, VkDescriptorSet set, co
     throw Failure(FailKind::Internal, "quantize_x: " + std::to_string(pc.n) + " elements in blocks of " + std::to_string(bs));
   const DeviceFns& f = dev_.fns();
   if (b32k && bs != 32) throw Failure(FailKind::Internal, "quantize_x: B32 rows are blocks of 32");
-  VkPipeline p = pipelines_.get("quantize_x", *quant_layout_, {bs, xprod ? 1u : 0u, b32k ? 1u : 0u});
+  VkPipeline p = pipelines_.get("quantize_x", *quant_layout_, {bs, xprod ? 1u : 0u, b32k ? 1u : 0u, b32k && b32_sg_ ? 1u : 0u});
   f.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
   f.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, quant_layout_->pipeline_layout, 0, 1, &set, 0, nullptr);
   f.vkCmdPushConstants(cmd, quant_layout_->pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(QuantPush), &pc);

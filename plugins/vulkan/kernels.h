@@ -129,7 +129,8 @@ class MatmulKernels {
   // 32 qs bytes; matvec_units_i8.glsl) instead of 32.
   void set_span_u64(uint32_t role_bits) { span_u64_ = role_bits; }
   // FISH_VK_SPAN_QSG: a B32 output (SpanFusion::qb32) quantised within the
-  // epilogue's subgroup where it holds the block (QOUT 3) or by the workgroup (2).
+  // epilogue's subgroup where it holds the block (QOUT 3) or by the workgroup
+  // (2); quantize_x's B32K rows within subgroups (its QSG) or the workgroup.
   void set_b32_subgroups(bool on) { b32_sg_ = on; }
   bool span_u64(const MatmulType& t, SpanFusion fz) const;
   SpanMvShape span_shape(SpanRole role) const { return span_shape_[role]; }

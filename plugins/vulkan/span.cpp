@@ -27,13 +27,15 @@ constexpr bool kDefaultPairGu = false;
 // FISH_VK_ATTN_HEADS=n: n at any context (0: a KV group).
 constexpr uint32_t kDefaultAttnHeads = 1;
 constexpr uint32_t kDefaultNarrowMaxKv = 2048;
-// FISH_VK_SPAN_QFOLD's default (Span::kFold* bits): the attention and the
-// wo / down norm epilogues write B32 rows, which the K-quant decode matvecs
-// read (one quantise step per layer left, before down). H200 decode: 8B
+// FISH_VK_SPAN_QFOLD's default (Span::kFold* bits): the attention, the wo /
+// down norm epilogues and the gate|up pair write B32 rows, which the K-quant
+// decode matvecs read (no quantise step left in a layer). H200 decode: 8B
 // +6-8%, 1B +4-5% over Q8_K rows and quantise steps (README "B32 rows by
-// default"). Blocks of 32 as llama.cpp's GPU backends quantise activations
-// (q8_1), finer than the CPU's Q8_K: QFOLD=0 follows the CPU's int8 arithmetic.
-constexpr uint32_t kDefaultFold = 1 | 2 | 8;  // Span::kFoldAttn | kFoldNorm | kFold32 (private there)
+// default"); the pair's own B32 output, once quantised within subgroups,
+// another 8B +2% (README, "Quantising within subgroups"). Blocks of 32 as
+// llama.cpp's GPU backends quantise activations (q8_1), finer than the CPU's
+// Q8_K: QFOLD=0 follows the CPU's int8 arithmetic.
+constexpr uint32_t kDefaultFold = 1 | 2 | 4 | 8;  // Span::kFoldAttn | kFoldNorm | kFoldGateUp | kFold32 (private there)
 // FISH_VK_SPAN_I8's default: every decode matvec on int8 x. (wo on f32 x, 247,
 // saves a quantise step: H200 1B +3-4% decode, 8B -2%; but the GPU then
 // follows the CPU's int8 arithmetic less closely: synth-tiny agreement 98 ->
@@ -360,7 +362,7 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     i8_mask_ = ctx_.cfg->span_i8 >= 0 ? uint32_t(ctx_.cfg->span_i8) : kDefaultI8;
     q8k = q8k && i8_mask_ == 0xFF;  // the folds assume every decode matvec reads int8 rows
     // (B32 rows pay for GPU barriers; a CPU implementation keeps the CPU's Q8_K rows.)
-    static_assert(kDefaultFold == (kFoldAttn | kFoldNorm | kFold32), "kDefaultFold names these bits");
+    static_assert(kDefaultFold == (kFoldAttn | kFoldNorm | kFoldGateUp | kFold32), "kDefaultFold names these bits");
     const uint32_t fold_default = ctx_.dev->caps().cpu_device ? 0u : kDefaultFold;
     fold_ = q8k ? uint32_t(ctx_.cfg->span_qfold < 0 ? fold_default : ctx_.cfg->span_qfold) : 0;
     const bool b32 = (fold_ & kFold32) != 0;

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <tuple>
 
 #include "common/fp16.h"
 #include "cpu/matmul.h"
@@ -150,13 +151,16 @@ const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlT
 TEST_CASE("quantize_x = the CPU's Q8_K / Q8_0 / B32 activations bit for bit", "[vulkan][int8]") {
   auto be = open_int8("quantize_x");
   if (!be) return;
-  // bs 256: Q8_K; 32: Q8_0; 32 + b32: the span's B32 rows (Q8_K's rule per 32).
-  for (const auto& [bs, b32] : {std::pair{256u, false}, std::pair{32u, false}, std::pair{32u, true}}) {
+  // bs 256: Q8_K; 32: Q8_0; 32 + b32: the span's B32 rows (Q8_K's rule per
+  // 32), by the workgroup and within subgroups (sg: FISH_VK_SPAN_QSG).
+  for (const auto& [bs, b32, sg] : {std::tuple{256u, false, true}, std::tuple{32u, false, true}, std::tuple{32u, true, false},
+                                    std::tuple{32u, true, true}}) {
+    be->kernels()->set_b32_subgroups(sg);
     for (int mode = 0; mode < 3; ++mode) {  // 0 plain, 1 x·x2, 2 x·x2 · s_t
       // 3 tokens: built blocks (a partial last workgroup for 32); many random
       // blocks of magnitudes over 12 decades (the divisions' rounding).
       const int n = bs == 256 ? 256 * 1400 : 32 * 11203, n_tok = 3;
-      CAPTURE(bs, b32, mode);
+      CAPTURE(bs, b32, sg, mode);
       std::vector<float> x;
       for (int t = 0; t < n_tok; ++t) {
         auto r = nasty_row(n, bs, 100 + uint64_t(t) * 7 + bs);
@@ -208,6 +212,7 @@ TEST_CASE("quantize_x = the CPU's Q8_K / Q8_0 / B32 activations bit for bit", "[
       be->pipelines()->free_set(set);
     }
   }
+  be->kernels()->set_b32_subgroups(true);
 }
 
 TEST_CASE("int8 matvec and tiled (stage 1) = the CPU's int8 product, every type and shape", "[vulkan][int8]") {

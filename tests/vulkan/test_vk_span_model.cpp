@@ -247,14 +247,21 @@ TEST_CASE("FISH_VK_INT8=1: a token's logits = the CPU's (int8 activations on bot
   int8_logits_vs_cpu();
 }
 
-// B32 decode rows (FISH_VK_SPAN_QFOLD=11, the default on GPUs with int8;
-// lavapipe keeps Q8_K rows): blocks of 32, finer than the CPU's 256, not the
+// B32 decode rows (FISH_VK_SPAN_QFOLD=11; 15, with the gate|up pair's own B32
+// output, is the default on GPUs with int8; lavapipe keeps Q8_K rows): blocks
+// of 32, finer than the CPU's 256, not the
 // CPU's arithmetic: the span's logits must stay within 5% of max |logit|
 // (lavapipe: 2.5%, where f32 activations give 2.2%; a broken kernel ~100%),
 // per-matmul (Q8_K rows) still exact.
 TEST_CASE("FISH_VK_INT8=1 FISH_VK_SPAN_QFOLD=11, B32 decode rows: a token's logits near the CPU's", "[vulkan][span][model][int8]") {
   setenv("FISH_VK_SPAN_QFOLD", "11", 1);
   setenv("FISH_VK_SPAN_U64", "10", 1);  // the GPUs' default: q/k/v and gate/up in units of 64
+  int8_logits_vs_cpu(true);
+}
+
+TEST_CASE("FISH_VK_INT8=1 FISH_VK_SPAN_QFOLD=15, B32 decode rows with the gate|up pair's: a token's logits near the CPU's", "[vulkan][span][model][int8]") {
+  setenv("FISH_VK_SPAN_QFOLD", "15", 1);
+  setenv("FISH_VK_SPAN_U64", "10", 1);
   int8_logits_vs_cpu(true);
 }
 
