@@ -36,7 +36,7 @@
 // multiple of 32, so each workgroup owns a whole block and quantises it
 // itself: no counter, no wait. QOUT 3: the same, within the epilogue's
 // subgroup where a subgroup holds the block (gl_SubgroupSize >= 32;
-// quant_block.glsl q8b32_sg), else as QOUT 2.
+// quant_b32_sg.glsl q8b32_sg), else as QOUT 2.
 // XB32: x is B32 rows (K-quant weights; matvec_units_i8.glsl).
 // SLICES: the workgroup's invocations form SLICES equal slices (whole
 // subgroups), slice s taking rows s·ROWS .. of the workgroup's SLICES·ROWS:

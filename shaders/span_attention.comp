@@ -34,7 +34,7 @@
 // dividing 256) the last of a block's 256/(G·D) KV groups to arrive (a counter).
 // QOUT 2: in the span's B32 format (blocks of 32, D a multiple of 32): the
 // workgroup's G·D/32 blocks, any G, no counter. QOUT 3: the same, from the
-// writing loop's registers within subgroups (quant_block.glsl q8b32_sg: a
+// writing loop's registers within subgroups (quant_b32_sg.glsl q8b32_sg: a
 // block is 8 invocations of 4 outputs each) where that loop takes one item per
 // invocation (G·D/4 <= 128) and gl_SubgroupSize >= 8, else as QOUT 2.
 //

@@ -85,7 +85,7 @@ class SpanKernels {
   // decode, the 1B's 64-dim heads 0.5-2% slower; prefill not measured).
   void set_attn_vlate(int mode) { vlate_ = mode; }
   // FISH_VK_SPAN_QSG: B32 output rows quantised within subgroups (QOUT 3,
-  // quant_block.glsl q8b32_sg) or by the workgroup (QOUT 2, q8b32_wg).
+  // quant_b32_sg.glsl q8b32_sg) or by the workgroup (QOUT 2, q8b32_wg).
   void set_b32_subgroups(bool on) { b32_sg_ = on; }
   uint32_t b32_qout() const { return b32_sg_ ? 3u : 2u; }
   bool attn_vlate(const SpanKernelShape& s, bool fused) const {
