@@ -87,9 +87,18 @@ shared uint last_sh;
 
 float bias(uint off, uint i) { return off == NONE ? 0.0 : P[off + i]; }
 
-// QOUT: (t, g)'s outputs, staged in qb_x by the writing loop, to int8.
-void quant_out(uint t, uint g, uint qh0) {
+// QOUT 3 within subgroups: the writing loop takes one item per invocation
+// (item = tid) and the blocks' 8 invocations share a subgroup. Uniform.
+bool qout_in_subgroups() { return QOUT == 3u && G * DQ <= WG && gl_SubgroupSize >= 8u; }
+
+// QOUT: (t, g)'s outputs to int8: from qr, this invocation's item, within
+// subgroups (qout_in_subgroups), else staged in qb_x by the writing loop.
+void quant_out(uint t, uint g, uint qh0, vec4 qr) {
   const uint tid = gl_LocalInvocationID.x, QD = KVH * GQ * D, row = pc.q8_out + t * pc.q8_stride;
+  if (qout_in_subgroups()) {
+    q8b32_sg(qr, 4u, tid < G * DQ, tid, row, QD, qh0 * D / 32u, 4u * tid);
+    return;
+  }
   barrier();
   if (QOUT >= 2u) {
     q8b32_wg(tid, WG, G * D, row, QD, qh0 * D / 32u);
@@ -151,7 +160,7 @@ void main() {
   const uint QD = KVH * GQ * D;
   const uint vbase = pc.kv_cap * KD;
   const uint dq = tid % DT, pp = tid / DT;
-  const bool qsg = QOUT == 3u && G * DQ <= WG && gl_SubgroupSize >= 8u;  // uniform
+  const bool qsg = qout_in_subgroups();
 
   // The first tile's K row (this thread's position) and (VLATE off) V rows
   // are loaded before the query preparation, so their latency overlaps it.
@@ -316,7 +325,7 @@ void main() {
   if (pp < PP)
     for (uint h = 0u; h < G; ++h) o_sh[(h * PP + pp) * DT + dq] = o[h];
   barrier();
-  vec4 qr = vec4(0.0);  // qsg: this invocation's item (i = tid) for q8b32_sg
+  vec4 qr = vec4(0.0);  // qsg: this invocation's item (i = tid) for quant_out
   for (uint i = tid; i < G * DT; i += WG) {
     const uint h = i / DT, c = i % DT;
     vec4 sum = vec4(0.0);
@@ -340,8 +349,7 @@ void main() {
     }
   }
   if (n_split == 1u) {
-    if (qsg) q8b32_sg(qr, 4u, tid < G * DQ, tid, pc.q8_out + t * pc.q8_stride, QD, qh0 * D / 32u, 4u * tid);
-    else if (QOUT != 0u) quant_out(t, g, qh0);
+    if (QOUT != 0u) quant_out(t, g, qh0, qr);
     return;
   }
   if (tid < G) {
@@ -412,6 +420,5 @@ void main() {
       for (uint k = 0u; k < 4u; ++k) qb_x[h * D + 4u * c + k] = acc[k];
   }
   if (tid == 0u) ACU[pc.cnt_off + t * NWG + wgi] = 0u;
-  if (qsg) q8b32_sg(qr, 4u, tid < G * DQ, tid, pc.q8_out + t * pc.q8_stride, QD, qh0 * D / 32u, 4u * tid);
-  else if (QOUT != 0u) quant_out(t, g, qh0);
+  if (QOUT != 0u) quant_out(t, g, qh0, qr);
 }
