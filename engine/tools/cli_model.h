@@ -31,7 +31,7 @@ inline ModelFlags parse_model_flags(Args& a, bool gpu_default_off = false) {
     f.params.n_ctx = int32_t(v);
   }
   if (gpu_default_off) f.params.gpu_layers = 0;
-  if (a.int_value("-ngl", "--gpu-layers", v)) {
+  if (a.int_value({"-ngl", "--gpu-layers", "--n-gpu-layers"}, v)) {
     if (v < 0) a.fail("--gpu-layers must be >= 0");
     f.params.gpu_layers = int32_t(v);
   }

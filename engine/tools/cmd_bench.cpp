@@ -1,10 +1,12 @@
 // fish bench: llama-bench-like prompt-processing (ppN) and generation (tgN)
-// throughput, mean ± sd over repetitions. With a compute backend, the same
+// throughput, mean ± sd over repetitions, for every combination of the comma
+// lists given (-p, -n, -d, -t). With a compute backend, the same
 // model runs with auto placement and CPU-only in one process, and the ratio is
 // printed. With no -m, a default model is synthesised (and cached).
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -16,6 +18,7 @@
 #include "cli_model.h"
 #include "command.h"
 #include "fish/fish_bench.h"
+#include "progress.h"
 
 using namespace fish::cli;
 
@@ -70,40 +73,59 @@ void fill_depth(fish_model* m, const std::vector<int32_t>& ctx, int64_t depth) {
   }
 }
 
-void run_tests(fish_model* m, const fish_model_info& info, int64_t n_p, int64_t n_g, int64_t depth, int reps,
-               std::vector<Result>& out) {
-  const std::vector<int32_t> ctx = bench_tokens(depth + 1, info.n_vocab);
-  const std::string at = depth > 0 ? " @ d" + std::to_string(depth) : "";
+// One test (ppN or tgN at a depth) on a loaded model: a warm-up, then `reps`
+// timed repetitions; progress reports both.
+Result run_test(fish_model* m, const fish_model_info& info, bool prompt, int64_t n, int64_t depth, int reps,
+                Progress& progress) {
   const std::string backend = info.gpu_layers > 0 || info.gpu_output ? std::string(info.backend) : "CPU";
-  if (n_p > 0) {
-    Result r{backend, info.n_threads, info.gpu_layers, "pp" + std::to_string(n_p) + at, n_p, 0, {}};
-    std::vector<int32_t> toks = bench_tokens(n_p, info.n_vocab);
-    for (int rep = -1; rep < reps; ++rep) {  // rep -1 warms up
-      fill_depth(m, ctx, depth);
-      const double t0 = now_s();
-      if (fish_eval(m, toks.data(), int32_t(n_p), int32_t(depth), 0) != 0) die(m, "prompt eval");
-      const double dt = now_s() - t0;
-      if (rep >= 0) r.samples.push_back(double(n_p) / dt);
-    }
-    out.push_back(r);
-  }
-  if (n_g > 0) {
-    Result r{backend, info.n_threads, info.gpu_layers, "tg" + std::to_string(n_g) + at, 0, n_g, {}};
-    std::vector<int32_t> toks = bench_tokens(n_g, info.n_vocab);
-    for (int rep = -1; rep < reps; ++rep) {
-      fill_depth(m, ctx, depth);
-      const int64_t n = rep < 0 ? std::min<int64_t>(n_g, 4) : n_g;
-      const double t0 = now_s();
-      for (int64_t i = 0; i < n; ++i)
+  const std::string test = (prompt ? "pp" : "tg") + std::to_string(n) + (depth > 0 ? " @ d" + std::to_string(depth) : "");
+  Result r{backend, info.n_threads, info.gpu_layers, test, prompt ? n : 0, prompt ? 0 : n, {}};
+  const std::string where = test + " on " + backend + ", " + std::to_string(info.n_threads) + " threads";
+  const std::vector<int32_t> ctx = bench_tokens(depth + 1, info.n_vocab);
+  const std::vector<int32_t> toks = bench_tokens(n, info.n_vocab);
+  for (int rep = -1; rep < reps; ++rep) {  // rep -1 warms up
+    if (rep < 0) progress.update("warm-up: " + where, -1);
+    else progress.update(where, double(rep) / reps);
+    fill_depth(m, ctx, depth);
+    // Generation's warm-up is a few tokens, not the whole test.
+    const int64_t n_run = prompt || rep >= 0 ? n : std::min<int64_t>(n, 4);
+    const double t0 = now_s();
+    if (prompt) {
+      if (fish_eval(m, toks.data(), int32_t(n), int32_t(depth), 0) != 0) die(m, "prompt eval");
+    } else {
+      for (int64_t i = 0; i < n_run; ++i)
         if (fish_eval(m, &toks[size_t(i)], 1, int32_t(depth + i), 0) != 0) die(m, "generation eval");
-      const double dt = now_s() - t0;
-      if (rep >= 0) r.samples.push_back(double(n) / dt);
     }
-    out.push_back(r);
+    const double dt = now_s() - t0;
+    if (rep >= 0) r.samples.push_back(double(n_run) / dt);
   }
+  progress.update(where, 1.0);
+  return r;
 }
 
-std::string default_model(int32_t threads) {
+// Comma list of integers (llama-bench's -p 128,512); every value >= min_value.
+std::vector<int64_t> int_list(Args& a, std::initializer_list<const char*> names, const char* what,
+                              std::vector<int64_t> dflt, int64_t min_value) {
+  std::string v;
+  if (!a.value(names, v)) return dflt;
+  std::vector<int64_t> out;
+  size_t i = 0;
+  for (;;) {
+    const size_t j = v.find(',', i);
+    const std::string item = v.substr(i, j == std::string::npos ? std::string::npos : j - i);
+    char* end = nullptr;
+    errno = 0;
+    const long long x = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end || errno || x < min_value)
+      a.fail(std::string(what) + ": '" + v + "' is not a comma list of integers >= " + std::to_string(min_value));
+    out.push_back(x);
+    if (j == std::string::npos) break;
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string default_model(int32_t threads, Progress& progress) {
   const char* xdg = std::getenv("XDG_CACHE_HOME");
   const char* home = std::getenv("HOME");
   std::string dir = xdg && *xdg ? std::string(xdg) + "/fish" : std::string(home && *home ? home : "/tmp") + "/.cache/fish";
@@ -116,9 +138,9 @@ std::string default_model(int32_t threads) {
     std::exit(1);
   }
   std::fprintf(stderr, "fish bench: no -m given: synthesising the default model (Llama-3.2-1B shapes, Q4_K_M, random weights)\n"
-                       "            into %s (once; reused afterwards)...\n", path.c_str());
+                       "            into %s (once; reused afterwards)\n", path.c_str());
   fish_error* err = nullptr;
-  if (fish_synth_file("llama-1b", "Q4_K_M", path.c_str(), 1, threads, &err) != 0) {
+  if (fish_synth_file_progress("llama-1b", "Q4_K_M", path.c_str(), 1, threads, &Progress::callback, &progress, &err) != 0) {
     std::fprintf(stderr, "fish bench: synth failed: %s\n", fish_error_message(err));
     std::exit(1);
   }
@@ -130,24 +152,26 @@ std::string default_model(int32_t threads) {
 static int cmd_bench(int argc, char** argv) {
   Args a(argc, argv);
   if (a.flag("-h", "--help")) {
-    std::printf("usage: fish bench [-m MODEL] [-p 512] [-n 128] [-d DEPTH] [-t N] [-r 5] [--gpu-layers N] [--json]\n"
+    std::printf("usage: fish bench [-m MODEL] [-p 512] [-n 128] [-d 0] [-t N] [-r 5] [-ngl|--n-gpu-layers N] [--json]\n"
                 "       fish bench --kernels [--types Q4_K,Q6_K] [--shapes 4096x14336,...] [-r N] [--json]\n"
                 "  Prompt processing (ppN) and generation (tgN) tok/s, mean ± sd over -r repetitions;\n"
-                "  -d runs them after DEPTH tokens of context (filled untimed). FISH_GPU_PROFILE=2: stage profile.\n"
+                "  -d runs them after DEPTH tokens of context (filled untimed). -p, -n, -d and -t take\n"
+                "  comma lists (-p 128,512 -t 1,2), as llama-bench does; 0 skips that kind of test.\n"
                 "  With a GPU plugin: auto placement and CPU-only rows, and their ratio.\n"
                 "  Without -m: a Llama-3.2-1B-shaped Q4_K_M model is synthesised once and cached.\n"
+                "  Progress goes to stderr. FISH_GPU_PROFILE=2: the GPU's stage profile.\n"
                 "  --kernels: the GPU backend's matmul kernels on large matrices (GB/s), next to the CPU's.\n");
     return 0;
   }
   std::string model;
   a.value("-m", "--model", model);
-  int64_t n_p = 512, n_g = 128, reps = 5, threads = 0, ngl = -1, depth = 0;
-  a.int_value("-p", "--n-prompt", n_p);
-  a.int_value("-n", "--n-gen", n_g);
+  int64_t reps = 5, ngl = -1;
+  const std::vector<int64_t> n_ps = int_list(a, {"-p", "--n-prompt"}, "-p", {512}, 0);
+  const std::vector<int64_t> n_gs = int_list(a, {"-n", "--n-gen"}, "-n", {128}, 0);
+  const std::vector<int64_t> depths = int_list(a, {"-d", "--depth"}, "-d", {0}, 0);
+  const std::vector<int64_t> threads = int_list(a, {"-t", "--threads"}, "-t", {0}, 1);
   const bool reps_given = a.int_value("-r", "--repetitions", reps);
-  a.int_value("-t", "--threads", threads);
-  a.int_value("-d", "--depth", depth);
-  a.int_value("-ngl", "--gpu-layers", ngl);
+  a.int_value({"-ngl", "--gpu-layers", "--n-gpu-layers"}, ngl);
   const bool json = a.flag(nullptr, "--json");
   if (a.flag(nullptr, "--kernels")) {  // the backend's kernels on large matrices, GB/s
     std::string types, shapes;
@@ -157,7 +181,7 @@ static int cmd_bench(int argc, char** argv) {
     fish_kernel_bench_params kp = fish_kernel_bench_default_params();
     kp.types = types.c_str();
     kp.shapes = shapes.c_str();
-    kp.n_threads = int32_t(threads);
+    kp.n_threads = int32_t(threads[0]);
     kp.json = json;
     if (reps_given) kp.reps = int32_t(reps);
     fish_error* kerr = nullptr;
@@ -173,47 +197,63 @@ static int cmd_bench(int argc, char** argv) {
     return 0;
   }
   if (!a.positional().empty()) a.fail("unexpected argument");
-  if (n_p < 0 || n_g < 0 || reps < 1 || threads < 0 || depth < 0) a.fail("-p/-n/-d must be >= 0, -r >= 1, -t >= 1");
-  if (model.empty()) model = default_model(int32_t(threads));
+  if (reps < 1) a.fail("-r must be >= 1");
+  if (ngl < -1) a.fail("--gpu-layers must be >= 0");
+  const auto any_positive = [](const std::vector<int64_t>& v) {
+    return std::any_of(v.begin(), v.end(), [](int64_t x) { return x > 0; });
+  };
+  if (!any_positive(n_ps) && !any_positive(n_gs)) a.fail("nothing to measure: -p and -n are both 0");
+  Progress progress("fish bench");
+  if (model.empty()) model = default_model(int32_t(threads[0]), progress);
 
+  const int64_t max_tok = std::max(*std::max_element(n_ps.begin(), n_ps.end()), *std::max_element(n_gs.begin(), n_gs.end()));
   fish_model_params p = fish_model_default_params();
-  p.n_threads = int32_t(threads);
-  p.n_ctx = int32_t(depth + std::max<int64_t>(n_p, n_g) + 16);
-  p.gpu_layers = int32_t(ngl);
-  std::vector<Result> results;
-  fish_error* err = nullptr;
-  fish_model* m = fish_model_load(model.c_str(), &p, &err);
-  if (!m) {
-    std::fprintf(stderr, "fish bench: %s\n", fish_error_message(err));
-    return 1;
-  }
+  p.n_ctx = int32_t(*std::max_element(depths.begin(), depths.end()) + max_tok + 16);
+  p.progress = &Progress::callback;
+  p.progress_user = &progress;
+  std::vector<Result> results;  // per thread count: the GPU rows (if any), then the CPU rows
   fish_model_info info{};
-  info.struct_size = sizeof info;
-  fish_model_get_info(m, &info);
-  const std::string arch = info.arch, detail = info.gpu_detail, kernels = info.cpu_kernels;
-  const double size_mib = double(info.file_bytes) / (1024.0 * 1024.0);
-  const double params_b = double(info.n_params) / 1e9;
-  const bool on_gpu = info.gpu_layers > 0 || info.gpu_output;
-  run_tests(m, info, n_p, n_g, depth, int(reps), results);
-  if (on_gpu && std::getenv("FISH_GPU_PROFILE")) {  // the backend's stage profile of these runs
-    char* prof = fish_backend_profile();
-    if (prof && *prof) std::fprintf(stderr, "%s\n", prof);
-    fish_free(prof);
-  }
-  fish_model_free(m);
-  if (on_gpu) {  // the same model on the CPU only, same process
-    p.gpu_layers = 0;
-    m = fish_model_load(model.c_str(), &p, &err);
+  std::string detail;
+  bool any_gpu = false;
+  // Every test on one loaded model (the thread count is fixed at load).
+  auto run_all = [&](int32_t gpu_layers, int32_t n_threads) {
+    p.gpu_layers = gpu_layers;
+    p.n_threads = n_threads;
+    fish_error* err = nullptr;
+    fish_model* m = fish_model_load(model.c_str(), &p, &err);
     if (!m) {
+      progress.finish();
       std::fprintf(stderr, "fish bench: %s\n", fish_error_message(err));
-      return 1;
+      std::exit(1);
     }
-    fish_model_info ci{};
-    ci.struct_size = sizeof ci;
-    fish_model_get_info(m, &ci);
-    run_tests(m, ci, n_p, n_g, depth, int(reps), results);
+    info = fish_model_info{};
+    info.struct_size = sizeof info;
+    fish_model_get_info(m, &info);
+    const bool on_gpu = info.gpu_layers > 0 || info.gpu_output;
+    if (on_gpu) detail = info.gpu_detail;
+    for (int64_t d : depths) {
+      for (int64_t n : n_ps)
+        if (n > 0) results.push_back(run_test(m, info, true, n, d, int(reps), progress));
+      for (int64_t n : n_gs)
+        if (n > 0) results.push_back(run_test(m, info, false, n, d, int(reps), progress));
+    }
+    if (on_gpu && std::getenv("FISH_GPU_PROFILE")) {  // the backend's stage profile of these runs
+      char* prof = fish_backend_profile();
+      if (prof && *prof) std::fprintf(stderr, "%s\n", prof);
+      fish_free(prof);
+    }
     fish_model_free(m);
+    return on_gpu;
+  };
+  for (int64_t t : threads) {
+    // Auto placement first; when a backend took work, the same model on the
+    // CPU only, in the same process (when none did, those rows are the CPU's).
+    const bool on_gpu = ngl != 0 && run_all(int32_t(ngl), int32_t(t));
+    any_gpu = any_gpu || on_gpu;
+    if (on_gpu || ngl == 0) run_all(0, int32_t(t));
   }
+  progress.finish();
+  const std::string arch = info.arch, kernels = info.cpu_kernels;
 
   if (json) {
     std::printf("[\n");
@@ -231,6 +271,8 @@ static int cmd_bench(int argc, char** argv) {
     std::printf("]\n");
     return 0;
   }
+  const double size_mib = double(info.file_bytes) / (1024.0 * 1024.0);
+  const double params_b = double(info.n_params) / 1e9;
   std::printf("| model | size | params | backend | ngl | threads | test | t/s |\n");
   std::printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n");
   char params_s[32];
@@ -240,11 +282,15 @@ static int cmd_bench(int argc, char** argv) {
     std::printf("| %s %s | %.2f MiB | %s | %s | %d | %d | %s | %.2f ± %.2f |\n", arch.c_str(), params_s, size_mib,
                 params_s, r.backend == "CPU" ? ("CPU " + kernels).c_str() : r.backend.c_str(), r.gpu_layers,
                 r.threads, r.test.c_str(), r.mean(), r.sd());
-  if (on_gpu) {
+  if (any_gpu) {
     std::printf("\n%s\n", detail.c_str());
-    const size_t half = results.size() / 2;
-    for (size_t i = 0; i < half; ++i)
-      std::printf("GPU/CPU %s: %.2fx\n", results[i].test.c_str(), results[i].mean() / results[i + half].mean());
+    // Each GPU row against the CPU row of the same test and thread count.
+    for (const Result& g : results) {
+      if (g.backend == "CPU") continue;
+      for (const Result& c : results)
+        if (c.backend == "CPU" && c.test == g.test && c.threads == g.threads && c.mean() > 0)
+          std::printf("GPU/CPU %s, %d threads: %.2fx\n", g.test.c_str(), g.threads, g.mean() / c.mean());
+    }
   }
   return 0;
 }

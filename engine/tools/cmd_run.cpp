@@ -1,27 +1,53 @@
 // fish run: stream a continuation of a prompt.
+#include <sys/stat.h>
+
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <random>
+#include <sstream>
 
 #include "cli_model.h"
 #include "command.h"
 
 using namespace fish::cli;
 
+namespace {
+
+// The prompt file's bytes, or a clear error (a folder or an unreadable file is not an empty prompt).
+std::string read_prompt_file(Args& a, const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) a.fail("-f " + path + ": cannot open");
+  if (!S_ISREG(st.st_mode)) a.fail("-f " + path + ": not a regular file");
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  if (!in || (!(ss << in.rdbuf()) && st.st_size > 0)) a.fail("-f " + path + ": cannot read");
+  return ss.str();
+}
+
+}  // namespace
+
 static int cmd_run(int argc, char** argv) {
   Args a(argc, argv);
   if (a.flag("-h", "--help")) {
     std::printf(
-        "usage: fish run -m MODEL [-p PROMPT] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
-        "                [--repeat-penalty R] [--seed S] [-t N] [-c CTX] [--gpu-layers N] [--ids] [--special]\n"
+        "usage: fish run -m MODEL [-p PROMPT | -f FILE] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
+        "                [--repeat-penalty R] [--seed S] [-t N] [-c CTX] [-ngl|--n-gpu-layers N]\n"
+        "                [--keep N] [--no-context-shift] [--ids] [--special]\n"
         "  Streams the continuation of PROMPT (BOS first when the model adds one) to stdout;\n"
-        "  --ids prints the generated token ids instead. --temp 0 is greedy.\n");
+        "  --ids prints the generated token ids instead. --temp 0 is greedy.\n"
+        "  When the context fills, the oldest half after the first --keep prompt tokens (and BOS;\n"
+        "  -1: the whole prompt) is dropped and generation goes on; --no-context-shift stops instead.\n");
     return 0;
   }
   ModelFlags mf = parse_model_flags(a);
-  std::string prompt;
-  a.value("-p", "--prompt", prompt);
-  int64_t n_predict = 128, top_k = 40, seed = -1, last_n = 64;
+  std::string prompt, prompt_file;
+  const bool has_prompt = a.value("-p", "--prompt", prompt);
+  if (a.value("-f", "--file", prompt_file)) {
+    if (has_prompt) a.fail("give the prompt with -p or -f, not both");
+    prompt = read_prompt_file(a, prompt_file);
+  }
+  int64_t n_predict = 128, top_k = 40, seed = -1, last_n = 64, keep = 0;
   double temp = 0.8, top_p = 0.95, min_p = 0.05, rep = 1.0;
   a.int_value("-n", "--n-predict", n_predict);
   a.float_value(nullptr, "--temp", temp);
@@ -31,10 +57,13 @@ static int cmd_run(int argc, char** argv) {
   a.float_value(nullptr, "--repeat-penalty", rep);
   a.int_value(nullptr, "--repeat-last-n", last_n);
   a.int_value("-s", "--seed", seed);
+  a.int_value(nullptr, "--keep", keep);
+  const bool no_shift = a.flag(nullptr, "--no-context-shift");
   const bool ids_only = a.flag(nullptr, "--ids");
   const bool special = a.flag(nullptr, "--special");
   if (!a.positional().empty()) a.fail("unexpected argument (the prompt goes after -p)");
   if (n_predict < 0) a.fail("-n must be >= 0");
+  if (keep < -1) a.fail("--keep must be >= -1");
 
   fish_model* m = load_or_exit("run", mf);
   fish_model_info info{};
@@ -46,11 +75,16 @@ static int cmd_run(int argc, char** argv) {
     std::fprintf(stderr, "fish run: the prompt is empty and the model adds no BOS token\n");
     return 1;
   }
-  if (int64_t(toks.size()) + n_predict > info.n_ctx) {
-    std::fprintf(stderr, "fish run: prompt (%zu tokens) + %lld new tokens exceed the context (%d); use -c\n",
-                 toks.size(), (long long)n_predict, info.n_ctx);
+  if (int64_t(toks.size()) >= info.n_ctx) {
+    std::fprintf(stderr, "fish run: the prompt (%zu tokens) does not fit the context (%d); use -c\n", toks.size(),
+                 info.n_ctx);
     return 1;
   }
+  // Tokens kept at the front when the context shifts (llama.cpp's --keep: BOS
+  // counts extra; -1 or more than the prompt keeps the whole prompt).
+  const int32_t n_prompt = int32_t(toks.size());
+  const int32_t with_bos = info.bos >= 0 && toks[0] == info.bos ? 1 : 0;
+  const int32_t n_keep = keep < 0 || keep + with_bos > n_prompt ? n_prompt : int32_t(keep) + with_bos;
   fish_sampler_params sp = fish_sampler_default_params();
   sp.temp = float(temp);
   sp.top_k = int32_t(top_k);
@@ -62,17 +96,19 @@ static int cmd_run(int argc, char** argv) {
   fish_sampler* s = fish_sampler_new(&sp);
   for (int32_t t : toks) fish_sampler_accept(s, t);
 
+  auto fail_eval = [&](const char* lead) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "%sfish run: %s\n", lead, fish_last_error(m));
+    return 1;
+  };
   using clock = std::chrono::steady_clock;
   const auto t_prompt = clock::now();
-  if (fish_eval(m, toks.data(), int32_t(toks.size()), 0, 0) != 0) {
-    std::fprintf(stderr, "fish run: %s\n", fish_last_error(m));
-    return 1;
-  }
+  if (fish_eval(m, toks.data(), n_prompt, 0, 0) != 0) return fail_eval("");
   const double prompt_s = std::chrono::duration<double>(clock::now() - t_prompt).count();
   const auto t_gen = clock::now();
-  int32_t pos = int32_t(toks.size());
-  int64_t generated = 0;
-  bool first_id = true;
+  // `toks` mirrors the KV cache: position i holds toks[i].
+  int64_t generated = 0, shifts = 0;
+  bool first_id = true, stopped_full = false;
   for (; generated < n_predict; ++generated) {
     const int32_t tok = fish_sampler_sample(s, fish_get_logits(m, -1), info.n_vocab);
     if (fish_token_is_eog(m, tok)) break;
@@ -89,16 +125,35 @@ static int cmd_run(int argc, char** argv) {
       ++generated;
       break;
     }
-    if (fish_eval(m, &tok, 1, pos++, 0) != 0) {
-      std::fprintf(stderr, "\nfish run: %s\n", fish_last_error(m));
-      return 1;
+    if (int64_t(toks.size()) >= info.n_ctx) {
+      // The context is full: drop the oldest half after the kept tokens and
+      // evaluate the rest again at their new positions (exact, on any backend).
+      const int32_t n_discard = (int32_t(toks.size()) - n_keep) / 2;
+      if (no_shift || n_discard <= 0) {
+        ++generated;
+        stopped_full = true;
+        break;
+      }
+      toks.erase(toks.begin() + n_keep, toks.begin() + n_keep + n_discard);
+      if (fish_kv_truncate(m, n_keep) != 0 ||
+          fish_eval(m, toks.data() + n_keep, int32_t(toks.size()) - n_keep, n_keep, 0) != 0)
+        return fail_eval("\n");
+      ++shifts;
     }
+    toks.push_back(tok);
+    if (fish_eval(m, &tok, 1, int32_t(toks.size()) - 1, 0) != 0) return fail_eval("\n");
   }
   std::printf("\n");
+  std::fflush(stdout);  // the text's newline before the stats line, also when both go to one pipe
   const double gen_s = std::chrono::duration<double>(clock::now() - t_gen).count();
-  std::fprintf(stderr, "fish: prompt %zu tokens, %.1f tok/s; generated %lld tokens, %.1f tok/s; backend %s (%d GPU layers)\n",
-               toks.size(), prompt_s > 0 ? double(toks.size()) / prompt_s : 0.0, (long long)generated,
-               gen_s > 0 && generated > 1 ? double(generated - 1) / gen_s : 0.0, info.backend, info.gpu_layers);
+  if (stopped_full)
+    std::fprintf(stderr, "fish run: the context (%d tokens) is full; stopped (--no-context-shift)\n", info.n_ctx);
+  char shifted[64] = "";
+  if (shifts) std::snprintf(shifted, sizeof shifted, " (context shifted %lld times)", (long long)shifts);
+  std::fprintf(stderr, "fish: prompt %d tokens, %.1f tok/s; generated %lld tokens, %.1f tok/s%s; backend %s (%d GPU layers)\n",
+               n_prompt, prompt_s > 0 ? double(n_prompt) / prompt_s : 0.0, (long long)generated,
+               gen_s > 0 && generated > 1 ? double(generated - 1) / gen_s : 0.0, shifted, info.backend,
+               info.gpu_layers);
   fish_sampler_free(s);
   fish_model_free(m);
   return 0;

@@ -28,6 +28,11 @@ FISH_API void fish_error_free(fish_error* e);
 /* ---- model ---------------------------------------------------------------- */
 typedef struct fish_model fish_model;
 
+/* Progress of a long step (loading, synthesis): what runs ("repacking CPU
+ * weights") and the fraction done in [0, 1], or < 0 when it is not known.
+ * Called on the thread that made the call, from inside it. */
+typedef void (*fish_progress_fn)(void* user, const char* phase, float fraction);
+
 typedef struct fish_model_params {
   uint32_t struct_size;
   int32_t n_threads;   /* <= 0: one per physical core */
@@ -36,6 +41,8 @@ typedef struct fish_model_params {
   int32_t gpu_span;    /* -1: default (FISH_GPU_SPAN or on); 0: per-matmul; 1: span */
   int32_t verbose;     /* progress and placement on stderr */
   int32_t vocab_only;  /* 1: load only the tokenizer (any GGUF with tokenizer metadata); no eval */
+  fish_progress_fn progress; /* optional: the load's steps (upload, repack) as they run */
+  void* progress_user;
 } fish_model_params;
 
 FISH_API fish_model_params fish_model_default_params(void);
@@ -131,6 +138,9 @@ FISH_API int fish_quantize_file(const char* in, const char* out, const char* typ
  * type "F32", "F16", "Q8_0", "Q4_0", "Q4_K_M". */
 FISH_API int fish_synth_file(const char* shape, const char* type, const char* out, uint64_t seed, int n_threads,
                              fish_error** err);
+/* The same, reporting the bytes written as phase "synthesising" (progress may be NULL). */
+FISH_API int fish_synth_file_progress(const char* shape, const char* type, const char* out, uint64_t seed,
+                                      int n_threads, fish_progress_fn progress, void* user, fish_error** err);
 FISH_API void fish_free(void* p);
 
 FISH_API const char* fish_version(void);

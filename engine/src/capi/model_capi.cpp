@@ -69,6 +69,8 @@ FISH_API fish_model* fish_model_load(const char* path, const fish_model_params* 
     o.gpu_span = p.gpu_span;
     o.verbose = p.verbose != 0;
     o.vocab_only = p.vocab_only != 0;
+    if (p.progress)
+      o.progress = [fn = p.progress, user = p.progress_user](const char* phase, double f) { fn(user, phase, float(f)); };
     fm->m = fish::LlamaModel::load(path, o);
   });
   if (!ok) return nullptr;

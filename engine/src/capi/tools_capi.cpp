@@ -42,6 +42,11 @@ FISH_API int fish_quantize_file(const char* in, const char* out, const char* typ
 
 FISH_API int fish_synth_file(const char* shape, const char* type, const char* out, uint64_t seed, int n_threads,
                              fish_error** err) {
+  return fish_synth_file_progress(shape, type, out, seed, n_threads, nullptr, nullptr, err);
+}
+
+FISH_API int fish_synth_file_progress(const char* shape, const char* type, const char* out, uint64_t seed,
+                                      int n_threads, fish_progress_fn progress, void* user, fish_error** err) {
   if (!shape || !type || !out) {
     set_error(err, "fish_synth_file: shape, type and output are required");
     return 1;
@@ -52,6 +57,10 @@ FISH_API int fish_synth_file(const char* shape, const char* type, const char* ou
   o.out = out;
   o.seed = seed;
   o.n_threads = n_threads;
+  if (progress)
+    o.progress = [progress, user](uint64_t done, uint64_t total) {
+      progress(user, "synthesising", total ? float(double(done) / double(total)) : 1.0f);
+    };
   return guarded(err, [&] {
     const auto sum = fish::convert::synth_model(o);
     // Tensors that could not take the type (one line, they share a cause).

@@ -159,6 +159,7 @@ SynthSummary synth_model(const SynthOptions& o) {
   std::deque<std::vector<float>> tables;  // fixed tensors, alive until the write
   gguf::Writer w;
   SynthSummary sum = build(o, pool, tables, w);
+  if (o.progress) w.set_progress(o.progress);
   w.write(o.out);
   return sum;
 }

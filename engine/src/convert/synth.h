@@ -18,6 +18,7 @@ struct SynthOptions {
   std::string out;     // written as OUT.tmp, then renamed
   uint64_t seed = 0;   // same seed, same bytes (for any thread count)
   int n_threads = 0;   // <= 0: one per physical core
+  gguf::Writer::Progress progress;  // optional: tensor bytes written so far, of all
 };
 
 struct SynthTensor {

@@ -1,12 +1,17 @@
 #include "cpu/thread_pool.h"
 
+#include <linux/futex.h>
 #include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <climits>
 #include <fstream>
 #include <set>
 #include <string>
 #include <utility>
+#include <thread>
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
@@ -18,10 +23,32 @@
 namespace fish {
 
 namespace {
-// How long a worker spins for the next job before it sleeps.
-constexpr auto kSpin = std::chrono::microseconds(2000);
-// Pause-spins (~10-40 ns each) before a waiting thread starts yielding its CPU.
-constexpr int kSpinsBeforeYield = 20000;
+// How long a waiting thread spins before it sleeps on the futex. Long enough
+// to cover the gap between two jobs of a decode step (a few µs), short enough
+// that a spinning thread does not take a shared core from one with work.
+constexpr auto kSpin = std::chrono::microseconds(100);
+
+// The kernel's futex on a 32-bit atomic: sleep while *word == expected; wake
+// every sleeper. Callers count their sleepers, so a wake with nobody asleep
+// (the usual case while jobs come fast) costs no system call.
+void futex_wait(std::atomic<uint32_t>& word, uint32_t expected) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT_PRIVATE, expected, nullptr, nullptr, 0);
+}
+void futex_wake_all(std::atomic<uint32_t>& word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+}
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex word");
+
+// Spins until pred() holds or kSpin has passed; returns pred().
+template <class Pred>
+bool spin_for(Pred pred) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int spins = 1;; ++spins) {
+    if (pred()) return true;
+    FISH_PAUSE();
+    if (spins % 64 == 0 && std::chrono::steady_clock::now() - t0 > kSpin) return pred();
+  }
+}
 }  // namespace
 
 int ThreadPool::default_threads() {
@@ -49,40 +76,48 @@ int ThreadPool::default_threads() {
 ThreadPool::ThreadPool(int n_threads) {
   n_threads_ = n_threads > 0 ? n_threads : default_threads();
   workers_.reserve(size_t(n_threads_ - 1));
-  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
+  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker(); });
 }
 
 ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    stop_.store(true);
-    generation_.fetch_add(1);
-  }
-  cv_.notify_all();
+  stop_.store(true);
+  generation_.fetch_add(1);
+  futex_wake_all(generation_);
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::worker(int ith) {
-  uint64_t seen = 0;
+// Sleeps until word != seen. The sleeper count and the waker's check are both
+// sequentially consistent: either the waker sees a sleeper, or the sleeper sees
+// the new value before it sleeps (and the kernel re-checks it atomically).
+void ThreadPool::sleep_while(std::atomic<uint32_t>& word, uint32_t seen, std::atomic<int>& sleepers) {
+  sleepers.fetch_add(1);
+  while (word.load() == seen) futex_wait(word, seen);
+  sleepers.fetch_sub(1);
+}
+
+void ThreadPool::claim_and_run(uint32_t gen) {
+  const uint64_t n = uint64_t(n_threads_);
+  uint64_t t = ticket_.load(std::memory_order_acquire);
   for (;;) {
-    // Spin, then sleep, until a new generation (job or stop) is published.
-    auto t0 = std::chrono::steady_clock::now();
-    int spins = 0;
-    while (generation_.load(std::memory_order_acquire) == seen) {
-      if (++spins < kSpinsBeforeYield) FISH_PAUSE();
-      else sched_yield();  // let a thread that shares this CPU run (see run())
-      if (spins % 1024 == 0 && std::chrono::steady_clock::now() - t0 > kSpin) {
-        std::unique_lock<std::mutex> lk(mu_);
-        sleepers_.fetch_add(1);
-        cv_.wait(lk, [&] { return generation_.load(std::memory_order_acquire) != seen; });
-        sleepers_.fetch_sub(1);
-        break;
-      }
-    }
+    if ((t >> 32) != gen || (t & 0xffffffffu) >= n) return;
+    if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel)) continue;
+    // The claim keeps the job alive: run() returns only when every index is done.
+    (*job_.load(std::memory_order_acquire))(int(t & 0xffffffffu), n_threads_);
+    if (done_.fetch_add(1) + 1 == uint32_t(n) && caller_asleep_.load() > 0) futex_wake_all(done_);
+    t = ticket_.load(std::memory_order_acquire);
+  }
+}
+
+void ThreadPool::worker() {
+  // The generation the pool had when it started this thread (not what it has
+  // when the thread gets to run: a job or the stop may be published by then).
+  uint32_t seen = 0;
+  for (;;) {
+    if (!spin_for([&] { return generation_.load(std::memory_order_acquire) != seen; }))
+      sleep_while(generation_, seen, workers_asleep_);
     seen = generation_.load(std::memory_order_acquire);
     if (stop_.load()) return;
-    (*job_)(ith, n_threads_);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    claim_and_run(seen);
   }
 }
 
@@ -91,23 +126,21 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
     fn(0, 1);
     return;
   }
-  job_ = &fn;
-  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-  {
-    // The lock orders the publication against a worker that is about to sleep.
-    std::lock_guard<std::mutex> lk(mu_);
-    generation_.fetch_add(1, std::memory_order_acq_rel);
+  const uint32_t gen = generation_.load(std::memory_order_relaxed) + 1;
+  job_.store(&fn, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  ticket_.store(uint64_t(gen) << 32, std::memory_order_release);
+  generation_.store(gen);
+  if (workers_asleep_.load() > 0) futex_wake_all(generation_);
+  claim_and_run(gen);
+  // Every index is claimed; wait for the ones other threads are running.
+  const uint32_t n = uint32_t(n_threads_);
+  if (!spin_for([&] { return done_.load(std::memory_order_acquire) == n; })) {
+    caller_asleep_.fetch_add(1);
+    for (uint32_t d; (d = done_.load()) != n;) futex_wait(done_, d);
+    caller_asleep_.fetch_sub(1);
   }
-  if (sleepers_.load() > 0) cv_.notify_all();
-  fn(0, n_threads_);
-  // Spin briefly (the usual wait is ~1 µs), then yield: when the machine is
-  // oversubscribed a worker may share this CPU, and spinning until the
-  // scheduler's tick would cost milliseconds per job.
-  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
-    if (spins < kSpinsBeforeYield) FISH_PAUSE();
-    else sched_yield();
-  }
-  job_ = nullptr;
+  job_.store(nullptr, std::memory_order_relaxed);
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t, int)>& fn) {

@@ -363,10 +363,13 @@ void Writer::emit(Sink& out) const {
   out.put(h.data(), h.size());
   if (!tensors_.empty()) out.zeros(align_up(h.size(), align) - h.size());
   std::vector<uint8_t> chunk;
+  uint64_t done = 0, total = 0;
+  for (const Tensor& t : tensors_) total += t.nbytes;
   for (size_t k = 0; k < tensors_.size(); ++k) {
     const Tensor& t = tensors_[k];
     if (t.data) {
       out.put(t.data, size_t(t.nbytes));
+      if (progress_) progress_(done += t.nbytes, total);
     } else if (t.nbytes) {
       // Rows per call: as many as fit in chunk_bytes_, at least one.
       const int64_t per = int64_t(std::max<uint64_t>(1, std::min<uint64_t>(chunk_bytes_ / t.row_bytes, uint64_t(t.n_rows))));
@@ -375,6 +378,7 @@ void Writer::emit(Sink& out) const {
         const int64_t n = std::min<int64_t>(per, t.n_rows - r);
         t.fill(r, n, chunk.data());
         out.put(chunk.data(), size_t(uint64_t(n) * t.row_bytes));
+        if (progress_) progress_(done += uint64_t(n) * t.row_bytes, total);
       }
     }
     // Pad to the next tensor's offset (no padding after the last tensor).

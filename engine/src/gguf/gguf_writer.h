@@ -68,6 +68,9 @@ class Writer {
   void set_version(uint32_t v);
   // Upper bound on the bytes of one RowFill call (at least one row is filled).
   void set_chunk_bytes(uint64_t n) { chunk_bytes_ = n ? n : 1; }
+  // Called while write() runs, after each tensor chunk: (tensor bytes written, all tensor bytes).
+  using Progress = std::function<void(uint64_t done, uint64_t total)>;
+  void set_progress(Progress p) { progress_ = std::move(p); }
 
   // The alignment the file will use (validates general.alignment; throws if bad).
   uint64_t alignment() const;
@@ -104,6 +107,7 @@ class Writer {
   void emit(Sink& out) const;
 
   uint32_t version_ = 3;
+  Progress progress_;
   uint64_t chunk_bytes_ = uint64_t(64) << 20;
   std::vector<Kv> kvs_;
   std::vector<Tensor> tensors_;

@@ -42,8 +42,15 @@ Hparams Hparams::from_gguf(const gguf::File& f) {
   if (h.arch_name == "llama") h.arch = Arch::Llama;
   else if (h.arch_name == "qwen2") h.arch = Arch::Qwen2;
   else if (h.arch_name == "qwen3") h.arch = Arch::Qwen3;
+  else if (h.arch_name.find("moe") != std::string::npos)
+    throw Error(f.path() + ": architecture '" + h.arch_name +
+                "' is a mixture-of-experts model; MoE is not yet supported (supported: llama, qwen2, qwen3)");
   else
     throw Error(f.path() + ": unsupported architecture '" + h.arch_name + "' (supported: llama, qwen2, qwen3)");
+  // Mixtral is 'llama' with experts: say so before a missing dense tensor would.
+  if (auto e = f.get_u32(h.arch_name + ".expert_count"); e && *e > 0)
+    throw Error(f.path() + ": " + h.arch_name + ".expert_count = " + std::to_string(*e) +
+                ": a mixture-of-experts model (Mixtral style); MoE is not yet supported");
   if (auto n = f.get_str("general.name")) h.name = std::string(*n);
   const std::string p = h.arch_name + ".";
 

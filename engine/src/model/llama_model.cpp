@@ -26,6 +26,8 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, const Mode
     m->pool_ = std::make_unique<ThreadPool>(1);
     return m;
   }
+  m->progress_ = opt.progress;
+  m->report("loading", -1);
   m->hp_ = Hparams::from_gguf(*m->file_);
   m->load_weights();
   m->tokenizer_ = Tokenizer::from_gguf(*m->file_);
@@ -37,6 +39,7 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, const Mode
   m->kv_.init(m->hp_.n_layer, m->hp_.kv_dim(), m->n_ctx_, std::vector<bool>(size_t(m->hp_.n_layer), true));
   m->place_layers(opt);
   m->prepare_cpu_weights();
+  m->progress_ = nullptr;
   return m;
 }
 

@@ -4,6 +4,7 @@
 // per matmul (stage 1) or as one span (stage 2), see place_layers.cpp.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +28,8 @@ struct ModelOptions {
   int32_t gpu_span = -1;   // -1: FISH_GPU_SPAN or on; 0: per-matmul; 1: span
   bool verbose = false;
   bool vocab_only = false;  // the tokenizer alone (vocab files); eval() refuses
+  // Optional: the load's long steps as they run (phase, fraction done in [0, 1]).
+  std::function<void(const char* phase, double fraction)> progress;
 };
 
 // A weight matrix: its CPU view and, when resident, its backend copy. cpu
@@ -91,6 +94,11 @@ class LlamaModel {
   LlamaModel() = default;
   void load_weights();
   void place_layers(const ModelOptions& opt);
+  // The load's progress callback (ModelOptions::progress), set while load() runs.
+  std::function<void(const char*, double)> progress_;
+  void report(const char* phase, double fraction) const {
+    if (progress_) progress_(phase, fraction);
+  }
   void prepare_cpu_weights();  // repack the CPU-resident matrices (cpu/matmul.h prepare_weights)
   void release_backend();
   bool build_span();

@@ -120,7 +120,9 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
   // that many layers still has its reserve free (live memory_free(), i.e. the
   // bytes_resident() growth of each upload, not file sizes).
   int32_t placed = 0;
+  const std::string uploading = "uploading to " + be->name();
   for (int32_t l = hp_.n_layer - 1; l >= hp_.n_layer - want; --l) {
+    report(uploading.c_str(), double(placed) / double(want));
     Layer& L = layers_[size_t(l)];
     bool ok = true;
     for (int i = 0; i < 7; ++i) upload(*layer_matrices(L, i), ok);

@@ -7,6 +7,7 @@
 // output projection costs its size once more. FISH_CPU_REPACK=0 turns it off.
 // After a fallback to the CPU the layers that were on the backend are
 // repacked too, so the CPU path stays the same arithmetic as a CPU-only run.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -33,23 +34,33 @@ void LlamaModel::prepare_cpu_weights() {
     for (Linear* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) want(m);
   }
   if (cpu.empty()) return;
-  std::vector<WeightView> views;
-  for (Linear* m : cpu) views.push_back(m->cpu);
-  std::vector<PreparedWeight> prepared;
-  try {
-    prepared = prepare_weights(views.data(), int(views.size()), pool_.get());
-  } catch (const Error& e) {  // e.g. no memory for the copy: the GGUF layout works as well, only slower
-    std::fprintf(stderr, "fish: CPU weights stay in the GGUF layout: %s\n", e.what());
-    return;
+  // In groups of a layer's worth (7 matrices), so a load can report progress.
+  uint64_t total = 0, done = 0;
+  for (Linear* m : cpu) total += m->tensor->nbytes;
+  for (size_t g0 = 0; g0 < cpu.size(); g0 += 7) {
+    report("repacking CPU weights", total ? double(done) / double(total) : 0.0);
+    const size_t g1 = std::min(cpu.size(), g0 + 7);
+    std::vector<WeightView> views;
+    for (size_t i = g0; i < g1; ++i) views.push_back(cpu[i]->cpu);
+    std::vector<PreparedWeight> prepared;
+    try {
+      prepared = prepare_weights(views.data(), int(views.size()), pool_.get());
+    } catch (const Error& e) {  // e.g. no memory for the copy: the GGUF layout works as well, only slower
+      std::fprintf(stderr, "fish: CPU weights stay in the GGUF layout: %s\n", e.what());
+      return;
+    }
+    for (size_t i = g0; i < g1; ++i) {
+      done += cpu[i]->tensor->nbytes;
+      PreparedWeight& pw = prepared[i - g0];
+      if (!pw.repacked()) continue;
+      Linear& lin = *cpu[i];
+      lin.cpu = pw.view();
+      repacked_bytes_ += pw.owned_bytes();
+      if (lin.tensor != tok_embd_) file_->release_pages(lin.tensor->data, lin.tensor->nbytes);
+      prepared_.push_back(std::move(pw));
+    }
   }
-  for (size_t i = 0; i < cpu.size(); ++i) {
-    if (!prepared[i].repacked()) continue;
-    Linear& lin = *cpu[i];
-    lin.cpu = prepared[i].view();
-    repacked_bytes_ += prepared[i].owned_bytes();
-    if (lin.tensor != tok_embd_) file_->release_pages(lin.tensor->data, lin.tensor->nbytes);
-    prepared_.push_back(std::move(prepared[i]));
-  }
+  report("repacking CPU weights", 1.0);
   if (std::getenv("FISH_GPU_VERBOSE") && repacked_bytes_)
     std::fprintf(stderr, "fish: %zu CPU matrices repacked (%.0f MB)\n", prepared_.size(), double(repacked_bytes_) / 1e6);
 }
