@@ -93,4 +93,6 @@ step "the second command's dependency step and configure"
 in_root "$cmd2 --configure-only; echo \$? >/tmp/second.rc" 2>&1 | tail -20
 rc=$(cat "$root/tmp/second.rc")
 [ "$rc" = 0 ] || { echo "fresh root: '$cmd2 --configure-only' exited $rc" >&2; exit 1; }
+cleanup
+rm -rf "$work"  # the root holds a build and an 800 MB model: not kept
 step "passed in $(( $(date +%s) - t_start ))s"
