@@ -13,11 +13,12 @@
 #include "host.h"
 #include "ref_backend.h"
 #include "ref_span.h"
+#include "ref_span_desc.h"
 
 namespace fish::reference {
 namespace {
 
-constexpr uint32_t kMinor = FISH_PLUGIN_ABI_MINOR;  // the newest 1.x this plugin implements
+constexpr uint32_t kMinor = FISH_PLUGIN_ABI_MINOR;  // the newest 2.x this plugin implements
 
 // The loader tests build this plugin again under other names, as a plugin that
 // may be chosen automatically with a given score (tests/plugin/CMakeLists.txt).
@@ -197,10 +198,11 @@ fish_status matmul_group(fish_backend* b, fish_weight* const* ws, int32_t n_w, c
 }
 
 fish_status span_bytes(fish_backend* b, const fish_span_desc* d, uint64_t* out) {
-  return guarded(b, "span_bytes", [&](Backend&) {
-    if (!d || !out || !FISH_STRUCT_HAS(d, fish_span_desc, layers) || d->n_ctx < 0)
-      fail(FISH_E_INVALID_ARGUMENT, "span_bytes: missing or short span description");
-    *out = Span::bytes_for(d, d->n_ctx);
+  return guarded(b, "span_bytes", [&](Backend& be) {
+    if (!out) fail(FISH_E_INVALID_ARGUMENT, "span_bytes: no output pointer");
+    // The host may ask before it uploads the weights: they may be NULL here.
+    const SpanIn in = read_span_desc(be, d, false);
+    *out = Span::bytes_for(in, in.n_ctx);
   });
 }
 
@@ -214,43 +216,32 @@ fish_status span_create(fish_backend* b, const fish_span_desc* d, fish_span** ou
   });
 }
 
-fish_status span_forward(fish_backend* b, fish_span* s, float* x, int32_t n_tok, int32_t pos0) {
-  return guarded(b, "span_forward", [&](Backend& be) { be.span(s)->forward(x, n_tok, pos0); });
-}
-
 fish_status span_set_head(fish_backend* b, fish_span* s, fish_weight* head, const float* norm) {
   return guarded(b, "span_set_head",
                  [&](Backend& be) { be.span(s)->set_head(head ? be.weight(head) : nullptr, norm); });
 }
 
-fish_status span_forward_logits(fish_backend* b, fish_span* s, float* x, int32_t n_tok, int32_t pos0, float* logits) {
-  return guarded(b, "span_forward_logits", [&](Backend& be) {
-    if (!logits) fail(FISH_E_INVALID_ARGUMENT, "span_forward_logits: no logits buffer");
-    be.span(s)->forward(x, n_tok, pos0, logits);
+fish_status span_forward(fish_backend* b, fish_span* s, fish_span_batch* batch) {
+  return guarded(b, "span_forward", [&](Backend& be) { be.span(s)->forward(batch); });
+}
+
+fish_status span_kv_len(fish_backend* b, fish_span* s, int32_t seq, int32_t* out) {
+  return guarded(b, "span_kv_len", [&](Backend& be) {
+    if (!out) fail(FISH_E_INVALID_ARGUMENT, "span_kv_len: no output pointer");
+    *out = be.span(s)->kv_len(seq);
   });
 }
 
-fish_status span_forward_logits_view(fish_backend* b, fish_span* s, float* x, int32_t n_tok, int32_t pos0,
-                                     const float** logits) {
-  return guarded(b, "span_forward_logits_view", [&](Backend& be) {
-    if (!logits) fail(FISH_E_INVALID_ARGUMENT, "span_forward_logits_view: no pointer for the logits");
-    *logits = be.span(s)->forward_view(x, n_tok, pos0);
-  });
+fish_status span_kv_truncate(fish_backend* b, fish_span* s, int32_t seq, int32_t n) {
+  return guarded(b, "span_kv_truncate", [&](Backend& be) { be.span(s)->truncate(seq, n); });
 }
 
-fish_status span_kv_truncate(fish_backend* b, fish_span* s, int32_t n) {
-  return guarded(b, "span_kv_truncate", [&](Backend& be) { be.span(s)->truncate(n); });
+fish_status span_kv_copy(fish_backend* b, fish_span* s, int32_t src, int32_t dst, int32_t p0, int32_t p1) {
+  return guarded(b, "span_kv_copy", [&](Backend& be) { be.span(s)->copy(src, dst, p0, p1); });
 }
 
 fish_status span_kv_reserve(fish_backend* b, fish_span* s, int32_t n) {
   return guarded(b, "span_kv_reserve", [&](Backend& be) { be.span(s)->reserve(n); });
-}
-
-fish_status span_kv_len(fish_backend* b, fish_span* s, int32_t* out) {
-  return guarded(b, "span_kv_len", [&](Backend& be) {
-    if (!out) fail(FISH_E_INVALID_ARGUMENT, "span_kv_len: no output pointer");
-    *out = be.span(s)->kv_len();
-  });
 }
 
 fish_status span_destroy(fish_backend* b, fish_span* s) {
@@ -284,16 +275,13 @@ fish_plugin_api full_table(uint32_t version) {
   t.matmul_group = matmul_group;
   t.span_bytes = span_bytes;
   t.span_create = span_create;
-  t.span_forward = span_forward;
-  t.span_kv_truncate = span_kv_truncate;
-  t.span_kv_reserve = span_kv_reserve;
-  t.span_kv_len = span_kv_len;
   t.span_destroy = span_destroy;
-  if (FISH_ABI_VERSION_MINOR(version) >= 1) {  // appended in 1.1
-    t.span_set_head = span_set_head;
-    t.span_forward_logits = span_forward_logits;
-  }
-  if (FISH_ABI_VERSION_MINOR(version) >= 2) t.span_forward_logits_view = span_forward_logits_view;  // 1.2
+  t.span_set_head = span_set_head;
+  t.span_forward = span_forward;
+  t.span_kv_len = span_kv_len;
+  t.span_kv_truncate = span_kv_truncate;
+  t.span_kv_copy = span_kv_copy;
+  t.span_kv_reserve = span_kv_reserve;
   return t;
 }
 
@@ -303,7 +291,9 @@ fish_plugin_api full_table(uint32_t version) {
 using namespace fish::reference;
 
 // The negotiation: same major, minor = min(host's, ours); the host's services
-// must reach at least type_info (all of ABI 1.0). Nothing heavy happens here.
+// must reach at least type_info. The table is the whole of what this plugin
+// implements, cut to the host's struct_size (write_out): the host tells which
+// slots it can use by FISH_API_HAS, never by the minor. Nothing heavy happens here.
 extern "C" FISH_PLUGIN_EXPORT fish_status fish_plugin_query(uint32_t host_abi_version, const fish_host_api* host_api,
                                                             fish_plugin_api* out) {
   // Without room for the four frozen header fields there is nowhere to answer.
@@ -320,7 +310,7 @@ extern "C" FISH_PLUGIN_EXPORT fish_status fish_plugin_query(uint32_t host_abi_ve
   } else if (!host_api || !FISH_STRUCT_HAS(host_api, fish_host_api, type_info) || !host_api->parallel_for ||
              !host_api->n_threads || !host_api->dequant_row || !host_api->type_info) {
     std::snprintf(message, sizeof message,
-                  "the host's services table (%u bytes) lacks services of ABI 1.0 that fish_reference needs "
+                  "the host's services table (%u bytes) lacks services that fish_reference needs "
                   "(parallel_for, n_threads, dequant_row, type_info)",
                   host_api ? unsigned(host_api->struct_size) : 0u);
     t.abi_version = FISH_PLUGIN_ABI_VERSION;

@@ -108,10 +108,14 @@ Weight* Backend::upload(const fish_weight_desc* d) {
   if (d->n_in <= 0 || d->n_out <= 0 || !d->data)
     fail(FISH_E_INVALID_ARGUMENT, "upload " + name + ": bad shape [" + std::to_string(d->n_out) + " x " +
                                       std::to_string(d->n_in) + "] or no data");
+  const int64_t n_mat = d->n_mat == 0 ? 1 : d->n_mat;  // 0 is read as 1 (a single matrix)
+  if (n_mat < 0) fail(FISH_E_INVALID_ARGUMENT, "upload " + name + ": n_mat " + std::to_string(n_mat) + " is negative");
   const uint64_t rb = row_bytes(d->type, d->n_in);
-  if (uint64_t(d->n_out) > UINT64_MAX / rb || rb * uint64_t(d->n_out) != d->nbytes)
+  const uint64_t rows = uint64_t(d->n_out) * uint64_t(n_mat);
+  if (rows / uint64_t(n_mat) != uint64_t(d->n_out) || rows > UINT64_MAX / rb || rb * rows != d->nbytes)
     fail(FISH_E_INVALID_ARGUMENT, "upload " + name + ": nbytes " + std::to_string(d->nbytes) + " does not match " +
-                                      std::to_string(d->n_out) + " rows of " + std::to_string(rb) + " bytes");
+                                      std::to_string(n_mat) + " x " + std::to_string(d->n_out) + " rows of " +
+                                      std::to_string(rb) + " bytes");
   charge(d->nbytes, "upload " + name);
   auto* w = new (std::nothrow) Weight();
   if (!w) {
@@ -123,6 +127,7 @@ Weight* Backend::upload(const fish_weight_desc* d) {
     w->type = d->type;
     w->n_in = d->n_in;
     w->n_out = d->n_out;
+    w->n_mat = n_mat;
     w->row_bytes = rb;
     w->data.assign(static_cast<const uint8_t*>(d->data), static_cast<const uint8_t*>(d->data) + d->nbytes);
   } catch (...) {
@@ -156,6 +161,9 @@ Span* Backend::span(fish_span* h) const {
 
 void Backend::matmul(const Weight& w, const float* x, int n_tok, float* y) const {
   if (!x || !y || n_tok < 1) fail(FISH_E_INVALID_ARGUMENT, "matmul " + w.name + ": n_tok must be >= 1 with x and y given");
+  if (w.n_mat != 1)
+    fail(FISH_E_INVALID_ARGUMENT, "matmul " + w.name + ": a stack of " + std::to_string(w.n_mat) +
+                                      " matrices (matmul takes single matrices)");
   const int64_t n_in = w.n_in, n_out = w.n_out;
   // Rows are split over the host's threads; each range decodes one row at a
   // time into its own scratch and dots it with every token.

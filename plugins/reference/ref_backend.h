@@ -14,13 +14,14 @@ namespace fish::reference {
 
 class Span;
 
-// A resident weight: n_out rows of row_bytes bytes in GGUF layout.
+// A resident weight: n_mat matrices (MoE experts; usually 1) of n_out rows of
+// row_bytes bytes each, in GGUF layout.
 struct Weight {
   std::string name;
   uint32_t type = 0;
-  int64_t n_in = 0, n_out = 0;
+  int64_t n_in = 0, n_out = 0, n_mat = 1;
   uint64_t row_bytes = 0;
-  std::vector<uint8_t> data;  // n_out * row_bytes
+  std::vector<uint8_t> data;  // n_mat * n_out * row_bytes
 };
 
 class Backend {

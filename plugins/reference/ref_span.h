@@ -1,13 +1,14 @@
-// A span: layers [first_layer, first_layer + n_layers) of a Llama-family
-// decoder with their own KV cache (f32, [capacity][n_head_kv * head_dim] per
-// layer for K and for V). The math is the one written out in plugin_abi.h above
-// fish_span_layer; each step below is a plain loop so a plugin author can read
-// it next to the spec.
+// A span: layers [first_layer, first_layer + n_layers) of a decoder, holding
+// n_seq sequences, each with its own f32 KV cache ([capacity][n_head_kv *
+// head_dim] per layer for K and for V). The math is the one written out in
+// plugin_abi.h above the roles; each step below is a plain loop so a plugin
+// author can read it next to the header.
 #pragma once
 #include <cstdint>
 #include <vector>
 
 #include "fish/plugin_abi.h"
+#include "ref_span_desc.h"
 
 namespace fish::reference {
 
@@ -16,52 +17,52 @@ struct Weight;
 
 class Span {
  public:
-  // Validates the description (shapes against the weights) and charges the
-  // backend's budget for KV + parameters (span_bytes()). Throws Failure.
+  // Reads and checks the description (ref_span_desc.h) and charges the
+  // backend's budget for KV + parameters (bytes_for). Throws Failure.
   Span(Backend& be, const fish_span_desc* d);
   ~Span();
   Span(const Span&) = delete;
   Span& operator=(const Span&) = delete;
 
   // What a span of this shape holds beyond its weights, in bytes.
-  static uint64_t bytes_for(const fish_span_desc* d, int64_t capacity);
+  static uint64_t bytes_for(const SpanIn& in, int64_t capacity);
 
-  // x: [n_tok, n_embd] in/out; see fish_plugin_api::span_forward. logits
-  // (span_forward_logits, ABI 1.1): also the head's output for the last token.
-  void forward(float* x, int n_tok, int pos0, float* logits = nullptr);
-  // span_forward_logits_view (ABI 1.2): forward with the head; the logits stay
-  // in this span (valid until its next forward or destruction).
-  const float* forward_view(float* x, int n_tok, int pos0);
-  // The output head (ABI 1.1 span_set_head): head = nullptr detaches.
+  // span_forward: checks the whole batch first (a refusal changes nothing), then runs it.
+  void forward(fish_span_batch* b);
+  // span_set_head: head = nullptr detaches.
   void set_head(Weight* head, const float* norm);
-  void truncate(int n);
+  int kv_len(int seq) const;
+  void truncate(int seq, int n);
+  void copy(int src, int dst, int p0, int p1);
   void reserve(int n);
-  int kv_len() const { return kv_len_; }
   int n_layers() const { return int(layers_.size()); }
   bool uses(const Weight* w) const;
 
  private:
   struct Layer {
-    Weight *wq, *wk, *wv, *wo, *w_gate, *w_up, *w_down;
+    Weight *wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr, *gate = nullptr, *up = nullptr, *down = nullptr;
     std::vector<float> attn_norm, ffn_norm, bq, bk, bv, q_norm, k_norm;  // optional ones empty
-    std::vector<float> k_cache, v_cache;  // [capacity][kv_dim]
+    std::vector<std::vector<float>> k_cache, v_cache;  // per sequence: [capacity][kv_dim]
   };
+  // Rows of one sequence in a batch: its first position and its last + 1.
+  struct SeqRows {
+    int first = -1, end = -1;
+  };
+  void check_seq(int seq, const char* what) const;
+  // Checks a batch against the span; returns per sequence the positions it covers.
+  std::vector<SeqRows> check_batch(const fish_span_batch* b, int* n_wanted) const;
+  void layer_forward(Layer& L, std::vector<float>& x, const int32_t* seq, const int32_t* pos, int n_tok);
   void rope(float* v, int n_heads, int pos) const;
 
   Backend& be_;
-  int first_layer_ = 0;
-  int n_embd_ = 0, n_head_ = 0, n_head_kv_ = 0, head_dim_ = 0, n_ff_ = 0;
-  float rms_eps_ = 1e-5f;
-  uint32_t rope_type_ = FISH_ROPE_NORMAL;
-  int n_rot_ = 0;
-  float rope_base_ = 10000.0f, rope_scale_ = 1.0f, attn_scale_ = 0.0f;
+  SpanIn shape_;                   // the description (its pointers are not kept)
   std::vector<float> rope_freqs_;  // [n_rot/2] or empty
   std::vector<Layer> layers_;
-  Weight* head_ = nullptr;       // [n_vocab][n_embd] (set_head)
-  std::vector<float> head_norm_;  // [n_embd]
-  std::vector<float> view_;       // forward_view's logits [n_vocab]
-  int capacity_ = 0;  // positions the KV can hold
-  int kv_len_ = 0;    // positions it holds
+  Weight* head_ = nullptr;         // [n_vocab][n_embd] (set_head)
+  std::vector<float> head_norm_;   // [n_embd]
+  std::vector<float> view_;        // the last forward's logits for LOGITS_VIEW [n_wanted][n_vocab]
+  int capacity_ = 0;               // positions each sequence can hold
+  std::vector<int> kv_len_;        // positions each sequence holds
   uint64_t charged_ = 0;
 };
 

@@ -8,7 +8,7 @@
 
 #include "fish/plugin_abi.h"
 
-// The engine's ABI version as the loader prints it ("1.1"), for expected messages.
+// The engine's ABI version as the loader prints it ("2.0"), for expected messages.
 #define FISH_TEST_STR2(x) #x
 #define FISH_TEST_STR(x) FISH_TEST_STR2(x)
 #define FISH_TEST_ABI_TEXT FISH_TEST_STR(FISH_PLUGIN_ABI_MAJOR) "." FISH_TEST_STR(FISH_PLUGIN_ABI_MINOR)

@@ -131,7 +131,7 @@ TEST_CASE("broken plugins next to fish - the engine stays up with CPU output unc
   };
   const Case cases[] = {
       {"noentry", "no entry symbol 'fish_plugin_query'"},
-      {"wrongmajor", "ABI version mismatch: the plugin speaks 2.0, this engine " FISH_TEST_ABI_TEXT},
+      {"wrongmajor", "the plugin speaks ABI 3.0, newer than this engine's " FISH_TEST_ABI_TEXT},
       {"refuses", "this test plugin needs ABI 7.x"},
       {"probefail", "probe failed (no device): no test device present"},
       {"throws", "probe failed (internal error)"},
@@ -164,6 +164,29 @@ TEST_CASE("broken plugins next to fish - the engine stays up with CPU output unc
   const ProcResult run = run_process(run_args((app / "fish").string()), root.str(), clean_env());
   CHECK(run.status == 0);
   CHECK(run.out == cpu_ids());
+}
+
+TEST_CASE("a plugin built for ABI 1.x is listed as refused by fish devices and fish run goes on on the CPU", "[plugin][e2e]") {
+  // abi1 refuses the 2.0 host as a 1.x plugin does; abi1accepts answers 1.2
+  // anyway: either way the engine reads none of its 1.x table.
+  TempDir root("abi1");
+  for (const char* name : {"abi1", "abi1accepts"}) {
+    INFO(name);
+    const fs::path app = make_app(root, name, {test_plugin(name)});
+    const ProcResult dev = run_process({(app / "fish").string(), "devices"}, root.str(), clean_env());
+    INFO(dev.out << dev.err);
+    CHECK(dev.status == 0);
+    CHECK(contains(dev.out, "libfish_" + std::string(name) + ".so"));
+    CHECK(contains(dev.out, "    not loaded\n    the plugin speaks ABI 1.2 (ABI 1.x), which this engine no longer loads: "
+                            "rebuild it against plugin ABI " FISH_TEST_ABI_TEXT));
+    CHECK(contains(dev.out, "backend: none, CPU only"));
+    const ProcResult run = run_process(run_args((app / "fish").string()), root.str(), clean_env());
+    INFO(run.err);
+    CHECK(run.status == 0);
+    CHECK(run.out == cpu_ids());
+    CHECK(contains(run.err, "backend cpu"));
+    CHECK_FALSE(contains(dev.err + run.err, "called a slot of a 1.x table"));
+  }
 }
 
 TEST_CASE("a plugin refusing its configuration is a warning on stderr without FISH_GPU_VERBOSE", "[plugin][e2e]") {

@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "backend/backend.h"
+#include "backend/conformance_synth.h"
 #include "backend/plugin_adapter.h"
 #include "backend/plugin_loader.h"
 #include "plugin_test_util.h"
@@ -75,8 +76,13 @@ TEST_CASE("broken plugins are refused with their reason without taking the proce
   };
   const Case cases[] = {
       {"noentry", false, false, "no entry symbol 'fish_plugin_query'"},
-      {"wrongmajor", false, false, "ABI version mismatch: the plugin speaks 2.0, this engine " FISH_TEST_ABI_TEXT},
+      {"wrongmajor", false, false, "the plugin speaks ABI 3.0, newer than this engine's " FISH_TEST_ABI_TEXT},
       {"refuses", false, false, "this test plugin needs ABI 7.x, the host offers " FISH_TEST_ABI_TEXT},
+      {"abi1", false, false,
+       "the plugin speaks ABI 1.2 (ABI 1.x), which this engine no longer loads: rebuild it against plugin ABI "
+       FISH_TEST_ABI_TEXT " (it says: fish_abi1 speaks plugin ABI 1.x; the host offers " FISH_TEST_ABI_TEXT ")"},
+      {"abi1accepts", false, false,
+       "the plugin speaks ABI 1.2 (ABI 1.x), which this engine no longer loads: rebuild it against plugin ABI " FISH_TEST_ABI_TEXT},
       {"probefail", true, false, "probe failed (no device): no test device present (broken test plugin)"},
       {"badconfig", true, false, "probe failed (invalid argument): FISH_TEST_KNOB='x' is not a number (broken test plugin)"},
       {"throws", true, false, "probe failed (internal error)"},
@@ -245,4 +251,116 @@ TEST_CASE("FISH_BACKEND_FAIL injection - the n-th call and every later one fail"
   CHECK_FALSE(be->matmul(h, x.data(), 1, y.data()));
   be->release(h);
   CHECK(be->bytes_resident() == 0);
+}
+
+namespace {
+
+// A backend of a plugin file, with the synthetic two-layer decoder of the
+// conformance suite uploaded and a span of 2 sequences with its head.
+struct SeqSpan {
+  std::unique_ptr<PluginBackend> be;
+  conf::Synth s;
+  BackendSpan* span = nullptr;
+  BackendWeight* head = nullptr;
+  explicit SeqSpan(const std::string& file) {
+    const PluginRecord rec = load_plugin(file);
+    REQUIRE(rec.loaded);
+    fish_backend_config cfg{};
+    cfg.struct_size = sizeof cfg;
+    cfg.device_index = -1;
+    std::string err;
+    be = PluginBackend::create(rec.lib, rec.file_name, cfg, &err);
+    REQUIRE(be);
+    std::mt19937_64 rng(99);  // the same weights in every SeqSpan
+    s = conf::make_synth(conf::span_variants()[0], rng);
+    conf::upload_synth(*be, s);
+    span = be->span_create(conf::span_desc(s, 64, 2));
+    REQUIRE(span);
+    head = be->upload(conf::desc_of(s.head));
+    REQUIRE(head);
+    REQUIRE(be->span_set_head(span, head, s.head_norm.data()));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("adapter - a batch of several sequences the plugin refuses runs as one forward per sequence", "[plugin][adapter]") {
+  // fish_refnomix is the reference plugin refusing batches of several
+  // sequences (FISH_E_UNSUPPORTED): the adapter sends one forward per sequence
+  // and gives back the same x and logits, in row order, as one forward would.
+  SeqSpan one(FISH_TEST_REFERENCE), split(test_plugin("refnomix"));
+  const int E = one.s.v.n_embd;
+  conf::Rows r;
+  r.add(0, 0, 4);
+  r.add(1, 0, 3);
+  std::mt19937_64 rng(5);  // single-sequence batches fill both sequences alike
+  std::vector<float> x0 = conf::random_vector(size_t(r.n()) * E, 1.0f, rng), x1 = x0;
+  for (SeqSpan* sp : {&one, &split}) {
+    std::vector<float>& x = sp == &one ? x0 : x1;
+    for (int q = 0; q < 2; ++q) {
+      SpanBatch b;
+      b.n_tok = q == 0 ? 4 : 3;
+      b.x = x.data() + (q == 0 ? 0 : 4 * E);
+      b.seq = r.seq.data() + (q == 0 ? 0 : 4);
+      b.pos = r.pos.data() + (q == 0 ? 0 : 4);
+      b.x_out = true;
+      REQUIRE(sp->be->span_forward(sp->span, b));
+    }
+  }
+  CHECK(x0 == x1);
+  // Interleaved rows of both sequences, the last row of each wanted, through the view.
+  conf::Rows mixed;
+  for (int i = 0; i < 3; ++i) {
+    mixed.add(0, 4 + i, 1, i == 2);
+    if (i < 2) mixed.add(1, 3 + i, 1, i == 1);
+  }
+  const std::vector<float> in = conf::random_vector(size_t(mixed.n()) * E, 1.0f, rng);
+  std::vector<float> xa = in, xb = in;
+  std::vector<std::vector<float>> logits;
+  for (SeqSpan* sp : {&one, &split}) {
+    SpanBatch b;
+    b.n_tok = mixed.n();
+    b.x = sp == &one ? xa.data() : xb.data();
+    b.seq = mixed.seq.data();
+    b.pos = mixed.pos.data();
+    b.logits_rows = mixed.want.data();
+    b.x_out = true;
+    b.logits_view = true;
+    INFO(sp->be->name());
+    REQUIRE(sp->be->span_forward(sp->span, b));
+    REQUIRE(b.view);
+    logits.emplace_back(b.view, b.view + 2 * conf::kVocab);
+    CHECK(sp->be->span_kv_len(sp->span, 0) == 7);
+    CHECK(sp->be->span_kv_len(sp->span, 1) == 5);
+  }
+  CHECK(xa == xb);  // the reference's rows do not depend on their batch: equal bit for bit
+  CHECK(logits[0] == logits[1]);
+  // The plugin's own answer is still available (the conformance suite reads it).
+  SpanBatch raw;
+  raw.n_tok = mixed.n();
+  raw.x = xb.data();
+  raw.seq = mixed.seq.data();
+  raw.pos = mixed.pos.data();
+  CHECK_FALSE(split.be->span_forward_once(split.span, raw));
+  CHECK(split.be->last_status() == FISH_E_UNSUPPORTED);
+
+  SECTION("a sequence failing part-way leaves x untouched and the sequences where they were") {
+    std::string err;
+    REQUIRE(split.be->set_fail_spec("span_forward:3", &err));  // 1: the mixed batch, 2: sequence 0, 3: sequence 1
+    conf::Rows more;
+    more.add(0, 7, 1);
+    more.add(1, 5, 1);
+    std::vector<float> x = conf::random_vector(size_t(2) * E, 1.0f, rng), before = x;
+    SpanBatch b;
+    b.n_tok = 2;
+    b.x = x.data();
+    b.seq = more.seq.data();
+    b.pos = more.pos.data();
+    b.x_out = true;
+    CHECK_FALSE(split.be->span_forward(split.span, b));
+    CHECK(split.be->last_error() == "span_forward: forced failure (FISH_BACKEND_FAIL)");
+    CHECK(x == before);
+    CHECK(split.be->span_kv_len(split.span, 0) == 7);  // sequence 0 ran, then lost this batch's position
+    CHECK(split.be->span_kv_len(split.span, 1) == 5);
+  }
 }

@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "fish/fish.h"
+#include "plugin_test_util.h"
 #include "test_paths.h"
 
 using fish::test::model_path;
@@ -120,15 +121,20 @@ TEST_CASE("model - span equals per-matmul on the same layers (reference plugin o
 
 TEST_CASE("model - a span failure mid-generation falls back to the CPU", "[plugin][model]") {
   const Trace t = cpu_trace(12);
-  // The prompt + 3 tokens run on the span, then its 5th call fails: span_forward
-  // with the output head as its own submission, span_forward_logits (ABI 1.1) with
-  // the head in the span's (FISH_GPU_LOGITS_VIEW=0), its view (ABI 1.2, the default).
-  for (const char* call : {"span_forward", "span_forward_logits", "span_forward_logits_view"}) {
-    INFO("failing call: " << call);
-    const bool head = std::string(call) != "span_forward";
-    setenv("FISH_GPU_SPAN_HEAD", head ? "1" : "0", 1);
-    setenv("FISH_GPU_LOGITS_VIEW", std::string(call) == "span_forward_logits" ? "0" : "1", 1);
-    setenv("FISH_BACKEND_FAIL", (std::string(call) + ":5").c_str(), 1);
+  // The prompt + 3 tokens run on the span, then its 5th forward fails: with
+  // the output head as its own submission (x out), with the head in the span
+  // and the logits copied (FISH_GPU_LOGITS_VIEW=0), and read in place (the default).
+  struct Mode {
+    const char* name;
+    const char* span_head;
+    const char* view;
+  };
+  for (const Mode& mode : {Mode{"head apart", "0", "1"}, Mode{"head in the span, copied", "1", "0"},
+                           Mode{"head in the span, viewed", "1", "1"}}) {
+    INFO("mode: " << mode.name);
+    setenv("FISH_GPU_SPAN_HEAD", mode.span_head, 1);
+    setenv("FISH_GPU_LOGITS_VIEW", mode.view, 1);
+    setenv("FISH_BACKEND_FAIL", "span_forward:5", 1);
     fish_backend_use_file(FISH_TEST_REFERENCE);
     {
       Model m(-1, 1);
@@ -156,4 +162,45 @@ TEST_CASE("model - a span failure mid-generation falls back to the CPU", "[plugi
     unsetenv("FISH_GPU_LOGITS_VIEW");
   }
   fish_backend_use_file(nullptr);
+}
+
+TEST_CASE("model - a head giving only the last row's logits: the other rows come from x and matmul", "[plugin][model]") {
+  // fish_refoneseq refuses logits of rows other than the last (FISH_E_UNSUPPORTED):
+  // an all-logits eval then asks for x back and runs the head through matmul,
+  // with no fallback to the CPU and no position lost; the last-row decode keeps
+  // the head in the span. Against the reference plugin, whose head gives every row.
+  auto all_logits = [](const char* plugin, const std::vector<int32_t>& toks, std::vector<std::vector<float>>& rows,
+                       std::vector<float>& next, fish_stats& st) {
+    fish_backend_use_file(plugin);
+    Model m(-1, 1);
+    REQUIRE(m.info.gpu_span == 1);
+    REQUIRE(fish_eval(m.m, toks.data(), int32_t(toks.size()), 0, 1) == 0);
+    for (int32_t i = 0; i < int32_t(toks.size()); ++i) {
+      const float* l = fish_get_logits(m.m, i);
+      REQUIRE(l);
+      rows.emplace_back(l, l + m.n_vocab());
+    }
+    const int32_t tok = argmax(rows.back());
+    REQUIRE(fish_eval(m.m, &tok, 1, int32_t(toks.size()), 0) == 0);
+    const float* l = fish_get_logits(m.m, -1);
+    next.assign(l, l + m.n_vocab());
+    CHECK(fish_kv_len(m.m) == int32_t(toks.size()) + 1);
+    st.struct_size = sizeof st;
+    fish_get_stats(m.m, &st);
+  };
+  const Trace t = cpu_trace(0);
+  std::vector<std::vector<float>> ref_rows, narrow_rows;
+  std::vector<float> ref_next, narrow_next;
+  fish_stats ref_st{}, narrow_st{};
+  all_logits(FISH_TEST_REFERENCE, t.toks, ref_rows, ref_next, ref_st);
+  all_logits(fish::test::test_plugin("refoneseq").c_str(), t.toks, narrow_rows, narrow_next, narrow_st);
+  fish_backend_use_file(nullptr);
+  CHECK(narrow_st.gpu_fallbacks == 0);
+  CHECK(narrow_st.gpu_submits == ref_st.gpu_submits + 2);  // the retry with x out, then the head's matmul
+  // The same layers; the head's norm here in the engine instead of in the plugin.
+  const Agreement g = compare(narrow_rows, ref_rows);
+  INFO("all rows: argmax " << g.same_argmax << "/" << g.steps << ", max |dlogit| " << g.max_diff);
+  CHECK(g.same_argmax == g.steps);
+  CHECK(g.max_diff <= 1e-5 * g.max_abs);
+  CHECK(narrow_next == ref_next);  // the decoded token: the head in the span on both
 }

@@ -152,13 +152,14 @@ ConformanceSummary run_conformance(const std::string& path, const ConformanceOpt
                      a.last_error && a.open && a.describe && a.memory_free && a.bytes_resident && a.supports &&
                      a.upload && a.release && a.matmul && a.matmul_group;
     expect(all, "a required function pointer is NULL");
-    const bool spans = a.span_bytes && a.span_create && a.span_forward && a.span_kv_truncate && a.span_kv_reserve &&
-                       a.span_destroy;
-    const bool no_spans = !a.span_bytes && !a.span_create && !a.span_forward && !a.span_kv_truncate &&
-                          !a.span_kv_reserve && !a.span_destroy;
-    expect(spans || no_spans, "the span functions must be all present or all NULL");
+    // The span group is all or nothing; only span_kv_copy may be missing from it.
+    const bool spans = a.span_bytes && a.span_create && a.span_destroy && a.span_set_head && a.span_forward &&
+                       a.span_kv_len && a.span_kv_truncate && a.span_kv_reserve;
+    const bool no_spans = !a.span_bytes && !a.span_create && !a.span_destroy && !a.span_set_head && !a.span_forward &&
+                          !a.span_kv_len && !a.span_kv_truncate && !a.span_kv_reserve && !a.span_kv_copy;
+    expect(spans || no_spans, "the span functions must be all present or all NULL (span_kv_copy alone may be NULL)");
     return std::string(a.name) + " answers " + ver(a.abi_version) + ", table " + std::to_string(a.struct_size) +
-           " bytes, spans " + (spans ? "yes" : "no");
+           " bytes, spans " + (spans ? a.span_kv_copy ? "yes (with span_kv_copy)" : "yes (no span_kv_copy)" : "no");
   });
 
   const uint32_t newer_minor = FISH_ABI_MAKE_VERSION(FISH_PLUGIN_ABI_MAJOR, FISH_PLUGIN_ABI_MINOR + 7);
@@ -169,7 +170,8 @@ ConformanceSummary run_conformance(const std::string& path, const ConformanceOpt
     expect(FISH_ABI_VERSION_MAJOR(a.api.abi_version) == FISH_PLUGIN_ABI_MAJOR &&
                FISH_ABI_VERSION_MINOR(a.api.abi_version) <= FISH_ABI_VERSION_MINOR(newer_minor) &&
                FISH_ABI_VERSION_MINOR(a.api.abi_version) >= FISH_ABI_VERSION_MINOR(cur.api.abi_version),
-           "answered " + ver(a.api.abi_version) + " (must be 1.x with x between its answer to this host and the offer)");
+           "answered " + ver(a.api.abi_version) + " (must be " + std::to_string(FISH_PLUGIN_ABI_MAJOR) +
+               ".x with x between its answer to this host and the offer)");
     return "answers " + ver(a.api.abi_version);
   });
 
@@ -203,23 +205,14 @@ ConformanceSummary run_conformance(const std::string& path, const ConformanceOpt
     return "filled " + std::to_string(a.api.struct_size) + " bytes";
   });
 
-  // A 1.1 host (an engine from before span_forward_logits_view): its table ends
-  // after span_forward_logits, and nothing newer than 1.1 may be answered.
-  const uint32_t v11_table = uint32_t(offsetof(fish_plugin_api, span_forward_logits_view));
-  run.check("negotiate: a 1.1 host with the 1.1 table", [&]() -> std::string {
-    const Answer a = query(q, FISH_ABI_MAKE_VERSION(FISH_PLUGIN_ABI_MAJOR, 1), host_api(), v11_table);
-    expect(a.status == FISH_OK, std::string("refused (") + status_name(a.status) + "): " + a.message);
-    expect(a.canary_ok, "the plugin wrote past the " + std::to_string(v11_table) + "-byte table");
-    expect(a.api.struct_size <= v11_table, "answered struct_size " + std::to_string(a.api.struct_size));
-    expect(FISH_ABI_VERSION_MINOR(a.api.abi_version) <= 1, "answered " + ver(a.api.abi_version) + " to a 1.1 host");
-    return "answers " + ver(a.api.abi_version) + ", " + std::to_string(a.api.struct_size) + " bytes";
-  });
-
   run.check("negotiate: host services table without quantize_row/type_info", [&]() -> std::string {
     g_trap_calls = 0;
     const Answer a = query(q, current, short_host(), full);
     std::string detail;
     if (a.status == FISH_OK) {
+      // Only a table of this major may be used (another major's has another layout).
+      expect(FISH_ABI_VERSION_MAJOR(a.api.abi_version) == FISH_PLUGIN_ABI_MAJOR,
+             "accepted the short host table answering ABI " + ver(a.api.abi_version));
       const std::string e = exercise_raw(a.api);
       expect(g_trap_calls == 0, "the plugin called a host service past the host's struct_size");
       expect(e.empty(), "accepted the short host table, then: " + e);

@@ -9,9 +9,14 @@
 // at n_tok 1/3/37/256 against the engine's f32 reference with the spec's bound
 // (|y - ref| <= 1e-3 * Σ_r Σ_i |w_ri||x_ti| / n_out for every element of token
 // t); matmul_group; a budget overrun that fails cleanly with the backend still
-// working; bad arguments; spans (llama / qwen2 / qwen3 shapes) against the same
-// plugin's per-matmul path: same argmax, max |Δlogit| <= 2% of max |logit|,
-// KV truncation, gap and capacity refusal with x untouched, span_kv_reserve.
+// working; bad arguments; every span call (llama / qwen2 / qwen3 shapes)
+// against the same plugin's per-matmul path: same argmax, max |Δlogit| <= 2%
+// of max |logit|, with x out or not, logits of chosen rows copied and viewed,
+// several sequences (in one batch, interleaved, span_kv_copy, truncate and
+// drop), gaps, bad sequence ids and capacity refused with x untouched,
+// span_kv_reserve; unknown roles, architecture values and MoE refused as
+// unsupported. What a plugin does not implement (FISH_E_UNSUPPORTED) is
+// reported as SKIP with its reason, never as PASS.
 #pragma once
 #include <cstdint>
 #include <functional>

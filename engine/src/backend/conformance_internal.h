@@ -73,7 +73,9 @@ std::string fmt(double v, int prec = 3);
 
 // Parts of the suite (each adds its checks).
 void run_matmul_checks(Runner& run, const PluginLibrary* lib, const std::string& name);
-void run_span_checks(Runner& run, const PluginLibrary* lib, const std::string& name);
+void run_span_checks(Runner& run, const PluginLibrary* lib, const std::string& name);      // conformance_span.cpp
+void run_sequence_checks(Runner& run, const PluginLibrary* lib, const std::string& name);  // conformance_seq.cpp
+void run_refusal_checks(Runner& run, const PluginLibrary* lib, const std::string& name);   // conformance_refuse.cpp
 
 // A fresh backend of the plugin (the suite never uses the engine's global one).
 std::unique_ptr<PluginBackend> new_backend(const PluginLibrary* lib, const std::string& name, uint64_t budget = 0);

@@ -1,4 +1,5 @@
-// PluginBackend: the ComputeBackend adapter over a loaded plugin's C table.
+// PluginBackend: the ComputeBackend adapter over a loaded plugin's C table, and
+// the one place that converts the engine's descriptions to the C ABI's.
 // Model code sees only ComputeBackend; this class turns its calls into table
 // calls, statuses into bool + last_error(), and fences every call so that a
 // misbehaving plugin (an exception across the boundary) cannot take the engine
@@ -31,16 +32,16 @@ class PluginBackend final : public ComputeBackend {
                                                const fish_backend_config& cfg, std::string* err);
 
   // Test-only failure injection (FISH_BACKEND_FAIL's syntax: "call:n[,call:n]"):
-  // the n-th call (1-based, counted from now) of that method and every later
-  // one fail with FISH_E_DEVICE. Unknown call names are an error (false).
+  // the n-th call (1-based, counted from now) of that table slot and every
+  // later one fail with FISH_E_DEVICE. Unknown call names are an error (false).
   bool set_fail_spec(const std::string& spec, std::string* err);
 
   std::string name() const override { return name_; }
   std::string describe() override;
   std::string last_error() const override;
+  int last_status() const override;
   std::string status() override;
   std::string profile() override;
-  int last_status() const override;
   bool open() override;
 
   uint64_t memory_free() override;
@@ -55,28 +56,38 @@ class PluginBackend final : public ComputeBackend {
   bool has_spans() const override;
   uint64_t span_bytes(const SpanDesc& d) override;
   BackendSpan* span_create(const SpanDesc& d) override;
-  bool span_forward(BackendSpan* s, float* x, int n_tok, int pos0) override;
-  bool span_set_head(BackendSpan* s, BackendWeight* head, const float* norm) override;
-  bool span_forward_logits(BackendSpan* s, float* x, int n_tok, int pos0, float* logits) override;
-  bool has_span_logits_view() const override;
-  bool span_forward_logits_view(BackendSpan* s, float* x, int n_tok, int pos0, const float** logits) override;
-  bool span_kv_truncate(BackendSpan* s, int n) override;
-  bool span_kv_reserve(BackendSpan* s, int n) override;
-  int span_kv_len(BackendSpan* s) override;
   void span_destroy(BackendSpan* s) override;
+  bool span_set_head(BackendSpan* s, BackendWeight* head, const float* norm) override;
+  bool span_forward(BackendSpan* s, SpanBatch& b) override;
+  int span_kv_len(BackendSpan* s, int32_t seq) override;
+  bool span_kv_truncate(BackendSpan* s, int32_t seq, int32_t n) override;
+  bool has_span_kv_copy() const override;
+  bool span_kv_copy(BackendSpan* s, int32_t src, int32_t dst, int32_t p0, int32_t p1) override;
+  bool span_kv_reserve(BackendSpan* s, int32_t n) override;
+
+  // Exactly one span_forward table call, no per-sequence retry: the
+  // conformance suite sees the plugin's own answer to a mixed batch.
+  bool span_forward_once(BackendSpan* s, SpanBatch& b);
 
   const fish_plugin_api& api() const { return lib_->api; }
   fish_backend* handle() const { return b_; }
-  // The plugin fills the ABI 1.1 head slots: a negotiated minor >= 1 and a table that holds both.
-  bool has_span_head() const;
 
  private:
-  // Runs one table call: injection, exception fence, status -> last error.
+  // What the adapter keeps of a span to run a refused batch per sequence.
+  struct SpanInfo {
+    int32_t n_embd = 0;
+    int64_t n_vocab = 0;             // rows of the attached head (0: none)
+    std::vector<float> split_view;   // logits of a batch run per sequence, when a view was asked for
+  };
+
+  // Runs one table call: injection, exception fence, status -> last error. Caller holds mu_.
   template <class F>
   bool call(const char* what, F&& f);
   // has, else an UNSUPPORTED last error naming the missing feature; caller holds mu_.
   bool require(bool has, const char* what, const char* feature);
   std::string describe_what(uint32_t what);
+  bool forward_once_locked(BackendSpan* s, SpanBatch& b);
+  bool forward_per_sequence(BackendSpan* s, SpanBatch& b, SpanInfo& info);
 
   const PluginLibrary* lib_;
   fish_backend* b_;
@@ -84,18 +95,21 @@ class PluginBackend final : public ComputeBackend {
   mutable std::mutex mu_;
   std::string last_error_;
   int last_status_ = FISH_OK;
-  std::map<std::string, long> fail_at_;  // call name -> calls left before failing (1 = next)
+  std::map<std::string, long> fail_at_;      // call name -> calls left before failing (1 = next)
+  std::map<BackendWeight*, int64_t> rows_;   // n_out of each uploaded weight (a head's n_vocab)
+  std::map<BackendSpan*, SpanInfo> spans_;
 };
 
-// The engine's span description in the ABI's form; the holder keeps the arrays
-// desc points into (so it is neither copied nor moved).
+// The engine's span description in the ABI's form (one conversion per call;
+// the holder owns the arrays desc points into, so it is neither copied nor moved).
 struct AbiSpanDesc {
   explicit AbiSpanDesc(const SpanDesc& d);
   AbiSpanDesc(const AbiSpanDesc&) = delete;
   AbiSpanDesc& operator=(const AbiSpanDesc&) = delete;
   fish_span_desc desc{};
-  std::vector<fish_span_layer> layers;
-  std::vector<const fish_span_layer*> layer_ptrs;
+  fish_arch arch{};
+  std::vector<fish_layer_tensor> tensors;  // every layer's, layer after layer
+  std::vector<fish_span_layer> layers;     // each points into tensors
 };
 
 }  // namespace fish::backend

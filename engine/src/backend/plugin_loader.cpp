@@ -157,6 +157,18 @@ std::string version_text(uint32_t v) {
   return std::to_string(FISH_ABI_VERSION_MAJOR(v)) + "." + std::to_string(FISH_ABI_VERSION_MINOR(v));
 }
 
+// Why a plugin of another major is not loaded (majors never mix: a 1.x table
+// has another layout and other meanings).
+std::string other_major_text(uint32_t theirs) {
+  const uint32_t major = FISH_ABI_VERSION_MAJOR(theirs);
+  const std::string ours = version_text(FISH_PLUGIN_ABI_VERSION);
+  if (major < FISH_PLUGIN_ABI_MAJOR)
+    return "the plugin speaks ABI " + version_text(theirs) + " (ABI " + std::to_string(major) +
+           ".x), which this engine no longer loads: rebuild it against plugin ABI " + ours;
+  return "the plugin speaks ABI " + version_text(theirs) + ", newer than this engine's " + ours +
+         ": use a newer fish, or a build of the plugin for ABI " + ours;
+}
+
 // The slots every plugin must fill (the span group is optional).
 const char* missing_required(const fish_plugin_api& a) {
   if (!a.plugin_error) return "plugin_error";
@@ -202,22 +214,27 @@ LibEntry& open_and_negotiate(const std::string& canon) {
   fish_plugin_api api{};
   api.struct_size = sizeof api;
   const fish_status st = fenced([&] { return q(FISH_PLUGIN_ABI_VERSION, host_api(), &api); });
+  // Only the frozen header (struct_size, abi_version, name, message) means the
+  // same in every major: nothing else is read before the major is known.
   const std::string msg = api.message ? safe_string(api.message, 4096) : "";
+  const uint32_t major = FISH_ABI_VERSION_MAJOR(api.abi_version);
+  if (api.abi_version != 0 && major != FISH_PLUGIN_ABI_MAJOR) {
+    e.error = other_major_text(api.abi_version) + (msg.empty() ? "" : " (it says: " + msg + ")");
+    return e;
+  }
   if (st != FISH_OK) {
     e.error = std::string("refused ABI ") + version_text(FISH_PLUGIN_ABI_VERSION) + " (" + status_name(st) + ")";
-    if (api.abi_version) e.error += ", it speaks " + version_text(api.abi_version);
     if (!msg.empty()) e.error += ": " + msg;
+    return e;
+  }
+  if (FISH_ABI_VERSION_MINOR(api.abi_version) > FISH_PLUGIN_ABI_MINOR) {
+    e.error = "ABI version mismatch: the plugin answered " + version_text(api.abi_version) + " to this engine's " +
+              version_text(FISH_PLUGIN_ABI_VERSION) + " (a plugin answers at most the host's minor)";
     return e;
   }
   if (api.struct_size > sizeof api || api.struct_size < offsetof(fish_plugin_api, span_bytes)) {
     e.error = "answered a table of " + std::to_string(api.struct_size) + " bytes (this engine expects " +
               std::to_string(offsetof(fish_plugin_api, span_bytes)) + ".." + std::to_string(sizeof api) + ")";
-    return e;
-  }
-  if (FISH_ABI_VERSION_MAJOR(api.abi_version) != FISH_PLUGIN_ABI_MAJOR ||
-      FISH_ABI_VERSION_MINOR(api.abi_version) > FISH_PLUGIN_ABI_MINOR) {
-    e.error = "ABI version mismatch: the plugin speaks " + version_text(api.abi_version) + ", this engine " +
-              version_text(FISH_PLUGIN_ABI_VERSION);
     return e;
   }
   if (!api.name || !*api.name) {

@@ -3,7 +3,7 @@
 #pragma once
 #include <cstdint>
 
-#include "backend/compute_backend.h"
+#include "common/rope_type.h"
 
 namespace fish {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "backend/compute_backend.h"
+#include "common/rope_type.h"
 
 namespace fish {
 

@@ -244,7 +244,8 @@ void LlamaModel::cpu_layer(int32_t l, float* x, int32_t n, int32_t pos) {
   });
 }
 
-bool LlamaModel::eval_chunk(const int32_t* tokens, int32_t n, int32_t pos, bool all_logits, float* logits_out) {
+bool LlamaModel::eval_chunk(const int32_t* tokens, int32_t n, int32_t pos, bool all_logits, float* logits_out,
+                            bool may_view) {
   const Hparams& h = hp_;
   const int64_t E = h.n_embd;
   auto grow = [](std::vector<float>& b, int64_t sz) {
@@ -263,37 +264,21 @@ bool LlamaModel::eval_chunk(const int32_t* tokens, int32_t n, int32_t pos, bool 
 
   float* x = x_.data();
   embed(tokens, n, x);
-  const int32_t first_gpu = h.n_layer - n_layer_gpu_;
-  for (int32_t l = 0; l < h.n_layer; ++l) {
-    if (span_ && l == first_gpu) {
-      if (span_fail_at_ >= 0 && pos + n > span_fail_at_) {  // test-only knob: FISH_TEST_SPAN_FAIL_AT
-        span_fail_reason_ = "simulated by FISH_TEST_SPAN_FAIL_AT=" + std::to_string(span_fail_at_);
-        return false;
-      }
-      if (!grow_span_kv(pos + n)) {
-        span_fail_reason_ = "span_kv_reserve(" + std::to_string(pos + n) + "): " + backend_->last_error();
-        return false;
-      }
-      ++stats_.gpu_submits;
-      if (span_head_ && logits_out && !all_logits) {
-        // One submission: the remaining layers, the output norm and the head;
-        // with span_view_ the logits stay where the backend wrote them.
-        if (span_view_) {
-          const float* view = nullptr;
-          if (backend_->span_forward_logits_view(span_, x, n, pos, &view)) {
-            logits_view_ = view;
-            return true;
-          }
-        } else if (backend_->span_forward_logits(span_, x, n, pos, logits_out)) {
-          return true;
-        }
-      } else if (backend_->span_forward(span_, x, n, pos)) {
-        break;  // the span ran every remaining layer
-      }
-      span_fail_reason_ = backend_->last_error();
-      return false;  // x is untouched; eval() falls back and replays
+  const int32_t n_cpu = span_ ? h.n_layer - n_layer_gpu_ : h.n_layer;
+  for (int32_t l = 0; l < n_cpu; ++l) cpu_layer(l, x, n, pos);
+  if (span_) {
+    // The span runs every remaining layer.
+    if (span_fail_at_ >= 0 && pos + n > span_fail_at_) {  // test-only knob: FISH_TEST_SPAN_FAIL_AT
+      span_fail_reason_ = "simulated by FISH_TEST_SPAN_FAIL_AT=" + std::to_string(span_fail_at_);
+      return false;
     }
-    cpu_layer(l, x, n, pos);
+    if (!grow_span_kv(pos + n)) {
+      span_fail_reason_ = "span_kv_reserve(" + std::to_string(pos + n) + "): " + backend_->last_error();
+      return false;
+    }
+    const SpanOut out = run_span(x, n, pos, all_logits, logits_out, may_view);
+    if (out == SpanOut::Failed) return false;  // x is untouched; eval() falls back and replays
+    if (out == SpanOut::Logits) return true;
   }
 
   // Final norm and LM head for the tokens whose logits are wanted (none for a
@@ -306,6 +291,51 @@ bool LlamaModel::eval_chunk(const int32_t* tokens, int32_t n, int32_t pos, bool 
     rmsnorm(x + int64_t(t) * E, output_norm_, xn + int64_t(t - t0) * E, E, h.rms_eps);
   linear(output_, xn, nl, logits_out);
   return true;
+}
+
+LlamaModel::SpanOut LlamaModel::run_span(float* x, int32_t n, int32_t pos, bool all_logits, float* logits_out,
+                                         bool may_view) {
+  span_pos_.resize(size_t(n));
+  for (int32_t t = 0; t < n; ++t) span_pos_[size_t(t)] = pos + t;
+  SpanBatch b;
+  b.n_tok = n;
+  b.x = x;
+  b.pos = span_pos_.data();
+  // The head in the span's own forward when it is attached and the plugin
+  // gives these rows' logits; x comes back only when the head runs here.
+  const bool head = span_head_ && logits_out && (!all_logits || span_head_all_rows_);
+  if (head) {
+    span_rows_.assign(size_t(n), all_logits ? 1 : 0);
+    span_rows_[size_t(n - 1)] = 1;
+    b.logits_rows = span_rows_.data();
+    b.logits_view = span_view_ && may_view;
+    b.logits = logits_out;
+  } else {
+    b.x_out = logits_out != nullptr;
+  }
+  ++stats_.gpu_submits;
+  if (backend_->span_forward(span_, b)) {
+    if (b.logits_view) logits_view_ = b.view;
+    return head ? SpanOut::Logits : SpanOut::Stream;
+  }
+  if (head && backend_->last_status() == ComputeBackend::kUnsupported) {
+    // The plugin cannot give these rows' logits (a refusal changes nothing):
+    // from now on it gives only what it can, and x comes back for the head here.
+    if (all_logits && n > 1) span_head_all_rows_ = false;
+    else span_head_ = false;
+    if (gpu_verbose_)
+      std::fprintf(stderr, "fish: the span gives no logits for %s (%s): x back, the head as its own step\n",
+                   span_head_ ? "several rows" : "its rows", backend_->last_error().c_str());
+    SpanBatch again;
+    again.n_tok = n;
+    again.x = x;
+    again.pos = span_pos_.data();
+    again.x_out = true;
+    ++stats_.gpu_submits;
+    if (backend_->span_forward(span_, again)) return SpanOut::Stream;
+  }
+  span_fail_reason_ = backend_->last_error();
+  return SpanOut::Failed;
 }
 
 void LlamaModel::eval(const int32_t* tokens, int32_t n, int32_t pos, bool all_logits) {
@@ -331,15 +361,17 @@ void LlamaModel::eval(const int32_t* tokens, int32_t n, int32_t pos, bool all_lo
     const int32_t c = std::min(kMaxChunk, n - done);
     // With all_logits each chunk writes its rows; otherwise only the last chunk's last token.
     float* out = all_logits ? logits_.data() + int64_t(done) * V : done + c == n ? logits_.data() : nullptr;
+    // A view lasts until the next forward: only for logits that come from one chunk.
+    const bool may_view = !all_logits || c == n;
     const int32_t p = pos + done;
     if (kv_replay_needed_) replay_history(p);
-    if (!eval_chunk(tokens + done, c, p, all_logits, out)) {
+    if (!eval_chunk(tokens + done, c, p, all_logits, out, may_view)) {
       // The span failed (x untouched): its layers move to the CPU, whose KV for
       // them lacks positions < p; replay_history rebuilds it, then this chunk
       // runs again.
       fall_back_to_cpu("the span", span_fail_reason_);  // the reason names the call
       replay_history(p);
-      if (!eval_chunk(tokens + done, c, p, all_logits, out))
+      if (!eval_chunk(tokens + done, c, p, all_logits, out, may_view))
         throw Error("eval: the backend failed again after falling back to the CPU");
     }
     history_.resize(size_t(p));
@@ -372,27 +404,27 @@ void LlamaModel::replay_history(int32_t p) {
   if (p == 0) return;
   std::vector<int32_t> hist(history_.begin(), history_.begin() + p);
   for (int32_t r = 0; r < p; r += kMaxChunk)
-    if (!eval_chunk(hist.data() + r, std::min(kMaxChunk, p - r), r, false, nullptr))
+    if (!eval_chunk(hist.data() + r, std::min(kMaxChunk, p - r), r, false, nullptr, false))
       throw Error("eval: the backend failed again after falling back to the CPU");
 }
 
 const float* LlamaModel::logits(int32_t i) const {
   if (i < 0) i = n_logits_ - 1;
   if (i >= n_logits_) return nullptr;
-  if (logits_view_) return logits_view_;  // one row (not all_logits)
-  return logits_.data() + int64_t(i) * hp_.n_vocab;
+  const float* base = logits_view_ ? logits_view_ : logits_.data();
+  return base + int64_t(i) * hp_.n_vocab;
 }
 
 void LlamaModel::own_logits() {
   if (!logits_view_) return;
-  std::memcpy(logits_.data(), logits_view_, size_t(hp_.n_vocab) * sizeof(float));
+  std::memcpy(logits_.data(), logits_view_, size_t(n_logits_) * size_t(hp_.n_vocab) * sizeof(float));
   logits_view_ = nullptr;
 }
 
 void LlamaModel::kv_truncate(int32_t n) {
   n = std::max(0, std::min(n, kv_len_));
   own_logits();  // span_kv_truncate may invalidate a logits view
-  if (span_ && !backend_->span_kv_truncate(span_, n)) fall_back_to_cpu("span_kv_truncate");
+  if (span_ && !backend_->span_kv_truncate(span_, 0, n)) fall_back_to_cpu("span_kv_truncate");
   kv_len_ = n;
   kv_.set_len(n);
   history_.resize(size_t(n));

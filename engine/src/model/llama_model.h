@@ -85,7 +85,7 @@ class LlamaModel {
   int32_t gpu_layers() const { return n_layer_gpu_; }
   bool gpu_output() const { return output_.gpu != nullptr; }
   bool gpu_span() const { return span_ != nullptr; }
-  // The output norm + projection run in the span's submission (plugin ABI 1.1).
+  // The output norm + projection run in the span's own forward.
   bool gpu_span_head() const { return span_head_; }
   bool vocab_only() const { return vocab_only_; }
   std::string gpu_detail() const;
@@ -109,7 +109,15 @@ class LlamaModel {
 
   // false: the span failed and x is untouched (nothing else was changed).
   // logits_out null: no final norm / LM head (a prompt chunk before the last).
-  bool eval_chunk(const int32_t* tokens, int32_t n, int32_t pos, bool all_logits, float* logits_out);
+  // may_view: the logits may stay in the backend's memory (logits_view_).
+  bool eval_chunk(const int32_t* tokens, int32_t n, int32_t pos, bool all_logits, float* logits_out, bool may_view);
+  // The span's layers on x [n, n_embd] (positions pos..pos+n-1, sequence 0).
+  enum class SpanOut {
+    Failed,  // x untouched, span_fail_reason_ says why
+    Logits,  // the head ran in the span: logits_out (or logits_view_) hold the wanted rows
+    Stream,  // x holds the stream leaving the last layer (when logits_out wants it)
+  };
+  SpanOut run_span(float* x, int32_t n, int32_t pos, bool all_logits, float* logits_out, bool may_view);
   void embed(const int32_t* tokens, int32_t n, float* x);
   void cpu_layer(int32_t l, float* x, int32_t n, int32_t pos);
   void linear(const Linear& w, const float* x, int32_t n, float* y);
@@ -142,9 +150,13 @@ class LlamaModel {
   int32_t n_layer_gpu_ = 0;       // the last n_layer_gpu_ layers are on the backend
   BackendSpan* span_ = nullptr;   // when set, those layers run as one span
   int32_t span_kv_cap_ = 0;       // positions the span's device KV holds now (grown on demand)
-  bool span_head_ = false;        // span_forward_logits gives the last token's logits (FISH_GPU_SPAN_HEAD)
-  bool span_view_ = false;        // ... through span_forward_logits_view, no copy (ABI 1.2; FISH_GPU_LOGITS_VIEW=0: off)
-  const float* logits_view_ = nullptr;  // the last eval's logits in the backend's memory (span_view_), else null
+  bool span_head_ = false;        // the span's forward gives the logits (FISH_GPU_SPAN_HEAD=0: off)
+  bool span_head_all_rows_ = true;  // ... of any rows, not only the last (cleared when the plugin refuses)
+  bool span_view_ = false;        // ... left in the backend's memory, no copy (FISH_GPU_LOGITS_VIEW=0: copied)
+  const float* logits_view_ = nullptr;  // the last eval's logits [n_logits_, n_vocab] in the backend's memory, else null
+  std::vector<int32_t> span_pos_;       // scratch: the positions of a span forward
+  std::vector<uint8_t> span_rows_;      // scratch: its rows whose logits are wanted
+  bool gpu_verbose_ = false;            // ModelOptions::verbose or FISH_GPU_VERBOSE: say why placement changes
   void own_logits();  // copies logits_view_ into logits_ before a call that may invalidate it
   int32_t span_fail_at_ = -1;     // FISH_TEST_SPAN_FAIL_AT: a simulated span failure (tests)
   std::string span_fail_reason_;

@@ -34,6 +34,45 @@ Linear* layer_matrices(Layer& L, int i) {
   return m[i];
 }
 
+// The matrix of a layer that plays `role` (null for a vector role).
+Linear* layer_matrix(Layer& L, TensorRole role) {
+  switch (role) {
+    case TensorRole::AttnQ: return &L.wq;
+    case TensorRole::AttnK: return &L.wk;
+    case TensorRole::AttnV: return &L.wv;
+    case TensorRole::AttnOut: return &L.wo;
+    case TensorRole::FfnGate: return &L.gate;
+    case TensorRole::FfnUp: return &L.up;
+    case TensorRole::FfnDown: return &L.down;
+    default: return nullptr;
+  }
+}
+
+// A layer of the model as a span sees it: its tensors by role. Matrices carry
+// their backend copies (null until uploaded), vectors point at the model's f32.
+SpanLayer span_layer(Layer& L, const Hparams& h) {
+  SpanLayer sl;
+  auto vec = [&](TensorRole r, const float* data, int64_t n) {
+    if (data) sl.tensors.push_back(SpanTensor{r, nullptr, data, n});
+  };
+  auto mat = [&](TensorRole r) { sl.tensors.push_back(SpanTensor{r, layer_matrix(L, r)->gpu, nullptr, 0}); };
+  vec(TensorRole::AttnNorm, L.attn_norm, h.n_embd);
+  mat(TensorRole::AttnQ);
+  mat(TensorRole::AttnK);
+  mat(TensorRole::AttnV);
+  mat(TensorRole::AttnOut);
+  vec(TensorRole::AttnQBias, L.bq, h.q_dim());
+  vec(TensorRole::AttnKBias, L.bk, h.kv_dim());
+  vec(TensorRole::AttnVBias, L.bv, h.kv_dim());
+  vec(TensorRole::AttnQNorm, L.q_norm, h.head_dim);
+  vec(TensorRole::AttnKNorm, L.k_norm, h.head_dim);
+  vec(TensorRole::FfnNorm, L.ffn_norm, h.n_embd);
+  mat(TensorRole::FfnGate);
+  mat(TensorRole::FfnUp);
+  mat(TensorRole::FfnDown);
+  return sl;
+}
+
 }  // namespace
 
 void LlamaModel::place_layers(const ModelOptions& opt) {
@@ -42,6 +81,7 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
   const bool span_wanted = opt.gpu_span >= 0 ? opt.gpu_span != 0 : env_int("FISH_GPU_SPAN", 1) != 0;
   if (want == 0 && opt.gpu_layers == 0) return;  // CPU only, no plugin is even loaded
   span_fail_at_ = env_int("FISH_TEST_SPAN_FAIL_AT", -1);
+  gpu_verbose_ = opt.verbose || std::getenv("FISH_GPU_VERBOSE");
   ComputeBackend* be = acquire_backend();
   if (!be) return;
   backend_ = be;
@@ -68,46 +108,43 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
     ok = lin.gpu != nullptr;
   };
 
-  // Layers whose every matrix the backend can hold qualify for a span.
+  // Layers whose every matrix the backend can hold qualify for a span. The
+  // candidates' description is built once: span_bytes sizes suffixes of it
+  // before anything is uploaded (weights null), and the span is created from
+  // the suffix that was placed, its weights filled in.
   bool span_ok = span_wanted && be->has_spans() && want > 0;
+  std::vector<SpanLayer> span_layers;  // layers n_layer - want .. n_layer - 1
   SpanDesc sd;
-  auto fill_span_desc = [&](int32_t first) {
-    sd = SpanDesc{};
-    sd.first_layer = first;
-    sd.n_layers = hp_.n_layer - first;
-    sd.n_embd = hp_.n_embd;
-    sd.n_head = hp_.n_head;
-    sd.n_head_kv = hp_.n_head_kv;
-    sd.head_dim = hp_.head_dim;
-    sd.n_ff = hp_.n_ff;
-    // The device KV starts small and grows on demand (grow_span_kv before each
-    // forward) instead of taking n_ctx positions up front.
-    sd.n_ctx = std::min(n_ctx_, kSpanKvInitial);
-    sd.rms_eps = hp_.rms_eps;
-    sd.rope_type = hp_.rope_type;
-    sd.n_rot = hp_.n_rot;
-    sd.rope_freq_base = hp_.rope_freq_base;
-    sd.rope_freq_scale = hp_.rope_freq_scale;
-    sd.rope_freqs = rope_freqs_;
-    for (int32_t l = first; l < hp_.n_layer; ++l) {
-      Layer& L = layers_[size_t(l)];
-      SpanLayerDesc ld;
-      ld.wq = L.wq.gpu; ld.wk = L.wk.gpu; ld.wv = L.wv.gpu; ld.wo = L.wo.gpu;
-      ld.w_gate = L.gate.gpu; ld.w_up = L.up.gpu; ld.w_down = L.down.gpu;
-      ld.attn_norm = L.attn_norm; ld.ffn_norm = L.ffn_norm;
-      ld.bq = L.bq; ld.bk = L.bk; ld.bv = L.bv;
-      ld.q_norm = L.q_norm; ld.k_norm = L.k_norm;
-      sd.layers.push_back(ld);
-    }
+  sd.n_embd = hp_.n_embd;
+  sd.n_head = hp_.n_head;
+  sd.n_head_kv = hp_.n_head_kv;
+  sd.head_dim = hp_.head_dim;
+  sd.n_ff = hp_.n_ff;
+  // The device KV starts small and grows on demand (grow_span_kv before each
+  // forward) instead of taking n_ctx positions up front.
+  sd.n_ctx = std::min(n_ctx_, kSpanKvInitial);
+  sd.n_seq = 1;  // the model runs one sequence
+  sd.arch.norm = NormType::Rms;
+  sd.arch.norm_eps = hp_.rms_eps;
+  sd.arch.activation = Activation::Silu;
+  sd.arch.rope = hp_.rope_type;
+  sd.arch.n_rot = hp_.n_rot;
+  sd.arch.rope_freq_base = hp_.rope_freq_base;
+  sd.arch.rope_freq_scale = hp_.rope_freq_scale;
+  sd.arch.rope_freqs = rope_freqs_;
+  if (span_ok)
+    for (int32_t l = hp_.n_layer - want; l < hp_.n_layer; ++l) span_layers.push_back(span_layer(layers_[size_t(l)], hp_));
+  auto last_layers = [&](int32_t k) {  // the span of the model's last k layers
+    SpanDesc d = sd;
+    d.first_layer = hp_.n_layer - k;
+    d.layers = std::span<const SpanLayer>(span_layers).last(size_t(k));
+    return d;
   };
   // What a span of k layers needs beyond its weights (KV for its initial
   // positions + arena + params): kept free while layers are placed.
   std::vector<uint64_t> reserve_for(size_t(want) + 1, 0);
   if (span_ok)
-    for (int32_t k = 1; k <= want; ++k) {
-      fill_span_desc(hp_.n_layer - k);
-      reserve_for[size_t(k)] = be->span_bytes(sd);
-    }
+    for (int32_t k = 1; k <= want; ++k) reserve_for[size_t(k)] = be->span_bytes(last_layers(k));
   auto fits_reserve = [&](int32_t k) { return be->memory_free() >= reserve_for[size_t(k)]; };
 
   // 1. The output projection (if a one-layer span would still fit beside it).
@@ -137,14 +174,17 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
 
   // 3. The span, retried with fewer layers when declined.
   if (span_ok) {
+    for (int32_t l = hp_.n_layer - n_layer_gpu_; l < hp_.n_layer; ++l)
+      for (SpanTensor& t : span_layers[size_t(l - (hp_.n_layer - want))].tensors)
+        if (Linear* m = layer_matrix(layers_[size_t(l)], t.role)) t.weight = m->gpu;
     while (n_layer_gpu_ > 0) {
-      fill_span_desc(hp_.n_layer - n_layer_gpu_);
-      span_ = be->span_create(sd);
+      const SpanDesc d = last_layers(n_layer_gpu_);
+      span_ = be->span_create(d);
       if (span_) {
-        span_kv_cap_ = sd.n_ctx;
+        span_kv_cap_ = d.n_ctx;
         break;
       }
-      if (opt.verbose)
+      if (gpu_verbose_)
         std::fprintf(stderr, "fish: span of %d layers declined: %s\n", n_layer_gpu_, be->last_error().c_str());
       Layer& L = layers_[size_t(hp_.n_layer - n_layer_gpu_)];
       for (int i = 0; i < 7; ++i) release_linear(*layer_matrices(L, i));
@@ -153,17 +193,18 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
   }
   for (int32_t l = hp_.n_layer - n_layer_gpu_; l < hp_.n_layer; ++l)
     if (span_) kv_.set_layer_on_cpu(l, false);
-  // The output norm + projection in the span's own submission (plugin ABI 1.1;
-  // FISH_GPU_SPAN_HEAD=0: a second submission per token, through matmul).
+  // The output norm + projection in the span's own forward (FISH_GPU_SPAN_HEAD=0:
+  // x comes back and the head is a second submission, through matmul).
   span_head_ = false;
+  span_head_all_rows_ = true;
   if (span_ && output_.gpu && env_int("FISH_GPU_SPAN_HEAD", 1) != 0) {
     span_head_ = be->span_set_head(span_, output_.gpu, output_norm_);
-    if (!span_head_ && opt.verbose)
+    if (!span_head_ && gpu_verbose_)
       std::fprintf(stderr, "fish: output head stays a separate submission: %s\n", be->last_error().c_str());
   }
-  // The head's logits read where the backend left them (plugin ABI 1.2), not
-  // copied per token; FISH_GPU_LOGITS_VIEW=0 copies them as 1.1 does.
-  span_view_ = span_head_ && be->has_span_logits_view() && env_int("FISH_GPU_LOGITS_VIEW", 1) != 0;
+  // The head's logits read where the backend left them, not copied per token;
+  // FISH_GPU_LOGITS_VIEW=0 copies them.
+  span_view_ = span_head_ && env_int("FISH_GPU_LOGITS_VIEW", 1) != 0;
 
   // 4. The CPU no longer reads the uploaded weights: give their pages back.
   auto drop_pages = [&](const Linear& lin) {
@@ -173,7 +214,7 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
   for (int32_t l = hp_.n_layer - n_layer_gpu_; l < hp_.n_layer; ++l)
     for (int i = 0; i < 7; ++i) drop_pages(*layer_matrices(layers_[size_t(l)], i));
 
-  if (opt.verbose || std::getenv("FISH_GPU_VERBOSE"))
+  if (gpu_verbose_)
     std::fprintf(stderr, "fish: %s: %d of %d layers%s%s, %.0f MB resident; %s\n", be->name().c_str(), n_layer_gpu_,
                  hp_.n_layer, output_.gpu ? (span_head_ ? " + output (in the span)" : " + output") : "",
                  span_ ? " as one span" : " per matmul",
@@ -187,6 +228,7 @@ void LlamaModel::release_backend() {
   if (span_) backend_->span_destroy(span_);
   span_ = nullptr;
   span_head_ = span_view_ = false;
+  span_head_all_rows_ = true;
   auto rel = [&](Linear& lin) {
     if (lin.gpu) backend_->release(lin.gpu);
     lin.gpu = nullptr;

@@ -9,11 +9,15 @@
  *     services and a zeroed fish_plugin_api to fill. The plugin answers the
  *     version it will speak (same major, minor = min of both) or refuses with a
  *     status and a message. Everything else is reached through that table.
- *   - Every struct that crosses the boundary begins with uint32_t struct_size,
- *     set by whoever fills it. Structs and tables only grow at the end. A
- *     reader never touches a field that lies beyond the struct_size it was
- *     given (FISH_STRUCT_HAS) and treats such a field as 0/NULL, its default;
- *     a writer writes only the fields that fit wholly within struct_size.
+ *   - One growth mechanism: every struct that crosses the boundary begins with
+ *     uint32_t struct_size, set by whoever fills it, and structs and tables
+ *     only grow at the end. A reader never touches a field that lies beyond
+ *     the struct_size it was given (FISH_STRUCT_HAS) and treats such a field
+ *     as 0/NULL, its default; a writer writes only the fields that fit wholly
+ *     within struct_size. An array of such structs is laid out at a stride of
+ *     its first element's struct_size (FISH_ARRAY_AT). A table slot is usable
+ *     when it lies within the table's struct_size and is not NULL
+ *     (FISH_API_HAS): that is the only feature test, whatever the minor.
  *   - Plugin objects are opaque handles: fish_backend, fish_weight, fish_span.
  *   - Every call returns a fish_status; after a failure the reason is readable
  *     through last_error(backend) (backend calls) or plugin_error() (plugin-level
@@ -36,8 +40,8 @@ extern "C" {
 #endif
 
 /* ---- versions --------------------------------------------------------------- */
-#define FISH_PLUGIN_ABI_MAJOR 1
-#define FISH_PLUGIN_ABI_MINOR 2
+#define FISH_PLUGIN_ABI_MAJOR 2
+#define FISH_PLUGIN_ABI_MINOR 0
 #define FISH_ABI_MAKE_VERSION(major, minor) ((((uint32_t)(major)) << 16) | ((uint32_t)(minor) & 0xffffu))
 #define FISH_ABI_VERSION_MAJOR(v) (((uint32_t)(v)) >> 16)
 #define FISH_ABI_VERSION_MINOR(v) (((uint32_t)(v)) & 0xffffu)
@@ -57,9 +61,13 @@ extern "C" {
 
 /* True when the struct at p (of type T, with p->struct_size set by its writer)
  * is large enough to hold `field`: check before reading any field that was
- * appended after version 1.0 of that struct. */
+ * appended after version 2.0 of that struct. */
 #define FISH_STRUCT_HAS(p, T, field) \
   ((p)->struct_size >= offsetof(T, field) + sizeof(((const T*)0)->field))
+/* Element i of an array of T whose elements are base->struct_size bytes apart. */
+#define FISH_ARRAY_AT(T, base, i) ((const T*)((const char*)(base) + (size_t)(i) * (base)->struct_size))
+/* True when the plugin's table `api` (a fish_plugin_api*) has the slot and fills it. */
+#define FISH_API_HAS(api, slot) (FISH_STRUCT_HAS(api, fish_plugin_api, slot) && (api)->slot != NULL)
 
 /* ---- status ----------------------------------------------------------------- */
 typedef int32_t fish_status;
@@ -179,7 +187,6 @@ typedef struct fish_device_info {
   uint32_t struct_size;
   uint32_t kind;          /* FISH_DEVICE_* */
   int32_t score;          /* as in fish_probe_result, for this device */
-  int32_t reserved;       /* 0 */
   uint64_t memory_total;  /* bytes of device-local memory (0: unknown) */
   char name[256];         /* "NVIDIA H200"; NUL-terminated */
   char detail[256];       /* "Vulkan 1.3.289, driver 560.35, compute queue family 2" */
@@ -192,69 +199,128 @@ typedef struct fish_backend_config {
   uint64_t memory_budget; /* 0: the plugin's own rule; else a ceiling in bytes on
                            * everything the backend allocates (weights, spans, scratch):
                            * an allocation past it fails with FISH_E_OUT_OF_MEMORY */
-  uint32_t flags;         /* none defined in 1.0: pass 0 */
-  uint32_t reserved;      /* 0 */
+  uint32_t flags;         /* none defined in 2.0: pass 0 */
 } fish_backend_config;
 
 /* ---- weights ------------------------------------------------------------------ */
 /* A weight matrix W in GGUF layout: n_out rows of n_in elements of GGUF type
  * `type`, row r at data + r * row_bytes (rows packed, row_bytes = n_in /
- * block_size * type_size). The products are y = x · Wᵀ. `data` and `name` are
- * valid only during upload(): the plugin copies what it needs. */
+ * block_size * type_size). The products are y = x · Wᵀ. n_mat > 1: n_mat such
+ * matrices one after another (a GGUF 3-D tensor [n_in, n_out, n_mat]: the
+ * experts of an MoE layer); matmul() takes only single matrices. `data` and
+ * `name` are valid only during upload(): the plugin copies what it needs. */
 typedef struct fish_weight_desc {
   uint32_t struct_size;
   uint32_t type;
   const char* name; /* "blk.3.attn_q.weight", for messages and describe */
   int64_t n_in;
   int64_t n_out;
+  int64_t n_mat;    /* matrices (>= 1; 0 is read as 1) */
   const void* data;
-  uint64_t nbytes;  /* n_out * row_bytes */
+  uint64_t nbytes;  /* n_mat * n_out * row_bytes */
 } fish_weight_desc;
 
 /* ---- spans -------------------------------------------------------------------- *
- * A span runs layers [first_layer, first_layer + n_layers) of a Llama-family
- * decoder on the device. span_forward(x, n_tok, pos0) takes the residual stream
- * x [n_tok, n_embd] f32 (row t = position pos0 + t) entering the first layer
- * and replaces it with the stream leaving the last layer. Per layer:
+ * A span runs layers [first_layer, first_layer + n_layers) of a decoder on the
+ * device, with its own KV cache for up to n_seq sequences. A forward takes the
+ * residual stream x [n_tok, n_embd] f32 entering the first layer, row t being
+ * sequence seq[t] at position pos[t], and computes the stream leaving the last
+ * layer. The layers are described by role (which tensor does what) and by an
+ * architecture block (fish_arch), so a new architecture appends roles and
+ * enum values, not calls. For the roles and values of 2.0, per layer:
  *
- *   a   = rmsnorm(x) * attn_norm                   rmsnorm(v) = v / sqrt(mean(v²) + rms_eps)
- *   q   = a·wqᵀ (+bq)   k = a·wkᵀ (+bk)   v = a·wvᵀ (+bv)
+ *   a   = norm(x) * ATTN_NORM                      norm: FISH_NORM_RMS, v / sqrt(mean(v²) + norm_eps)
+ *   q   = a·ATTN_Qᵀ (+ATTN_Q_BIAS)  k = a·ATTN_Kᵀ (+ATTN_K_BIAS)  v = a·ATTN_Vᵀ (+ATTN_V_BIAS)
  *         q: [n_tok, n_head, head_dim], k/v: [n_tok, n_head_kv, head_dim]
- *   q_norm/k_norm (qwen3): each head's vector is rmsnorm'd and scaled by q_norm/k_norm [head_dim]
- *   RoPE on the first n_rot dims of each q/k head at position p:
+ *   ATTN_Q_NORM / ATTN_K_NORM (qwen3): each head's vector is rms-normed and scaled by them [head_dim]
+ *   RoPE on the first n_rot dims of each q/k head at the row's position p:
  *         theta_i = p * rope_freq_base^(-2i/n_rot) / ff_i * rope_freq_scale,  i < n_rot/2
  *         (ff_i = rope_freqs[i] when given, else 1)
- *         NORMAL pairs (2i, 2i+1), NEOX pairs (i, i + n_rot/2);
+ *         FISH_ROPE_NORMAL pairs (2i, 2i+1), FISH_ROPE_NEOX pairs (i, i + n_rot/2);
  *         (a, b) -> (a cos - b sin, a sin + b cos)
- *   k, v stored in the KV cache at positions p (the cache's precision is the plugin's choice)
- *   attention: head h uses KV head h / (n_head / n_head_kv) over positions 0..p
- *         (causal), softmax(scale · q·k) with scale = attn_scale or 1/sqrt(head_dim)
- *   h   = x + o·woᵀ                                o: [n_tok, n_head * head_dim]
- *   n   = rmsnorm(h) * ffn_norm
- *   x   = h + (silu(n·w_gateᵀ) * (n·w_upᵀ))·w_downᵀ   silu(z) = z / (1 + e^-z)
- */
+ *   k, v stored in the row's sequence's KV cache at position p (precision: the plugin's choice)
+ *   attention: head h uses KV head h / (n_head / n_head_kv) over the positions 0..p
+ *         of the row's own sequence (causal), softmax(scale · q·k), scale = attn_scale or 1/sqrt(head_dim)
+ *   h   = x + o·ATTN_OUTᵀ                          o: [n_tok, n_head * head_dim]
+ *   n   = norm(h) * FFN_NORM
+ *   dense FFN (n_expert = 0, FISH_ACT_SILU):
+ *   x   = h + (silu(n·FFN_GATEᵀ) * (n·FFN_UPᵀ))·FFN_DOWNᵀ   silu(z) = z / (1 + e^-z)
+ *   MoE FFN (n_expert > 0): r = softmax(n·FFN_ROUTERᵀ) over the n_expert experts; the
+ *         n_expert_used largest, weights w_e = r_e (FISH_GATING_SOFTMAX_TOPK) or
+ *         r_e / Σ of the chosen r (FISH_GATING_SOFTMAX_TOPK_NORM);
+ *   x   = h + Σ_e w_e · expert_e(n) [+ sigmoid(n·FFN_SHEXP_GATE) · shared(n)]
+ *         expert_e(n) = (silu(n·GATE_EXPS[e]ᵀ) * (n·UP_EXPS[e]ᵀ))·DOWN_EXPS[e]ᵀ, shared likewise
+ *
+ * A plugin that meets a role, an enum value or a field it does not implement
+ * refuses span_create with FISH_E_UNSUPPORTED and a message naming it; the host
+ * then runs those layers itself. */
 enum { FISH_ROPE_NORMAL = 0, FISH_ROPE_NEOX = 2 };
+enum { FISH_NORM_RMS = 0 };
+enum { FISH_ACT_SILU = 0 }; /* the FFN is gated: act(gate) * up */
+enum { FISH_GATING_SOFTMAX_TOPK = 0, FISH_GATING_SOFTMAX_TOPK_NORM = 1 };
 
-/* One layer. The weights were uploaded to the same backend and must stay alive
- * (not released) while the span exists. The f32 vectors are copied by
- * span_create (valid only during the call); optional ones are NULL. */
+/* What a tensor of a layer is. M: a matrix uploaded to the span's backend
+ * (fish_weight*, shapes as (n_out, n_in)); V: an f32 vector (copied by
+ * span_create). QD = n_head * head_dim, KD = n_head_kv * head_dim. */
+enum {
+  FISH_ROLE_ATTN_NORM = 1,       /* V [n_embd] */
+  FISH_ROLE_ATTN_Q = 2,          /* M [QD, n_embd] */
+  FISH_ROLE_ATTN_K = 3,          /* M [KD, n_embd] */
+  FISH_ROLE_ATTN_V = 4,          /* M [KD, n_embd] */
+  FISH_ROLE_ATTN_OUT = 5,        /* M [n_embd, QD] */
+  FISH_ROLE_ATTN_Q_BIAS = 6,     /* V [QD] (qwen2) */
+  FISH_ROLE_ATTN_K_BIAS = 7,     /* V [KD] */
+  FISH_ROLE_ATTN_V_BIAS = 8,     /* V [KD] */
+  FISH_ROLE_ATTN_Q_NORM = 9,     /* V [head_dim] (qwen3) */
+  FISH_ROLE_ATTN_K_NORM = 10,    /* V [head_dim] */
+  FISH_ROLE_FFN_NORM = 11,       /* V [n_embd] */
+  FISH_ROLE_FFN_GATE = 12,       /* M [n_ff, n_embd] */
+  FISH_ROLE_FFN_UP = 13,         /* M [n_ff, n_embd] */
+  FISH_ROLE_FFN_DOWN = 14,       /* M [n_embd, n_ff] */
+  FISH_ROLE_FFN_ROUTER = 15,     /* M [n_expert, n_embd] (GGUF ffn_gate_inp) */
+  FISH_ROLE_FFN_GATE_EXPS = 16,  /* M n_expert x [n_ff_expert, n_embd] (n_mat = n_expert) */
+  FISH_ROLE_FFN_UP_EXPS = 17,    /* M n_expert x [n_ff_expert, n_embd] */
+  FISH_ROLE_FFN_DOWN_EXPS = 18,  /* M n_expert x [n_embd, n_ff_expert] */
+  FISH_ROLE_FFN_GATE_SHEXP = 19, /* M [n_ff_shexp, n_embd] (qwen2moe's shared expert) */
+  FISH_ROLE_FFN_UP_SHEXP = 20,   /* M [n_ff_shexp, n_embd] */
+  FISH_ROLE_FFN_DOWN_SHEXP = 21, /* M [n_embd, n_ff_shexp] */
+  FISH_ROLE_FFN_SHEXP_GATE = 22  /* V [n_embd]: the shared expert's sigmoid gate */
+};
+
+/* One tensor of a layer: weight for a matrix role, data + n for a vector role. */
+typedef struct fish_layer_tensor {
+  uint32_t struct_size;
+  uint32_t role;       /* FISH_ROLE_* */
+  fish_weight* weight; /* M roles: uploaded to the same backend, alive while the span exists */
+  const float* data;   /* V roles: n floats, valid only during span_create */
+  int64_t n;
+} fish_layer_tensor;
+
+/* One layer: its tensors, in any order, each role at most once. */
 typedef struct fish_span_layer {
   uint32_t struct_size;
-  fish_weight* wq;     /* [n_head * head_dim, n_embd]   (n_out, n_in) */
-  fish_weight* wk;     /* [n_head_kv * head_dim, n_embd] */
-  fish_weight* wv;     /* [n_head_kv * head_dim, n_embd] */
-  fish_weight* wo;     /* [n_embd, n_head * head_dim] */
-  fish_weight* w_gate; /* [n_ff, n_embd] */
-  fish_weight* w_up;   /* [n_ff, n_embd] */
-  fish_weight* w_down; /* [n_embd, n_ff] */
-  const float* attn_norm; /* [n_embd] */
-  const float* ffn_norm;  /* [n_embd] */
-  const float* bq;        /* [n_head * head_dim] or NULL (qwen2) */
-  const float* bk;        /* [n_head_kv * head_dim] or NULL */
-  const float* bv;        /* [n_head_kv * head_dim] or NULL */
-  const float* q_norm;    /* [head_dim] or NULL (qwen3) */
-  const float* k_norm;    /* [head_dim] or NULL */
+  uint32_t n_tensors;
+  const fish_layer_tensor* tensors; /* n_tensors, stride tensors->struct_size */
 } fish_span_layer;
+
+/* What the layers compute besides their tensors (the same for every layer of a span). */
+typedef struct fish_arch {
+  uint32_t struct_size;
+  uint32_t norm;           /* FISH_NORM_* */
+  float norm_eps;
+  uint32_t activation;     /* FISH_ACT_* */
+  uint32_t rope;           /* FISH_ROPE_* */
+  int32_t n_rot;           /* rotated dims per head, even, <= head_dim */
+  float rope_freq_base;
+  float rope_freq_scale;
+  const float* rope_freqs; /* [n_rot / 2] frequency factors or NULL (valid during span_create) */
+  float attn_scale;        /* 0: 1/sqrt(head_dim) */
+  int32_t n_expert;        /* 0: a dense FFN (FFN_GATE/UP/DOWN) */
+  int32_t n_expert_used;   /* experts per token (MoE) */
+  uint32_t gating;         /* FISH_GATING_* (MoE) */
+  int32_t n_ff_expert;     /* rows of each expert's gate/up (MoE) */
+  int32_t n_ff_shexp;      /* rows of the shared expert's gate/up; 0: none */
+} fish_arch;
 
 typedef struct fish_span_desc {
   uint32_t struct_size;
@@ -264,19 +330,46 @@ typedef struct fish_span_desc {
   int32_t n_head;
   int32_t n_head_kv;    /* divides n_head */
   int32_t head_dim;
-  int32_t n_ff;
-  int32_t n_ctx;        /* KV positions span_create reserves (span_kv_reserve may grow it) */
-  float rms_eps;
-  uint32_t rope_type;   /* FISH_ROPE_* */
-  int32_t n_rot;        /* rotated dims per head, even, <= head_dim */
-  float rope_freq_base;
-  float rope_freq_scale;
-  const float* rope_freqs; /* [n_rot / 2] frequency factors or NULL */
-  float attn_scale;        /* 0: 1/sqrt(head_dim) */
-  int32_t reserved;        /* 0 */
-  /* n_layers pointers (an array of pointers, so fish_span_layer may grow). */
-  const fish_span_layer* const* layers;
+  int32_t n_ff;         /* dense FFN rows (0 with experts) */
+  int32_t n_ctx;        /* KV positions per sequence span_create reserves (span_kv_reserve grows it) */
+  int32_t n_seq;        /* sequence ids 0 .. n_seq-1 the span holds (>= 1) */
+  const fish_arch* arch;
+  const fish_span_layer* layers; /* n_layers, stride layers->struct_size */
 } fish_span_desc;
+
+/* Flags of a forward. */
+enum {
+  FISH_FORWARD_X_OUT = 1u << 0,      /* write the stream leaving the last layer back into x */
+  FISH_FORWARD_LOGITS_VIEW = 1u << 1 /* the logits stay in the plugin's memory: logits_view */
+};
+
+/* One forward: n_tok rows, each of a sequence at a position. Per sequence its
+ * rows come in order of position, consecutive, the first at or before that
+ * sequence's KV length (a gap, before the batch or within it, is refused:
+ * FISH_E_RANGE; a position repeated or going back: FISH_E_INVALID_ARGUMENT);
+ * its positions at or after the first row's are replaced (its KV length
+ * becomes the last row's position + 1). Rows of several sequences may be
+ * mixed in one batch; a plugin that cannot run them in one forward refuses
+ * such a batch with FISH_E_UNSUPPORTED, and the host then sends one forward
+ * per sequence.
+ * Logits (needs span_set_head): for each row with logits_rows[t] != 0, in row
+ * order, logits = (norm(x_t) * head_norm) · headᵀ over the last layer's x_t.
+ * A plugin that cannot give the logits of the rows asked for (e.g. its head
+ * gives only the last row's) refuses with FISH_E_UNSUPPORTED; the host then
+ * asks for x (FISH_FORWARD_X_OUT) and runs the head itself. */
+typedef struct fish_span_batch {
+  uint32_t struct_size;
+  uint32_t flags;             /* FISH_FORWARD_* */
+  int32_t n_tok;              /* >= 1 */
+  float* x;                   /* [n_tok, n_embd] in; out with FISH_FORWARD_X_OUT */
+  const int32_t* seq;         /* [n_tok] sequence ids; NULL: every row is sequence 0 */
+  const int32_t* pos;         /* [n_tok] positions */
+  const uint8_t* logits_rows; /* [n_tok] nonzero: this row's logits are wanted; NULL: none */
+  float* logits;              /* [n_wanted, n_vocab], written on success (without LOGITS_VIEW) */
+  const float* logits_view;   /* out, with LOGITS_VIEW: the plugin's [n_wanted, n_vocab] host copy,
+                               * valid and unchanged until the next call with this span other
+                               * than span_kv_len (or until backend_destroy) */
+} fish_span_batch;
 
 /* ---- describe() selectors ------------------------------------------------------ */
 enum {
@@ -300,7 +393,6 @@ typedef struct fish_plugin_api {
   const char* message;  /* plugin, on refusal: why (static storage) */
   const char* plugin_version; /* plugin: free-form, "0.1.0 (glslc 2023.2)" */
   uint32_t flags;       /* FISH_PLUGIN_* */
-  uint32_t reserved;    /* 0 */
 
   /* Plugin level. No backend exists yet; reasons via plugin_error(). */
   const char* (*plugin_error)(void);
@@ -344,49 +436,35 @@ typedef struct fish_plugin_api {
   fish_status (*matmul_group)(fish_backend* b, fish_weight* const* ws, int32_t n_w, const float* x,
                               int32_t n_tok, float* const* ys);
 
-  /* Spans (optional). */
+  /* Spans (optional, as a group; span_kv_copy alone may be NULL). A sequence
+   * id outside 0 .. n_seq-1 is FISH_E_INVALID_ARGUMENT. */
   /* Bytes a span of this shape needs beyond its weights: KV for desc->n_ctx
-   * positions + work buffers + parameters. */
+   * positions of desc->n_seq sequences + work buffers + parameters. The host
+   * asks before it uploads anything: the matrix tensors' weight may be NULL. */
   fish_status (*span_bytes)(fish_backend* b, const fish_span_desc* desc, uint64_t* out);
   fish_status (*span_create)(fish_backend* b, const fish_span_desc* desc, fish_span** out);
-  /* x: [n_tok, n_embd] f32 in/out, positions pos0 .. pos0+n_tok-1. Positions at
-   * or after pos0 are replaced in the KV cache (its length becomes pos0+n_tok).
-   * pos0 > KV length: FISH_E_RANGE (a gap is refused, never guessed);
-   * pos0 + n_tok > reserved capacity: FISH_E_RANGE (call span_kv_reserve first).
-   * On any failure x is left untouched; positions < pos0 stay valid, and the
-   * KV length may drop to pos0 (later positions may have been overwritten). */
-  fish_status (*span_forward)(fish_backend* b, fish_span* s, float* x, int32_t n_tok, int32_t pos0);
-  /* Keeps positions < n (n <= KV length, else FISH_E_RANGE). */
-  fish_status (*span_kv_truncate)(fish_backend* b, fish_span* s, int32_t n);
-  /* Grows the KV capacity to at least n positions (kept contents intact). */
-  fish_status (*span_kv_reserve)(fish_backend* b, fish_span* s, int32_t n);
-  /* The current KV length (positions held). */
-  fish_status (*span_kv_len)(fish_backend* b, fish_span* s, int32_t* out);
   fish_status (*span_destroy)(fish_backend* b, fish_span* s);
-
-  /* ---- 1.1: the model's head in the span's submission (optional, with the
-   * spans; the host uses them only when the negotiated minor is >= 1) ----
-   * span_set_head attaches the output head to a span that ends at the model's
-   * last layer: head [n_vocab, n_embd] uploaded to the same backend (alive
-   * while attached: release() refuses it), norm [n_embd] f32 (copied; valid
-   * only during the call). head = NULL detaches it. */
+  /* Attaches the model's output head to a span that ends at the model's last
+   * layer, so a forward's logits come out of its own submission: head
+   * [n_vocab, n_embd] uploaded to the same backend (alive while attached:
+   * release() refuses it), norm [n_embd] f32 (copied; valid during the call),
+   * applied with the arch's norm. head = NULL detaches it. */
   fish_status (*span_set_head)(fish_backend* b, fish_span* s, fish_weight* head, const float* norm);
-  /* span_forward, then for the last token only, in the same submission:
-   *   logits[n_vocab] = (rmsnorm(x[n_tok - 1]) * norm) · headᵀ   (the span's rms_eps)
-   * x is replaced as by span_forward. No head attached: FISH_E_INVALID_ARGUMENT.
-   * On failure as span_forward; logits are written only on success. */
-  fish_status (*span_forward_logits)(fish_backend* b, fish_span* s, float* x, int32_t n_tok, int32_t pos0,
-                                     float* logits);
-
-  /* ---- 1.2: the logits without a copy (optional; the host uses it only when
-   * the negotiated minor is >= 2 and the pointer is set) ----
-   * span_forward_logits, except that the plugin does not copy the logits into
-   * a caller's buffer: on success *logits points at its own host-memory copy
-   * (n_vocab floats), which stays valid and unchanged until the next call with
-   * this span other than span_kv_len (or backend_destroy). On failure *logits
-   * is left untouched, as x is. */
-  fish_status (*span_forward_logits_view)(fish_backend* b, fish_span* s, float* x, int32_t n_tok, int32_t pos0,
-                                          const float** logits);
+  /* Runs the batch (fish_span_batch says what it computes). On any failure x
+   * and the logits are left untouched; each sequence's positions before its
+   * first row stay valid, and its KV length may drop to that first position. */
+  fish_status (*span_forward)(fish_backend* b, fish_span* s, fish_span_batch* batch);
+  /* The positions sequence `seq` holds. */
+  fish_status (*span_kv_len)(fish_backend* b, fish_span* s, int32_t seq, int32_t* out);
+  /* Keeps positions < n of sequence seq (n <= its length, else FISH_E_RANGE);
+   * n = 0 drops the sequence (its memory may serve others). */
+  fish_status (*span_kv_truncate)(fish_backend* b, fish_span* s, int32_t seq, int32_t n);
+  /* Sequence dst's positions [p0, p1) become a copy of sequence src's (a
+   * shared prefix): p1 <= src's length and p0 <= dst's length, else
+   * FISH_E_RANGE; dst's length becomes p1. src == dst is a no-op. */
+  fish_status (*span_kv_copy)(fish_backend* b, fish_span* s, int32_t src, int32_t dst, int32_t p0, int32_t p1);
+  /* Lets every sequence grow to n positions (contents kept). */
+  fish_status (*span_kv_reserve)(fish_backend* b, fish_span* s, int32_t n);
 } fish_plugin_api;
 
 /* The entry point. host_abi_version: the host's version; host: its services

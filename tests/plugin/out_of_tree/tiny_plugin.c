@@ -130,6 +130,9 @@ static fish_status upload(fish_backend* b, const fish_weight_desc* d, fish_weigh
   fish_weight* w;
   uint64_t bytes;
   if (d->type != FISH_TYPE_F32) return fail(b, FISH_E_UNSUPPORTED, "upload %s: only F32", d->name ? d->name : "");
+  if (d->n_mat > 1)
+    return fail(b, FISH_E_UNSUPPORTED, "upload %s: stacked matrices (n_mat %lld) are not supported", d->name ? d->name : "",
+                (long long)d->n_mat);
   if (d->n_in <= 0 || d->n_out <= 0 || !d->data) return fail(b, FISH_E_INVALID_ARGUMENT, "upload: bad shape or data");
   bytes = (uint64_t)d->n_in * (uint64_t)d->n_out * 4u;
   if (bytes != d->nbytes) return fail(b, FISH_E_INVALID_ARGUMENT, "upload: nbytes does not match the shape");
@@ -197,10 +200,10 @@ FISH_PLUGIN_EXPORT fish_status fish_plugin_query(uint32_t host_abi_version, cons
   t.name = "tiny";
   if (FISH_ABI_VERSION_MAJOR(host_abi_version) != FISH_PLUGIN_ABI_MAJOR) {
     t.abi_version = FISH_PLUGIN_ABI_VERSION;
-    t.message = "fish_tiny speaks plugin ABI 1.x only";
+    t.message = "fish_tiny speaks plugin ABI 2.x only";
   } else {
-    t.abi_version = FISH_ABI_MAKE_VERSION(1, 0);
-    t.plugin_version = "1.0 (out of tree, C99)";
+    t.abi_version = FISH_ABI_MAKE_VERSION(FISH_PLUGIN_ABI_MAJOR, 0);
+    t.plugin_version = "2.0 (out of tree, C99)";
     t.plugin_error = plugin_error;
     t.probe = probe;
     t.device_info = device_info;

@@ -2,7 +2,7 @@
 // (tests/plugin/CMakeLists.txt builds each into build/test_plugins/, never into
 // build/bin, so normal runs never see them):
 //   BROKEN_NOENTRY     exports no fish_plugin_query
-//   BROKEN_WRONGMAJOR  accepts, but answers ABI 2.0 (built against a future header)
+//   BROKEN_WRONGMAJOR  accepts, but answers ABI 3.0 (built against a future header)
 //   BROKEN_REFUSES     refuses the host's version with a message
 //   BROKEN_PROBEFAIL   probe fails: no device
 //   BROKEN_BADCONFIG   probe refuses its configuration (as fish_vulkan does a bad FISH_VK_* value)
@@ -102,11 +102,12 @@ fish_status matmul_group(fish_backend*, fish_weight* const*, int32_t, const floa
 }
 fish_status span_bytes(fish_backend*, const fish_span_desc*, uint64_t*) { return FISH_E_DEVICE; }
 fish_status span_create(fish_backend*, const fish_span_desc*, fish_span**) { return FISH_E_DEVICE; }
-fish_status span_forward(fish_backend*, fish_span*, float*, int32_t, int32_t) { return FISH_E_DEVICE; }
-fish_status span_kv_truncate(fish_backend*, fish_span*, int32_t) { return FISH_E_DEVICE; }
-fish_status span_kv_reserve(fish_backend*, fish_span*, int32_t) { return FISH_E_DEVICE; }
-fish_status span_kv_len(fish_backend*, fish_span*, int32_t*) { return FISH_E_DEVICE; }
 fish_status span_destroy(fish_backend*, fish_span*) { return FISH_E_DEVICE; }
+fish_status span_set_head(fish_backend*, fish_span*, fish_weight*, const float*) { return FISH_E_DEVICE; }
+fish_status span_forward(fish_backend*, fish_span*, fish_span_batch*) { return FISH_E_DEVICE; }
+fish_status span_kv_len(fish_backend*, fish_span*, int32_t, int32_t*) { return FISH_E_DEVICE; }
+fish_status span_kv_truncate(fish_backend*, fish_span*, int32_t, int32_t) { return FISH_E_DEVICE; }
+fish_status span_kv_reserve(fish_backend*, fish_span*, int32_t) { return FISH_E_DEVICE; }
 
 }  // namespace
 
@@ -131,7 +132,7 @@ extern "C" FISH_PLUGIN_EXPORT fish_status fish_plugin_query(uint32_t host_abi_ve
   (void)msg;
   (void)host_abi_version;
 #if defined(BROKEN_WRONGMAJOR)
-  t.abi_version = FISH_ABI_MAKE_VERSION(2, 0);
+  t.abi_version = FISH_ABI_MAKE_VERSION(FISH_PLUGIN_ABI_MAJOR + 1, 0);
 #else
   t.abi_version = FISH_PLUGIN_ABI_VERSION;
 #endif
@@ -153,11 +154,12 @@ extern "C" FISH_PLUGIN_EXPORT fish_status fish_plugin_query(uint32_t host_abi_ve
   t.matmul_group = matmul_group;
   t.span_bytes = span_bytes;
   t.span_create = span_create;
+  t.span_destroy = span_destroy;
+  t.span_set_head = span_set_head;
   t.span_forward = span_forward;
+  t.span_kv_len = span_kv_len;
   t.span_kv_truncate = span_kv_truncate;
   t.span_kv_reserve = span_kv_reserve;
-  t.span_kv_len = span_kv_len;
-  t.span_destroy = span_destroy;
   std::memcpy(out, &t, t.struct_size);
   return FISH_OK;
 #endif

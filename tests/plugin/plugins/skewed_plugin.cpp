@@ -1,7 +1,8 @@
 // fish_skewed: a wrapper around fish_reference that is subtly wrong, to prove
 // the conformance suite notices: every product comes back 5% too large and a
-// span's output is scaled by 1.05. Everything else (negotiation, budget, KV
-// bookkeeping) is the reference plugin's, so those checks still pass.
+// span's output x (FISH_FORWARD_X_OUT) is scaled by 1.05. Everything else
+// (negotiation, budget, KV bookkeeping, refusals) is the reference plugin's,
+// so those checks still pass.
 #define FISH_PLUGIN_IMPLEMENTATION
 #include <dlfcn.h>
 
@@ -66,9 +67,9 @@ fish_status span_create(fish_backend* b, const fish_span_desc* d, fish_span** ou
   return g_inner.span_create(b, d, out);
 }
 
-fish_status span_forward(fish_backend* b, fish_span* s, float* x, int32_t n_tok, int32_t pos0) {
-  const fish_status st = g_inner.span_forward(b, s, x, n_tok, pos0);
-  if (st == FISH_OK) scale(x, int64_t(n_tok) * g_span_embd);
+fish_status span_forward(fish_backend* b, fish_span* s, fish_span_batch* batch) {
+  const fish_status st = g_inner.span_forward(b, s, batch);
+  if (st == FISH_OK && (batch->flags & FISH_FORWARD_X_OUT)) scale(batch->x, int64_t(batch->n_tok) * g_span_embd);
   return st;
 }
 
@@ -91,7 +92,7 @@ extern "C" FISH_PLUGIN_EXPORT fish_status fish_plugin_query(uint32_t host_abi_ve
   }
   const fish_status s = inner_query(host_abi_version, host, out);
   if (s != FISH_OK) return s;
-  if (FISH_STRUCT_HAS(out, fish_plugin_api, span_destroy)) {
+  if (FISH_API_HAS(out, span_forward)) {
     g_inner = *out;
     out->name = "skewed";
     out->upload = upload;
