@@ -2,7 +2,7 @@
 // device memory freed, GPU vs CPU top-1 agreement. Runs against the reference
 // plugin (a CPU implementation of the ABI: always available) and against
 // fish_vulkan on any Vulkan device (CI: Mesa's lavapipe with FISH_GPU=cpu);
-// without a device the Vulkan cases print SKIPPED and why.
+// without one the Vulkan cases are skipped (FISH_SKIP) with the reason.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +13,7 @@
 #include <string>
 
 #include "test_paths.h"
+#include "test_skip.h"
 
 using namespace fish::test;
 
@@ -38,10 +39,18 @@ Out run(const std::string& env, const std::string& args) {
 
 bool has_plugin(const std::string& name) { return access(bin_path("libfish_" + name + ".so").c_str(), R_OK) == 0; }
 
+// "" when fish_vulkan is built and opens a device here; else why the case cannot run.
+std::string vulkan_unusable() {
+  if (!has_plugin("vulkan")) return "fish_vulkan is not in the build folder (FISH_VULKAN=OFF or no Vulkan headers)";
+  const Out o = run("FISH_BACKEND=vulkan", "devices");
+  if (o.text.find("backend: vulkan") == std::string::npos) return "fish_vulkan opens no device here:\n" + o.text;
+  return "";
+}
+
 Out test_gpu(const std::string& env, const std::string& model, const std::string& extra) {
   const Out o = run(env, "test-gpu " + model_path(model) + " -n 100 -t 2 " + extra);
-  if (o.status == 77) {
-    WARN("SKIPPED " << model << " (" << env << "): " << o.text);
+  if (o.status == 77) {  // a part of the case (the device opens for the others)
+    WARN("not run: " << model << " (" << env << "): " << o.text);
     return o;
   }
   INFO(env << " fish test-gpu " << model << "\n" << o.text);
@@ -75,10 +84,7 @@ TEST_CASE("test-gpu with the reference plugin", "[gpu][reference]") {
 }
 
 TEST_CASE("test-gpu with fish_vulkan (lavapipe in CI)", "[gpu][vulkan]") {
-  if (!has_plugin("vulkan")) {
-    WARN("SKIPPED: fish_vulkan is not in the build folder (FISH_VULKAN=OFF or no Vulkan headers)");
-    return;
-  }
+  if (const std::string why = vulkan_unusable(); !why.empty()) FISH_SKIP(why);
   // Teacher-forced top-1 agreement with the CPU, which multiplies quantised
   // weights with int8-quantised activations (as llama.cpp's CPU path does).
   // fish_vulkan's default: int8 activations where int8 dot products are
@@ -158,10 +164,7 @@ TEST_CASE("architectures: CPU forward vs the reference plugin's span", "[gpu][re
 // most 0.002 nats on every model (measured 2.6e-4 to 4.0e-4 on lavapipe,
 // 3.2e-4 for synth-tiny on the H200; a broken kernel gives orders more).
 TEST_CASE("test-gpu --quality: the GPU teacher-forced on the CPU's greedy run", "[gpu][vulkan][quality]") {
-  if (!has_plugin("vulkan")) {
-    WARN("SKIPPED: fish_vulkan is not in the build folder (FISH_VULKAN=OFF or no Vulkan headers)");
-    return;
-  }
+  if (const std::string why = vulkan_unusable(); !why.empty()) FISH_SKIP(why);
   const struct {
     const char* model;
     const char* extra;
@@ -171,8 +174,8 @@ TEST_CASE("test-gpu --quality: the GPU teacher-forced on the CPU's greedy run", 
   for (const auto& c : cases) {
     const Out o = run("FISH_BACKEND=vulkan", std::string("test-gpu ") + model_path(c.model) +
                                                  " -t 2 --no-kernels --no-e2e --quality 100 " + c.extra);
-    if (o.status == 77) {
-      WARN("SKIPPED " << c.model << ": " << o.text);
+    if (o.status == 77) {  // a part of the case
+      WARN("not run: " << c.model << ": " << o.text);
       continue;
     }
     INFO(c.model << "\n" << o.text);
@@ -191,15 +194,9 @@ TEST_CASE("test-gpu --quality: the GPU teacher-forced on the CPU's greedy run", 
 // default where int8 dot products are accelerated): every matmul within the
 // spec's f32 bound or within 5% of it from the CPU's own int8 product.
 TEST_CASE("conformance suite: fish_vulkan with int8 activations", "[gpu][vulkan][int8]") {
-  if (!has_plugin("vulkan")) {
-    WARN("SKIPPED: fish_vulkan is not in the build folder (FISH_VULKAN=OFF or no Vulkan headers)");
-    return;
-  }
+  if (const std::string why = vulkan_unusable(); !why.empty()) FISH_SKIP(why);
   const Out o = run("FISH_VK_INT8=1", "plugin-test " + bin_path("libfish_vulkan.so"));
-  if (o.text.find("SKIP  probe") != std::string::npos) {  // no Vulkan device here
-    WARN("SKIPPED: " << o.text);
-    return;
-  }
+  if (o.text.find("SKIP  probe") != std::string::npos) FISH_SKIP("no Vulkan device here:\n" + o.text);
   INFO(o.text);
   CHECK(o.status == 0);
   CHECK(o.text.find(" 0 failed") != std::string::npos);

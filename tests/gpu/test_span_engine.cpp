@@ -1,10 +1,10 @@
 // The engine with a span-capable plugin (the reference plugin always; fish_vulkan
 // on any Vulkan device, lavapipe in CI): chunked prefill ≡ token-by-token
 // decode, truncation + re-decode ≡ a fresh run, a forced span failure
-// mid-generation (FISH_TEST_SPAN_FAIL_AT, and a failing span_forward_logits or
-// its view) that falls back to the CPU without losing a position, the output
-// head in the span's submission (plugin ABI 1.1) ≡ the head as its own
-// submission, and its logits read in place (1.2) ≡ copied.
+// mid-generation (FISH_TEST_SPAN_FAIL_AT, and a failing span_forward with the
+// head in the span, its logits copied or viewed) that falls back to the CPU
+// without losing a position, the output head in the span's forward ≡ the head
+// as its own submission, and its logits read in place ≡ copied.
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +18,7 @@
 
 #include "fish/fish.h"
 #include "test_paths.h"
+#include "test_skip.h"
 
 using namespace fish::test;
 
@@ -69,19 +70,13 @@ std::vector<int32_t> text_tokens(fish_model* m, size_t n) {
   return ids;
 }
 
-// Selects a plugin file; false (with a printed reason) when it cannot open a device.
-bool use_plugin(const std::string& name) {
+// Selects a plugin file; "" when it opened a device, else why not.
+std::string use_plugin(const std::string& name) {
   const std::string path = bin_path("libfish_" + name + ".so");
-  if (access(path.c_str(), R_OK) != 0) {
-    WARN("SKIPPED " << name << ": " << path << " is not in the build folder");
-    return false;
-  }
+  if (access(path.c_str(), R_OK) != 0) return name + ": " + path + " is not in the build folder";
   fish_backend_use_file(path.c_str());
-  if (!fish_backend_active()) {
-    WARN("SKIPPED " << name << ": " << fish_backend_reason());
-    return false;
-  }
-  return true;
+  if (!fish_backend_active()) return name + ": " + fish_backend_reason();
+  return "";
 }
 
 // The span machinery (chunking, truncation, fallback) is checked on fish_vulkan's
@@ -169,7 +164,7 @@ void span_engine_checks(const std::string& plugin) {
       unsetenv("FISH_TEST_SPAN_FAIL_AT");
       falls_back_like_the_cpu(a, path, 24, 12);
     }
-    SECTION(plugin + " " + model + ": the head in the span == the head as its own submission") {
+    SECTION(plugin + " " + model + ": the head in the span's forward == the head as its own submission") {
       Model a(path, -1, 1);
       setenv("FISH_GPU_SPAN_HEAD", "0", 1);
       Model b(path, -1, 1);
@@ -200,7 +195,7 @@ void span_engine_checks(const std::string& plugin) {
       CHECK(submits(a.m) - sa0 == 16);  // one submission per decoded token
       CHECK(submits(b.m) - sb0 == 32);  // the span + the output projection
     }
-    SECTION(plugin + " " + model + ": logits read in place (ABI 1.2) == copied and stay valid across a truncate") {
+    SECTION(plugin + " " + model + ": logits read in place == copied and stay valid across a truncate") {
       Model a(path, -1, 1);
       setenv("FISH_GPU_LOGITS_VIEW", "0", 1);
       Model b(path, -1, 1);
@@ -224,17 +219,16 @@ void span_engine_checks(const std::string& plugin) {
       REQUIRE(fish_eval(b.m, &toks[10], 1, 10, 0) == 0);
       CHECK(a.logits(-1) == b.logits(-1));
     }
-    SECTION(plugin + " " + model + ": a span_forward_logits(_view) failure falls back without losing a position") {
-      // The logits copied (FISH_GPU_LOGITS_VIEW=0, ABI 1.1) and read in place (1.2, the default).
-      for (const char* call : {"span_forward_logits", "span_forward_logits_view"}) {
-        INFO(call);
-        const bool copy = std::string(call) == "span_forward_logits";
-        setenv("FISH_GPU_LOGITS_VIEW", copy ? "0" : "1", 1);
-        setenv("FISH_BACKEND_FAIL", (std::string(call) + ":5").c_str(), 1);
-        REQUIRE(use_plugin(plugin));  // a backend opened with the failure armed (read at open)
+    SECTION(plugin + " " + model + ": a span_forward failure with the head in it falls back without losing a position") {
+      // The logits copied (FISH_GPU_LOGITS_VIEW=0) and read in place (the default).
+      for (const char* view : {"0", "1"}) {
+        INFO("FISH_GPU_LOGITS_VIEW=" << view);
+        setenv("FISH_GPU_LOGITS_VIEW", view, 1);
+        setenv("FISH_BACKEND_FAIL", "span_forward:5", 1);
+        REQUIRE(use_plugin(plugin).empty());  // a backend opened with the failure armed (read at open)
         Model a(path, -1, 1);
         unsetenv("FISH_BACKEND_FAIL");
-        REQUIRE(use_plugin(plugin));  // the other sections get an unarmed one
+        REQUIRE(use_plugin(plugin).empty());  // the other sections get an unarmed one
         falls_back_like_the_cpu(a, path, 20, 11);  // call 1: positions 0..7; call 5 (position 11) fails
         unsetenv("FISH_GPU_LOGITS_VIEW");
       }
@@ -245,12 +239,19 @@ void span_engine_checks(const std::string& plugin) {
 }  // namespace
 
 TEST_CASE("span engine behaviour with the reference plugin", "[gpu][span][reference]") {
-  REQUIRE(use_plugin("reference"));
+  const std::string why = use_plugin("reference");
+  INFO(why);
+  REQUIRE(why.empty());
   span_engine_checks("reference");
   fish_backend_use_file(nullptr);
 }
 
 TEST_CASE("span engine behaviour with fish_vulkan", "[gpu][span][vulkan]") {
-  if (use_plugin("vulkan")) span_engine_checks("vulkan");
+  const std::string why = use_plugin("vulkan");
+  if (!why.empty()) {
+    fish_backend_use_file(nullptr);
+    FISH_SKIP(why);
+  }
+  span_engine_checks("vulkan");
   fish_backend_use_file(nullptr);
 }
