@@ -84,6 +84,12 @@ LayerIn read_layer(const Backend& be, const fish_span_layer* l, const SpanIn& in
     if (t->role >= FISH_ROLE_FFN_ROUTER)
       fail(FISH_E_UNSUPPORTED, where + ": tensor role " + std::to_string(t->role) + " (" + name +
                                    ") is not implemented by fish_reference");
+#ifdef FISH_REFERENCE_NO_QK_NORM
+    // Test builds only (tests/plugin): a plugin without qwen3's q/k norms refuses them.
+    if (t->role == FISH_ROLE_ATTN_Q_NORM || t->role == FISH_ROLE_ATTN_K_NORM)
+      fail(FISH_E_UNSUPPORTED, where + ": tensor role " + std::to_string(t->role) + " (" + name +
+                                   ") is not implemented by this build");
+#endif
     if (seen[t->role]) fail(FISH_E_INVALID_ARGUMENT, where + ": role " + name + " given twice");
     seen[t->role] = true;
     const std::string what = where + " " + name;

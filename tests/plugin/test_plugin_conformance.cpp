@@ -100,6 +100,21 @@ TEST_CASE("conformance - a plugin running one sequence per forward skips the mix
                                          "sequences: logits of each sequence's last row in one batch"});
 }
 
+TEST_CASE("conformance - a span shape the plugin does not implement is skipped with its reason", "[plugin][conformance]") {
+  // fish_refnoqk refuses qwen3's q/k norm roles: the qwen3 shape's checks skip, the others pass.
+  const ConformanceSummary s = run_and_print(fish::test::test_plugin("refnoqk"));
+  CHECK(s.failed == 0);
+  int qwen3 = 0;
+  for (const auto& r : s.results) {
+    if (r.outcome != CheckOutcome::Skip) continue;
+    INFO(r.name);
+    CHECK(r.name.rfind("span qwen3 F32: ", 0) == 0);
+    CHECK(contains(r.detail, "tensor role 9 (attn_q_norm) is not implemented"));
+    ++qwen3;
+  }
+  CHECK(qwen3 == 15);
+}
+
 TEST_CASE("conformance - a subtly wrong plugin is caught", "[plugin][conformance]") {
   // fish_skewed is fish_reference with every product 5% too large and every
   // span output x scaled by 1.05: negotiation passes, the math fails.

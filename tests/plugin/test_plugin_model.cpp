@@ -204,3 +204,42 @@ TEST_CASE("model - a head giving only the last row's logits: the other rows come
   CHECK(g.max_diff <= 1e-5 * g.max_abs);
   CHECK(narrow_next == ref_next);  // the decoded token: the head in the span on both
 }
+
+TEST_CASE("model - a span the plugin does not implement leaves the layers per matmul", "[plugin][model]") {
+  // fish_refnoqk refuses qwen3's q/k norm roles at span_create
+  // (FISH_E_UNSUPPORTED): the engine keeps the layers it placed and runs them
+  // per matmul on the same plugin, with the reference plugin's per-matmul logits.
+  fish::test::TempDir dir("qwen3");
+  const std::string file = (dir.path() / "tiny-qwen3.gguf").string();
+  const fish::test::ProcResult syn =
+      fish::test::run_process({FISH_TEST_FISH, "synth", "--shape", "tiny-qwen3", "--type", "F32", "-o", file}, dir.str());
+  INFO(syn.err);
+  REQUIRE(syn.status == 0);
+  auto run = [&](const std::string& plugin, int gpu_span, fish_model_info* info) {
+    fish_backend_use_file(plugin.c_str());
+    fish_model_params p = fish_model_default_params();
+    p.gpu_span = gpu_span;
+    p.n_ctx = 64;
+    fish_error* err = nullptr;
+    fish_model* m = fish_model_load(file.c_str(), &p, &err);
+    INFO((err ? fish_error_message(err) : ""));
+    fish_error_free(err);
+    REQUIRE(m);
+    info->struct_size = sizeof *info;
+    fish_model_get_info(m, info);
+    const int32_t toks[6] = {1, 17, 42, 99, 7, 300};
+    REQUIRE(fish_eval(m, toks, 6, 0, 0) == 0);
+    const float* l = fish_get_logits(m, -1);
+    std::vector<float> out(l, l + info->n_vocab);
+    fish_model_free(m);
+    return out;
+  };
+  fish_model_info narrow{}, per{};
+  const std::vector<float> a = run(fish::test::test_plugin("refnoqk"), -1, &narrow);
+  const std::vector<float> b = run(FISH_TEST_REFERENCE, 0, &per);
+  fish_backend_use_file(nullptr);
+  CHECK(narrow.gpu_span == 0);
+  CHECK(narrow.gpu_layers == narrow.n_layer);
+  CHECK(per.gpu_layers == per.n_layer);
+  CHECK(a == b);  // the same plugin code per matmul: equal bit for bit
+}

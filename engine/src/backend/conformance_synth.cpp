@@ -292,8 +292,6 @@ std::string Compare::summary() const {
 
 // ---- SpanRig --------------------------------------------------------------------
 
-std::string status_text(int st) { return status_name(st); }
-
 void SpanRig::both(const Rows& r, Compare& cmp, const std::string& what, std::mt19937_64& rng, bool may_refuse,
                    const std::vector<float>* x_in) {
   const int E = s.v.n_embd;
@@ -331,8 +329,8 @@ std::string SpanRig::refused(const Rows& r, int status, const std::string& what,
   const float* sentinel = lg.data();
   b.view = sentinel;
   expect(!be->span_forward_once(span, b), what + " was accepted");
-  expect(be->last_status() == status, what + ": status " + status_text(be->last_status()) + ", expected " +
-                                          status_text(status) + " (" + be->last_error() + ")");
+  expect(be->last_status() == status, what + ": status " + std::string(status_name(be->last_status())) + ", expected " +
+                                          status_name(status) + " (" + be->last_error() + ")");
   expect(std::memcmp(x.data(), before.data(), x.size() * sizeof(float)) == 0, what + ": x was modified");
   expect(b.view == sentinel, what + ": the logits view pointer was changed");
   const std::string msg = be->last_error();

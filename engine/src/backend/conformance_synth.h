@@ -139,7 +139,4 @@ struct SpanRig {
   void kv_is(int seq, int want, const std::string& when);
 };
 
-// "FISH_E_UNSUPPORTED" and friends, for messages.
-std::string status_text(int st);
-
 }  // namespace fish::backend::conf

@@ -1,8 +1,9 @@
 // GPU placement (spec: "What runs where"): output projection first, then the
 // last layers backwards while upload() succeeds, trusting bytes_resident()
 // deltas rather than file sizes. With spans, the span's KV + arena are reserved
-// before any layer is placed, a declined span is retried with fewer layers, and
-// span layers get no CPU KV. Pages of uploaded tensors go back to the OS.
+// before any layer is placed, a span declined for its size is retried with
+// fewer layers (one the plugin does not implement leaves the layers per
+// matmul), and span layers get no CPU KV. Pages of uploaded tensors go back to the OS.
 #include <algorithm>
 #include <cstdio>
 #include <vector>
@@ -186,6 +187,9 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
       }
       if (gpu_verbose_)
         std::fprintf(stderr, "fish: span of %d layers declined: %s\n", n_layer_gpu_, be->last_error().c_str());
+      // Not implemented (a role, a value, a feature): fewer layers would be
+      // refused alike; the placed layers run per matmul instead.
+      if (be->last_status() == ComputeBackend::kUnsupported) break;
       Layer& L = layers_[size_t(hp_.n_layer - n_layer_gpu_)];
       for (int i = 0; i < 7; ++i) release_linear(*layer_matrices(L, i));
       --n_layer_gpu_;
