@@ -1,11 +1,15 @@
 // Shared by the sub-commands that load a model: the common flags (-m, -t, -c,
 // --gpu-layers) and a loader that turns a failure into one clear line.
 #pragma once
+#include <sys/stat.h>
+
 #include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <vector>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "args.h"
@@ -37,6 +41,18 @@ inline ModelFlags parse_model_flags(Args& a, bool gpu_default_off = false) {
   }
   if (a.flag(nullptr, "--verbose")) f.params.verbose = 1;
   return f;
+}
+
+// A text file's bytes for `flag` (-f), or exit 2 with one clear line: a
+// missing file, a folder or a FIFO is not an empty text.
+inline std::string read_text_file(Args& a, const char* flag, const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) a.fail(std::string(flag) + " " + path + ": cannot open");
+  if (!S_ISREG(st.st_mode)) a.fail(std::string(flag) + " " + path + ": not a regular file");
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  if (!in || (!(ss << in.rdbuf()) && st.st_size > 0)) a.fail(std::string(flag) + " " + path + ": cannot read");
+  return ss.str();
 }
 
 inline fish_model* load_or_exit(const char* cmd, const ModelFlags& f) {

@@ -3,8 +3,6 @@
 // its first token replaced by BOS; the second half of each chunk is scored.
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "cli_model.h"
 #include "command.h"
@@ -28,14 +26,7 @@ static int cmd_perplexity(int argc, char** argv) {
   mf.params.n_ctx = n_ctx;
   if (n_ctx < 4) a.fail("-c must be at least 4");
 
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    std::fprintf(stderr, "fish perplexity: cannot open '%s'\n", path.c_str());
-    return 1;
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  const std::string text = read_text_file(a, "-f", path);
 
   fish_model* m = load_or_exit("perplexity", mf);
   fish_model_info info{};

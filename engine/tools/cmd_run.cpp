@@ -1,31 +1,14 @@
 // fish run: stream a continuation of a prompt.
-#include <sys/stat.h>
-
 #include <chrono>
+#include <climits>
 #include <cstdio>
-#include <fstream>
 #include <random>
-#include <sstream>
 
 #include "cli_model.h"
 #include "command.h"
 
 using namespace fish::cli;
 
-namespace {
-
-// The prompt file's bytes, or a clear error (a folder or an unreadable file is not an empty prompt).
-std::string read_prompt_file(Args& a, const std::string& path) {
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) a.fail("-f " + path + ": cannot open");
-  if (!S_ISREG(st.st_mode)) a.fail("-f " + path + ": not a regular file");
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  if (!in || (!(ss << in.rdbuf()) && st.st_size > 0)) a.fail("-f " + path + ": cannot read");
-  return ss.str();
-}
-
-}  // namespace
 
 static int cmd_run(int argc, char** argv) {
   Args a(argc, argv);
@@ -45,7 +28,7 @@ static int cmd_run(int argc, char** argv) {
   const bool has_prompt = a.value("-p", "--prompt", prompt);
   if (a.value("-f", "--file", prompt_file)) {
     if (has_prompt) a.fail("give the prompt with -p or -f, not both");
-    prompt = read_prompt_file(a, prompt_file);
+    prompt = read_text_file(a, "-f", prompt_file);
   }
   int64_t n_predict = 128, top_k = 40, seed = -1, last_n = 64, keep = 0;
   double temp = 0.8, top_p = 0.95, min_p = 0.05, rep = 1.0;
@@ -64,6 +47,22 @@ static int cmd_run(int argc, char** argv) {
   if (!a.positional().empty()) a.fail("unexpected argument (the prompt goes after -p)");
   if (n_predict < 0) a.fail("-n must be >= 0");
   if (keep < -1) a.fail("--keep must be >= -1");
+  if (top_k < INT32_MIN || top_k > INT32_MAX) a.fail("--top-k: out of range");
+  if (last_n < -1 || last_n > INT32_MAX) a.fail("--repeat-last-n must be between -1 and 2147483647");
+
+  fish_sampler_params sp = fish_sampler_default_params();
+  sp.temp = float(temp);
+  sp.top_k = int32_t(top_k);
+  sp.top_p = float(top_p);
+  sp.min_p = float(min_p);
+  sp.repeat_penalty = float(rep);
+  sp.repeat_last_n = int32_t(last_n);
+  sp.seed = seed >= 0 ? uint64_t(seed) : std::random_device{}();
+  if (const char* why = fish_sampler_params_check(&sp)) {  // "top_p = 2.000000: expected ..." -> --top-p
+    std::string flag = std::string(why).substr(0, std::string(why).find(' '));
+    for (char& c : flag) c = c == '_' ? '-' : c;
+    a.fail("--" + flag + std::string(why).substr(flag.size()));
+  }
 
   fish_model* m = load_or_exit("run", mf);
   fish_model_info info{};
@@ -85,14 +84,6 @@ static int cmd_run(int argc, char** argv) {
   const int32_t n_prompt = int32_t(toks.size());
   const int32_t with_bos = info.bos >= 0 && toks[0] == info.bos ? 1 : 0;
   const int32_t n_keep = keep < 0 || keep + with_bos > n_prompt ? n_prompt : int32_t(keep) + with_bos;
-  fish_sampler_params sp = fish_sampler_default_params();
-  sp.temp = float(temp);
-  sp.top_k = int32_t(top_k);
-  sp.top_p = float(top_p);
-  sp.min_p = float(min_p);
-  sp.repeat_penalty = float(rep);
-  sp.repeat_last_n = int32_t(last_n);
-  sp.seed = seed >= 0 ? uint64_t(seed) : std::random_device{}();
   fish_sampler* s = fish_sampler_new(&sp);
   for (int32_t t : toks) fish_sampler_accept(s, t);
 

@@ -20,11 +20,7 @@ static int cmd_tokenize(int argc, char** argv) {
   std::string text, file;
   const bool has_p = a.value("-p", "--prompt", text);
   if (a.value("-f", "--file", file)) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) a.fail("cannot open '" + file + "'");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
+    text = read_text_file(a, "-f", file);
   } else if (!has_p) {
     a.fail("missing -p TEXT (or -f FILE)");
   }

@@ -123,6 +123,12 @@ typedef struct fish_sampler_params {
   uint64_t seed;
 } fish_sampler_params;
 FISH_API fish_sampler_params fish_sampler_default_params(void);
+/* The first parameter outside its range, as "top_p = 2: expected a number in
+ * [0, 1]" (static storage until the next call on this thread), or NULL when all
+ * are valid: temp >= 0, top_p and min_p in [0, 1], repeat_penalty > 0, all
+ * finite; repeat_last_n >= -1. */
+FISH_API const char* fish_sampler_params_check(const fish_sampler_params* p);
+/* NULL when fish_sampler_params_check refuses p. */
 FISH_API fish_sampler* fish_sampler_new(const fish_sampler_params* p);
 FISH_API int32_t fish_sampler_sample(fish_sampler* s, const float* logits, int32_t n_vocab);
 FISH_API void fish_sampler_accept(fish_sampler* s, int32_t token);

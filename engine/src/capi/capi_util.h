@@ -38,4 +38,22 @@ bool guarded(fish_error** err, Fn&& fn) {
   return false;
 }
 
+// Runs fn() and returns its value; an exception returns `fallback` instead
+// (for entry points that report failure by value: every C entry point is fenced).
+template <class T, class Fn>
+T fenced(T fallback, Fn&& fn) noexcept {
+  try {
+    return fn();
+  } catch (...) {
+    return fallback;
+  }
+}
+template <class Fn>
+void fenced_void(Fn&& fn) noexcept {
+  try {
+    fn();
+  } catch (...) {
+  }
+}
+
 }  // namespace fish::capi

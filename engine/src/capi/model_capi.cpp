@@ -39,51 +39,7 @@ int32_t copy_out(const std::string& s, char* buf, int32_t cap) {
 
 }  // namespace
 
-extern "C" {
-
-FISH_API fish_model_params fish_model_default_params(void) {
-  fish_model_params p{};
-  p.struct_size = sizeof(fish_model_params);
-  p.n_threads = 0;
-  p.n_ctx = 0;
-  p.gpu_layers = -1;
-  p.gpu_span = -1;
-  p.verbose = 0;
-  p.vocab_only = 0;
-  return p;
-}
-
-FISH_API fish_model* fish_model_load(const char* path, const fish_model_params* params, fish_error** err) {
-  if (!path) {
-    fish::capi::set_error(err, "fish_model_load: no path");
-    return nullptr;
-  }
-  fish_model_params p = fish_model_default_params();
-  if (params) std::memcpy(&p, params, std::min<size_t>(params->struct_size, sizeof p));
-  auto fm = std::make_unique<fish_model>();
-  const bool ok = guarded(err, [&] {
-    fish::ModelOptions o;
-    o.n_threads = p.n_threads;
-    o.n_ctx = p.n_ctx;
-    o.gpu_layers = p.gpu_layers;
-    o.gpu_span = p.gpu_span;
-    o.verbose = p.verbose != 0;
-    o.vocab_only = p.vocab_only != 0;
-    if (p.progress)
-      o.progress = [fn = p.progress, user = p.progress_user](const char* phase, double f) { fn(user, phase, float(f)); };
-    fm->m = fish::LlamaModel::load(path, o);
-  });
-  if (!ok) return nullptr;
-  fm->stats.struct_size = sizeof(fish_stats);
-  return fm.release();
-}
-
-FISH_API void fish_model_free(fish_model* m) { delete m; }
-
-FISH_API const char* fish_last_error(const fish_model* m) { return m ? m->error.c_str() : "no model"; }
-
-FISH_API void fish_model_get_info(const fish_model* fm, fish_model_info* out) {
-  if (!fm || !out) return;
+static void model_info(const fish_model* fm, fish_model_info* out) {
   fish_model_info i{};
   const auto& m = *fm->m;
   const auto& h = m.hparams();
@@ -117,6 +73,56 @@ FISH_API void fish_model_get_info(const fish_model* fm, fish_model_info* out) {
   std::memcpy(out, &i, std::min<size_t>(out->struct_size ? out->struct_size : sizeof i, sizeof i));
 }
 
+
+extern "C" {
+
+FISH_API fish_model_params fish_model_default_params(void) {
+  fish_model_params p{};
+  p.struct_size = sizeof(fish_model_params);
+  p.n_threads = 0;
+  p.n_ctx = 0;
+  p.gpu_layers = -1;
+  p.gpu_span = -1;
+  p.verbose = 0;
+  p.vocab_only = 0;
+  return p;
+}
+
+FISH_API fish_model* fish_model_load(const char* path, const fish_model_params* params, fish_error** err) {
+  if (!path) {
+    fish::capi::set_error(err, "fish_model_load: no path");
+    return nullptr;
+  }
+  fish_model_params p = fish_model_default_params();
+  if (params) std::memcpy(&p, params, std::min<size_t>(params->struct_size, sizeof p));
+  auto fm = std::make_unique<fish_model>();
+  const bool ok = guarded(err, [&] {
+    fish::matmul_kernel_name();  // a bad FISH_CPU_KERNELS is this load's error, not a later abort
+    fish::ModelOptions o;
+    o.n_threads = p.n_threads;
+    o.n_ctx = p.n_ctx;
+    o.gpu_layers = p.gpu_layers;
+    o.gpu_span = p.gpu_span;
+    o.verbose = p.verbose != 0;
+    o.vocab_only = p.vocab_only != 0;
+    if (p.progress)
+      o.progress = [fn = p.progress, user = p.progress_user](const char* phase, double f) { fn(user, phase, float(f)); };
+    fm->m = fish::LlamaModel::load(path, o);
+  });
+  if (!ok) return nullptr;
+  fm->stats.struct_size = sizeof(fish_stats);
+  return fm.release();
+}
+
+FISH_API void fish_model_free(fish_model* m) { delete m; }
+
+FISH_API const char* fish_last_error(const fish_model* m) { return m ? m->error.c_str() : "no model"; }
+
+FISH_API void fish_model_get_info(const fish_model* fm, fish_model_info* out) {
+  if (!fm || !out) return;
+  fish::capi::fenced_void([&] { model_info(fm, out); });
+}
+
 FISH_API int32_t fish_tokenize(const fish_model* m, const char* text, size_t len, int add_special, int parse_special,
                                int32_t* out, int32_t cap) {
   if (!m || (!text && len)) return -INT32_MAX;
@@ -134,7 +140,8 @@ FISH_API int32_t fish_tokenize(const fish_model* m, const char* text, size_t len
 
 FISH_API int32_t fish_token_to_piece(const fish_model* m, int32_t token, char* buf, int32_t cap, int special) {
   if (!m || token < 0 || token >= m->m->tokenizer().n_vocab()) return 0;
-  return copy_out(m->m->tokenizer().token_to_piece(token, special != 0), buf, cap);
+  return fish::capi::fenced(int32_t(0),
+                            [&] { return copy_out(m->m->tokenizer().token_to_piece(token, special != 0), buf, cap); });
 }
 
 FISH_API int32_t fish_detokenize(const fish_model* m, const int32_t* ids, int32_t n, char* buf, int32_t cap,
@@ -142,10 +149,14 @@ FISH_API int32_t fish_detokenize(const fish_model* m, const int32_t* ids, int32_
   if (!m || n < 0) return 0;
   for (int32_t i = 0; i < n; ++i)
     if (ids[i] < 0 || ids[i] >= m->m->tokenizer().n_vocab()) return 0;
-  return copy_out(m->m->tokenizer().decode(std::vector<int32_t>(ids, ids + n), special != 0), buf, cap);
+  return fish::capi::fenced(int32_t(0), [&] {
+    return copy_out(m->m->tokenizer().decode(std::vector<int32_t>(ids, ids + n), special != 0), buf, cap);
+  });
 }
 
-FISH_API int fish_token_is_eog(const fish_model* m, int32_t token) { return m && m->m->tokenizer().is_eog(token); }
+FISH_API int fish_token_is_eog(const fish_model* m, int32_t token) {
+  return fish::capi::fenced(0, [&] { return m && m->m->tokenizer().is_eog(token) ? 1 : 0; });
+}
 
 FISH_API int fish_eval(fish_model* m, const int32_t* tokens, int32_t n, int32_t pos, int all_logits) {
   if (!m) return 1;
@@ -164,7 +175,9 @@ FISH_API int fish_eval(fish_model* m, const int32_t* tokens, int32_t n, int32_t 
   return rc;
 }
 
-FISH_API const float* fish_get_logits(fish_model* m, int32_t i) { return m ? m->m->logits(i) : nullptr; }
+FISH_API const float* fish_get_logits(fish_model* m, int32_t i) {
+  return fish::capi::fenced(static_cast<const float*>(nullptr), [&] { return m ? m->m->logits(i) : nullptr; });
+}
 
 FISH_API int32_t fish_kv_len(const fish_model* m) { return m ? m->m->kv_len() : 0; }
 
@@ -175,11 +188,13 @@ FISH_API int fish_kv_truncate(fish_model* m, int32_t n) {
 
 FISH_API void fish_get_stats(const fish_model* m, fish_stats* out) {
   if (!m || !out) return;
-  fish_stats s = m->stats;
-  s.struct_size = sizeof s;
-  s.gpu_submits = m->m->stats().gpu_submits;
-  s.gpu_fallbacks = m->m->stats().gpu_fallbacks;
-  std::memcpy(out, &s, std::min<size_t>(out->struct_size ? out->struct_size : sizeof s, sizeof s));
+  fish::capi::fenced_void([&] {
+    fish_stats s = m->stats;
+    s.struct_size = sizeof s;
+    s.gpu_submits = m->m->stats().gpu_submits;
+    s.gpu_fallbacks = m->m->stats().gpu_fallbacks;
+    std::memcpy(out, &s, std::min<size_t>(out->struct_size ? out->struct_size : sizeof s, sizeof s));
+  });
 }
 
 FISH_API void fish_reset_stats(fish_model* m) {

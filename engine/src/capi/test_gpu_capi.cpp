@@ -43,13 +43,17 @@ void emit(void (*fn)(const fish_plugin_check*, void*), void* ctx, const Check& c
 extern "C" {
 
 FISH_API uint64_t fish_backend_bytes_resident(void) {
-  fish::ComputeBackend* be = fish::backend::get();
-  return be ? be->bytes_resident() : 0;
+  return fish::capi::fenced(uint64_t(0), [] {
+    fish::ComputeBackend* be = fish::backend::get();
+    return be ? be->bytes_resident() : uint64_t(0);
+  });
 }
 
 FISH_API char* fish_backend_profile(void) {
-  fish::ComputeBackend* be = fish::backend::get();
-  return fish::capi::dup_string(be ? be->profile() : std::string());
+  return fish::capi::fenced(static_cast<char*>(nullptr), [] {
+    fish::ComputeBackend* be = fish::backend::get();
+    return fish::capi::dup_string(be ? be->profile() : std::string());
+  });
 }
 
 FISH_API int32_t fish_test_gpu_kernels(const char* model_path, void (*fn)(const fish_plugin_check*, void*), void* ctx,

@@ -85,6 +85,25 @@ std::string show(const gguf::File& f, const std::string& key) {
   }
 }
 
+// Text from the file made safe for a terminal: control bytes (C0, DEL, and the
+// C1 controls' UTF-8 forms, which some terminals take as escape sequences)
+// become \xNN, so metadata cannot move the cursor or recolour the screen.
+std::string printable(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const bool c1 = c == 0xC2 && i + 1 < s.size() && (static_cast<unsigned char>(s[i + 1]) & 0xE0) == 0x80;
+    if (c < 0x20 || c == 0x7F || c1) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\x%02X", c1 ? static_cast<unsigned char>(s[++i]) : c);
+      out += b;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
 // A metadata number, if present and numeric.
 bool number(const gguf::File& f, const std::string& key, double& out) {
   const gguf::Value* v = f.find(key);
@@ -101,7 +120,7 @@ std::string describe_file(const std::string& path) {
   auto line = [&](const char* label, const std::string& value) {
     char b[32];
     std::snprintf(b, sizeof b, "%-18s ", label);
-    out += b + value + "\n";
+    out += b + printable(value) + "\n";
   };
 
   const std::string arch = f->find("general.architecture") ? show(*f, "general.architecture") : "";

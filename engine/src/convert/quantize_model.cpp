@@ -32,6 +32,9 @@ QuantizeSummary quantize_model(const std::string& in, const std::string& out, co
   if (!fmt || (*fmt != Format::Q8_0 && *fmt != Format::Q4_0 && *fmt != Format::Q4_K_M))
     throw Error("quantize: unknown type '" + type + "' (one of: Q8_0, Q4_0, Q4_K_M)");
   auto src = gguf::File::open(in);
+  // A model no loader accepts is not worth a copy in another type.
+  if (const gguf::TensorInfo* te = src->tensor("token_embd.weight"); te && te->n_dims >= 2 && te->ne[1] == 0)
+    throw Error(in + ": tensor 'token_embd.weight' has shape " + te->shape_str() + ": the vocabulary is empty");
   const int n_layer = block_count(*src);
   const bool tied = src->tensor("output.weight") == nullptr;
 

@@ -1,4 +1,5 @@
 #include "gguf/gguf_file.h"
+#include "gguf/mapping_guard.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -200,7 +201,9 @@ std::string TensorInfo::shape_str() const {
 std::unique_ptr<File> File::open(const std::string& path) {
   std::unique_ptr<File> f(new File());
   f->path_ = path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO given as the model must not block the open (it is
+  // refused below, as is anything but a regular file).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
   struct stat st {};
   if (fstat(fd, &st) != 0) {
@@ -210,7 +213,13 @@ std::unique_ptr<File> File::open(const std::string& path) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw Error(path + ": not a regular file");
+    throw Error(path + ": not a regular file (" +
+                (S_ISDIR(st.st_mode)    ? "a directory"
+                 : S_ISFIFO(st.st_mode) ? "a FIFO"
+                 : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                 : S_ISSOCK(st.st_mode) ? "a socket"
+                                        : "not a file") +
+                ")");
   }
   f->size_ = uint64_t(st.st_size);
   if (f->size_ < 8) {
@@ -222,6 +231,7 @@ std::unique_ptr<File> File::open(const std::string& path) {
   if (p == MAP_FAILED) throw Error(path + ": cannot mmap: " + std::strerror(errno));
   f->base_ = static_cast<const uint8_t*>(p);
   f->mapped_ = true;
+  f->guard_slot_ = MappingGuard::add(p, f->size_, path);
   f->parse();
   return f;
 }
@@ -237,6 +247,7 @@ std::unique_ptr<File> File::from_bytes(std::vector<uint8_t> bytes, std::string n
 }
 
 File::~File() {
+  MappingGuard::remove(guard_slot_);
   if (mapped_ && base_) munmap(const_cast<uint8_t*>(base_), size_t(size_));
 }
 

@@ -126,6 +126,7 @@ class File {
   const uint8_t* base_ = nullptr;
   uint64_t size_ = 0;
   bool mapped_ = false;
+  int guard_slot_ = -1;  // MappingGuard (SIGBUS on a truncated file -> a clear error)
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
   uint64_t data_offset_ = 0;

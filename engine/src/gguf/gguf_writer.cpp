@@ -1,6 +1,7 @@
 #include "gguf/gguf_writer.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -388,6 +389,11 @@ void Writer::emit(Sink& out) const {
 
 void Writer::write(const std::string& path) const {
   alignment();  // validate before creating anything
+  // The .tmp is renamed over PATH: never over a device, FIFO, directory or
+  // socket (as root, "quantize IN /dev/full" would replace the device node).
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    throw Error(path + ": exists and is not a regular file; fish writes a new file or replaces a regular one");
   const std::string tmp = path + ".tmp";
   try {
     FileSink f(tmp);

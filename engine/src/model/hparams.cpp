@@ -55,6 +55,11 @@ Hparams Hparams::from_gguf(const gguf::File& f) {
   const std::string p = h.arch_name + ".";
 
   h.n_layer = req_i32(f, p + "block_count");
+  // Every layer has at least 9 tensors (2 norms, q/k/v/o, gate/up/down): a
+  // larger count cannot be this file's, and would size allocations by it.
+  if (uint64_t(h.n_layer) * 9 > f.tensors().size())
+    throw Error(f.path() + ": metadata '" + p + "block_count' = " + std::to_string(h.n_layer) + ", but the file holds " +
+                std::to_string(f.tensors().size()) + " tensors (a layer has at least 9)");
   h.n_embd = req_i32(f, p + "embedding_length");
   h.n_ff = req_i32(f, p + "feed_forward_length");
   h.n_head = req_i32(f, p + "attention.head_count");
@@ -94,8 +99,19 @@ Hparams Hparams::from_gguf(const gguf::File& f) {
   h.has_qkv_bias = h.arch == Arch::Qwen2;
   h.has_qk_norm = h.arch == Arch::Qwen3;
 
-  if (auto v = f.get_u32(p + "vocab_size")) h.n_vocab = int32_t(*v);
-  else if (auto* toks = f.get_arr("tokenizer.ggml.tokens")) h.n_vocab = int32_t(toks->size);
+  if (auto v = f.get_u32(p + "vocab_size")) {
+    if (*v == 0 || *v > (1u << 30))
+      throw Error(f.path() + ": metadata '" + p + "vocab_size' = " + std::to_string(*v) + ": expected 1 .. 2^30");
+    h.n_vocab = int32_t(*v);
+  } else if (auto* toks = f.get_arr("tokenizer.ggml.tokens")) {
+    if (toks->size == 0 || toks->size > (1u << 30))
+      throw Error(f.path() + ": metadata 'tokenizer.ggml.tokens' holds " + std::to_string(toks->size) +
+                  " tokens: expected 1 .. 2^30");
+    h.n_vocab = int32_t(toks->size);
+  }
+  // The vocabulary is token_embd's rows too; an empty one would divide by zero later.
+  if (const gguf::TensorInfo* te = f.tensor("token_embd.weight"); te && te->n_dims >= 2 && te->ne[1] == 0)
+    throw Error(f.path() + ": tensor 'token_embd.weight' has shape " + te->shape_str() + ": the vocabulary is empty");
   return h;
 }
 
