@@ -50,7 +50,6 @@ layout(push_constant) uniform MatmulParams {
   uint x_off;     // float index of x[0][0] in X
   uint y_stride;  // floats between consecutive token rows of y
   uint y_off;     // float index of y[0][first row of this chunk] in Y
-  uint flags;     // matvec_span.comp XSH: bit 0 = x' = x ∘ x2 (x2 at x2_off); else 0
 #ifdef FISH_SPAN
   uint inv_in;    // float index of NT per-token scales of x (1/rms of its norm), or 0xFFFFFFFF: 1
   float eps;      // EPI 3: rms epsilon
@@ -58,13 +57,10 @@ layout(push_constant) uniform MatmulParams {
   uint norm_off;  // EPI 3: P index of the next rmsnorm's weights [n_rows]
   uint xg_off;    // EPI 3: where y ∘ those weights go (same stride as y)
   uint sq_off;    // EPI 3: float index of the [NT][row groups] Σy² partials
-  uint cnt;       // EPI 3: uint index of the arrival counter (0 between dispatches)
-  uint inv_out;   // EPI 3: float index of the NT resulting 1/rms, or 0xFFFFFFFF: partials only
   uint inv_parts; // 0: inv_in holds 1/rms per token; n: inv_in holds [NT][n] Σx² partials (the
                   // producer's row groups), 1/rms = 1/sqrt(Σ/n_in + eps) is computed here
-  uint q_out;     // QOUT (matvec_span.comp): word index of token 0's Q8_K row of the output
-  uint q_stride;  // QOUT: words between two tokens' Q8_K rows
-  uint qcnt;      // QOUT: uint index of the per-block arrival counters (0 between dispatches)
+  uint q_out;     // QOUT (matvec_span.comp): word index of the output's B32 row
+  uint q_stride;  // QOUT: words between two tokens' rows
 #endif
 } pc;
 

@@ -19,37 +19,28 @@
 //
 // EPI: 0 y = v, 1 y += v (residual), 2 y = silu(v) (gate), 4 (PAIR) y = silu(v_a)·v_b,
 //      3 y += v, then for the NEXT rmsnorm: xg = y ∘ P[norm_off..] and Σy² per
-//        (token, row group) into sq ([NT][row groups]); with inv_out set, the
-//        last workgroup to finish (an arrival counter) turns the partials into
-//        1/rms at inv_out, else the consumers reduce them (inv_parts).
+//        (token, row group) into sq ([NT][row groups]), which the consumers
+//        reduce to 1/rms themselves (inv_parts).
 // The residual y and the norm weights of EPI 1/3 are loaded before the main
 // loop, so their latency hides behind the weights'.
 // FISH_INT8: the int8 variant (see matvec_units_i8.glsl).
-// QOUT (decode, EPI 3 / 4): the output the next matvec reads (EPI 3: y ∘ P, EPI
-// 4: silu·up) is also written as Q8_K int8 rows at q_out (quant_block.glsl), so
-// no quantize_x dispatch and barrier follow: per block of 256 rows an arrival
-// counter (qcnt + block), and the last workgroup to finish the block's rows
-// quantises it. EPI 3 quantises y ∘ P before the norm's 1/rms is known: the
-// consumer applies that per-token scale to its sums (inv_in), as with f32 x.
-// QOUT 2 (B32): the same output rows in the span's B32 format (blocks of 32,
-// quant_block.glsl); the workgroup's rows (SLICES·ROWS) are 32 and n_rows a
-// multiple of 32, so each workgroup owns a whole block and quantises it
-// itself: no counter, no wait. QOUT 3: the same, within the epilogue's
-// subgroup where a subgroup holds the block (gl_SubgroupSize >= 32;
-// quant_b32_sg.glsl q8b32_sg), else as QOUT 2.
+// QOUT (int8 decode of one token, EPI 3 / 4): the output the next matvec reads
+// (EPI 3: y ∘ P, EPI 4: silu·up) is also written as the span's B32 rows
+// (blocks of 32, quant_block.glsl) at q_out, so no quantise step and barrier
+// follow. The workgroup's rows (SLICES·ROWS) are 32 and n_rows a multiple of
+// 32: each workgroup owns a whole block and quantises it itself, within the
+// epilogue's subgroup where one holds the block (gl_SubgroupSize >= 32:
+// quant_b32_sg.glsl), else by the workgroup (q8b32_wg). EPI 3 quantises y ∘ P
+// before the norm's 1/rms is known: the consumer applies that per-token scale
+// to its sums (inv_in), as with f32 x.
 // XB32: x is B32 rows (K-quant weights; matvec_units_i8.glsl).
 // SLICES: the workgroup's invocations form SLICES equal slices (whole
 // subgroups), slice s taking rows s·ROWS .. of the workgroup's SLICES·ROWS:
-// a workgroup owns many rows (QOUT 2: a B32 block) while each invocation
+// a workgroup owns many rows (QOUT: a B32 block) while each invocation
 // accumulates only ROWS of them (registers).
 // Specialisation: 0 = workgroup size, 1 = ROWS, 2 = NT, 3 = EPI, 4 = XPROD, 5 = PAIR,
-// 6 = QOUT (0 none, 1 Q8_K blocks with arrival counters, 2 B32 blocks, 3 B32 within a subgroup), 7 = XB32,
-// 8 = SLICES, 9 = U64 (int8 Q4_K / Q5_K: units of 64 elements, matvec_units_i8.glsl),
-// 10 = XSH (0, or n_in: int8 XB32, one token; x is f32 at x_off (· x2 with
-// flags bit 0), and every workgroup first quantises all of it into B32 rows
-// in shared memory, quantize_x's B32K rule bit for bit: wo in place of the
-// attention's own quantisation, Span::kFoldWoIn; down in place of the
-// quantise step before it, Span::kFoldDownIn).
+// 6 = QOUT, 7 = XB32, 8 = SLICES, 9 = U64 (int8 Q4_K / Q5_K: units of 64 elements,
+// matvec_units_i8.glsl).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -60,85 +51,31 @@ layout(constant_id = 2) const uint NT = 1;
 layout(constant_id = 3) const uint EPI = 0;
 layout(constant_id = 4) const bool XPROD = false;
 layout(constant_id = 5) const bool PAIR = false;
-layout(constant_id = 6) const uint QOUT = 0;
+layout(constant_id = 6) const bool QOUT = false;
 #define FISH_XB32
 layout(constant_id = 7) const bool XB32 = false;
 layout(constant_id = 8) const uint SLICES = 1;
 #define FISH_U64
 layout(constant_id = 9) const bool U64 = false;
-#define FISH_XSH
-layout(constant_id = 10) const uint XSH = 0;
 const uint RT = PAIR ? 2u * ROWS : ROWS;  // accumulated rows (per invocation)
 const uint WR = SLICES * ROWS;            // the workgroup's rows
 
 #include "matmul_common.glsl"
-// The arena once more, coherent: partials one workgroup reads after others wrote them.
+// The arena once more (coherent), for what the epilogue writes beside y: the Σy²
+// partials and the B32 rows.
 layout(set = 0, binding = 4) coherent buffer ArenaC { float AC[]; };
 layout(set = 0, binding = 4) coherent buffer ArenaCU { uint ACU[]; };
 
 const uint NONE = 0xFFFFFFFFu;
 float acc[RT * NT];  // acc[r * NT + t]
-#define QB_X_SIZE (QOUT >= 2u ? WR * NT : 1u)
-#define QSG_SLOTS (QOUT == 3u ? WR : 1u)
+#define QB_X_SIZE (QOUT ? WR * NT : 1u)
+#define QSG_SLOTS (QOUT ? WR : 1u)
 #include "quant_block.glsl"
 
 #ifdef FISH_INT8
-// XSH: x's B32 rows, made by xsh_fill below (read by matvec_units_i8.glsl's
-// xq16 / xq_d / xq_sum), and per chunk of 16 elements its largest |x| (the
-// first) and that element's index in its block of 32 · 2 + its sign.
-// 1.875 · n_in bytes (MatmulKernels::xsh_shared_bytes).
-const uint XSH_N = XSH == 0u ? 32u : XSH;
-shared uvec4 xsh_q4[XSH_N / 16u];
-shared float xsh_d[XSH_N / 32u];
-shared int xsh_s[XSH_N / 16u];
-shared float xsh_am[XSH_N / 16u];
-shared uint xsh_ix[XSH_N / 16u];
-// x is quantize_x.comp's int8 blocks, which already hold the product and the
-// scale: the host records these pipelines with XPROD off and no inv_in.
+// x is int8 rows: quantize_x.comp's (x·x2 and the scale already in them) or a
+// producer's B32 rows (its scale still applied here, inv_in); XPROD is off.
 #include "matvec_units_i8.glsl"
-
-// XSH: x' = the n_in f32 values at x_off (· those at x2_off when flags bit 0
-// is set: quantize_x's XPROD) to B32 rows in shared memory, quantize_x's
-// B32K rows bit for bit. A block's signed maximum is its element of largest
-// magnitude, the first on a tie: q8k_signed_max and q8b32_wg's tie rule in
-// one comparison. Chunks of 16 elements: one uvec4 of qs and one sum each.
-float xsh_x(uint i) {
-  precise float v = X[pc.x_off + i];
-  if ((pc.flags & 1u) != 0u) v *= X[pc.x2_off + i];
-  return v;
-}
-void xsh_fill() {
-  const uint lid = gl_LocalInvocationID.x, wgs = gl_WorkGroupSize.x, nc = XSH / 16u;
-  for (uint c = lid; c < nc; c += wgs) {
-    float am = 0.0;
-    uint ix = 0u;
-    for (uint i = 0u; i < 16u; ++i) {
-      const float v = xsh_x(16u * c + i), a = abs(v);
-      if (a > am) am = a, ix = ((16u * c + i) % 32u) * 2u + (v < 0.0 ? 1u : 0u);
-    }
-    xsh_am[c] = am, xsh_ix[c] = ix;
-  }
-  barrier();
-  for (uint c = lid; c < nc; c += wgs) {
-    const uint c0 = c & ~1u;  // the block's first chunk
-    float am = xsh_am[c0];
-    uint ix = xsh_ix[c0];
-    if (xsh_am[c0 + 1u] > am) am = xsh_am[c0 + 1u], ix = xsh_ix[c0 + 1u];
-    const float mx = (ix & 1u) != 0u ? -am : am;
-    float iscale, d;
-    q8k_scales(mx, iscale, d);
-    uvec4 w = uvec4(0u);
-    int s = 0;
-    for (uint i = 0u; i < 16u; ++i) {
-      const int q = q8k_quant(mx, iscale, xsh_x(16u * c + i));
-      s += q;
-      w[i >> 2] |= (uint(q) & 0xFFu) << (8u * (i & 3u));
-    }
-    xsh_q4[c] = w, xsh_s[c] = s;
-    if (c == c0) xsh_d[c >> 1] = d;
-  }
-  barrier();
-}
 #else
 vec4 x4_at(uint t, uint e) {
   vec4 v = X4[(pc.x_off + t * pc.x_stride + e) >> 2];
@@ -157,32 +94,6 @@ float x_at(uint t, uint e) {
 // Per-subgroup sums (up to 32 subgroups): RT·NT products, then NT Σx² of the scale.
 shared float part_sh[(RT + 1u) * NT * 32u];
 shared float fin_sh[WR * NT];
-shared uint last_sh;
-shared uint qlast_sh[2];
-
-// QOUT, after row group row0's outputs were written (through AC): count the
-// group in each block of 256 rows it touches; the last to arrive quantises the block.
-void fold_quant(uint row0) {
-  const uint lid = gl_LocalInvocationID.x;
-  const uint src = EPI == 3u ? pc.xg_off : pc.y_off;
-  memoryBarrierBuffer();
-  barrier();
-  const uint b0 = row0 >> 8, nb = ((min(row0 + ROWS, pc.n_rows) - 1u) >> 8) - b0 + 1u;
-  if (lid < nb) {
-    const uint b = b0 + lid;
-    const uint groups = (min(b * 256u + 256u, pc.n_rows) - 1u) / ROWS - (b * 256u) / ROWS + 1u;
-    qlast_sh[lid] = atomicAdd(ACU[pc.qcnt + b], 1u) == groups - 1u ? 1u : 0u;
-  }
-  barrier();
-  for (uint k = 0u; k < nb; ++k) {
-    if (qlast_sh[k] == 0u) continue;
-    memoryBarrierBuffer();
-    const uint b = b0 + k;
-    for (uint t = gl_SubgroupID; t < NT; t += gl_NumSubgroups)
-      q8k_block_sg(false, src + t * pc.y_stride + b * 256u, pc.q_out + t * pc.q_stride, pc.n_rows, b);
-    if (lid == 0u) ACU[pc.qcnt + b] = 0u;
-  }
-}
 
 void main() {
   const uint lid = gl_LocalInvocationID.x, wgs = gl_WorkGroupSize.x;
@@ -192,7 +103,7 @@ void main() {
   const uint sps = gl_NumSubgroups / SLICES;  // (the host makes sw a multiple of the subgroup size)
   const uint units = mv_units();
   const bool parts = pc.inv_in != NONE && pc.inv_parts != 0u;
-  const bool qsg = QOUT == 3u && gl_SubgroupSize >= 32u;  // uniform
+  const bool qsg = QOUT && gl_SubgroupSize >= 32u;  // uniform
   // The scale: 1/rms from inv_in, or this invocation's share of the partials
   // (summed over the workgroup with the products below).
   float scale[NT], sq_in[NT];
@@ -203,9 +114,6 @@ void main() {
       for (uint i = lid; i < pc.inv_parts; i += wgs) sq_in[t] += X[pc.inv_in + t * pc.inv_parts + i];
   }
 
-#ifdef FISH_INT8
-  if (XSH != 0u) xsh_fill();
-#endif
   for (uint g0 = gl_WorkGroupID.x; g0 < n_groups; g0 += gl_NumWorkGroups.x) {
     const uint row0 = g0 * WR;
     // The epilogue's operands: invocation lid < WR·NT finishes (row lid / NT, token lid % NT).
@@ -253,17 +161,15 @@ void main() {
         if (EPI == 2u) v = v / (1.0 + exp(-v));
         if (EPI == 4u) v = v / (1.0 + exp(-v)) * (v2 * sc);
         if (EPI == 1u || EPI == 3u) v += res;
-        if (QOUT == 1u && EPI == 4u) AC[a] = v;  // read back by the block's last workgroup
-        else Y[a] = v;
+        Y[a] = v;
         if (EPI == 3u) {
           const uint xg = pc.xg_off + t * pc.y_stride + row;
-          if (QOUT == 1u) AC[xg] = v * nw;
-          else Y[xg] = v * nw;
+          Y[xg] = v * nw;
           sq = v * v;
         }
       }
       qv = row >= pc.n_rows ? 0.0 : EPI == 3u ? v * nw : v;
-      if (QOUT >= 2u && !qsg) qb_x[t * WR + wr] = qv;
+      if (QOUT && !qsg) qb_x[t * WR + wr] = qv;
       fin_sh[lid] = sq;
     }
     if (qsg && gl_SubgroupID == 0u) q8b32_sg(vec4(qv), 1u, lid < WR, lid, pc.q_out, pc.n_rows, row0 / 32u, lid);
@@ -273,33 +179,9 @@ void main() {
       for (uint r = 0u; r < WR; ++r) s += fin_sh[r * NT + lid];
       AC[pc.sq_off + lid * n_groups + g0] = s;
     }
-    if (QOUT == 1u) fold_quant(row0);
-    if (QOUT >= 2u && !qsg) {  // qb_x is complete (the barrier above): this workgroup's blocks (NT = 1)
+    if (QOUT && !qsg) {  // qb_x is complete (the barrier above): this workgroup's blocks (NT = 1)
       q8b32_wg(lid, wgs, WR, pc.q_out, pc.n_rows, row0 / 32u);
       barrier();  // qb_x is reused by the next row group
     }
   }
-  if (EPI != 3u || pc.inv_out == NONE) return;
-
-  // ---- the last workgroup to finish: Σy² over all row groups -> 1/rms ----
-  memoryBarrierBuffer();
-  barrier();
-  if (lid == 0u) last_sh = atomicAdd(ACU[pc.cnt], 1u) == gl_NumWorkGroups.x - 1u ? 1u : 0u;
-  barrier();
-  if (last_sh == 0u) return;
-  memoryBarrierBuffer();
-  for (uint t = 0u; t < NT; ++t) {
-    float s = 0.0;
-    for (uint g = lid; g < n_groups; g += wgs) s += AC[pc.sq_off + t * n_groups + g];
-    s = subgroupAdd(s);
-    if (subgroupElect()) part_sh[gl_SubgroupID] = s;
-    barrier();
-    if (lid == 0u) {
-      float tot = 0.0;
-      for (uint i = 0u; i < gl_NumSubgroups; ++i) tot += part_sh[i];
-      AC[pc.inv_out + t] = inversesqrt(tot / float(pc.n_rows) + pc.eps);
-    }
-    barrier();
-  }
-  if (lid == 0u) ACU[pc.cnt] = 0u;
 }

@@ -25,18 +25,9 @@ const uint QBS = XB32 ? 32u : 256u, QSG = 16u;
 const uint QBS = 32u, QSG = 32u;
 #endif
 uint xq_base(uint t) { return pc.x_off + t * pc.x_stride; }
-#ifdef FISH_XSH
-// matvec_span.comp XSH: one token's B32 rows in shared memory.
-uvec4 xq16(uint t, uint e) { return XSH != 0u ? xsh_q4[e >> 4] : XQ4[(xq_base(t) + (e >> 2)) >> 2]; }
-float xq_d(uint t, uint e) { return XSH != 0u ? xsh_d[e / 32u] : uintBitsToFloat(XQ[xq_base(t) + (pc.n_in >> 2) + e / QBS]); }
-int xq_sum(uint t, uint e) {
-  return XSH != 0u ? xsh_s[e / 16u] : int(XQ[xq_base(t) + (pc.n_in >> 2) + pc.n_in / QBS + e / QSG]);
-}
-#else
 uvec4 xq16(uint t, uint e) { return XQ4[(xq_base(t) + (e >> 2)) >> 2]; }  // elements e .. e+15 (e % 16 == 0)
 float xq_d(uint t, uint e) { return uintBitsToFloat(XQ[xq_base(t) + (pc.n_in >> 2) + e / QBS]); }
 int xq_sum(uint t, uint e) { return int(XQ[xq_base(t) + (pc.n_in >> 2) + pc.n_in / QBS + e / QSG]); }
-#endif
 
 #if defined(TYPE_Q4_0)
 // 18-byte blocks {f16 d; qs[16]}: element j = low nibble of qs[j], 16 + j =

@@ -1,6 +1,6 @@
 // B32 blocks (the span's decode format: the Q8_K rule on blocks of 32, d f32,
 // sums per 16; quant_block.glsl q8b32_wg, quantize_x.comp's B32K) from
-// registers, within subgroups: QOUT 3 of the span's decode producers and
+// registers, within subgroups: QOUT of the span's decode producers and
 // quantize_x's B32K rows.
 //
 // The includer declares AC / ACU (float / uint views of the output's buffer)
@@ -15,7 +15,7 @@
 // + 32/K - 1 with first ≡ 0 mod 32/K (the caller checks gl_SubgroupSize >= 32/K).
 // No workgroup barrier: the block's maximum, packed words and sums per 16 meet
 // through shared memory and subgroupBarrier, where q8b32_wg takes two
-// workgroup barriers and 32 shared reads per element (H200: plugins/vulkan/README.md).
+// workgroup barriers and 32 shared reads per element.
 // The rule is q8b32_wg's: the block's first element of largest magnitude (its
 // first in every invocation, then the first invocation's on a tie). Every
 // invocation of the subgroup calls it in uniform control flow; live = false:

@@ -22,14 +22,13 @@
 //        the K-quants' mins and Q6_K's -32, Q4_0's -8 use them.
 // One workgroup of 64 invocations per (256 elements, token): invocation i owns
 // elements 4i .. 4i+3 of the chunk; blocks reduce through shared memory, or
-// (B32K with QSG, gl_SubgroupSize >= 8) within subgroups, without workgroup barriers
+// (B32K where gl_SubgroupSize >= 8) within subgroups, without workgroup barriers
 // (quant_b32_sg.glsl, the same words).
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint BS = 256;  // 256 (Q8_K) or 32 (Q8_0)
 layout(constant_id = 1) const bool XPROD = false;
 layout(constant_id = 2) const bool B32K = false;  // with BS 32
-layout(constant_id = 3) const bool QSG = false;   // B32K: within subgroups where gl_SubgroupSize >= 8 (FISH_VK_SPAN_QSG)
 const bool KRULE = BS == 256u || B32K;             // the Q8_K rule
 const uint SG = KRULE ? 16u : 32u;
 
@@ -52,7 +51,7 @@ layout(push_constant) uniform QuantParams {
 #include "int8_common.glsl"
 #define AC F
 #define ACU U
-#define QSG_SLOTS (QSG ? 64u : 1u)
+#define QSG_SLOTS (B32K ? 64u : 1u)
 #include "quant_b32_sg.glsl"
 
 shared float hi_sh[64], lo_sh[64];
@@ -92,7 +91,7 @@ void main() {
     }
     if (pc.inv_in != 0xFFFFFFFFu) v *= scale_sh;
   }
-  if (B32K && QSG && gl_SubgroupSize >= 8u) {  // uniform
+  if (B32K && gl_SubgroupSize >= 8u) {  // uniform
     q8b32_sg(v, 4u, live, i, pc.q_off + t * pc.q_stride, pc.n, 0u, e);
     return;
   }

@@ -28,15 +28,13 @@
 // position p. Otherwise q comes roped from span_rope_store.comp (qr rows) and
 // the cache already holds every position up to p.
 //
-// QOUT (int8 decode): the workgroup that writes (t, g)'s G·D outputs also
-// writes them as Q8_K int8 rows at q8_out for the wo matvec (quant_block.glsl),
-// in place of a quantize_x dispatch and barrier: its G·D/256 blocks, or (G·D
-// dividing 256) the last of a block's 256/(G·D) KV groups to arrive (a counter).
-// QOUT 2: in the span's B32 format (blocks of 32, D a multiple of 32): the
-// workgroup's G·D/32 blocks, any G, no counter. QOUT 3: the same, from the
-// writing loop's registers within subgroups (quant_b32_sg.glsl q8b32_sg: a
-// block is 8 invocations of 4 outputs each) where that loop takes one item per
-// invocation (G·D/4 <= 128) and gl_SubgroupSize >= 8, else as QOUT 2.
+// QOUT (int8 decode of one token): the workgroup that writes (t, g)'s G·D
+// outputs also writes them as the span's B32 rows at q8_out for the wo matvec
+// (blocks of 32, D a multiple of 32; quant_block.glsl), in place of a quantise
+// step and its barrier: from the writing loop's registers within subgroups
+// (quant_b32_sg.glsl: a block is 8 invocations of 4 outputs each) where that
+// loop takes one item per invocation (G·D/4 <= 128) and gl_SubgroupSize >= 8,
+// else staged in shared memory and quantised by the workgroup.
 //
 // Specialisation: 0 = D (a multiple of 4, <= 512), 1 = G, 2 = KVH, 3 = FUSED, 4 = QOUT, 5 = GQ, 6 = VLATE.
 #extension GL_GOOGLE_include_directive : require
@@ -48,19 +46,18 @@ layout(constant_id = 0) const uint D = 128;
 layout(constant_id = 1) const uint G = 4;
 layout(constant_id = 2) const uint KVH = 8;
 layout(constant_id = 3) const bool FUSED = false;
-layout(constant_id = 4) const uint QOUT = 0;  // 0 none, 1 Q8_K rows, 2 B32 rows, 3 B32 rows within subgroups
+layout(constant_id = 4) const bool QOUT = false;
 // GQ: query heads per KV head. A workgroup takes G of them (G divides GQ):
 // G = GQ is one workgroup per KV head; a smaller G (decode at short contexts)
 // spreads a KV group over GQ/G workgroups, each with less work per thread
 // (shorter latency), at the price of reading the group's K/V rows GQ/G times
-// (from L2). The group's first workgroup stores the new K/V (FUSED); QOUT 1
-// needs G = GQ.
+// (from L2). The group's first workgroup stores the new K/V (FUSED).
 layout(constant_id = 5) const uint GQ = 4;
 layout(constant_id = 6) const bool VLATE = true;
 const uint WG = 128u;
 #include "span_common.glsl"
 #define QB_X_SIZE (G * D)
-#define QSG_SLOTS (QOUT == 3u ? G * D / 4u : 1u)
+#define QSG_SLOTS (QOUT ? G * D / 4u : 1u)
 #include "quant_block.glsl"
 
 const uint KD = KVH * D;      // halves per position per K (and V)
@@ -87,40 +84,20 @@ shared uint last_sh;
 
 float bias(uint off, uint i) { return off == NONE ? 0.0 : P[off + i]; }
 
-// QOUT 3 within subgroups: the writing loop takes one item per invocation
+// QOUT within subgroups: the writing loop takes one item per invocation
 // (item = tid) and the blocks' 8 invocations share a subgroup. Uniform.
-bool qout_in_subgroups() { return QOUT == 3u && G * DQ <= WG && gl_SubgroupSize >= 8u; }
+bool qout_in_subgroups() { return QOUT && G * DQ <= WG && gl_SubgroupSize >= 8u; }
 
-// QOUT: (t, g)'s outputs to int8: from qr, this invocation's item, within
+// QOUT: (t, g)'s outputs to B32 rows: from qr, this invocation's item, within
 // subgroups (qout_in_subgroups), else staged in qb_x by the writing loop.
-void quant_out(uint t, uint g, uint qh0, vec4 qr) {
+void quant_out(uint t, uint qh0, vec4 qr) {
   const uint tid = gl_LocalInvocationID.x, QD = KVH * GQ * D, row = pc.q8_out + t * pc.q8_stride;
   if (qout_in_subgroups()) {
     q8b32_sg(qr, 4u, tid < G * DQ, tid, row, QD, qh0 * D / 32u, 4u * tid);
     return;
   }
   barrier();
-  if (QOUT >= 2u) {
-    q8b32_wg(tid, WG, G * D, row, QD, qh0 * D / 32u);
-    return;
-  }
-  if ((G * D) % 256u == 0u) {
-    for (uint kb = gl_SubgroupID; kb < G * D / 256u; kb += gl_NumSubgroups)
-      q8k_block_sg(true, kb * 256u, row, QD, g * G * D / 256u + kb);
-    return;
-  }
-  // The block's KV groups meet: each leaves its outputs in the arena (coherent),
-  // the last to arrive quantises the block.
-  const uint b = g * G * D / 256u, att = pc.att_off + t * QD, cnt = pc.q8_cnt + t * (QD / 256u) + b;
-  for (uint i = tid; i < G * D; i += WG) AC[att + g * G * D + i] = qb_x[i];
-  memoryBarrierBuffer();
-  barrier();
-  if (tid == 0u) last_sh = atomicAdd(ACU[cnt], 1u) == 256u / (G * D) - 1u ? 1u : 0u;
-  barrier();
-  if (last_sh == 0u) return;
-  memoryBarrierBuffer();
-  if (gl_SubgroupID == 0u) q8k_block_sg(false, att + b * 256u, row, QD, b);
-  if (tid == 0u) ACU[cnt] = 0u;
+  q8b32_wg(tid, WG, G * D, row, QD, qh0 * D / 32u);
 }
 vec4 half4(uvec2 w) { return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
 
@@ -338,7 +315,7 @@ void main() {
       A[a + 2u] = r.z;
       A[a + 3u] = r.w;
       qr = r;
-      if (QOUT != 0u && !qsg)
+      if (QOUT && !qsg)
         for (uint k = 0u; k < 4u; ++k) qb_x[h * D + 4u * c + k] = r[k];
     } else {
       const uint a = pc.part_off + slot + h * D + 4u * c;
@@ -349,7 +326,7 @@ void main() {
     }
   }
   if (n_split == 1u) {
-    if (QOUT != 0u) quant_out(t, g, qh0, qr);
+    if (QOUT) quant_out(t, qh0, qr);
     return;
   }
   if (tid < G) {
@@ -416,9 +393,9 @@ void main() {
     A[a + 2u] = acc.z;
     A[a + 3u] = acc.w;
     qr = acc;
-    if (QOUT != 0u && !qsg)
+    if (QOUT && !qsg)
       for (uint k = 0u; k < 4u; ++k) qb_x[h * D + 4u * c + k] = acc[k];
   }
   if (tid == 0u) ACU[pc.cnt_off + t * NWG + wgi] = 0u;
-  if (QOUT != 0u) quant_out(t, g, qh0, qr);
+  if (QOUT) quant_out(t, qh0, qr);
 }

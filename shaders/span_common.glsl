@@ -1,5 +1,5 @@
 // Shared declarations of the span's auxiliary kernels (span_rmsnorm,
-// span_eltwise, span_rope_store, span_attention): one descriptor set layout and
+// span_rope_store, span_attention): one descriptor set layout and
 // one push-constant block for all of them (plugins/vulkan/span_kernels.h
 // mirrors SpanParams as SpanPush).
 //
@@ -11,8 +11,8 @@
 //      then V [cap][n_head_kv][D] (V starts at half index kv_cap·KD)
 //   2  the span's f32 parameters (norm weights, biases)
 //   3  the RoPE table: [cap][n_rot/2] (cos θ, sin θ), computed on the host in double
-//   4  the arena again, coherent: attention partials and arrival counters, which
-//      one workgroup reads after others wrote them in the same dispatch
+//   4  the arena again, coherent: the attention's partials and arrival counters,
+//      which one workgroup reads after others wrote them in the same dispatch
 layout(set = 0, binding = 0) buffer ArenaF { float A[]; };
 layout(set = 0, binding = 0) buffer ArenaF4 { vec4 A4[]; };
 layout(set = 0, binding = 0) buffer ArenaU { uint AU[]; };
@@ -36,9 +36,8 @@ const uint CTRL_SPLIT_LEN = 6u;  // attention: positions per split
 layout(push_constant) uniform SpanParams {
   uint n_tok;     // token rows of this dispatch
   uint n_embd;    // rmsnorm: elements per row
-  uint x_off;     // rmsnorm: input rows [n_tok][n_embd]; eltwise: destination (and first operand)
-  uint y_off;     // rmsnorm: output rows; eltwise: second operand
-  uint count;     // eltwise: elements
+  uint x_off;     // rmsnorm: input rows [n_tok][n_embd]
+  uint y_off;     // rmsnorm: output rows
   uint norm_off;  // rmsnorm: P index of the weights
   float eps;      // rms epsilon (rmsnorm, q/k norm)
   uint q_off;     // token 0's q: raw (in the q|k|v rows) or roped (qr rows)
@@ -59,7 +58,6 @@ layout(push_constant) uniform SpanParams {
   uint n_rot;     // rotated dims per head
   uint neox;      // 1: NeoX pairs (i, i + n_rot/2), 0: adjacent pairs (2i, 2i + 1)
   uint n_head;    // query heads
-  uint q8_out;    // attention with QOUT: word index of token 0's Q8_K row of the output
+  uint q8_out;    // attention with QOUT: word index of token 0's B32 row of the output
   uint q8_stride; // QOUT: words between two tokens' rows
-  uint q8_cnt;    // QOUT with G·D < 256: uint index of [n_tok][QD/256] arrival counters
 } pc;

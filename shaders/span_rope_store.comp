@@ -1,6 +1,6 @@
 #version 450
-// q/k preparation and KV store for n_tok tokens (prefill, and decode with
-// FISH_VK_SPAN_FUSE=0; fused decode does this inside span_attention.comp).
+// q/k preparation and KV store for n_tok tokens (prefill, and 2..4 tokens;
+// the decode of one token does this inside span_attention.comp).
 // Grid: x = token t (position pos0 + t), y = head: y < n_head is query head y
 // (raw q + bq, q_norm, RoPE -> qr rows), y >= n_head is KV head g = y - n_head
 // (raw k + bk, k_norm, RoPE -> K cache; raw v + bv -> V cache), both stored as

@@ -13,10 +13,9 @@ namespace {
 constexpr uint64_t kMiB = uint64_t(1) << 20;
 constexpr uint64_t kWeightPad = 32;          // zeroed bytes after the last row: the funnel reads look ahead
 constexpr uint64_t kStagingBytes = 16 * kMiB;
-// FISH_VK_SPAN_U64's default on GPUs: the roles whose int8 Q4_K / Q5_K span
-// matvecs take units of 64 elements (bits 1 << SpanRole): q/k/v and gate/up.
-// Measured on the H200 (plugins/vulkan/README.md): +0.5-2.6% 8B, +1-4% 1B
-// decode; either role alone, or every role, was slower.
+// The roles whose int8 Q4_K / Q5_K span matvecs take units of 64 elements on
+// GPUs (bits 1 << SpanRole): q/k/v and gate/up, the set that measured fastest
+// (docs/experiments/vulkan-decode-steps.md).
 constexpr uint32_t kDefaultU64 = (1u << kRoleQkv) | (1u << kRoleGateUp);
 
 uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
@@ -60,7 +59,7 @@ ProbeReport probe_devices(const VkConfig& cfg, const LogFn& log) {
   return r;
 }
 
-VulkanBackend::VulkanBackend(Options opt) : opt_(std::move(opt)), cfg_(VkConfig::from_env()) {
+VulkanBackend::VulkanBackend(Options opt) : opt_(std::move(opt)), cfg_(opt_.config) {
   if (!opt_.log) opt_.log = default_log(cfg_.verbose);
 }
 
@@ -102,24 +101,19 @@ bool VulkanBackend::open() {
     kernels_ = std::make_unique<MatmulKernels>(*device_, *pipelines_);
     span_kernels_ = std::make_unique<SpanKernels>(*device_, *pipelines_);
     submitter_->set_spin(cfg_.spin && !device_->caps().cpu_device);
-    span_kernels_->set_attn_vlate(cfg_.attn_vlate);
-    span_kernels_->set_b32_subgroups(cfg_.span_qsg != 0);
-    kernels_->set_b32_subgroups(cfg_.span_qsg != 0);
     kernels_->set_override(uint32_t(cfg_.mv_rows), uint32_t(cfg_.mv_wg));
     for (uint32_t r = 0; r < kRoles; ++r) kernels_->set_span_shape(SpanRole(r), cfg_.span_mv[r]);
     // int8 activations by default where the device accelerates 4x8-bit packed
-    // dot products (NVIDIA, recent AMD/Intel): 1.4x faster decode and 1.6x
-    // prefill on the H200, and the CPU's own numbers. Also on CPU
-    // implementations with the feature (lavapipe): there they compute the
-    // engine's CPU results (synth-tiny: 101/101 teacher-forced steps against
-    // f32's 97/101) and measured no slower (test-gpu -n 100: 6.8 s vs 7.9 s).
+    // dot products (NVIDIA, recent AMD/Intel: faster decode and prefill, and
+    // the CPU's int8 arithmetic), and on CPU implementations with the feature
+    // (lavapipe: there they compute the engine's CPU results, no slower).
     // f32 elsewhere. FISH_VK_INT8=0|1 forces either.
     const DeviceCaps& dc = device_->caps();
     kernels_->set_int8(cfg_.int8 == 1 || (cfg_.int8 < 0 && (dc.int_dot_accel || (dc.cpu_device && dc.int_dot))));
     // Units of 64 for some roles' Q4_K / Q5_K span matvecs on GPUs; CPU
     // implementations keep 32 (their float summation order, like their Q8_K rows).
     kernels_->set_span_u64(cfg_.span_u64 >= 0 ? uint32_t(cfg_.span_u64) : dc.cpu_device ? 0u : kDefaultU64);
-    submitter_->set_profiling(cfg_.profile);
+    submitter_->set_profiling(cfg_.profile_level > 0);
     state_ = State::Open;
     return true;
   } catch (const Failure& f) {
@@ -248,7 +242,6 @@ void VulkanBackend::set_test_limits(uint64_t max_chunk_bytes, uint64_t max_scrat
 }
 
 void VulkanBackend::set_profiling(bool on) {
-  cfg_.profile = on;
   cfg_.profile_level = on ? std::max(1, cfg_.profile_level) : 0;
   if (submitter_) submitter_->set_profiling(on);
 }
@@ -278,9 +271,11 @@ Weight* VulkanBackend::upload(const WeightUpload& in) {
     return nullptr;
   }
   const uint64_t row_bytes = uint64_t(in.n_in) / t->block_elems * t->block_bytes;
-  if (in.nbytes != row_bytes * uint64_t(in.n_out)) {
-    fail(FailKind::InvalidArgument, name + ": nbytes " + std::to_string(in.nbytes) + " != " + std::to_string(in.n_out) +
-                                        " rows x " + std::to_string(row_bytes) + " bytes");
+  const int64_t n_mat = std::max<int64_t>(1, in.n_mat);
+  const uint64_t n_rows = uint64_t(in.n_out) * uint64_t(n_mat);  // the matrices' rows, one after another
+  if (in.n_mat < 0 || n_mat > 65536 || n_rows > (uint64_t(1) << 31) || in.nbytes != row_bytes * n_rows) {
+    fail(FailKind::InvalidArgument, name + ": nbytes " + std::to_string(in.nbytes) + " != " + std::to_string(n_mat) +
+                                        " x " + std::to_string(in.n_out) + " rows x " + std::to_string(row_bytes) + " bytes");
     return nullptr;
   }
   const uint64_t limit = binding_limit();
@@ -296,6 +291,7 @@ Weight* VulkanBackend::upload(const WeightUpload& in) {
   w->name = name;
   w->n_in = in.n_in;
   w->n_out = in.n_out;
+  w->n_mat = n_mat;
   w->row_bytes = row_bytes;
   w->nbytes = in.nbytes;
   Buffer staging;
@@ -303,10 +299,10 @@ Weight* VulkanBackend::upload(const WeightUpload& in) {
     // Where device memory is host-visible (integrated GPUs, lavapipe) the rows are
     // written in place; otherwise through a staging buffer.
     const bool direct = memory_->device_memory_mappable();
-    for (uint64_t r0 = 0; r0 < uint64_t(in.n_out); r0 += max_rows) {
+    for (uint64_t r0 = 0; r0 < n_rows; r0 += max_rows) {
       WeightChunk c;
       c.row0 = uint32_t(r0);
-      c.rows = uint32_t(std::min<uint64_t>(max_rows, uint64_t(in.n_out) - r0));
+      c.rows = uint32_t(std::min<uint64_t>(max_rows, n_rows - r0));
       const uint64_t size = round_up(c.rows * row_bytes + kWeightPad, 16);
       c.buf = memory_->create(size, direct ? MemKind::DeviceMapped : MemKind::Device,
                               VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, name);
@@ -352,7 +348,7 @@ Weight* VulkanBackend::upload(const WeightUpload& in) {
   }
   weights_.insert(w);
   if (opt_.log)
-    opt_.log(3, "uploaded " + name + " (" + t->name + " " + std::to_string(in.n_out) + " x " + std::to_string(in.n_in) +
+    opt_.log(3, "uploaded " + name + " (" + t->name + " " + std::to_string(n_mat) + " x " + std::to_string(in.n_out) + " x " + std::to_string(in.n_in) +
                     ", " + std::to_string(w->chunks.size()) + " chunk(s), " + mb(w->alloc_bytes) + ")");
   return w;
 }
@@ -412,6 +408,9 @@ bool VulkanBackend::matmul_group(Weight* const* ws, int n_w, const float* x, int
   for (int i = 0; i < n_w; ++i) {
     if (!ws[i] || !live(ws[i])) return fail(FailKind::InvalidArgument, "matmul: weight " + std::to_string(i) + " is not a weight of this backend");
     if (!ys[i]) return fail(FailKind::InvalidArgument, "matmul: y " + std::to_string(i) + " is null");
+    if (ws[i]->n_mat != 1)
+      return fail(FailKind::InvalidArgument, "matmul: " + ws[i]->name + " holds " + std::to_string(ws[i]->n_mat) +
+                                                 " matrices; matmul takes single matrices");
     if (ws[i]->n_in != ws[0]->n_in)
       return fail(FailKind::InvalidArgument, "matmul_group: " + ws[i]->name + " has n_in " + std::to_string(ws[i]->n_in) +
                                                  ", " + ws[0]->name + " has " + std::to_string(ws[0]->n_in));
@@ -507,7 +506,7 @@ bool VulkanBackend::run_group(Weight* const* ws, int n_w, const float* x, int n_
       const int k = wi8 && MatmulKernels::q8_block(*w->type) == 32 ? 1 : 0;
       for (WeightChunk& c : w->chunks) {
         bind_chunk(c);
-        MatmulPush pc{uint32_t(n_in), c.rows, nt, uint32_t(n_in), 0, uint32_t(w->n_out), uint32_t(region + c.row0), 0};
+        MatmulPush pc{uint32_t(n_in), c.rows, nt, uint32_t(n_in), 0, uint32_t(w->n_out), uint32_t(region + c.row0)};
         if (wi8) pc.x_stride = q_stride[k], pc.x_off = q_off[k];
         kernels_->record(cmd, *w->type, c.set, pc, wi8);
         (nt <= MatmulKernels::kMaxMatvecTokens ? prof_matvec_ : prof_tiled_)++;
@@ -613,28 +612,17 @@ bool VulkanBackend::span_call(Span* s, const char* what, F&& f) {
   }
 }
 
-bool VulkanBackend::span_forward(Span* s, float* x, int n_tok, int pos0) {
-  return span_call(s, "span_forward", [&] { s->forward(x, n_tok, pos0); });
+bool VulkanBackend::span_forward(Span* s, const Span::Forward& f, const float** logits) {
+  return span_call(s, "span_forward", [&] {
+    const float* l = s->forward(f);
+    if (logits) *logits = l;
+  });
 }
 
 bool VulkanBackend::span_set_head(Span* s, Weight* head, const float* norm) {
   return span_call(s, "span_set_head", [&] {
     if (head && !live(head)) throw Failure(FailKind::InvalidArgument, "span_set_head: the head is not a weight of this backend");
     s->set_head(head, norm);
-  });
-}
-
-bool VulkanBackend::span_forward_logits(Span* s, float* x, int n_tok, int pos0, float* logits) {
-  return span_call(s, "span_forward_logits", [&] {
-    if (!logits) throw Failure(FailKind::InvalidArgument, "span_forward_logits: no logits buffer");
-    s->forward(x, n_tok, pos0, logits);
-  });
-}
-
-bool VulkanBackend::span_forward_logits_view(Span* s, float* x, int n_tok, int pos0, const float** logits) {
-  return span_call(s, "span_forward_logits_view", [&] {
-    if (!logits) throw Failure(FailKind::InvalidArgument, "span_forward_logits_view: no pointer for the logits");
-    *logits = s->forward_view(x, n_tok, pos0);
   });
 }
 

@@ -22,33 +22,9 @@
 #include "pipelines.h"
 #include "span.h"
 #include "span_kernels.h"
+#include "weight.h"
 
 namespace fish::vk {
-
-struct WeightChunk {
-  Buffer buf;                  // rows [row0, row0 + rows) in GGUF layout, zero-padded at the end
-  uint32_t row0 = 0, rows = 0;
-  VkDescriptorSet set = VK_NULL_HANDLE;
-  uint64_t set_generation = 0; // the scratch generation the set was written for
-};
-
-struct Weight {
-  const MatmulType* type = nullptr;
-  std::string name;
-  int64_t n_in = 0, n_out = 0;
-  uint64_t row_bytes = 0;
-  uint64_t nbytes = 0;         // bytes of the GGUF data
-  uint64_t alloc_bytes = 0;    // device bytes held for it
-  std::vector<WeightChunk> chunks;
-};
-
-struct WeightUpload {
-  uint32_t type = 0;           // GGUF type number
-  const char* name = "";
-  int64_t n_in = 0, n_out = 0;
-  const void* data = nullptr;  // n_out rows of row_bytes, packed
-  uint64_t nbytes = 0;
-};
 
 // Outcome of device discovery, for probe()/device_info()/`fish devices`.
 struct ProbeReport {
@@ -64,9 +40,10 @@ ProbeReport probe_devices(const VkConfig& cfg, const LogFn& log);
 class VulkanBackend {
  public:
   struct Options {
-    int device_index = -1;     // >= 0 forces a device (else FISH_GPU_DEVICE, else the best)
+    VkConfig config;           // the plugin's variables (entry.cpp: parsed from the environment)
+    int device_index = -1;     // >= 0 forces a device (else config.device_index, else the best)
     uint64_t memory_budget = 0;// > 0: the host's ceiling in bytes
-    LogFn log;                 // null: stderr when FISH_GPU_VERBOSE is set
+    LogFn log;                 // null: stderr when config.verbose is set
   };
 
   explicit VulkanBackend(Options opt);
@@ -96,11 +73,10 @@ class VulkanBackend {
   // the span is destroyed.
   bool span_bytes(const SpanIn& in, uint64_t* out);
   Span* span_create(const SpanIn& in);  // nullptr on failure
-  bool span_forward(Span* s, float* x, int n_tok, int pos0);
-  // ABI 1.1: the output head in the span's submission (Span::set_head / forward's logits).
+  // *logits: the head's logits when f.logits (Span::forward), else nullptr.
+  bool span_forward(Span* s, const Span::Forward& f, const float** logits);
+  // The output head in the span's submission (Span::set_head).
   bool span_set_head(Span* s, Weight* head, const float* norm);
-  bool span_forward_logits(Span* s, float* x, int n_tok, int pos0, float* logits);
-  bool span_forward_logits_view(Span* s, float* x, int n_tok, int pos0, const float** logits);
   bool span_kv_truncate(Span* s, int n);
   bool span_kv_reserve(Span* s, int n);
   bool span_kv_len(Span* s, int* out);
@@ -114,15 +90,7 @@ class VulkanBackend {
   const VkConfig& config() const { return cfg_; }
   Submitter* submitter() { return submitter_.get(); }
   Pipelines* pipelines() { return pipelines_.get(); }
-  void set_profiling(bool on);
-  void set_profile_level(int level) { cfg_.profile_level = level; cfg_.profile = level > 0; }
-  // Span knobs for tests (normally FISH_VK_SPAN_FUSE / FISH_VK_ATTN_*; take effect for spans created later).
-  void set_span_options(bool fuse, int attn_split, int attn_max_splits, int tokens) {
-    cfg_.span_fuse = fuse;
-    cfg_.attn_split = attn_split;
-    cfg_.attn_max_splits = attn_max_splits;
-    cfg_.span_tokens = tokens;
-  }
+  void set_profiling(bool on);       // stage-1 submissions' device time (last_gpu_seconds)
   double last_gpu_seconds() const;  // device time of the last submission's kernels (profiling on)
   // Smaller limits than the device's, to exercise weight chunking and token batching.
   void set_test_limits(uint64_t max_chunk_bytes, uint64_t max_scratch_bytes);

@@ -1,7 +1,8 @@
 // fish_vulkan's entry point and function table (plugin_abi.h) over VulkanBackend.
 //
 // Loading the library does nothing (no static constructor touches Vulkan);
-// fish_plugin_query only fills the table. probe() opens the Vulkan loader and
+// fish_plugin_query fills the table and parses the plugin's FISH_* variables
+// (VkConfig: every backend created afterwards uses them). probe() opens the Vulkan loader and
 // enumerates devices with a short-lived instance; backend_create() is cheap and
 // the device opens on the first call that needs it. Every entry point catches
 // everything: no exception crosses the boundary.
@@ -20,6 +21,7 @@
 #include "backend.h"
 #include "fish/plugin_abi.h"
 #include "shaders.h"
+#include "span_abi.h"
 
 namespace fish::vk {
 namespace {
@@ -29,6 +31,20 @@ constexpr uint32_t kMinor = FISH_PLUGIN_ABI_MINOR;
 const fish_host_api*& host() {
   static const fish_host_api* h = nullptr;
   return h;
+}
+
+// The configuration parsed at the last fish_plugin_query.
+std::mutex& config_mutex() {
+  static std::mutex* m = new std::mutex;  // leaked: nothing runs at exit
+  return *m;
+}
+VkConfig& config_storage() {
+  static VkConfig* c = new VkConfig;
+  return *c;
+}
+VkConfig config() {
+  std::lock_guard<std::mutex> lock(config_mutex());
+  return config_storage();
 }
 
 LogFn host_log() {
@@ -75,6 +91,9 @@ fish_status call(fish_backend* b, const char* what, Fn&& fn) {
     if (fn(h->be)) return FISH_OK;
     h->last_error = h->be.error().empty() ? std::string(what) + " failed" : h->be.error();
     return status_of(h->be.error_kind());
+  } catch (const Failure& f) {  // refused before reaching the backend (span_abi.cpp)
+    h->last_error = f.what();
+    return status_of(f.kind());
   } catch (const std::bad_alloc&) {
     h->last_error = std::string(what) + ": out of host memory";
     return FISH_E_OUT_OF_MEMORY;
@@ -94,7 +113,7 @@ void write_out(T* out, T full) {
   std::memcpy(out, &full, n);
 }
 
-// ---- the probe (cached per configuration: the host probes once, tests may vary env) ----
+// ---- the probe (cached per configuration: the host probes once, tests may query again with another) ----
 struct ProbeCache {
   std::mutex mu;
   std::string key;
@@ -112,7 +131,7 @@ ProbeCache& probe_cache() {
 const ProbeCache& run_probe() {
   ProbeCache& c = probe_cache();
   std::lock_guard<std::mutex> lock(c.mu);
-  const VkConfig cfg = VkConfig::from_env();
+  const VkConfig cfg = config();
   const std::string key = std::to_string(int(cfg.gpu)) + "/" + std::to_string(cfg.device_index) + "/" +
                           std::to_string(cfg.queue_universal) + "/" + cfg.error;
   if (!c.valid || c.key != key) {
@@ -215,6 +234,7 @@ fish_status backend_create(const fish_backend_config* cfg, fish_backend** out) {
       return FISH_E_INVALID_ARGUMENT;
     }
     VulkanBackend::Options o;
+    o.config = config();
     o.log = host_log();
     if (cfg && FISH_STRUCT_HAS(cfg, fish_backend_config, memory_budget)) o.memory_budget = cfg->memory_budget;
     if (cfg && FISH_STRUCT_HAS(cfg, fish_backend_config, device_index) && cfg->device_index >= 0) {
@@ -303,6 +323,7 @@ fish_status upload(fish_backend* b, const fish_weight_desc* d, fish_weight** out
     u.name = d->name ? d->name : "";
     u.n_in = d->n_in;
     u.n_out = d->n_out;
+    u.n_mat = d->n_mat;
     u.data = d->data;
     u.nbytes = d->nbytes;
     Weight* w = be.upload(u);
@@ -329,105 +350,60 @@ fish_status matmul_group(fish_backend* b, fish_weight* const* ws, int32_t n_w, c
 // ---- spans ------------------------------------------------------------------------------
 Span* SP(fish_span* s) { return reinterpret_cast<Span*>(s); }
 
-// fish_span_desc -> SpanIn; false with h->last_error set when it is malformed.
-bool span_in(Handle* h, const fish_span_desc* d, SpanIn* out) {
-  if (!d || !FISH_STRUCT_HAS(d, fish_span_desc, layers) || !d->layers || d->n_layers < 1 || d->n_layers > 100000) {
-    h->last_error = "span: missing or short span description (or no layers)";
-    return false;
-  }
-  if (d->rope_type != FISH_ROPE_NORMAL && d->rope_type != FISH_ROPE_NEOX) {
-    h->last_error = "span: RoPE type " + std::to_string(d->rope_type) + " is not supported";
-    return false;
-  }
-  SpanIn in;
-  in.first_layer = d->first_layer;
-  in.n_layers = d->n_layers;
-  in.n_embd = d->n_embd;
-  in.n_head = d->n_head;
-  in.n_head_kv = d->n_head_kv;
-  in.head_dim = d->head_dim;
-  in.n_ff = d->n_ff;
-  in.n_ctx = d->n_ctx;
-  in.rms_eps = d->rms_eps;
-  in.neox = d->rope_type == FISH_ROPE_NEOX;
-  in.n_rot = d->n_rot;
-  in.rope_freq_base = d->rope_freq_base;
-  in.rope_freq_scale = d->rope_freq_scale;
-  in.rope_freqs = d->rope_freqs;
-  in.attn_scale = d->attn_scale;
-  for (int i = 0; i < d->n_layers; ++i) {
-    const fish_span_layer* l = d->layers[i];
-    if (!l || !FISH_STRUCT_HAS(l, fish_span_layer, ffn_norm)) {
-      h->last_error = "span: layer " + std::to_string(d->first_layer + i) + ": missing or short layer description";
-      return false;
-    }
-    SpanLayerIn L;
-    fish_weight* ws[7] = {l->wq, l->wk, l->wv, l->wo, l->w_gate, l->w_up, l->w_down};
-    for (int k = 0; k < 7; ++k) L.w[k] = W(ws[k]);
-    L.attn_norm = l->attn_norm;
-    L.ffn_norm = l->ffn_norm;
-    // Optional fields: absent when NULL or beyond what the host wrote.
-    if (FISH_STRUCT_HAS(l, fish_span_layer, bq)) L.bq = l->bq;
-    if (FISH_STRUCT_HAS(l, fish_span_layer, bk)) L.bk = l->bk;
-    if (FISH_STRUCT_HAS(l, fish_span_layer, bv)) L.bv = l->bv;
-    if (FISH_STRUCT_HAS(l, fish_span_layer, q_norm)) L.q_norm = l->q_norm;
-    if (FISH_STRUCT_HAS(l, fish_span_layer, k_norm)) L.k_norm = l->k_norm;
-    in.layers.push_back(L);
-  }
-  *out = std::move(in);
-  return true;
+// The span's one sequence: any other id is out of range.
+void one_sequence(const char* what, int32_t seq) {
+  if (seq != 0)
+    throw Failure(FailKind::InvalidArgument,
+                  std::string(what) + ": sequence " + std::to_string(seq) + " of 1 (the span holds sequence 0 only)");
 }
 
 fish_status span_bytes(fish_backend* b, const fish_span_desc* d, uint64_t* out) {
-  if (!b || !out) return FISH_E_INVALID_ARGUMENT;
-  SpanIn in;
-  if (!span_in(H(b), d, &in)) return FISH_E_INVALID_ARGUMENT;
-  return call(b, "span_bytes", [&](VulkanBackend& be) { return be.span_bytes(in, out); });
+  if (!out) return FISH_E_INVALID_ARGUMENT;
+  return call(b, "span_bytes", [&](VulkanBackend& be) { return be.span_bytes(span_in_from_abi(d, false), out); });
 }
 
 fish_status span_create(fish_backend* b, const fish_span_desc* d, fish_span** out) {
-  if (!b || !out) return FISH_E_INVALID_ARGUMENT;
+  if (!out) return FISH_E_INVALID_ARGUMENT;
   *out = nullptr;
-  SpanIn in;
-  if (!span_in(H(b), d, &in)) return FISH_E_INVALID_ARGUMENT;
   return call(b, "span_create", [&](VulkanBackend& be) {
-    Span* s = be.span_create(in);
+    Span* s = be.span_create(span_in_from_abi(d, true));
     *out = reinterpret_cast<fish_span*>(s);
     return s != nullptr;
   });
 }
 
-fish_status span_forward(fish_backend* b, fish_span* s, float* x, int32_t n_tok, int32_t pos0) {
-  return call(b, "span_forward", [&](VulkanBackend& be) { return be.span_forward(SP(s), x, n_tok, pos0); });
+fish_status span_forward(fish_backend* b, fish_span* s, fish_span_batch* batch) {
+  return call(b, "span_forward", [&](VulkanBackend& be) {
+    const Span::Forward f = forward_from_abi(batch);
+    const float* logits = nullptr;
+    if (!be.span_forward(SP(s), f, &logits)) return false;
+    if (!f.logits) return true;
+    if (batch->flags & FISH_FORWARD_LOGITS_VIEW) batch->logits_view = logits;
+    else std::memcpy(batch->logits, logits, size_t(SP(s)->head_rows()) * sizeof(float));
+    return true;
+  });
 }
 
 fish_status span_set_head(fish_backend* b, fish_span* s, fish_weight* head, const float* norm) {
   return call(b, "span_set_head", [&](VulkanBackend& be) { return be.span_set_head(SP(s), W(head), norm); });
 }
 
-fish_status span_forward_logits(fish_backend* b, fish_span* s, float* x, int32_t n_tok, int32_t pos0, float* logits) {
-  return call(b, "span_forward_logits",
-              [&](VulkanBackend& be) { return be.span_forward_logits(SP(s), x, n_tok, pos0, logits); });
-}
-
-fish_status span_forward_logits_view(fish_backend* b, fish_span* s, float* x, int32_t n_tok, int32_t pos0,
-                                     const float** logits) {
-  return call(b, "span_forward_logits_view",
-              [&](VulkanBackend& be) { return be.span_forward_logits_view(SP(s), x, n_tok, pos0, logits); });
-}
-
-fish_status span_kv_truncate(fish_backend* b, fish_span* s, int32_t n) {
-  return call(b, "span_kv_truncate", [&](VulkanBackend& be) { return be.span_kv_truncate(SP(s), n); });
+fish_status span_kv_truncate(fish_backend* b, fish_span* s, int32_t seq, int32_t n) {
+  return call(b, "span_kv_truncate", [&](VulkanBackend& be) {
+    one_sequence("span_kv_truncate", seq);
+    return be.span_kv_truncate(SP(s), n);
+  });
 }
 
 fish_status span_kv_reserve(fish_backend* b, fish_span* s, int32_t n) {
   return call(b, "span_kv_reserve", [&](VulkanBackend& be) { return be.span_kv_reserve(SP(s), n); });
 }
 
-fish_status span_kv_len(fish_backend* b, fish_span* s, int32_t* out) {
+fish_status span_kv_len(fish_backend* b, fish_span* s, int32_t seq, int32_t* out) {
   if (!out) return FISH_E_INVALID_ARGUMENT;
   return call(b, "span_kv_len", [&](VulkanBackend& be) {
     int n = 0;
+    one_sequence("span_kv_len", seq);
     if (!be.span_kv_len(SP(s), &n)) return false;
     *out = n;
     return true;
@@ -462,16 +438,13 @@ fish_plugin_api full_table(uint32_t version) {
   t.matmul_group = matmul_group;
   t.span_bytes = span_bytes;
   t.span_create = span_create;
-  t.span_forward = span_forward;
-  t.span_kv_truncate = span_kv_truncate;
-  t.span_kv_reserve = span_kv_reserve;
-  t.span_kv_len = span_kv_len;
   t.span_destroy = span_destroy;
-  if (FISH_ABI_VERSION_MINOR(version) >= 1) {  // appended in 1.1
-    t.span_set_head = span_set_head;
-    t.span_forward_logits = span_forward_logits;
-  }
-  if (FISH_ABI_VERSION_MINOR(version) >= 2) t.span_forward_logits_view = span_forward_logits_view;  // 1.2
+  t.span_set_head = span_set_head;
+  t.span_forward = span_forward;
+  t.span_kv_len = span_kv_len;
+  t.span_kv_truncate = span_kv_truncate;
+  t.span_kv_copy = nullptr;  // one sequence per span: nothing to copy between
+  t.span_kv_reserve = span_kv_reserve;
   return t;
 }
 
@@ -479,7 +452,9 @@ fish_plugin_api full_table(uint32_t version) {
 }  // namespace fish::vk
 
 // Negotiation: same major, minor = min(host's, ours). fish_vulkan needs no host
-// service (log is used when present), so any 1.x host is accepted.
+// service (log is used when present), so any 2.x host is accepted. Each query
+// parses the plugin's FISH_* variables again (the host queries once per
+// process; a test may query again after changing them).
 extern "C" FISH_PLUGIN_EXPORT fish_status fish_plugin_query(uint32_t host_abi_version, const fish_host_api* host_api,
                                                             fish_plugin_api* out) {
   using namespace fish::vk;
@@ -499,6 +474,9 @@ extern "C" FISH_PLUGIN_EXPORT fish_status fish_plugin_query(uint32_t host_abi_ve
     const uint32_t minor = std::min<uint32_t>(FISH_ABI_VERSION_MINOR(host_abi_version), kMinor);
     t = full_table(FISH_ABI_MAKE_VERSION(FISH_PLUGIN_ABI_MAJOR, minor));
     if (host_api && host_api->struct_size >= sizeof(uint32_t)) host() = host_api;
+    VkConfig parsed = VkConfig::from_env();
+    std::lock_guard<std::mutex> lock(config_mutex());
+    config_storage() = std::move(parsed);
   }
   write_out(out, t);
   return st;

@@ -49,17 +49,10 @@ MatvecConfig MatmulKernels::matvec_config(const MatmulType& t, uint32_t n_in, ui
   c.wg = subgroups_ ? 128 : 64;
   // Several rows per subgroup reuse each x value loaded from L1 for every row
   // (x traffic is otherwise 4 bytes per weight per row, 7x the Q4_K weight
-  // bytes), at the price of fewer subgroups. H200, n_tok 1, 8B shapes, GB/s of
-  // weights (tests/vulkan/bench_vk_kernels.cpp --sweep):
-  //            rows:   1     2     4
-  //   Q4_K 4096->4096 1053  1777  1320   (4096 rows / 4 = too few subgroups)
-  //   Q4_K 14336->4096 1075 1875  1927
-  //   Q4_K 4096->14336 1061 1825  1839
-  //   Q6_K 4096->4096  568   668   820   (Q6_K's costlier rows gain more)
-  //   Q6_K 14336->4096 1307 1652  2013
-  //   Q6_K 4096->128256 1306 1561 1922
-  // Workgroup size (64/128/256) moved results by < 5%. More tokens already
-  // hold several x vectors in registers.
+  // bytes), at the price of fewer subgroups: 4 rows where that still leaves
+  // enough subgroups (large outputs, or Q6_K's costlier rows), 2 or 1 below
+  // (the sweep behind these limits: docs/experiments/vulkan-stage1-and-int8.md). More
+  // tokens already hold several x vectors in registers.
   const bool heavy_rows = t.ggml_type == 14;  // Q6_K
   if (n_tok == 1) {
     if (n_rows >= 8192 || (n_rows >= 4096 && n_in >= 8192) || (heavy_rows && n_rows >= 1024)) c.rows = 4;
@@ -97,7 +90,7 @@ void MatmulKernels::record_quantize(VkCommandBuffer cmd, VkDescriptorSet set, co
     throw Failure(FailKind::Internal, "quantize_x: " + std::to_string(pc.n) + " elements in blocks of " + std::to_string(bs));
   const DeviceFns& f = dev_.fns();
   if (b32k && bs != 32) throw Failure(FailKind::Internal, "quantize_x: B32 rows are blocks of 32");
-  VkPipeline p = pipelines_.get("quantize_x", *quant_layout_, {bs, xprod ? 1u : 0u, b32k ? 1u : 0u, b32k && b32_sg_ ? 1u : 0u});
+  VkPipeline p = pipelines_.get("quantize_x", *quant_layout_, {bs, xprod ? 1u : 0u, b32k ? 1u : 0u});
   f.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
   f.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, quant_layout_->pipeline_layout, 0, 1, &set, 0, nullptr);
   f.vkCmdPushConstants(cmd, quant_layout_->pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(QuantPush), &pc);
@@ -154,9 +147,8 @@ MatvecConfig MatmulKernels::span_matvec_config(const MatmulType& t, uint32_t n_i
     const uint32_t sg = std::max(32u, dev_.caps().subgroup_size);
     c.rows = std::min(c.rows, 8u);
     c.slices = 32 / c.rows;
-    // The gate|up pair: slices of one subgroup (H200, 8B decode with the
-    // B32 output quantised within subgroups: 4x32 349 tok/s against 339 for
-    // 4x64, 322 for 2x64 and 1x128; plugins/vulkan/README.md).
+    // The gate|up pair: slices of one subgroup, its fastest shape in the 8B's
+    // decode (docs/experiments/vulkan-decode-quantisation.md).
     if (fz.pair && !s.wg && !override_wg_) c.wg = sg;
     c.wg = std::max(c.wg / sg, 1u) * sg;  // a slice's size
     const uint32_t most = std::min(dev_.caps().max_wg_size, 32 * std::max(1u, dev_.caps().subgroup_size));
@@ -173,26 +165,29 @@ bool MatmulKernels::span_u64(const MatmulType& t, SpanFusion fz) const {
   return fz.int8 && (t.ggml_type == 12 || t.ggml_type == 13) && ((span_u64_ >> fz.role) & 1u) != 0;
 }
 
-uint32_t MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set,
-                                    const SpanMatmulPush& pc, SpanFusion fz) {
+uint32_t MatmulKernels::span_row_groups(const MatmulType& t, uint32_t n_in, uint32_t n_rows, uint32_t n_tok,
+                                        SpanFusion fz) const {
+  if (n_tok > kMaxMatvecTokens) return 0;
+  const MatvecConfig c = span_matvec_config(t, n_in, n_rows, n_tok, fz);
+  return ceil_div(n_rows, c.rows * c.slices);
+}
+
+void MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const SpanMatmulPush& pc,
+                                SpanFusion fz) {
   const DeviceFns& f = dev_.fns();
   const DeviceCaps& caps = dev_.caps();
   VkPipeline p;
-  uint32_t gx, gy = 1, groups = 0;
+  uint32_t gx, gy = 1;
   if (pc.m.n_tok <= kMaxMatvecTokens) {
     if (!subgroups_) throw Failure(FailKind::Unsupported, "span matvec needs subgroup arithmetic");
     const bool qout = pc.q_out != 0xFFFFFFFFu;
-    if (fz.qb32 && (!qout || !fz.int8 || pc.m.n_tok != 1 || pc.m.n_rows % 32 != 0))
+    if (qout != fz.qb32 || (fz.qb32 && (!fz.int8 || pc.m.n_tok != 1 || pc.m.n_rows % 32 != 0)))
       throw Failure(FailKind::Internal, "span matvec: B32 output needs int8, one token and rows in 32s");
-    if (fz.xsh && (!fz.int8 || !fz.xb32 || pc.m.n_tok != 1 || pc.m.n_in % 32 != 0))
-      throw Failure(FailKind::Internal, "span matvec: x quantised in the workgroup needs int8 B32 x and one token");
     const MatvecConfig c = span_matvec_config(t, pc.m.n_in, pc.m.n_rows, pc.m.n_tok, fz);
     p = pipelines_.get(std::string(fz.int8 ? "mvsi_" : "mvs_") + t.name, *span_layout_,
                        {c.wg, c.rows, pc.m.n_tok, fz.epi, fz.xprod && !fz.int8 ? 1u : 0u, fz.pair ? 1u : 0u,
-                        qout ? (fz.qb32 ? (b32_sg_ ? 3u : 2u) : 1u) : 0u, fz.xb32 && fz.int8 ? 1u : 0u, c.slices,
-                        span_u64(t, fz) ? 1u : 0u, fz.xsh ? pc.m.n_in : 0u});
-    groups = ceil_div(pc.m.n_rows, c.rows * c.slices);
-    gx = std::min(groups, caps.max_wg_count_x);
+                        fz.qb32 ? 1u : 0u, fz.xb32 && fz.int8 ? 1u : 0u, c.slices, span_u64(t, fz) ? 1u : 0u});
+    gx = std::min(ceil_div(pc.m.n_rows, c.rows * c.slices), caps.max_wg_count_x);
   } else {
     if (fz.epi >= 3 || fz.pair) throw Failure(FailKind::Internal, "span: the tiled kernel has no norm or pair epilogue");
     p = fz.int8 ? pipelines_.get(std::string("tlsi_") + t.name, *span_layout_, {fz.epi})
@@ -203,7 +198,6 @@ uint32_t MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, Vk
   f.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, span_layout_->pipeline_layout, 0, 1, &set, 0, nullptr);
   f.vkCmdPushConstants(cmd, span_layout_->pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(SpanMatmulPush), &pc);
   f.vkCmdDispatch(cmd, gx, gy, 1);
-  return groups;
 }
 
 bool MatmulKernels::warm_up(const MatmulType& t, uint32_t n_in, uint32_t n_rows) {

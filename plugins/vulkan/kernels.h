@@ -28,9 +28,9 @@ const MatmulType* matmul_types_end();
 
 // Push constants, laid out exactly as MatmulParams in shaders/matmul_common.glsl.
 struct MatmulPush {
-  uint32_t n_in, n_rows, n_tok, x_stride, x_off, y_stride, y_off, flags;
+  uint32_t n_in, n_rows, n_tok, x_stride, x_off, y_stride, y_off;
 };
-static_assert(sizeof(MatmulPush) == 32);
+static_assert(sizeof(MatmulPush) == 28);
 
 // Push constants of the span variants (mvs_<T>: matvec_span.comp, tls_<T>:
 // matmul_tiled.comp; MatmulParams with FISH_SPAN in matmul_common.glsl).
@@ -41,15 +41,12 @@ struct SpanMatmulPush {
   uint32_t x2_off = 0;            // XPROD: float index of the second factor
   uint32_t norm_off = 0;          // EPI 3: P index of the next norm's weights
   uint32_t xg_off = 0;            // EPI 3: where y ∘ those weights go
-  uint32_t sq_off = 0;            // EPI 3: Σy² partials
-  uint32_t cnt = 0;               // EPI 3: arrival counter (uint index)
-  uint32_t inv_out = 0;           // EPI 3: the resulting 1/rms per token, or none (partials only)
+  uint32_t sq_off = 0;            // EPI 3: Σy² partials, [NT][row groups]
   uint32_t inv_parts = 0;         // 0: inv_in holds 1/rms per token; n: [NT][n] Σx² partials to reduce
-  uint32_t q_out = 0xFFFFFFFFu;   // decode: where the output goes as Q8_K rows (matvec_span.comp's QOUT), or none
+  uint32_t q_out = 0xFFFFFFFFu;   // decode: where the output also goes as B32 rows (QOUT), or none
   uint32_t q_stride = 0;          // q_out: words between two tokens' rows
-  uint32_t qcnt = 0;              // q_out: uint index of the per-256-block arrival counters
 };
-static_assert(sizeof(SpanMatmulPush) == 80);
+static_assert(sizeof(SpanMatmulPush) == 64);
 
 // What a span matmul folds in (see shaders/matvec_span.comp): the epilogue
 // (0 store, 1 add into y, 2 silu, 3 add + the next rmsnorm's x·g and 1/rms,
@@ -70,7 +67,6 @@ struct SpanFusion {
   bool int8 = false;
   bool xb32 = false;
   bool qb32 = false;
-  bool xsh = false;  // int8 XB32, one token: x is f32, quantised by each workgroup (matvec_span.comp XSH)
 };
 
 // Push constants of quantize_x.comp (QuantParams): x'[t] = x[t] (· x2[t]) (· s_t)
@@ -105,11 +101,13 @@ class MatmulKernels {
 
   // Records one chunk's product; set binds (W chunk, x, y) as the layout says.
   void record(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MatmulPush& pc, bool int8 = false);
-  // The same for a span (matvec for n_tok <= 4 with NORM; tiled above, where
-  // NORM is not available and must be false).
-  // Returns the matvec's row groups (EPI 3's partials per token), 0 for tiled.
-  uint32_t record_span(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const SpanMatmulPush& pc,
-                       SpanFusion fz);
+  // The same for a span (matvec for n_tok <= 4; tiled above, without the
+  // norm and pair epilogues).
+  void record_span(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const SpanMatmulPush& pc,
+                   SpanFusion fz);
+  // The span matvec's row groups (workgroups' worth of rows; EPI 3 writes one
+  // Σy² partial per group and token), 0 for the tiled kernel.
+  uint32_t span_row_groups(const MatmulType& t, uint32_t n_in, uint32_t n_rows, uint32_t n_tok, SpanFusion fz) const;
 
   // The matvec shape for a chunk of n_rows rows of n_in elements of type t and
   // n_tok tokens (measured heuristic, or the FISH_VK_MV_* / set_override values).
@@ -128,20 +126,13 @@ class MatmulKernels {
   // matvecs take units of 64 elements (one header read and scale decode per
   // 32 qs bytes; matvec_units_i8.glsl) instead of 32.
   void set_span_u64(uint32_t role_bits) { span_u64_ = role_bits; }
-  // FISH_VK_SPAN_QSG: a B32 output (SpanFusion::qb32) quantised within the
-  // epilogue's subgroup where it holds the block (QOUT 3) or by the workgroup
-  // (2); quantize_x's B32K rows within subgroups (its QSG) or the workgroup.
-  void set_b32_subgroups(bool on) { b32_sg_ = on; }
   bool span_u64(const MatmulType& t, SpanFusion fz) const;
   SpanMvShape span_shape(SpanRole role) const { return span_shape_[role]; }
 
-  // ---- int8 activations (FISH_VK_INT8; shaderIntegerDotProduct) ----
-  // int8 activations for every type with an int8 kernel, when asked for
-  // (FISH_VK_INT8=1, set by the backend at open) and the device has integer
-  // dot products and subgroup arithmetic. Off by default: int8 activations
-  // (the CPU's arithmetic) exceed the spec's kernel bound against the f32
-  // reference (1e-3 · Σ|w||x| / n_out) by up to ~4x on real tensors, which
-  // fish test-gpu's kernel check and the conformance suite require (README).
+  // ---- int8 activations (shaderIntegerDotProduct) ----
+  // int8 activations for every type with an int8 kernel, when the backend
+  // asks (at open: FISH_VK_INT8, else the device's default, backend.cpp) and
+  // the device has integer dot products and subgroup arithmetic.
   void set_int8(bool on) { int8_ = on && subgroups_ && dev_.caps().int_dot; }
   bool int8() const { return int8_; }
   // Whether products with weights of type t run on int8 x (matvec and tiled).
@@ -153,10 +144,8 @@ class MatmulKernels {
   // (qs | d | sums, see shaders/quantize_x.comp), a multiple of 4.
   static uint32_t q8_row_words(uint32_t bs, uint32_t n);
   // The same for the span's B32 rows (blocks of 32 with the Q8_K rule, sums
-  // per 16: shaders/quant_block.glsl q8b32_wg).
+  // per 16: shaders/quant_block.glsl).
   static uint32_t b32_row_words(uint32_t n);
-  // Shared memory of matvec_span.comp's XSH arrays for n_in inputs (bytes).
-  static uint32_t xsh_shared_bytes(uint32_t n_in) { return n_in / 16 * (16 + 4 + 4 + 4) + n_in / 32 * 4; }
   // The quantiser's layout: binding 0 = the buffer holding x, x2, the scales and the output.
   const Layout& quant_layout() const { return *quant_layout_; }
   // b32k: B32 rows (bs 32, the Q8_K rule, sums per 16) for K-quant weights.
@@ -183,7 +172,6 @@ class MatmulKernels {
   uint32_t override_rows_ = 0, override_wg_ = 0;
   SpanMvShape span_shape_[kRoles];
   uint32_t span_u64_ = 0;
-  bool b32_sg_ = true;
 };
 
 }  // namespace fish::vk

@@ -1,5 +1,5 @@
-// Span: device resources, forward, KV truncate / reserve (see span.h). The
-// recording of a forward lives in span_record.cpp, the profile in span_profile.cpp.
+// Span: device resources, forward, KV truncate / reserve (see span.h). Which
+// steps a forward records: span_plan.cpp; recording them: span_record.cpp.
 #include "span.h"
 
 #include <algorithm>
@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "backend.h"
 #include "commands.h"
 
 namespace fish::vk {
@@ -16,31 +15,10 @@ namespace {
 constexpr uint64_t kMiB = uint64_t(1) << 20;
 constexpr uint64_t kStagingChunk = 16 * kMiB;
 constexpr uint32_t kAlignFloats = 64;  // region alignment: 256 bytes (any storage offset alignment)
-// Decode variants on by default (FISH_VK_SPAN_NORM / FISH_VK_SPAN_GU override).
-// Consumer-side 1/rms (no arrival counter in the norm epilogues): H200 decode
-// +2-4% (8B), +6-8% (1B) (README "Consumer-side norm by default").
-constexpr bool kDefaultNormParts = true;
-constexpr bool kDefaultPairGu = false;
-// Decode attention: one query head per workgroup up to kDefaultNarrowMaxKv
-// positions, a KV group per workgroup beyond (H200, 8B decode: +8-10% at 64-1152
-// positions, even at ~2048, -6% at 4096, -9% at 16384; README).
-// FISH_VK_ATTN_HEADS=n: n at any context (0: a KV group).
-constexpr uint32_t kDefaultAttnHeads = 1;
-constexpr uint32_t kDefaultNarrowMaxKv = 2048;
-// FISH_VK_SPAN_QFOLD's default (Span::kFold* bits): the attention, the wo /
-// down norm epilogues and the gate|up pair write B32 rows, which the K-quant
-// decode matvecs read (no quantise step left in a layer). H200 decode: 8B
-// +6-8%, 1B +4-5% over Q8_K rows and quantise steps (README "B32 rows by
-// default"); the pair's own B32 output, once quantised within subgroups,
-// another 8B +2% (README, "Quantising within subgroups"). Blocks of 32 as
-// llama.cpp's GPU backends quantise activations (q8_1), finer than the CPU's
-// Q8_K: QFOLD=0 follows the CPU's int8 arithmetic.
-constexpr uint32_t kDefaultFold = 1 | 2 | 4 | 8;  // Span::kFoldAttn | kFoldNorm | kFoldGateUp | kFold32 (private there)
-// FISH_VK_SPAN_I8's default: every decode matvec on int8 x. (wo on f32 x, 247,
-// saves a quantise step: H200 1B +3-4% decode, 8B -2%; but the GPU then
-// follows the CPU's int8 arithmetic less closely: synth-tiny agreement 98 ->
-// 95%. README.)
-constexpr uint32_t kDefaultI8 = 0xFF;
+// The decode attention takes one query head per workgroup up to this many
+// positions, a KV group per workgroup beyond (docs/experiments/vulkan-attention.md).
+constexpr uint32_t kNarrowHeads = 1;
+constexpr uint32_t kNarrowMaxKv = 2048;
 
 uint32_t align_up(uint64_t v, uint64_t a) { return uint32_t((v + a - 1) / a * a); }
 std::string mb(uint64_t b) { return std::to_string((b + kMiB / 2) / kMiB) + " MB"; }
@@ -75,15 +53,6 @@ uint64_t params_floats(const SpanIn& in) {
   return per * uint64_t(in.n_layers) + align_up(E, 4);
 }
 
-// " (decode: wo, head on f32 x)" for the FISH_VK_SPAN_I8 bits that are off.
-std::string f32_decode_note(uint32_t mask) {
-  static const char* names[8] = {"q", "k", "v", "wo", "gate", "up", "down", "head"};
-  std::string s;
-  for (uint32_t k = 0; k < 8; ++k)
-    if (!((mask >> k) & 1u)) s += (s.empty() ? "" : ", ") + std::string(names[k]);
-  return s.empty() ? "" : " (decode: " + s + " on f32 x)";
-}
-
 uint64_t kv_bytes(const SpanIn& in, int capacity) {
   return 2 * uint64_t(capacity) * uint64_t(in.n_head_kv) * uint64_t(in.head_dim) * 2;
 }
@@ -112,7 +81,6 @@ ArenaLayout Span::arena_layout(const SpanIn& in, uint32_t tokens, bool int8) {
   a.qkv = region(tokens * (QD + 2 * KD));
   a.qr = region(tokens * QD);
   a.att = region(tokens * QD);
-  a.o = region(tokens * E);
   a.g = region(tokens * F);
   a.u = region(tokens * F);
   a.part = region(uint64_t(in.n_head_kv) * kPartSlots * G * (uint64_t(in.head_dim) + 2));
@@ -122,7 +90,7 @@ ArenaLayout Span::arena_layout(const SpanIn& in, uint32_t tokens, bool int8) {
   const uint32_t qt = int8 ? tokens : 0;
   uint64_t wk = 0, wl = 0;
   for (uint64_t n_in : {E, F, QD}) {
-    if (n_in % 256 == 0)  // Q8_K rows, or B32 rows (decode, Span::kFold32)
+    if (n_in % 256 == 0)  // Q8_K rows, or B32 rows (the B32 decode)
       wk = std::max<uint64_t>({wk, MatmulKernels::q8_row_words(256, uint32_t(n_in)),
                                MatmulKernels::b32_row_words(uint32_t(n_in))});
     if (n_in % 32 == 0) wl = std::max<uint64_t>(wl, MatmulKernels::q8_row_words(32, uint32_t(n_in)));
@@ -130,7 +98,6 @@ ArenaLayout Span::arena_layout(const SpanIn& in, uint32_t tokens, bool int8) {
   a.xqk = region(qt * wk);
   a.xql = region(qt * wl);
   a.xq2 = region(int8 ? uint64_t(MatmulKernels::kMaxMatvecTokens) * wk : 0);
-  a.qcnt = region(int8 ? MatmulKernels::kMaxMatvecTokens * (std::max({E, F, QD}) / 256 + 1) : 0);
   a.total = uint32_t(at);
   return a;
 }
@@ -149,9 +116,9 @@ void Span::validate(const SpanContext& ctx, const SpanIn& in, bool with_weights)
     bad("n_head " + std::to_string(in.n_head) + " is not a multiple of n_head_kv " + std::to_string(in.n_head_kv));
   if (in.n_rot < 0 || in.n_rot % 2 != 0 || in.n_rot > in.head_dim)
     bad("n_rot " + std::to_string(in.n_rot) + " must be even and <= head_dim " + std::to_string(in.head_dim));
-  if (!(in.rms_eps >= 0) || !std::isfinite(in.rope_freq_base) || in.rope_freq_base <= 0 ||
+  if (!(in.norm_eps >= 0) || !std::isfinite(in.rope_freq_base) || in.rope_freq_base <= 0 ||
       !std::isfinite(in.rope_freq_scale) || !std::isfinite(in.attn_scale))
-    bad("rms_eps, rope_freq_base, rope_freq_scale or attn_scale is not a usable number");
+    bad("norm_eps, rope_freq_base, rope_freq_scale or attn_scale is not a usable number");
   // What the kernels handle (else the engine keeps these layers per matmul).
   const DeviceCaps& caps = ctx.dev->caps();
   if (!caps.subgroup_arith) unsupported("the device has no subgroup arithmetic in compute shaders");
@@ -166,23 +133,25 @@ void Span::validate(const SpanContext& ctx, const SpanIn& in, bool with_weights)
     unsupported("attention for head_dim " + std::to_string(in.head_dim) + " x " + std::to_string(group) +
                 " heads per KV head needs more shared memory than the device has");
   const int64_t E = in.n_embd, QD = int64_t(in.n_head) * in.head_dim, KD = int64_t(in.n_head_kv) * in.head_dim;
-  const int64_t shapes[7][2] = {{QD, E}, {KD, E}, {KD, E}, {E, QD}, {in.n_ff, E}, {in.n_ff, E}, {E, in.n_ff}};
-  const char* names[7] = {"wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down"};
+  const int64_t shapes[kLayerWeights][2] = {{QD, E}, {KD, E}, {KD, E}, {E, QD}, {in.n_ff, E}, {in.n_ff, E}, {E, in.n_ff}};
   if (!with_weights) return;
   const SpanLayerIn& l0 = in.layers[0];
   for (int i = 0; i < in.n_layers; ++i) {
     const SpanLayerIn& l = in.layers[size_t(i)];
     const std::string lw = "layer " + std::to_string(in.first_layer + i);
-    for (int k = 0; k < 7; ++k) {
+    for (int k = 0; k < kLayerWeights; ++k) {
       const Weight* w = l.w[k];
-      if (!w) bad(lw + ": " + names[k] + " is missing");
+      const std::string name = lw + " " + layer_weight_name(k);
+      if (!w) bad(name + " is missing");
+      if (w->n_mat != 1)
+        unsupported(name + " (" + w->name + ") holds " + std::to_string(w->n_mat) + " matrices; a span takes single matrices");
       if (w->n_out != shapes[k][0] || w->n_in != shapes[k][1])
-        bad(lw + " " + names[k] + " (" + w->name + ") is [" + std::to_string(w->n_out) + " x " + std::to_string(w->n_in) +
+        bad(name + " (" + w->name + ") is [" + std::to_string(w->n_out) + " x " + std::to_string(w->n_in) +
             "], the span needs [" + std::to_string(shapes[k][0]) + " x " + std::to_string(shapes[k][1]) + "]");
     }
     if (!l.attn_norm || !l.ffn_norm) bad(lw + ": attn_norm / ffn_norm missing");
-    if (l.w[3]->chunks.size() != 1 || l.w[6]->chunks.size() != 1)
-      unsupported(lw + ": wo / w_down do not fit one device buffer binding");
+    if (l.w[kAttnOut]->chunks.size() != 1 || l.w[kFfnDown]->chunks.size() != 1)
+      unsupported(lw + ": attn_output / ffn_down do not fit one device buffer binding");
     if (!l.bq != !l0.bq || !l.bk != !l0.bk || !l.bv != !l0.bv || !l.q_norm != !l0.q_norm || !l.k_norm != !l0.k_norm)
       bad(lw + ": its optional vectors (biases, q/k norms) differ from the first layer's");
   }
@@ -225,6 +194,11 @@ std::vector<float> Span::rope_table(const SpanIn& in, int capacity) {
 
 // ---- creation ------------------------------------------------------------------------
 
+const char* layer_weight_name(int k) {
+  static const char* names[kLayerWeights] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
+  return k >= 0 && k < kLayerWeights ? names[k] : "?";
+}
+
 Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
   validate(ctx, in);
   const int64_t kv_halves = int64_t(in.n_ctx) * in.n_head_kv * in.head_dim * 2;
@@ -235,20 +209,10 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
   shape_.rope_freqs = rope_freqs_.empty() ? nullptr : rope_freqs_.data();  // kept for reserve()
   shape_.layers.clear();
   norm0_.assign(in.layers[0].attn_norm, in.layers[0].attn_norm + in.n_embd);
-  first_layer_ = in.first_layer;
   kshape_ = {uint32_t(in.head_dim), uint32_t(in.n_head / in.n_head_kv), uint32_t(in.n_head_kv)};
-  {
-    // Decode attention: FISH_VK_ATTN_HEADS query heads per workgroup at any
-    // context (when it divides the group), else the default below.
-    const bool forced = ctx.cfg->attn_heads >= 0;
-    const uint32_t want = forced ? uint32_t(ctx.cfg->attn_heads) : kDefaultAttnHeads;
-    if (want > 0 && want < kshape_.group && kshape_.group % want == 0) {
-      narrow_heads_ = want;
-      narrow_max_kv_ = forced ? UINT32_MAX : kDefaultNarrowMaxKv;
-    } else if (forced && want > 0 && kshape_.group % want != 0 && ctx_.log) {
-      ctx_.log(1, "FISH_VK_ATTN_HEADS=" + std::to_string(want) + " does not divide the " +
-                      std::to_string(kshape_.group) + " query heads per KV head: a KV group per workgroup");
-    }
+  if (kNarrowHeads < kshape_.group && kshape_.group % kNarrowHeads == 0) {
+    narrow_heads_ = kNarrowHeads;
+    narrow_max_kv_ = kNarrowMaxKv;
   }
   int8_ = ctx.matmul->int8();
   arena_ = arena_layout(in, uint32_t(ctx.cfg->span_tokens), int8_);
@@ -268,7 +232,7 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     };
     for (const SpanLayerIn& li : in.layers) {
       Layer L;
-      std::copy(li.w, li.w + 7, L.w);
+      std::copy(li.w, li.w + kLayerWeights, L.w);
       L.attn_norm = put(li.attn_norm, E);
       L.ffn_norm = put(li.ffn_norm, E);
       L.bq = put(li.bq, QD);
@@ -302,19 +266,13 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     check(f.vkCreateCommandPool(d, &pci, nullptr, &pool_), "vkCreateCommandPool");
     auto fci = vk_init<VkFenceCreateInfo>(VK_STRUCTURE_TYPE_FENCE_CREATE_INFO);
     check(f.vkCreateFence(d, &fci, nullptr, &fence_), "vkCreateFence");
-    if (ctx_.dev->caps().timestamp_period_ns > 0) {
-      max_stamps_ = uint32_t(in.n_layers) * 16 + 16;
-      auto qci = vk_init<VkQueryPoolCreateInfo>(VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO);
-      qci.queryType = VK_QUERY_TYPE_TIMESTAMP;
-      qci.queryCount = max_stamps_;
-      if (f.vkCreateQueryPool(d, &qci, nullptr, &queries_) != VK_SUCCESS) queries_ = VK_NULL_HANDLE;
-    }
+    profile_ = std::make_unique<SpanProfile>(*ctx_.dev, ctx_.cfg->profile_level, in.n_layers);
 
     write_buffer(params_, 0, params.data(), params.size() * 4);
     write_buffer(rope_, 0, rope.data(), std::min<uint64_t>(rope.size() * 4, rope_.size));
     // Zero the arena once: the attention's arrival counters must start at 0
     // (the combining workgroup resets its counter to 0 after use).
-    VkCommandBuffer cmd = recording_for(0, false);
+    VkCommandBuffer cmd = one_time_commands();
     f.vkCmdFillBuffer(cmd, arena_buf_.buffer, 0, VK_WHOLE_SIZE, 0);
     check(f.vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
     submit_wait(*ctx_.dev, cmd, fence_, false);
@@ -324,9 +282,9 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     // Binding 5 is a pair's second weight (gate|up: the up chunk), else the chunk again.
     auto mm_set = [&](const WeightChunk& c, const WeightChunk& c2) { return matmul_set(c, c2, arena_buf_); };
     for (Layer& L : layers_) {
-      for (int k = 0; k < 7; ++k)
+      for (int k = 0; k < kLayerWeights; ++k)
         for (const WeightChunk& c : L.w[k]->chunks) L.mm_sets[k].push_back(mm_set(c, c));
-      const Weight *g = L.w[4], *u = L.w[5];
+      const Weight *g = L.w[kFfnGate], *u = L.w[kFfnUp];
       if (g->chunks.size() == 1 && u->chunks.size() == 1 && g->type == u->type)
         L.gu_set = mm_set(g->chunks[0], u->chunks[0]);
     }
@@ -349,41 +307,31 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
       const uint64_t oo[2] = {uint64_t(arena_.x) * 4, 0}, ro[2] = {xb, xb};
       pl.write_set(copy_out_set_, 2, bo, oo, ro);
     }
-    const size_t GD = size_t(kshape_.group) * kshape_.head_dim;
-    // (quant_block.glsl: one subgroup of >= 4 lanes per block)
-    bool q8k = int8_ && ctx_.cfg->span_fuse && ctx_.dev->caps().subgroup_size >= 4 && E % 256 == 0 &&
-               size_t(in.n_ff) % 256 == 0 && QD % 256 == 0;
+    // The B32 decode (B32Decode): every matrix a K-quant on int8 x in one
+    // chunk, E, n_ff and n_head·head_dim multiples of 256; on GPUs unless
+    // FISH_VK_SPAN_QFOLD says otherwise. A CPU implementation keeps the
+    // CPU's Q8_K rows, and with them its numbers: the barriers B32 rows save
+    // cost nothing there.
+    bool k_quants = int8_ && ctx_.dev->caps().subgroup_size >= 4 && E % 256 == 0 && size_t(in.n_ff) % 256 == 0 &&
+                    QD % 256 == 0;
     bool pairs = true;
     for (const Layer& L : layers_) {
       pairs = pairs && L.gu_set != VK_NULL_HANDLE;
       for (const Weight* w : L.w)
-        q8k = q8k && ctx_.matmul->int8_for(*w->type) && MatmulKernels::q8_block(*w->type) == 256 && w->chunks.size() == 1;
+        k_quants = k_quants && ctx_.matmul->int8_for(*w->type) && MatmulKernels::q8_block(*w->type) == 256 &&
+                   w->chunks.size() == 1;
     }
-    i8_mask_ = ctx_.cfg->span_i8 >= 0 ? uint32_t(ctx_.cfg->span_i8) : kDefaultI8;
-    q8k = q8k && i8_mask_ == 0xFF;  // the folds assume every decode matvec reads int8 rows
-    // (B32 rows pay for GPU barriers; a CPU implementation keeps the CPU's Q8_K rows.)
-    static_assert(kDefaultFold == (kFoldAttn | kFoldNorm | kFoldGateUp | kFold32), "kDefaultFold names these bits");
-    const uint32_t fold_default = ctx_.dev->caps().cpu_device ? 0u : kDefaultFold;
-    fold_ = q8k ? uint32_t(ctx_.cfg->span_qfold < 0 ? fold_default : ctx_.cfg->span_qfold) : 0;
-    const bool b32 = (fold_ & kFold32) != 0;
-    if (b32 ? size_t(in.head_dim) % 32 != 0 : GD % 256 != 0 && 256 % GD != 0) fold_ &= ~kFoldAttn;
-    if (!pairs) fold_ &= ~kFoldGateUp;
-    // The XSH folds: B32 rows, and the inputs' rows in shared memory beside the kernel's own (~4 KB).
-    const auto xsh_fits = [&](size_t n_in) {
-      return MatmulKernels::xsh_shared_bytes(uint32_t(n_in)) + 4096 <= ctx_.dev->caps().max_shared_bytes;
-    };
-    if (!b32 || !xsh_fits(size_t(in.n_head) * size_t(in.head_dim))) fold_ &= ~kFoldWoIn;
-    if (!b32 || !xsh_fits(size_t(in.n_ff)) || (fold_ & kFoldGateUp)) fold_ &= ~kFoldDownIn;
-    if (fold_ & kFoldWoIn) fold_ &= ~kFoldAttn;
-    const uint32_t attn_q = (fold_ & kFoldAttn) == 0 ? 0u : b32 ? ctx_.kernels->b32_qout() : 1u;
-    ctx_.kernels->warm_up(kshape_, attn_q);
-    if (narrow_heads_) ctx_.kernels->warm_up(attn_shape(true), b32 ? attn_q : 0u);
+    const DecodeRows rows = ctx_.cfg->decode_rows;
+    b32_.on = k_quants && (rows == DecodeRows::B32 || (rows == DecodeRows::Auto && !ctx_.dev->caps().cpu_device));
+    b32_.attention = b32_.on && in.head_dim % 32 == 0;
+    b32_.pair = b32_.on && pairs;
+    ctx_.kernels->warm_up(kshape_, b32_.attention);
+    if (narrow_heads_) ctx_.kernels->warm_up(attn_shape(true), b32_.attention);
   } catch (...) {
     release_all();
     throw;
   }
-  if (ctx_.log)
-    ctx_.log(2, "span created: " + describe());
+  if (ctx_.log) ctx_.log(2, "span created: " + describe());
 }
 
 Span::~Span() { release_all(); }
@@ -410,10 +358,9 @@ void Span::release_all() {
   cached_.clear();
   free_cmds_.clear();
   scratch_cmd_ = VK_NULL_HANDLE;
-  if (queries_) f.vkDestroyQueryPool(d, queries_, nullptr);
+  profile_.reset();
   if (fence_) f.vkDestroyFence(d, fence_, nullptr);
   if (pool_) f.vkDestroyCommandPool(d, pool_, nullptr);  // frees its command buffers
-  queries_ = VK_NULL_HANDLE;
   fence_ = VK_NULL_HANDLE;
   pool_ = VK_NULL_HANDLE;
 }
@@ -423,7 +370,7 @@ void Span::allocate_kv(int capacity, std::vector<Buffer>* out) const {
   try {
     for (int l = 0; l < shape_.n_layers; ++l)
       out->push_back(ctx_.mem->create(bytes, MemKind::Device, kKvUsage,
-                                      "span KV cache, layer " + std::to_string(first_layer_ + l) + " (" +
+                                      "span KV cache, layer " + std::to_string(shape_.first_layer + l) + " (" +
                                           std::to_string(capacity) + " positions)"));
   } catch (...) {
     for (Buffer& b : *out) ctx_.mem->destroy(b);
@@ -441,8 +388,7 @@ void Span::write_aux_sets() {
   }
 }
 
-// Host data into a device buffer: in place where device memory is mapped,
-// else through a temporary staging buffer in 16 MB pieces.
+// Host data into a device buffer through a temporary staging buffer, in 16 MB pieces.
 void Span::write_buffer(Buffer& dst, uint64_t offset, const void* src, uint64_t n) {
   if (n == 0) return;
   const DeviceFns& f = ctx_.dev->fns();
@@ -452,7 +398,7 @@ void Span::write_buffer(Buffer& dst, uint64_t offset, const void* src, uint64_t 
     for (uint64_t done = 0; done < n; done += stage.size) {
       const uint64_t k = std::min(stage.size, n - done);
       std::memcpy(stage.mapped, static_cast<const uint8_t*>(src) + done, k);
-      VkCommandBuffer cmd = recording_for(0, false);
+      VkCommandBuffer cmd = one_time_commands();
       const VkBufferCopy r{0, offset + done, k};
       f.vkCmdCopyBuffer(cmd, stage.buffer, dst.buffer, 1, &r);
       check(f.vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
@@ -467,36 +413,13 @@ void Span::write_buffer(Buffer& dst, uint64_t offset, const void* src, uint64_t 
 
 // ---- forward ---------------------------------------------------------------------------
 
-Span::Mode Span::mode_for(int n_tok) const {
-  Mode m;
-  const bool fuse = ctx_.cfg->span_fuse;
-  m.tiled = n_tok > int(MatmulKernels::kMaxMatvecTokens);
-  m.fuse_norm = !m.tiled && fuse;  // the norm epilogue handles 1..4 tokens
-  m.fuse_attn = n_tok == 1 && fuse;
-  m.fuse_epi = m.tiled || fuse;
-  // Defaults of the measured variants (README "Stage 2 measured").
-  const VkConfig& c = *ctx_.cfg;
-  m.norm_parts = m.fuse_norm && (c.span_norm < 0 ? kDefaultNormParts : c.span_norm != 0);
-  m.pair_gu = m.fuse_norm && (c.span_gu < 0 ? kDefaultPairGu : c.span_gu != 0);
-  m.fold = m.fuse_norm ? fold_ : 0;
-  if ((m.fold & kFold32) && n_tok != 1) m.fold = 0;  // B32 producers: 32 rows of one token per workgroup
-  if (m.fold & kFoldGateUp) m.pair_gu = true;  // one producer of the down projection's rows
-  return m;
-}
-
-void Span::forward(float* x, int n_tok, int pos0, float* logits) { forward_impl(x, n_tok, pos0, logits != nullptr, logits); }
-
-const float* Span::forward_view(float* x, int n_tok, int pos0) {
-  forward_impl(x, n_tok, pos0, true, nullptr);
-  return static_cast<const float*>(head_rb_.mapped);
-}
-
-void Span::forward_impl(float* x, int n_tok, int pos0, bool head, float* logits) {
-  if (!x || n_tok < 1 || pos0 < 0)
-    throw Failure(FailKind::InvalidArgument, "span_forward: needs x, n_tok >= 1 and pos0 >= 0");
-  if (head && !head_) throw Failure(FailKind::InvalidArgument, "span_forward_logits: no head attached (span_set_head)");
+const float* Span::forward(const Forward& fw) {
+  const int n_tok = fw.n_tok, pos0 = fw.pos0;
+  if (!fw.x || n_tok < 1 || pos0 < 0)
+    throw Failure(FailKind::InvalidArgument, "span_forward: needs x, n_tok >= 1 and positions >= 0");
+  if (fw.logits && !head_) throw Failure(FailKind::InvalidArgument, "span_forward: logits asked for, but no head is attached (span_set_head)");
   if (pos0 > kv_len_)
-    throw Failure(FailKind::Range, "span_forward: pos0 " + std::to_string(pos0) + " would leave a gap after the " +
+    throw Failure(FailKind::Range, "span_forward: position " + std::to_string(pos0) + " would leave a gap after the " +
                                        std::to_string(kv_len_) + " cached positions");
   if (int64_t(pos0) + n_tok > capacity_)
     throw Failure(FailKind::Range, "span_forward: positions up to " + std::to_string(int64_t(pos0) + n_tok) +
@@ -507,46 +430,40 @@ void Span::forward_impl(float* x, int n_tok, int pos0, bool head, float* logits)
   if (ctx_.cfg->bench_fill_kv && n_tok > 1) {  // FISH_VK_BENCH_FILL_KV: benchmarks only (vk_config.h)
     fill_kv(pos0, n_tok);
     kv_len_ = pos0 + n_tok;
-    return;
+    return fw.logits ? static_cast<const float*>(head_rb_.mapped) : nullptr;
   }
   const size_t E = size_t(shape_.n_embd);
   const int batch = int(arena_.tokens);
   try {
     if (n_tok <= batch) {
-      run_batch(x, n_tok, pos0, nullptr, head);
+      run_batch(fw.x, n_tok, pos0, nullptr, fw.logits);
       const double tc = now_s();
-      std::memcpy(x, readback_.mapped, size_t(n_tok) * E * 4);
-      if (n_tok == 1) prof_decode_copy_s_ += now_s() - tc;
+      if (fw.x_out) std::memcpy(fw.x_out, readback_.mapped, size_t(n_tok) * E * 4);
+      if (n_tok == 1) profile_->add_decode_host(0, 0, now_s() - tc);
     } else {
-      // Several submissions; x is written only once all of them succeeded.
-      std::vector<float> out(size_t(n_tok) * E);
+      // Several submissions; x_out is written only once all of them succeeded.
+      std::vector<float> out(fw.x_out ? size_t(n_tok) * E : 0);
       for (int done = 0; done < n_tok; done += batch) {
         const int n = std::min(batch, n_tok - done);
-        run_batch(x + size_t(done) * E, n, pos0 + done, out.data() + size_t(done) * E, head && done + n == n_tok);
+        run_batch(fw.x + size_t(done) * E, n, pos0 + done, fw.x_out ? out.data() + size_t(done) * E : nullptr,
+                  fw.logits && done + n == n_tok);
         kv_len_ = pos0 + done + n;
       }
-      std::memcpy(x, out.data(), out.size() * 4);
+      if (fw.x_out) std::memcpy(fw.x_out, out.data(), out.size() * 4);
     }
-    const double tc = now_s();
-    if (logits) std::memcpy(logits, head_rb_.mapped, size_t(head_->n_out) * 4);  // set only with head
-    if (n_tok == 1) prof_decode_copy_s_ += now_s() - tc;
   } catch (...) {
     kv_len_ = std::min(kv_len_, pos0);
     throw;
   }
   kv_len_ = pos0 + n_tok;
-  const double dt = now_s() - t0;
-  ++prof_forwards_;
-  prof_tokens_ += uint64_t(n_tok);
-  prof_wall_s_ += dt;
-  if (n_tok == 1) {
-    ++prof_decode_;
-    prof_decode_wall_s_ += dt;
-  }
+  profile_->add_forward(n_tok, now_s() - t0);
+  return fw.logits ? static_cast<const float*>(head_rb_.mapped) : nullptr;
 }
 
-// One submission: tokens [pos0, pos0 + n) with x rows `x`; the result is left
-// in the readback buffer (and copied to `out` when given).
+bool Span::narrow_attention(int n_tok, int n_kv) const {
+  return narrow_heads_ && n_tok <= int(MatmulKernels::kMaxMatvecTokens) && uint32_t(n_kv) <= narrow_max_kv_;
+}
+
 void Span::run_batch(const float* x, int n, int pos0, float* out, bool head) {
   const double t_prep = now_s();
   const uint32_t n_kv = uint32_t(pos0 + n);
@@ -561,7 +478,7 @@ void Span::run_batch(const float* x, int n, int pos0, float* out, bool head) {
   const uint32_t split_len = (n_kv + splits - 1) / splits;
   auto* c = static_cast<uint32_t*>(staging_.mapped);
   std::memset(c, 0, ctrl::kWords * 4);
-  const bool narrow = narrow_heads_ && n <= int(MatmulKernels::kMaxMatvecTokens) && n_kv <= narrow_max_kv_;
+  const bool narrow = narrow_attention(n, int(n_kv));
   c[ctrl::kAttnArgs] = attn_shape(narrow).attn_groups();
   c[ctrl::kAttnArgs + 1] = splits;
   c[ctrl::kAttnArgs + 2] = uint32_t(n);
@@ -570,7 +487,7 @@ void Span::run_batch(const float* x, int n, int pos0, float* out, bool head) {
   c[ctrl::kSplitLen] = split_len;
   const size_t E = size_t(shape_.n_embd);
   std::memcpy(c + ctrl::kWords, x, size_t(n) * E * 4);
-  if (mode_for(n).fuse_norm) {
+  if (n <= int(MatmulKernels::kMaxMatvecTokens)) {
     // Layer 0's attention rmsnorm, as the matvec epilogues hand it to later
     // layers: x·attn_norm after the n rows of x, 1/rms per token in the ctrl block.
     float* xg = reinterpret_cast<float*>(c + ctrl::kWords) + size_t(n) * E;
@@ -579,108 +496,23 @@ void Span::run_batch(const float* x, int n, int pos0, float* out, bool head) {
       const float* xt = x + size_t(t) * E;
       double ss = 0;
       for (size_t i = 0; i < E; ++i) ss += double(xt[i]) * xt[i];
-      inv[t] = float(1.0 / std::sqrt(ss / double(E) + double(shape_.rms_eps)));
+      inv[t] = float(1.0 / std::sqrt(ss / double(E) + double(shape_.norm_eps)));
       for (size_t i = 0; i < E; ++i) xg[size_t(t) * E + i] = xt[i] * norm0_[i];
     }
   }
-
-  const int level = ctx_.cfg->profile_level;
-  const bool stamps = level >= 1 && queries_ != VK_NULL_HANDLE;
-  VkCommandBuffer cmd = recording_for(n, stamps, head, narrow);
+  VkCommandBuffer cmd = recording_for(n, head, narrow);
   const double t_submit = now_s();
   submit_wait(*ctx_.dev, cmd, fence_, ctx_.cfg->spin && !ctx_.dev->caps().cpu_device);
-  if (n == 1) {
-    prof_decode_prep_s_ += t_submit - t_prep;
-    prof_decode_wait_s_ += now_s() - t_submit;
-  }
-  ++prof_submits_;
-  if (stamps) {
-    // Level 1: the two stamps of a cached recording; level 2: one per stage.
-    const uint32_t n_stamps = level >= 2 ? uint32_t(stamp_names_.size()) + 1 : 2u;
-    std::vector<uint64_t> ts(n_stamps);
-    const DeviceFns& f = ctx_.dev->fns();
-    if (f.vkGetQueryPoolResults(ctx_.dev->handle(), queries_, 0, n_stamps, ts.size() * 8, ts.data(), 8,
-                                VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) == VK_SUCCESS) {
-      const double period = double(ctx_.dev->caps().timestamp_period_ns) * 1e-9;
-      const double total = double(ts.back() - ts.front()) * period;
-      prof_gpu_s_ += total;
-      if (n == 1) {
-        prof_decode_gpu_s_ += total;
-        for (size_t i = 0; level >= 2 && i + 1 < n_stamps; ++i) {
-          Stage& st = stages_[stamp_names_[i]];
-          st.name = stamp_names_[i];
-          st.category = stamp_cats_[i];
-          st.seconds += double(ts[i + 1] - ts[i]) * period;
-        }
-      }
-    }
-  }
-  if (out) std::memcpy(out, readback_.mapped, size_t(n) * size_t(shape_.n_embd) * 4);
+  if (n == 1) profile_->add_decode_host(t_submit - t_prep, now_s() - t_submit, 0);
+  profile_->add_submit();
+  if (profile_->level() > 0) profile_->add_submission(n);
+  if (out) std::memcpy(out, readback_.mapped, size_t(n) * E * 4);
 }
 
-// A command buffer holding the forward of n tokens (n = 0: an empty one-time
-// buffer for uploads). Recorded once per n and reused; with timestamps the
-// recording is made afresh each time (stage names are collected while recording).
 SpanKernelShape Span::attn_shape(bool narrow) const {
   SpanKernelShape s = kshape_;
   if (narrow) s.wg_heads = narrow_heads_;
   return s;
-}
-
-VkCommandBuffer Span::recording_for(int n, bool profiled, bool head, bool narrow) {
-  const DeviceFns& f = ctx_.dev->fns();
-  auto fresh = [&]() {
-    VkCommandBuffer cmd = VK_NULL_HANDLE;
-    if (!free_cmds_.empty()) {
-      cmd = free_cmds_.back();
-      free_cmds_.pop_back();
-    } else {
-      auto ai = vk_init<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
-      ai.commandPool = pool_;
-      ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-      ai.commandBufferCount = 1;
-      check(f.vkAllocateCommandBuffers(ctx_.dev->handle(), &ai, &cmd), "vkAllocateCommandBuffers");
-    }
-    check(f.vkResetCommandBuffer(cmd, 0), "vkResetCommandBuffer");
-    return cmd;
-  };
-  auto begin = [&](VkCommandBuffer cmd, bool once) {
-    auto bi = vk_init<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
-    bi.flags = once ? VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT : 0;
-    check(f.vkBeginCommandBuffer(cmd, &bi), "vkBeginCommandBuffer");
-  };
-  // Level 2 re-records (its stage names are collected while recording); level
-  // 1's two stamps go into the cached recordings, so its wall time is that of
-  // an unprofiled forward.
-  if (n == 0 || (profiled && ctx_.cfg->profile_level >= 2)) {
-    if (!scratch_cmd_) scratch_cmd_ = fresh();
-    check(f.vkResetCommandBuffer(scratch_cmd_, 0), "vkResetCommandBuffer");
-    begin(scratch_cmd_, true);
-    if (n > 0) {
-      record(scratch_cmd_, n, mode_for(n), true, head, narrow);
-      check(f.vkEndCommandBuffer(scratch_cmd_), "vkEndCommandBuffer");
-    }
-    return scratch_cmd_;
-  }
-  const int key = n | (head ? kHeadKey : 0) | (narrow ? kNarrowKey : 0) | (profiled ? kStampKey : 0);
-  if (auto it = cached_.find(key); it != cached_.end()) return it->second;
-  if (cached_.size() >= 16) invalidate_recordings();  // many batch sizes: keep the cache small
-  VkCommandBuffer cmd = fresh();
-  try {
-    begin(cmd, false);
-    record(cmd, n, mode_for(n), profiled, head, narrow);
-    check(f.vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
-  } catch (...) {
-    free_cmds_.push_back(cmd);
-    throw;
-  }
-  cached_[key] = cmd;
-  return cmd;
-}
-
-void Span::invalidate_recordings() {
-  for (auto& [n, cmd] : cached_) free_cmds_.push_back(cmd);
-  cached_.clear();
 }
 
 // ---- KV cache ------------------------------------------------------------------------
@@ -688,7 +520,7 @@ void Span::invalidate_recordings() {
 void Span::fill_kv(int pos0, int n) {
   const DeviceFns& f = ctx_.dev->fns();
   const uint64_t pp = uint64_t(shape_.n_head_kv) * shape_.head_dim * 2;  // bytes per position
-  VkCommandBuffer cmd = recording_for(0, false);
+  VkCommandBuffer cmd = one_time_commands();
   for (const Layer& L : layers_) {
     f.vkCmdFillBuffer(cmd, L.kv.buffer, uint64_t(pos0) * pp, uint64_t(n) * pp, 0);
     f.vkCmdFillBuffer(cmd, L.kv.buffer, uint64_t(capacity_ + pos0) * pp, uint64_t(n) * pp, 0);
@@ -720,7 +552,7 @@ void Span::reserve(int n) {
     // K and V prefixes (positions < kv_len) into the new buffers.
     if (kv_len_ > 0) {
       const uint64_t KD2 = uint64_t(shape_.n_head_kv) * shape_.head_dim * 2;  // bytes per position
-      VkCommandBuffer cmd = recording_for(0, false);
+      VkCommandBuffer cmd = one_time_commands();
       for (size_t l = 0; l < layers_.size(); ++l) {
         const VkBufferCopy regions[2] = {{0, 0, uint64_t(kv_len_) * KD2},
                                          {uint64_t(capacity_) * KD2, uint64_t(n) * KD2, uint64_t(kv_len_) * KD2}};
@@ -767,15 +599,19 @@ uint64_t Span::bytes() const {
 
 std::string Span::describe() const {
   const uint64_t kv = layers_.empty() ? 0 : uint64_t(layers_.size()) * layers_[0].kv.alloc_size;
-  return "span " + std::to_string(shape_.n_layers) + " layers (" + std::to_string(first_layer_) + ".." +
-         std::to_string(first_layer_ + shape_.n_layers - 1) + "), KV " + std::to_string(kv_len_) + " of " +
-         std::to_string(capacity_) + " positions (" + mb(kv) + " f16), arena " + mb(arena_buf_.alloc_size) +
-         (int8_ ? ", int8 matmuls" + f32_decode_note(i8_mask_) : "") +
-         ((fold_ & kFold32) ? " (decode x in B32 rows)" : "") +
-         (narrow_heads_ ? ", decode attention " + std::to_string(narrow_heads_) + " query head(s) per workgroup" +
-                              (narrow_max_kv_ == UINT32_MAX ? "" : " to " + std::to_string(narrow_max_kv_) + " positions")
+  const int first = shape_.first_layer, last = first + shape_.n_layers - 1;
+  return "span " + std::to_string(shape_.n_layers) + " layers (" + std::to_string(first) + ".." + std::to_string(last) +
+         "), KV " + std::to_string(kv_len_) + " of " + std::to_string(capacity_) + " positions (" + mb(kv) +
+         " f16), arena " + mb(arena_buf_.alloc_size) + (int8_ ? ", int8 matmuls" : "") +
+         (b32_.on ? " (decode x in B32 rows)" : "") +
+         (narrow_heads_ ? ", decode attention " + std::to_string(narrow_heads_) + " query head(s) per workgroup to " +
+                              std::to_string(narrow_max_kv_) + " positions"
                         : "") +
          (head_ ? ", + output head (" + head_->name + ")" : "");
+}
+
+std::string Span::profile() {
+  return profile_ ? profile_->report(shape_.first_layer, shape_.first_layer + shape_.n_layers - 1) : "";
 }
 
 // A span matmul's descriptor set (MatmulKernels::span_layout): weight chunk c

@@ -1,11 +1,10 @@
-// Span: the output head attached to a span (plugin ABI 1.1, span_set_head):
-// the projection's descriptor sets and its logits, which the head's matvec
-// writes straight into host-visible memory (no device copy and no copy step:
-// H200 decode +0.5-1.5% 8B, +4-5% 1B, plugins/vulkan/README.md); recorded into
-// the span's submission by span_record.cpp.
+// Span: the output head attached to a span (span_set_head): the projection's
+// descriptor sets and its logits, which the head's matvec writes straight into
+// host-visible memory, so no copy step follows it and the host can read them
+// in place (FISH_FORWARD_LOGITS_VIEW); planned into the span's submission by
+// span_plan.cpp.
 #include <string>
 
-#include "backend.h"
 #include "span.h"
 
 namespace fish::vk {

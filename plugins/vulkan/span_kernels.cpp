@@ -14,7 +14,7 @@ SpanKernels::SpanKernels(const Device& dev, Pipelines& pipelines)
 uint32_t SpanKernels::attention_shared_bytes(const SpanKernelShape& s) {
   // span_attention.comp: prep_sh [G·D] + prep_inv [G] + rope_sh [D/2 vec2] + q_sh [G·D] +
   // kv_sh [2·D] + p_sh [128·G] + red_sh [32·G] + stat_sh [2·G] + o_sh [PP·DT·G·4] floats + 1 word,
-  // and quant_block.glsl's qb_x [G·D] floats and qb_q [G·D] ints (allocated with QOUT off too).
+  // and quant_block.glsl's qb_x [G·D] floats and qb_q [G·D] ints (allocated without QOUT too).
   const uint32_t D = s.head_dim, G = s.heads_per_wg(), dt = D / 4, pp = kAttnWg / std::max(1u, dt);
   return 4 * (G * D + G + D + G * D + 2 * D + kAttnWg * G + 32 * G + 2 * G + pp * dt * G * 4 + 1) +
          4 * (2 * G * D);
@@ -33,28 +33,14 @@ void SpanKernels::rmsnorm(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPu
   dev_.fns().vkCmdDispatch(cmd, pc.n_tok, 1, 1);
 }
 
-void SpanKernels::add(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc) {
-  bind(cmd, pipelines_.get("span_eltwise", *aux_, {0}), *aux_, set, &pc, sizeof pc);
-  dev_.fns().vkCmdDispatch(cmd, std::min(ceil_div(pc.count, 256), 4096u), 1, 1);
-}
-
-void SpanKernels::act_mul(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc) {
-  bind(cmd, pipelines_.get("span_eltwise", *aux_, {1}), *aux_, set, &pc, sizeof pc);
-  dev_.fns().vkCmdDispatch(cmd, std::min(ceil_div(pc.count, 256), 4096u), 1, 1);
-}
-
 void SpanKernels::rope_store(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc, const SpanKernelShape& s) {
   bind(cmd, pipelines_.get("span_rope_store", *aux_, {s.head_dim, s.n_head_kv}), *aux_, set, &pc, sizeof pc);
   dev_.fns().vkCmdDispatch(cmd, pc.n_tok, pc.n_head + s.n_head_kv, 1);
 }
 
 void SpanKernels::attention(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc, const SpanKernelShape& s,
-                            bool fused, VkBuffer arena, bool b32) {
-  const uint32_t qout = pc.q8_out == kNone ? 0u : b32 ? b32_qout() : 1u;
-  bind(cmd,
-       pipelines_.get("span_attention", *aux_,
-                      {s.head_dim, s.heads_per_wg(), s.n_head_kv, fused ? 1u : 0u, qout, s.group, attn_vlate(s, fused) ? 1u : 0u}),
-       *aux_, set, &pc, sizeof pc);
+                            bool fused, VkBuffer arena) {
+  bind(cmd, attention_pipeline(s, fused, pc.q8_out != kNone), *aux_, set, &pc, sizeof pc);
   dev_.fns().vkCmdDispatchIndirect(cmd, arena, ctrl::kAttnArgs * 4);
 }
 
@@ -63,13 +49,17 @@ void SpanKernels::copy(VkCommandBuffer cmd, VkDescriptorSet set, uint32_t n16) {
   dev_.fns().vkCmdDispatch(cmd, std::min(ceil_div(n16, 256), 1024u), 1, 1);
 }
 
-void SpanKernels::warm_up(const SpanKernelShape& s, uint32_t qout) {
+VkPipeline SpanKernels::attention_pipeline(const SpanKernelShape& s, bool fused, bool b32_out) {
+  return pipelines_.get("span_attention", *aux_,
+                        {s.head_dim, s.heads_per_wg(), s.n_head_kv, fused ? 1u : 0u, b32_out ? 1u : 0u, s.group,
+                         v_rows_late(s, fused) ? 1u : 0u});
+}
+
+void SpanKernels::warm_up(const SpanKernelShape& s, bool b32_out) {
   pipelines_.get("span_rmsnorm", *aux_, {});
-  pipelines_.get("span_eltwise", *aux_, {0});
-  pipelines_.get("span_eltwise", *aux_, {1});
   pipelines_.get("span_rope_store", *aux_, {s.head_dim, s.n_head_kv});
-  for (uint32_t fused : {0u, 1u})
-    pipelines_.get("span_attention", *aux_, {s.head_dim, s.heads_per_wg(), s.n_head_kv, fused, qout, s.group, attn_vlate(s, fused != 0) ? 1u : 0u});
+  attention_pipeline(s, false, false);
+  attention_pipeline(s, true, b32_out);
   pipelines_.get("copy_u4", *copy_, {});
 }
 

@@ -1,125 +1,165 @@
-// Reads fish_vulkan's FISH_* environment knobs (see vk_config.h).
+// The strict parser of fish_vulkan's FISH_* variables (see vk_config.h).
 #include "vk_config.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+extern char** environ;
 
 namespace fish::vk {
 namespace {
 
-std::string lower(const char* s) {
-  std::string r(s);
-  for (char& c : r) c = char(std::tolower(static_cast<unsigned char>(c)));
-  return r;
+std::string lower(std::string s) {
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
 }
 
-// A non-negative integer, or -1 when s is not one.
-long long parse_count(const char* s) {
-  if (!s || !*s) return -1;
-  char* end = nullptr;
-  long long v = std::strtoll(s, &end, 10);
-  if (*end != '\0' || v < 0) return -1;
-  return v;
+// A decimal integer in [lo, hi], or false.
+bool integer(const std::string& s, long long lo, long long hi, long long* out) {
+  if (s.empty() || s.size() > 18) return false;
+  for (char c : s)
+    if (c < '0' || c > '9') return false;
+  const long long v = std::strtoll(s.c_str(), nullptr, 10);
+  if (v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+// One variable: what it accepts (for the message) and how it sets the config.
+struct Variable {
+  const char* name;
+  const char* accepts;
+  std::function<bool(const std::string&, VkConfig&)> set;
+};
+
+// A number in [lo, hi] into an int field.
+std::function<bool(const std::string&, VkConfig&)> number(int VkConfig::*field, long long lo, long long hi) {
+  return [=](const std::string& v, VkConfig& c) {
+    long long n = 0;
+    if (!integer(v, lo, hi, &n)) return false;
+    c.*field = int(n);
+    return true;
+  };
+}
+// 0 or 1 into a bool field.
+std::function<bool(const std::string&, VkConfig&)> flag(bool VkConfig::*field) {
+  return [=](const std::string& v, VkConfig& c) {
+    if (v != "0" && v != "1") return false;
+    c.*field = v == "1";
+    return true;
+  };
+}
+// One of the listed numbers into an int field.
+std::function<bool(const std::string&, VkConfig&)> one_of(int VkConfig::*field, std::vector<int> values) {
+  return [=](const std::string& v, VkConfig& c) {
+    long long n = 0;
+    if (!integer(v, 0, 1 << 20, &n) || std::find(values.begin(), values.end(), int(n)) == values.end()) return false;
+    c.*field = int(n);
+    return true;
+  };
+}
+
+const std::vector<Variable>& variables() {
+  static const std::vector<Variable> vars = {
+      {"FISH_GPU", "0, off, false, no, 1, on, true, yes or cpu",
+       [](const std::string& v, VkConfig& c) {
+         const std::string s = lower(v);
+         if (s == "0" || s == "off" || s == "false" || s == "no") c.gpu = VkConfig::GpuMode::Off;
+         else if (s == "cpu") c.gpu = VkConfig::GpuMode::Cpu;
+         else if (s == "1" || s == "on" || s == "true" || s == "yes") c.gpu = VkConfig::GpuMode::Default;
+         else return false;
+         return true;
+       }},
+      {"FISH_GPU_DEVICE", "a device index (0, 1, ...)", number(&VkConfig::device_index, 0, 1 << 20)},
+      {"FISH_GPU_VERBOSE", "0, 1 or 2", number(&VkConfig::verbose, 0, 2)},
+      {"FISH_GPU_PROFILE", "0, 1 or 2", number(&VkConfig::profile_level, 0, 2)},
+      {"FISH_VRAM_BUDGET_MB", "a positive number of MB",
+       [](const std::string& v, VkConfig& c) {
+         long long mb = 0;
+         if (!integer(v, 1, int64_t(1) << 40, &mb)) return false;
+         c.budget_bytes = uint64_t(mb) << 20;
+         return true;
+       }},
+      {"FISH_VK_QUEUE", "compute or universal",
+       [](const std::string& v, VkConfig& c) {
+         const std::string s = lower(v);
+         if (s != "compute" && s != "universal") return false;
+         c.queue_universal = s == "universal";
+         return true;
+       }},
+      {"FISH_VK_VALIDATE", "0 or 1", flag(&VkConfig::validate)},
+      {"FISH_VK_SPIN", "0 or 1", flag(&VkConfig::spin)},
+      {"FISH_VK_INT8", "0 or 1", number(&VkConfig::int8, 0, 1)},
+      {"FISH_VK_SPAN_QFOLD", "0 (Q8_K rows from quantise steps) or 15 (B32 rows written by their producers)",
+       [](const std::string& v, VkConfig& c) {
+         if (v != "0" && v != "15") return false;
+         c.decode_rows = v == "0" ? DecodeRows::Q8K : DecodeRows::B32;
+         return true;
+       }},
+      {"FISH_VK_MV_ROWS", "1, 2 or 4", one_of(&VkConfig::mv_rows, {1, 2, 4})},
+      {"FISH_VK_MV_WG", "32, 64, 128, 256 or 512", one_of(&VkConfig::mv_wg, {32, 64, 128, 256, 512})},
+      {"FISH_VK_SPAN_MV", "a list of [q|o|gu|d=]ROWS[xWG] (ROWS 1, 2, 4, 8 or 16; WG 32, 64, 128 or 256)",
+       [](const std::string& v, VkConfig& c) { return VkConfig::parse_span_mv(v, c.span_mv); }},
+      {"FISH_VK_SPAN_TOKENS", "a number from 8 to 1024", number(&VkConfig::span_tokens, 8, 1024)},
+      {"FISH_VK_ATTN_SPLIT", "a number from 16 to 1048576", number(&VkConfig::attn_split, 16, 1 << 20)},
+      {"FISH_VK_ATTN_MAX_SPLITS", "a number from 1 to 128", number(&VkConfig::attn_max_splits, 1, 128)},
+      {"FISH_VK_BENCH_FILL_KV", "0 or 1", flag(&VkConfig::bench_fill_kv)},
+  };
+  return vars;
 }
 
 }  // namespace
 
-VkConfig VkConfig::from_env() {
+VkConfig VkConfig::parse(const std::map<std::string, std::string>& env) {
   VkConfig c;
-  auto bad = [&c](const std::string& name, const char* value, const char* want) {
-    if (c.error.empty()) c.error = name + "='" + value + "' is not " + want;
-  };
-  if (const char* v = std::getenv("FISH_GPU")) {
-    const std::string s = lower(v);
-    if (s == "0" || s == "off" || s == "false" || s == "no") c.gpu = GpuMode::Off;
-    else if (s == "cpu") c.gpu = GpuMode::Cpu;
-  }
-  if (const char* v = std::getenv("FISH_GPU_DEVICE"); v && *v) {
-    const long long i = parse_count(v);
-    if (i < 0 || i > 1000000) bad("FISH_GPU_DEVICE", v, "a device index");
-    else c.device_index = int(i);
-  }
-  if (const char* v = std::getenv("FISH_VK_QUEUE"); v && *v) {
-    const std::string s = lower(v);
-    if (s == "universal") c.queue_universal = true;
-    else if (s != "compute") bad("FISH_VK_QUEUE", v, "'universal' or 'compute'");
-  }
-  if (const char* v = std::getenv("FISH_VK_VALIDATE")) c.validate = parse_count(v) > 0;
-  if (const char* v = std::getenv("FISH_GPU_VERBOSE")) c.verbose = int(parse_count(v) > 0 ? parse_count(v) : 0);
-  if (const char* v = std::getenv("FISH_VRAM_BUDGET_MB"); v && *v) {
-    const long long mb = parse_count(v);
-    if (mb <= 0) bad("FISH_VRAM_BUDGET_MB", v, "a positive number of MB");
-    else c.budget_bytes = uint64_t(mb) << 20;
-  }
-  if (const char* v = std::getenv("FISH_GPU_PROFILE")) {
-    c.profile_level = int(std::max<long long>(0, std::min<long long>(2, parse_count(v))));
-    c.profile = c.profile_level > 0;
-  }
-  auto ranged = [&](const char* name, long long lo, long long hi, int* out) {
-    const char* v = std::getenv(name);
-    if (!v || !*v) return;
-    const long long n = parse_count(v);
-    if (n < lo || n > hi) bad(name, v, ("a number from " + std::to_string(lo) + " to " + std::to_string(hi)).c_str());
-    else *out = int(n);
-  };
-  int fuse = 1, spin = 1;
-  ranged("FISH_VK_SPAN_FUSE", 0, 1, &fuse);
-  ranged("FISH_VK_SPAN_TOKENS", 8, 1024, &c.span_tokens);
-  ranged("FISH_VK_ATTN_SPLIT", 16, 1 << 20, &c.attn_split);
-  ranged("FISH_VK_ATTN_HEADS", 0, 32, &c.attn_heads);
-  ranged("FISH_VK_ATTN_MAX_SPLITS", 1, 128, &c.attn_max_splits);
-  ranged("FISH_VK_SPIN", 0, 1, &spin);
-  ranged("FISH_VK_ATTN_VLATE", 0, 1, &c.attn_vlate);
-  ranged("FISH_VK_SPAN_QSG", 0, 1, &c.span_qsg);
-  ranged("FISH_VK_SPAN_GU", 0, 1, &c.span_gu);
-  ranged("FISH_VK_INT8", 0, 1, &c.int8);
-  ranged("FISH_VK_SPAN_NORM", 0, 1, &c.span_norm);
-  ranged("FISH_VK_SPAN_QFOLD", 0, 63, &c.span_qfold);
-  ranged("FISH_VK_SPAN_I8", 0, 255, &c.span_i8);
-  ranged("FISH_VK_SPAN_U64", 0, 31, &c.span_u64);
-  if (const char* v = std::getenv("FISH_VK_SPAN_MV"); v && *v) {
-    std::string why;
-    if (!parse_span_mv(v, c.span_mv, &why)) bad("FISH_VK_SPAN_MV", v, why.c_str());
-  }
-  int fill = 0;
-  ranged("FISH_VK_BENCH_FILL_KV", 0, 1, &fill);
-  c.bench_fill_kv = fill != 0;
-  c.span_fuse = fuse != 0;
-  c.spin = spin != 0;
-  if (const char* v = std::getenv("FISH_VK_MV_ROWS"); v && *v) {
-    const long long r = parse_count(v);
-    if (r != 1 && r != 2 && r != 4) bad("FISH_VK_MV_ROWS", v, "1, 2 or 4");
-    else c.mv_rows = int(r);
-  }
-  if (const char* v = std::getenv("FISH_VK_MV_WG"); v && *v) {
-    const long long w = parse_count(v);
-    if (w != 32 && w != 64 && w != 128 && w != 256 && w != 512) bad("FISH_VK_MV_WG", v, "32, 64, 128, 256 or 512");
-    else c.mv_wg = int(w);
+  const auto& vars = variables();
+  for (const auto& [name, value] : env) {
+    const auto it = std::find_if(vars.begin(), vars.end(), [&](const Variable& v) { return name == v.name; });
+    if (it == vars.end()) {
+      // A FISH_VK_* name the plugin does not know (a typo, or a knob that was removed).
+      if (name.rfind("FISH_VK_", 0) == 0 && c.error.empty()) {
+        std::string known;
+        for (const Variable& v : vars)
+          if (std::strncmp(v.name, "FISH_VK_", 8) == 0) known += std::string(known.empty() ? "" : ", ") + v.name;
+        c.error = name + " is not a fish_vulkan variable (it reads " + known + ")";
+      }
+      continue;
+    }
+    if (value.empty()) continue;  // set but empty: as if unset
+    if (!it->set(value, c) && c.error.empty()) c.error = name + "='" + value + "' is not " + it->accepts;
   }
   return c;
 }
 
-bool VkConfig::parse_span_mv(const std::string& spec, SpanMvShape* out, std::string* why) {
-  *why = "a list of [q|o|gu|d=]ROWS[xWG] (ROWS 1, 2, 4, 8 or 16; WG 32, 64, 128 or 256)";
+VkConfig VkConfig::from_env() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (eq && std::strncmp(*e, "FISH_", 5) == 0) env[std::string(*e, size_t(eq - *e))] = eq + 1;
+  }
+  return parse(env);
+}
+
+bool VkConfig::parse_span_mv(const std::string& spec, SpanMvShape* out) {
   SpanMvShape parsed[kRoles];
   size_t at = 0;
   while (at <= spec.size()) {
     const size_t comma = spec.find(',', at);
     const std::string item = spec.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
     at = comma == std::string::npos ? spec.size() + 1 : comma + 1;
-    if (item.empty()) return false;
     std::string role, shape = item;
     if (const size_t eq = item.find('='); eq != std::string::npos) role = item.substr(0, eq), shape = item.substr(eq + 1);
-    SpanMvShape s;
     const size_t x = shape.find('x');
-    const long long rows = parse_count(shape.substr(0, x).c_str());
-    const long long wg = x == std::string::npos ? 0 : parse_count(shape.substr(x + 1).c_str());
-    if (rows != 1 && rows != 2 && rows != 4 && rows != 8 && rows != 16) return false;
-    if (x != std::string::npos && wg != 32 && wg != 64 && wg != 128 && wg != 256) return false;
-    s.rows = uint32_t(rows), s.wg = uint32_t(wg);
+    long long rows = 0, wg = 0;
+    if (!integer(shape.substr(0, x), 1, 16, &rows) || (rows & (rows - 1)) != 0) return false;
+    if (x != std::string::npos && (!integer(shape.substr(x + 1), 32, 256, &wg) || (wg & (wg - 1)) != 0)) return false;
+    const SpanMvShape s{uint32_t(rows), uint32_t(wg)};
     if (role.empty()) {
-      for (uint32_t r = 0; r < kRoles; ++r) parsed[r] = s;
+      for (SpanMvShape& p : parsed) p = s;
     } else if (role == "q") {
       parsed[kRoleQkv] = s;
     } else if (role == "o") {
@@ -132,7 +172,7 @@ bool VkConfig::parse_span_mv(const std::string& spec, SpanMvShape* out, std::str
       return false;
     }
   }
-  for (uint32_t r = 0; r < kRoles; ++r) out[r] = parsed[r];
+  std::copy(parsed, parsed + kRoles, out);
   return true;
 }
 

@@ -74,46 +74,45 @@ int span_mv_sweep(vk::VulkanBackend& be, const SpanMvDims& d, const TimeFn& time
   const auto sg = sets(gate, nullptr), su = sets(up, nullptr), sgu = sets(gate, &up);
   const auto sd4 = sets(down4, nullptr), sd6 = sets(down6, nullptr);
   vk::MatmulKernels& mk = *be.kernels();
-  // One dispatch of copy i of m. parts: the consumer reduces 1/rms from that
-  // many partials at sq (0: 1/rms from the ctrl block); EPI 3 writes 1/rms only
-  // without parts_out. Returns the dispatch's row groups.
+  // One dispatch of copy i of m; parts: the consumer reduces 1/rms from that
+  // many partials at sq (0: 1/rms from the ctrl block). Returns its row groups.
   auto disp = [&](VkCommandBuffer cmd, const Mat& m, const std::vector<VkDescriptorSet>& s, size_t i, SpanFusion fz,
-                  uint32_t parts, bool parts_out) {
+                  uint32_t parts) {
     vk::SpanMatmulPush pc;
-    pc.m = {uint32_t(m.n_in), uint32_t(m.n_out), 1, uint32_t(m.n_in), x_off, uint32_t(m.n_out), y_off, 0};
+    pc.m = {uint32_t(m.n_in), uint32_t(m.n_out), 1, uint32_t(m.n_in), x_off, uint32_t(m.n_out), y_off};
     pc.inv_in = parts ? sq_off : 16, pc.inv_parts = parts, pc.eps = 1e-5f, pc.x2_off = x2_off, pc.norm_off = 0;
-    pc.xg_off = xg_off, pc.sq_off = sq_off, pc.cnt = 8, pc.inv_out = parts_out ? vk::kNone : 20;
-    return mk.record_span(cmd, *m.w[0]->type, s[i], pc, fz);
+    pc.xg_off = xg_off, pc.sq_off = sq_off;
+    mk.record_span(cmd, *m.w[0]->type, s[i], pc, fz);
+    return mk.span_row_groups(*m.w[0]->type, uint32_t(m.n_in), uint32_t(m.n_out), 1, fz);
   };
-  // The four steps of a layer's matvecs; each records every copy with a barrier after each.
-  // wo's / down's partials feed the next consumer when parts is on.
+  // The four steps of a layer's matvecs; each records every copy with a barrier
+  // after each. wo's / down's partials feed the next consumer.
   struct Mode {
-    bool pair, parts;
+    bool pair;
   };
   uint32_t g_o = 0, g_d = 0;  // row groups of the last wo / down (the consumers' partials)
-  auto rec_qkv = [&](VkCommandBuffer cmd, Mode md) {
+  auto rec_qkv = [&](VkCommandBuffer cmd, Mode) {
     for (int i = 0; i < C; ++i) {
       const SpanFusion f{0, false, false, vk::kRoleQkv};
-      disp(cmd, q, sq_, size_t(i), f, md.parts ? g_d : 0, false);
-      disp(cmd, k, sk, size_t(i), f, md.parts ? g_d : 0, false);
-      disp(cmd, v, sv, size_t(i), f, md.parts ? g_d : 0, false);
+      disp(cmd, q, sq_, size_t(i), f, g_d);
+      disp(cmd, k, sk, size_t(i), f, g_d);
+      disp(cmd, v, sv, size_t(i), f, g_d);
       step_barrier(be, cmd);
     }
   };
-  auto rec_wo = [&](VkCommandBuffer cmd, Mode md) {
+  auto rec_wo = [&](VkCommandBuffer cmd, Mode) {
     for (int i = 0; i < C; ++i) {
-      g_o = disp(cmd, o, so, size_t(i), SpanFusion{3, false, false, vk::kRoleWo}, 0, md.parts);
+      g_o = disp(cmd, o, so, size_t(i), SpanFusion{3, false, false, vk::kRoleWo}, 0);
       step_barrier(be, cmd);
     }
   };
   auto rec_gu = [&](VkCommandBuffer cmd, Mode md) {
     for (int i = 0; i < C; ++i) {
-      const uint32_t p = md.parts ? g_o : 0;
       if (md.pair) {
-        disp(cmd, gate, sgu, size_t(i), SpanFusion{4, false, true, vk::kRoleGateUp}, p, false);
+        disp(cmd, gate, sgu, size_t(i), SpanFusion{4, false, true, vk::kRoleGateUp}, g_o);
       } else {
-        disp(cmd, gate, sg, size_t(i), SpanFusion{2, false, false, vk::kRoleGateUp}, p, false);
-        disp(cmd, up, su, size_t(i), SpanFusion{0, false, false, vk::kRoleGateUp}, p, false);
+        disp(cmd, gate, sg, size_t(i), SpanFusion{2, false, false, vk::kRoleGateUp}, g_o);
+        disp(cmd, up, su, size_t(i), SpanFusion{0, false, false, vk::kRoleGateUp}, g_o);
       }
       step_barrier(be, cmd);
     }
@@ -121,15 +120,14 @@ int span_mv_sweep(vk::VulkanBackend& be, const SpanMvDims& d, const TimeFn& time
   auto rec_down = [&](VkCommandBuffer cmd, Mode md) {
     for (int i = 0; i < C; ++i) {  // alternating Q4_K / Q6_K layers, as Q4_K_M has them
       const SpanFusion f{3, !md.pair, false, vk::kRoleDown};
-      g_d = i % 2 == 0 ? disp(cmd, down4, sd4, size_t(i / 2), f, 0, md.parts)
-                       : disp(cmd, down6, sd6, size_t(i / 2), f, 0, md.parts);
+      g_d = i % 2 == 0 ? disp(cmd, down4, sd4, size_t(i / 2), f, 0) : disp(cmd, down6, sd6, size_t(i / 2), f, 0);
       step_barrier(be, cmd);
     }
   };
   // Prime the row-group counts with the current shapes.
   rig.run([&](VkCommandBuffer cmd) {
-    rec_wo(cmd, {false, false});
-    rec_down(cmd, {false, false});
+    rec_wo(cmd, {false});
+    rec_down(cmd, {false});
   });
 
   const uint32_t rows_list[] = {1, 2, 4, 8, 16}, wg_list[] = {64, 128, 256};
@@ -157,7 +155,7 @@ int span_mv_sweep(vk::VulkanBackend& be, const SpanMvDims& d, const TimeFn& time
     const SpanMvShape saved = mk.span_shape(r.role);
     auto run_one = [&](SpanMvShape s, const char* label) {
       mk.set_span_shape(r.role, s);
-      const double sec = time([&](VkCommandBuffer cmd) { r.rec(cmd, Mode{r.pair, false}); }) / C;
+      const double sec = time([&](VkCommandBuffer cmd) { r.rec(cmd, Mode{r.pair}); }) / C;
       std::printf("| %s | %s | %.1f | %.0f |\n", r.name, label, sec * 1e6, r.bytes / sec / 1e9);
       std::fflush(stdout);
       return sec;
@@ -188,12 +186,10 @@ int span_mv_sweep(vk::VulkanBackend& be, const SpanMvDims& d, const TimeFn& time
     Mode md;
     bool best;
   };
-  const Combo combos[] = {{"separate gate/up, last-workgroup norm", {false, false}, false},
-                          {"separate gate/up, last-workgroup norm", {false, false}, true},
-                          {"separate gate/up, consumer norm", {false, true}, true},
-                          {"gate|up pair, last-workgroup norm", {true, false}, true},
-                          {"gate|up pair, consumer norm", {true, true}, true},
-                          {"gate|up pair, consumer norm", {true, true}, false}};
+  const Combo combos[] = {{"separate gate/up", {false}, false},
+                          {"separate gate/up", {false}, true},
+                          {"gate|up pair", {true}, true},
+                          {"gate|up pair", {true}, false}};
   double best_layer = 1e30;
   std::string best_env;
   for (const Combo& c : combos) {
@@ -208,8 +204,7 @@ int span_mv_sweep(vk::VulkanBackend& be, const SpanMvDims& d, const TimeFn& time
     };
     rig.run(rec);  // sets g_o / g_d for these shapes
     const double sec = time(rec) / C;
-    const std::string env = std::string(c.best ? "FISH_VK_SPAN_MV=" + mv_env(c.md.pair) + " " : "") +
-                            "FISH_VK_SPAN_GU=" + (c.md.pair ? "1" : "0") + " FISH_VK_SPAN_NORM=" + (c.md.parts ? "1" : "0");
+    const std::string env = c.best ? "FISH_VK_SPAN_MV=" + mv_env(c.md.pair) : "";
     std::printf("| %s | %s | %.1f |\n", c.name, c.best ? "best per role" : "default", sec * 1e6);
     std::fflush(stdout);
     if (sec < best_layer) best_layer = sec, best_env = env;

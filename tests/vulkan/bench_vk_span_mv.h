@@ -2,11 +2,11 @@
 // (q/k/v, wo, gate/up as two dispatches or as a pair, down with x·x2 or the
 // pair's product), every FISH_VK_SPAN_MV shape (rows per workgroup 1..16 x
 // workgroup 64..256) timed as the span runs it: a layer's worth of distinct
-// matrix copies (Q4_K_M's types), a barrier after each step. Then a layer's
-// four matvec steps with the best shape per role in each mode (separate or
-// pair gate/up x last-workgroup or consumer norm) against the defaults.
-// Prints the best FISH_VK_* settings (BEST_ENV) and writes them as shell
-// assignments to env_out (MV_SEP, MV_PAIR, BEST_ENV) when given.
+// matrix copies (Q4_K_M's types), a barrier after each step, f32 x. Then a
+// layer's four matvec steps with the best shape per role, gate/up separate
+// or as the pair, against the defaults. Prints the best FISH_VK_SPAN_MV
+// (BEST_ENV) and writes it as shell assignments to env_out (MV_SEP, MV_PAIR,
+// BEST_ENV) when given.
 #pragma once
 #include <functional>
 #include <string>

@@ -109,8 +109,8 @@ int sync_matvec_bench(vk::VulkanBackend& be, SpanRig& rig, int copies, bool smal
     vk::SpanMatmulPush pc;
     const uint32_t n_in = uint32_t(m.n_in), n_out = uint32_t(m.n_out);
     const uint32_t xs = q8k ? vk::MatmulKernels::q8_row_words(256, n_in) : vk::MatmulKernels::b32_row_words(n_in);
-    pc.m = {n_in, n_out, 1, xs, x_off, n_out, y_off, 0};
-    pc.eps = 1e-5f, pc.xg_off = xg_off, pc.sq_off = sq_off, pc.cnt = 8, pc.inv_out = vk::kNone;
+    pc.m = {n_in, n_out, 1, xs, x_off, n_out, y_off};
+    pc.eps = 1e-5f, pc.xg_off = xg_off, pc.sq_off = sq_off;
     vk::SpanFusion fz{epi, false, false, vk::kRoleOther};
     fz.int8 = true, fz.xb32 = !q8k;
     if (epi == 3) {

@@ -11,28 +11,24 @@
 #include "backend/kernel_bench.h"
 #include "common/error.h"
 #include "fish/fish_bench.h"
+#include "plugin_device.h"
+#include "test_skip.h"
 
 namespace {
 
 // The engine's backend, made to be fish_vulkan: the GPU when there is one, else
-// lavapipe (FISH_GPU=cpu) when FISH_GPU was left unset.
+// lavapipe (plugin_device.h).
 fish::ComputeBackend* vulkan_backend() {
+  fish::vktest::select_vulkan_device();
   fish::backend::use_plugin_file(FISH_VULKAN_PLUGIN);
-  fish::ComputeBackend* be = fish::backend::get();
-  if (!be && !std::getenv("FISH_GPU")) {
-    setenv("FISH_GPU", "cpu", 1);
-    fish::backend::use_plugin_file(FISH_VULKAN_PLUGIN);
-    be = fish::backend::get();
-  }
-  if (!be) std::printf("SKIPPED: kernel bench: no Vulkan backend: %s\n", fish::backend::reason().c_str());
-  return be;
+  return fish::backend::get();
 }
 
 }  // namespace
 
 TEST_CASE("kernel bench measures every requested type through ComputeBackend", "[vulkan]") {
   fish::ComputeBackend* be = vulkan_backend();
-  if (!be) return;
+  if (!be) FISH_SKIP("kernel bench: no Vulkan backend: " + fish::backend::reason());
   fish::KernelBenchOptions o;
   o.types = fish::parse_kernel_bench_types("Q4_K,Q8_0,F16");
   o.shapes = fish::parse_kernel_bench_shapes("512x300,256x64");
@@ -72,7 +68,7 @@ TEST_CASE("kernel bench refuses bad options with the reason", "[vulkan]") {
 }
 
 TEST_CASE("fish_kernel_bench through the C API", "[vulkan]") {
-  if (!vulkan_backend()) return;
+  if (!vulkan_backend()) FISH_SKIP("kernel bench: no Vulkan backend: " + fish::backend::reason());
   fish_kernel_bench_params p = fish_kernel_bench_default_params();
   p.types = "Q6_K";
   p.shapes = "256x100";

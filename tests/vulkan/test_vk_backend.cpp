@@ -1,9 +1,10 @@
-// fish_vulkan's backend rules: lazy open and status strings, device selection,
-// the VRAM budget (ceiling, headroom, memory_free formula), exact
-// bytes_resident, describe(), and clean failures on bad input.
+// fish_vulkan's backend rules: its configuration (the strict parser of the
+// FISH_* variables), lazy open and status strings, device selection, the VRAM
+// budget (ceiling, headroom, memory_free formula), exact bytes_resident,
+// describe(), and clean failures on bad input.
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
+#include <map>
 #include <string>
 
 #include "vk_test_util.h"
@@ -11,27 +12,13 @@
 using fish::GgmlType;
 using fish::vk::DeviceCandidate;
 using fish::vk::FailKind;
+using fish::vk::VkConfig;
 using fish::vk::VulkanBackend;
 using namespace fish::vktest;
 
 namespace {
 
 constexpr uint64_t kMiB = uint64_t(1) << 20;
-
-// Sets an environment variable for the life of the object.
-struct EnvVar {
-  EnvVar(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~EnvVar() {
-    if (had_) setenv(name_.c_str(), old_.c_str(), 1);
-    else unsetenv(name_.c_str());
-  }
-  std::string name_, old_;
-  bool had_ = false;
-};
 
 DeviceCandidate cand(uint32_t index, VkPhysicalDeviceType type, uint64_t heap, int score, bool usable = true) {
   DeviceCandidate c;
@@ -70,19 +57,11 @@ TEST_CASE("device choice: discrete > integrated > virtual, forced index, reasons
 }
 
 TEST_CASE("probe on this machine: CPU implementations only with FISH_GPU=cpu", "[vulkan]") {
-  fish::vk::ProbeReport plain, cpu;
-  {
-    EnvVar g("FISH_GPU", nullptr);
-    plain = fish::vk::probe_devices(fish::vk::VkConfig::from_env(), nullptr);
-  }
-  {
-    EnvVar g("FISH_GPU", "cpu");
-    cpu = fish::vk::probe_devices(fish::vk::VkConfig::from_env(), nullptr);
-  }
-  if (!plain.ok) {
-    std::printf("SKIPPED: probe: no Vulkan loader/instance: %s\n", plain.error.c_str());
-    return;
-  }
+  VkConfig with_cpu;
+  with_cpu.gpu = VkConfig::GpuMode::Cpu;
+  const fish::vk::ProbeReport plain = fish::vk::probe_devices(VkConfig{}, nullptr);
+  const fish::vk::ProbeReport cpu = fish::vk::probe_devices(with_cpu, nullptr);
+  if (!plain.ok) FISH_SKIP("probe: no Vulkan loader/instance: " + plain.error);
   for (const auto& d : plain.devices) {
     INFO(d.name << ": " << d.why_not);
     if (d.type == VK_PHYSICAL_DEVICE_TYPE_CPU) CHECK_FALSE(d.usable);
@@ -95,10 +74,63 @@ TEST_CASE("probe on this machine: CPU implementations only with FISH_GPU=cpu", "
   if (plain.chosen >= 0) CHECK(plain.devices[size_t(plain.chosen)].type != VK_PHYSICAL_DEVICE_TYPE_CPU);
 }
 
-TEST_CASE("bad knobs and FISH_GPU=off make the backend unavailable with the reason", "[vulkan]") {
+// The parser: every variable's accepted values, and refusals that name the
+// variable and what it accepts (probe then answers FISH_E_INVALID_ARGUMENT).
+TEST_CASE("FISH_* variables: the strict parser", "[vulkan]") {
+  auto parse = [](std::map<std::string, std::string> env) { return VkConfig::parse(env); };
+  const VkConfig d = parse({});
+  CHECK(d.error.empty());
+  CHECK(d.gpu == VkConfig::GpuMode::Default);
+  CHECK(d.int8 == -1);
+  CHECK(d.decode_rows == fish::vk::DecodeRows::Auto);
+  CHECK((d.span_tokens == 128 && d.attn_split == 128 && d.attn_max_splits == 32 && d.spin && !d.bench_fill_kv));
+  const VkConfig c = parse({{"FISH_GPU", "CPU"}, {"FISH_GPU_DEVICE", "2"}, {"FISH_GPU_VERBOSE", "2"},
+                            {"FISH_GPU_PROFILE", "1"}, {"FISH_VRAM_BUDGET_MB", "300"}, {"FISH_VK_QUEUE", "universal"},
+                            {"FISH_VK_VALIDATE", "1"}, {"FISH_VK_SPIN", "0"}, {"FISH_VK_INT8", "0"},
+                            {"FISH_VK_SPAN_QFOLD", "15"}, {"FISH_VK_MV_ROWS", "4"}, {"FISH_VK_MV_WG", "256"},
+                            {"FISH_VK_SPAN_MV", "q=1x32,d=4"}, {"FISH_VK_SPAN_TOKENS", "64"},
+                            {"FISH_VK_ATTN_SPLIT", "256"}, {"FISH_VK_ATTN_MAX_SPLITS", "8"},
+                            {"FISH_VK_BENCH_FILL_KV", "1"}, {"FISH_BACKEND", "vulkan"}, {"HOME", "/root"}});
+  INFO(c.error);
+  CHECK(c.error.empty());
+  CHECK(c.gpu == VkConfig::GpuMode::Cpu);
+  CHECK((c.device_index == 2 && c.verbose == 2 && c.profile_level == 1 && c.budget_bytes == 300ull << 20));
+  CHECK((c.queue_universal && c.validate && !c.spin && c.int8 == 0 && c.decode_rows == fish::vk::DecodeRows::B32));
+  CHECK((c.mv_rows == 4 && c.mv_wg == 256 && c.span_tokens == 64 && c.attn_split == 256 && c.attn_max_splits == 8));
+  CHECK((c.span_mv[fish::vk::kRoleQkv].rows == 1 && c.span_mv[fish::vk::kRoleQkv].wg == 32));
+  CHECK((c.span_mv[fish::vk::kRoleDown].rows == 4 && c.span_mv[fish::vk::kRoleDown].wg == 0));
+  CHECK(c.span_mv[fish::vk::kRoleWo].rows == 0);
+  CHECK(c.bench_fill_kv);
+  CHECK(parse({{"FISH_GPU", "off"}}).gpu == VkConfig::GpuMode::Off);
+  CHECK(parse({{"FISH_VK_SPAN_QFOLD", "0"}}).decode_rows == fish::vk::DecodeRows::Q8K);
+  CHECK(parse({{"FISH_VK_INT8", ""}}).error.empty());  // set but empty: as if unset
+  // Refused: values outside a variable's set, and FISH_VK_* names the plugin does not read
+  // (a typo, or one of the variants that were removed).
+  const std::pair<const char*, const char*> bad[] = {
+      {"FISH_GPU", "maybe"},         {"FISH_GPU_DEVICE", "abc"},     {"FISH_GPU_VERBOSE", "3"},
+      {"FISH_GPU_PROFILE", "-1"},    {"FISH_VRAM_BUDGET_MB", "0"},   {"FISH_VK_QUEUE", "graphics"},
+      {"FISH_VK_VALIDATE", "yes"},   {"FISH_VK_SPIN", "2"},          {"FISH_VK_INT8", "on"},
+      {"FISH_VK_SPAN_QFOLD", "11"},  {"FISH_VK_SPAN_QFOLD", "59"},   {"FISH_VK_MV_ROWS", "3"},
+      {"FISH_VK_MV_WG", "100"},      {"FISH_VK_SPAN_MV", "q=3"},     {"FISH_VK_SPAN_MV", "x=2"},
+      {"FISH_VK_SPAN_MV", "2x48"},   {"FISH_VK_SPAN_MV", "2,"},      {"FISH_VK_SPAN_TOKENS", "4"},
+      {"FISH_VK_ATTN_SPLIT", "8"},   {"FISH_VK_ATTN_MAX_SPLITS", "129"}, {"FISH_VK_BENCH_FILL_KV", "true"},
+      {"FISH_VK_SPAN_GU", "1"},      {"FISH_VK_SPAN_NORM", "0"},     {"FISH_VK_SPAN_QSG", "0"},
+      {"FISH_VK_SPAN_I8", "247"},    {"FISH_VK_SPAN_U64", "10"},     {"FISH_VK_ATTN_HEADS", "1"},
+      {"FISH_VK_ATTN_VLATE", "1"},   {"FISH_VK_SPAN_FUSE", "0"},     {"FISH_VK_INT", "1"},
+  };
+  for (const auto& [name, value] : bad) {
+    const VkConfig r = parse({{name, value}});
+    INFO(name << "=" << value << ": " << r.error);
+    CHECK(r.error.find(name) != std::string::npos);
+    // A value outside the set names it and what is accepted; an unknown name lists the known ones.
+    CHECK((r.error.find(std::string("='") + value + "' is not ") != std::string::npos ||
+           r.error.find("is not a fish_vulkan variable (it reads FISH_VK_QUEUE, ") != std::string::npos));
+  }
+}
+
+TEST_CASE("a refused configuration and FISH_GPU=off make the backend unavailable with the reason", "[vulkan]") {
   {
-    EnvVar e("FISH_GPU_DEVICE", "abc");
-    VulkanBackend be({});
+    VulkanBackend be(test_options(VkConfig::parse({{"FISH_GPU_DEVICE", "abc"}})));
     CHECK_FALSE(be.open());
     CHECK(be.error().find("FISH_GPU_DEVICE='abc'") != std::string::npos);
     CHECK(be.status().rfind("failed: ", 0) == 0);
@@ -107,14 +139,16 @@ TEST_CASE("bad knobs and FISH_GPU=off make the backend unavailable with the reas
     CHECK(be.error_kind() == FailKind::NoDevice);
   }
   {
-    EnvVar e("FISH_GPU", "off");
-    VulkanBackend be({});
+    VkConfig off = test_config();
+    off.gpu = VkConfig::GpuMode::Off;
+    VulkanBackend be(test_options(off));
     CHECK_FALSE(be.open());
     CHECK(be.error().find("FISH_GPU") != std::string::npos);
   }
   {
-    EnvVar e("FISH_GPU_DEVICE", "99");
-    VulkanBackend be({});
+    VkConfig far = test_config();
+    far.device_index = 99;
+    VulkanBackend be(test_options(far));
     CHECK_FALSE(be.open());
     INFO(be.error());
     CHECK((be.error().find("device 99") != std::string::npos || be.error().find("loader") != std::string::npos));
@@ -122,10 +156,8 @@ TEST_CASE("bad knobs and FISH_GPU=off make the backend unavailable with the reas
 }
 
 TEST_CASE("lazy open, status and describe strings", "[vulkan]") {
-  auto probe = open_backend("vk backend status");  // settles FISH_GPU for this process
-  if (!probe) return;
-  probe.reset();
-  VulkanBackend be({});
+  if (!open_backend("vk backend status")) FISH_SKIP(skip_reason());
+  VulkanBackend be(test_options());
   CHECK(be.status() == "not opened");
   uint64_t r = 1;
   REQUIRE(be.bytes_resident(&r));
@@ -153,21 +185,17 @@ TEST_CASE("lazy open, status and describe strings", "[vulkan]") {
 
 TEST_CASE("FISH_VK_SPAN_MV reaches the span matvec's shapes", "[vulkan]") {
   using namespace fish::vk;
-  auto probe = open_backend("vk span matvec shapes");  // settles FISH_GPU for this process
-  if (!probe) return;
-  probe.reset();
+  if (!open_backend("vk span matvec shapes")) FISH_SKIP(skip_reason());
   for (const char* spec : {"q=1x32,o=2x64,gu=8x128,d=4x256", "16x256"}) {
-    EnvVar mv("FISH_VK_SPAN_MV", spec);
-    VulkanBackend be({});
+    VkConfig cfg = test_config();
+    REQUIRE(VkConfig::parse_span_mv(spec, cfg.span_mv));
+    VulkanBackend be(test_options(cfg));
     uint64_t free = 0;
     REQUIRE(be.memory_free(&free));  // opens the device
-    SpanMvShape want[kRoles];
-    std::string why;
-    REQUIRE(VkConfig::parse_span_mv(spec, want, &why));
     for (uint32_t r = 0; r < kRoles; ++r) {
       INFO(spec << ", role " << r);
-      CHECK(be.kernels()->span_shape(SpanRole(r)).rows == want[r].rows);
-      CHECK(be.kernels()->span_shape(SpanRole(r)).wg == want[r].wg);
+      CHECK(be.kernels()->span_shape(SpanRole(r)).rows == cfg.span_mv[r].rows);
+      CHECK(be.kernels()->span_shape(SpanRole(r)).wg == cfg.span_mv[r].wg);
     }
     CHECK(be.kernels()->span_shape(kRoleGateUp).rows == (spec[0] == 'q' ? 8u : 16u));
     // And the shapes a decode matvec then takes (Q4_K 4096 -> 14336, gate/up):
@@ -180,7 +208,7 @@ TEST_CASE("FISH_VK_SPAN_MV reaches the span matvec's shapes", "[vulkan]") {
 
 TEST_CASE("bytes_resident is exact and memory_free follows the budget formula", "[vulkan]") {
   auto be = open_backend("vk backend accounting");
-  if (!be) return;
+  if (!be) FISH_SKIP(skip_reason());
   fish::vk::Memory& mem = *be->memory();
   const uint64_t heap = mem.heap_size();
   CHECK(mem.headroom() == std::max<uint64_t>(256 * kMiB, heap / 10));
@@ -206,9 +234,10 @@ TEST_CASE("bytes_resident is exact and memory_free follows the budget formula", 
 }
 
 TEST_CASE("FISH_VRAM_BUDGET_MB: an upload past the ceiling fails cleanly, the backend goes on", "[vulkan]") {
-  if (!open_backend("vk backend ceiling")) return;
-  EnvVar e("FISH_VRAM_BUDGET_MB", "3");
-  VulkanBackend be({});
+  if (!open_backend("vk backend ceiling")) FISH_SKIP(skip_reason());
+  VkConfig cfg = test_config();
+  cfg.budget_bytes = 3 * kMiB;  // FISH_VRAM_BUDGET_MB=3
+  VulkanBackend be(test_options(cfg));
   REQUIRE(be.open());
   CHECK(be.memory()->ceiling() == 3 * kMiB);
   const Matrix m = random_matrix(GgmlType::F16, 1024, 1000, 4);  // 2 MB
@@ -236,8 +265,8 @@ TEST_CASE("FISH_VRAM_BUDGET_MB: an upload past the ceiling fails cleanly, the ba
 }
 
 TEST_CASE("the host's budget and the headroom refuse allocations with the reason", "[vulkan]") {
-  if (!open_backend("vk backend host budget")) return;
-  VulkanBackend::Options o;
+  if (!open_backend("vk backend host budget")) FISH_SKIP(skip_reason());
+  VulkanBackend::Options o = test_options();
   o.memory_budget = 1 * kMiB;
   VulkanBackend be(o);
   REQUIRE(be.open());
@@ -249,7 +278,7 @@ TEST_CASE("the host's budget and the headroom refuse allocations with the reason
   // Headroom: with a ceiling that does not bind, a buffer that would leave less
   // than max(256 MB, 10% of the heap) free on the live budget is refused
   // before anything is allocated.
-  VulkanBackend::Options big;
+  VulkanBackend::Options big = test_options();
   big.memory_budget = uint64_t(1) << 50;
   VulkanBackend be2(big);
   REQUIRE(be2.open());
@@ -275,7 +304,7 @@ TEST_CASE("the host's budget and the headroom refuse allocations with the reason
 
 TEST_CASE("bad arguments fail with a reason and leave the backend usable", "[vulkan]") {
   auto be = open_backend("vk backend bad input");
-  if (!be) return;
+  if (!be) FISH_SKIP(skip_reason());
   const Matrix m = random_matrix(GgmlType::Q4_0, 64, 8, 7);
   auto u = upload_desc(m);
   u.data = nullptr;
@@ -306,15 +335,13 @@ TEST_CASE("bad arguments fail with a reason and leave the backend usable", "[vul
 
 TEST_CASE("destroy releases the device memory", "[vulkan]") {
   auto probe = open_backend("vk backend destroy");
-  if (!probe) return;
-  if (!probe->device()->caps().memory_budget) {
-    std::printf("SKIPPED: destroy: no VK_EXT_memory_budget on %s to watch the heap with\n", probe->device()->info().name.c_str());
-    return;
-  }
+  if (!probe) FISH_SKIP(skip_reason());
+  if (!probe->device()->caps().memory_budget)
+    FISH_SKIP("destroy: no VK_EXT_memory_budget on " + probe->device()->info().name + " to watch the heap with");
   fish::vk::Memory& mem = *probe->memory();
   const uint64_t before = mem.device_free();
   {
-    VulkanBackend be({});
+    VulkanBackend be(test_options());
     const Matrix m = random_matrix(GgmlType::F32, 4096, 4096, 8);  // 64 MB
     REQUIRE(be.upload(upload_desc(m)));
     REQUIRE(be.upload(upload_desc(m)));
@@ -324,10 +351,11 @@ TEST_CASE("destroy releases the device memory", "[vulkan]") {
 }
 
 TEST_CASE("FISH_VK_VALIDATE=1 enables the validation layer or says it is missing", "[vulkan]") {
-  if (!open_backend("vk backend validation")) return;
-  EnvVar e("FISH_VK_VALIDATE", "1");
+  if (!open_backend("vk backend validation")) FISH_SKIP(skip_reason());
+  VkConfig cfg = test_config();
+  cfg.validate = true;  // FISH_VK_VALIDATE=1
   std::vector<std::string> lines;
-  VulkanBackend::Options o;
+  VulkanBackend::Options o = test_options(cfg);
   o.log = [&lines](int, const std::string& m) { lines.push_back(m); };
   VulkanBackend be(o);
   REQUIRE(be.open());

@@ -18,7 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
-#include <tuple>
+#include <utility>
 
 #include "common/fp16.h"
 #include "cpu/matmul.h"
@@ -138,7 +138,7 @@ std::unique_ptr<vk::VulkanBackend> open_int8(const char* test) {
   if (!be) return nullptr;
   be->kernels()->set_int8(true);  // as FISH_VK_INT8=1
   if (!be->kernels()->int8()) {
-    std::printf("SKIPPED: %s: the device has no integer dot products (shaderIntegerDotProduct) or FISH_VK_INT8=0\n", test);
+    skip_reason() = std::string(test) + ": the device has no integer dot products (shaderIntegerDotProduct)";
     return nullptr;
   }
   return be;
@@ -150,17 +150,15 @@ const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlT
 
 TEST_CASE("quantize_x = the CPU's Q8_K / Q8_0 / B32 activations bit for bit", "[vulkan][int8]") {
   auto be = open_int8("quantize_x");
-  if (!be) return;
+  if (!be) FISH_SKIP(skip_reason());
   // bs 256: Q8_K; 32: Q8_0; 32 + b32: the span's B32 rows (Q8_K's rule per
-  // 32), by the workgroup and within subgroups (sg: FISH_VK_SPAN_QSG).
-  for (const auto& [bs, b32, sg] : {std::tuple{256u, false, true}, std::tuple{32u, false, true}, std::tuple{32u, true, false},
-                                    std::tuple{32u, true, true}}) {
-    be->kernels()->set_b32_subgroups(sg);
+  // 32; within subgroups where gl_SubgroupSize >= 8, else by the workgroup).
+  for (const auto& [bs, b32] : {std::pair{256u, false}, std::pair{32u, false}, std::pair{32u, true}}) {
     for (int mode = 0; mode < 3; ++mode) {  // 0 plain, 1 x·x2, 2 x·x2 · s_t
       // 3 tokens: built blocks (a partial last workgroup for 32); many random
       // blocks of magnitudes over 12 decades (the divisions' rounding).
       const int n = bs == 256 ? 256 * 1400 : 32 * 11203, n_tok = 3;
-      CAPTURE(bs, b32, sg, mode);
+      CAPTURE(bs, b32, mode);
       std::vector<float> x;
       for (int t = 0; t < n_tok; ++t) {
         auto r = nasty_row(n, bs, 100 + uint64_t(t) * 7 + bs);
@@ -212,12 +210,11 @@ TEST_CASE("quantize_x = the CPU's Q8_K / Q8_0 / B32 activations bit for bit", "[
       be->pipelines()->free_set(set);
     }
   }
-  be->kernels()->set_b32_subgroups(true);
 }
 
 TEST_CASE("int8 matvec and tiled (stage 1) = the CPU's int8 product, every type and shape", "[vulkan][int8]") {
   auto be = open_int8("int8 matvec");
-  if (!be) return;
+  if (!be) FISH_SKIP(skip_reason());
   struct Shape { uint32_t rows, wg; };
   const Shape shapes[] = {{0, 0}, {1, 32}, {2, 64}, {4, 128}, {4, 256}};
   ThreadPool pool(2);
@@ -257,11 +254,10 @@ TEST_CASE("int8 matvec and tiled (stage 1) = the CPU's int8 product, every type 
 namespace {
 
 // One span matvec of m (m2: the pair's second matrix) on int8 x' in a SpanRig:
-// quantise x (· x2 with xprod) · s_t, then the mvsi_ kernel with fz. qout:
-// the kernel also writes its output (EPI 3: xg, EPI 4: y) as Q8_K rows (q),
-// run `reps` times (its arrival counters must be back at 0 after each).
-// b32 (K-quants): x as the span's B32 rows (quantize_x's B32K mode) and the
-// output rows (qout, one token) as B32 rows, 32 rows per workgroup.
+// quantise x (· x2 with xprod) · s_t, then the mvsi_ kernel with fz, `reps`
+// times. b32 (K-quants): x as the span's B32 rows (quantize_x's B32K mode);
+// qout (with b32, one token): the kernel also writes its output (EPI 3: xg,
+// EPI 4: y) as B32 rows (q), 32 rows per workgroup.
 struct SpanOut {
   std::vector<float> y, xg;
   std::vector<uint32_t> q;
@@ -273,10 +269,10 @@ SpanOut run_span_int8(vk::VulkanBackend& be, const Matrix& m, const Matrix* m2, 
   const uint32_t n_in = uint32_t(m.n_in), n_out = uint32_t(m.n_out), nt = uint32_t(n_tok);
   const uint32_t bs = b32 ? 32 : VkKernels::q8_block(*vk::matmul_type(uint32_t(m.type)));
   const uint32_t words = b32 ? VkKernels::b32_row_words(n_in) : VkKernels::q8_row_words(bs, n_in);
-  const uint32_t qwords = !qout ? 0 : b32 ? VkKernels::b32_row_words(n_out) : VkKernels::q8_row_words(256, n_out);
+  const uint32_t qwords = qout ? VkKernels::b32_row_words(n_out) : 0;
   const uint32_t xo = 64, x2o = xo + nt * n_in, so = x2o + nt * n_in, qo = so + (nt + 63) / 64 * 64, yo = qo + nt * words,
                  xgo = yo + nt * n_out, sqo = xgo + nt * n_out, q8o = (sqo + 4 * n_out + 67) / 4 * 4,
-                 q8c = q8o + nt * qwords, end = q8c + n_out / 256 + 64;
+                 end = q8o + nt * qwords + 64;
   SpanRig rig(be, end, 4, n_out, 4);
   rig.put(rig.arena(), xo, x);
   rig.put(rig.arena(), x2o, x2);
@@ -298,16 +294,11 @@ SpanOut run_span_int8(vk::VulkanBackend& be, const Matrix& m, const Matrix* m2, 
   qp.n = n_in, qp.n_tok = nt, qp.x_off = xo, qp.x_stride = n_in, qp.x2_off = x2o, qp.inv_in = so;
   qp.q_off = qo, qp.q_stride = words;
   vk::SpanMatmulPush pc;
-  pc.m = {n_in, n_out, nt, words, qo, n_out, yo, 0};
-  pc.inv_in = vk::kNone, pc.eps = 1e-5f, pc.norm_off = 0, pc.xg_off = xgo, pc.sq_off = sqo, pc.cnt = 8;
-  pc.inv_out = 20;
-  if (qout) pc.q_out = q8o, pc.q_stride = qwords, pc.qcnt = q8c;
+  pc.m = {n_in, n_out, nt, words, qo, n_out, yo};
+  pc.inv_in = vk::kNone, pc.eps = 1e-5f, pc.norm_off = 0, pc.xg_off = xgo, pc.sq_off = sqo;
+  if (qout) pc.q_out = q8o, pc.q_stride = qwords;
   fz.int8 = true;
-  fz.xb32 = b32, fz.qb32 = b32 && qout;
-  if (fz.xsh) {  // XSH: the kernel reads the f32 x (· x2) itself (one token, s = 1)
-    pc.m.x_off = xo, pc.m.x_stride = n_in;
-    if (fz.xprod) pc.x2_off = x2o, pc.m.flags = 1;
-  }
+  fz.xb32 = b32, fz.qb32 = qout;
   rig.run([&](VkCommandBuffer cmd) { be.kernels()->record_quantize(cmd, qset, qp, bs, fz.xprod, b32); });
   for (int r = 0; r < reps; ++r) {
     if (r > 0) rig.put(rig.arena(), yo, y0);  // EPI 1 / 3 add into y
@@ -316,11 +307,7 @@ SpanOut run_span_int8(vk::VulkanBackend& be, const Matrix& m, const Matrix* m2, 
   SpanOut out;
   out.y = rig.get(rig.arena(), yo, size_t(nt) * n_out);
   out.xg = rig.get(rig.arena(), xgo, size_t(nt) * n_out);
-  if (qout) {
-    out.q = rig.get_words(rig.arena(), q8o, size_t(nt) * qwords);
-    const std::vector<uint32_t> cnt = rig.get_words(rig.arena(), q8c, n_out / 256);
-    for (uint32_t c : cnt) CHECK(c == 0u);
-  }
+  if (qout) out.q = rig.get_words(rig.arena(), q8o, size_t(nt) * qwords);
   pl.free_set(qset);
   REQUIRE(be.release(w));
   if (w2) REQUIRE(be.release(w2));
@@ -333,14 +320,14 @@ float silu(float v) { return v / (1.0f + std::exp(-v)); }
 
 TEST_CASE("int8 span matvec = the CPU's int8 product, every epilogue, x·x2, pair and shape", "[vulkan][int8][span]") {
   auto be = open_int8("int8 span matvec");
-  if (!be) return;
+  if (!be) FISH_SKIP(skip_reason());
   const vk::SpanMvShape shapes[] = {{1, 32}, {16, 32}, {2, 256}, {4, 64}};
   for (GgmlType type : kTypes) {
     const bool k = type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K;
     const int64_t n_in = k ? 768 : 32 * 21, n_out = 37;
     const Matrix m = random_matrix(type, n_in, n_out, 3 + uint64_t(type));
     const Matrix m2 = random_matrix(type, n_in, n_out, 4 + uint64_t(type));
-    // Q4_K / Q5_K also with units of 64 elements (FISH_VK_SPAN_U64, every role).
+    // Q4_K / Q5_K also with units of 64 elements (the GPUs' q/k/v and gate/up; here every role).
     const bool u64_too = type == GgmlType::Q4_K || type == GgmlType::Q5_K;
     for (size_t si = 0; si < (u64_too ? 2 : 1) * sizeof(shapes) / sizeof(shapes[0]); ++si) {
       const size_t sh = si % (sizeof(shapes) / sizeof(shapes[0]));
@@ -392,60 +379,6 @@ TEST_CASE("int8 span matvec = the CPU's int8 product, every epilogue, x·x2, pai
   }
 }
 
-// The decode producers' own quantisation (QOUT: Span::Mode::fold_quant): the
-// norm epilogue (EPI 3) writes x·g and the pair (EPI 4) silu·up also as Q8_K
-// rows, each block quantised by the last workgroup to finish its rows. Those
-// rows must be the CPU's quantisation of the values the kernel wrote, word for
-// word, for every rows-per-workgroup shape (1..16: a block spans 16..256
-// workgroups), 1..4 tokens, twice in a row (the counters reset themselves).
-TEST_CASE("int8 span matvec QOUT: the output's Q8_K rows = the CPU's quantisation of it", "[vulkan][int8][span]") {
-  auto be = open_int8("int8 span matvec QOUT");
-  if (!be) return;
-  const vk::SpanMvShape shapes[] = {{1, 32}, {16, 32}, {2, 256}, {4, 64}};
-  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K}) {
-    const int64_t n_in = 512, n_out = 768;
-    const Matrix m = random_matrix(type, n_in, n_out, 31 + uint64_t(type));
-    const Matrix m2 = random_matrix(type, n_in, n_out, 32 + uint64_t(type));
-    for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); ++si) {
-      be->kernels()->set_span_shape(vk::kRoleOther, shapes[si]);
-      be->kernels()->set_span_shape(vk::kRoleGateUp, shapes[si]);
-      for (uint32_t epi : {3u, 4u}) {
-        const bool pair = epi == 4;
-        const int n_tok = 1 + int(si + epi) % 4;
-        CAPTURE(type_name(type), shapes[si].rows, shapes[si].wg, epi, n_tok);
-        const size_t nx = size_t(n_tok) * size_t(n_in), ny = size_t(n_tok) * size_t(n_out);
-        const std::vector<float> x = randn(nx, 41 + epi, 2.0f), x2 = randn(nx, 42, 1.0f);
-        const std::vector<float> s = {0.8f, 1.2f, 0.95f, 1.05f}, y0 = randn(ny, 43), g = randn(size_t(n_out), 44);
-        const vk::SpanFusion fz{epi, false, pair, pair ? vk::kRoleGateUp : vk::kRoleOther};
-        const SpanOut out = run_span_int8(*be, m, pair ? &m2 : nullptr, n_tok, fz, x, x2, s, y0, g, true, 2);
-        const std::vector<float>& v = epi == 3 ? out.xg : out.y;
-        const uint32_t qwords = VkKernels::q8_row_words(256, uint32_t(n_out));
-        int64_t bad = 0;
-        for (int t = 0; t < n_tok; ++t) {
-          const std::vector<uint32_t> want = cpu_q8_row(v.data() + size_t(t) * size_t(n_out), int(n_out), 256);
-          for (uint32_t w = 0; w < qwords; ++w) bad += out.q[size_t(t) * qwords + w] != want[w];
-        }
-        CHECK(bad == 0);
-        // The products themselves are the usual ones (the QOUT path only adds the rows).
-        std::vector<float> d, d2;
-        std::vector<double> mag, mag2;
-        const std::vector<float> xf = fold(x, nullptr, &s, int(n_in));
-        cpu_int8(m, xf, n_tok, &d, &mag);
-        if (pair) cpu_int8(m2, xf, n_tok, &d2, &mag2);
-        std::vector<float> ref(ny);
-        std::vector<double> tol(ny);
-        for (size_t i = 0; i < ny; ++i) {
-          ref[i] = pair ? silu(d[i]) * d2[i] : d[i] + y0[i];
-          tol[i] = pair ? mag[i] * std::fabs(d2[i]) + mag2[i] * std::fabs(d[i]) : mag[i] + 1e-2 * std::fabs(y0[i]);
-        }
-        CHECK(worst(out.y, ref, tol, 2e-5) <= 1.0);
-      }
-    }
-    be->kernels()->set_span_shape(vk::kRoleOther, {});
-    be->kernels()->set_span_shape(vk::kRoleGateUp, {});
-  }
-}
-
 namespace {
 
 // The product on the CPU's B32 rows of x' (cpu_b32_row), in double from the
@@ -478,14 +411,14 @@ void cpu_b32(const Matrix& m, const std::vector<float>& xf, int n_tok, std::vect
 
 }  // namespace
 
-// The span's B32 rows (Span::kFold32, FISH_VK_SPAN_QFOLD bit 8): K-quant
+// The span's B32 rows (the B32 decode, FISH_VK_SPAN_QFOLD=15): K-quant
 // matvecs (XB32) on quantize_x's B32K rows give the product on the CPU's B32
 // rows (exact integer sums per 16, the per-32 scales in f32: 2e-5 · Σ|w||x'|),
 // and are at least as close to the f32 reference as the CPU's own (Q8_K) int8
 // product, for every shape, 1..4 tokens, plain and residual epilogues.
 TEST_CASE("int8 span matvec on B32 rows = the product on the CPU's B32 rows, K-quants", "[vulkan][int8][span]") {
   auto be = open_int8("int8 span matvec B32");
-  if (!be) return;
+  if (!be) FISH_SKIP(skip_reason());
   const vk::SpanMvShape shapes[] = {{0, 0}, {1, 32}, {16, 64}};
   for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
     const int64_t n_in = 768, n_out = 37;
@@ -527,59 +460,15 @@ TEST_CASE("int8 span matvec on B32 rows = the product on the CPU's B32 rows, K-q
   be->kernels()->set_span_u64(0);
 }
 
-// B32 output rows (QOUT 2: the decode producers with kFold32): 32 rows per
-// workgroup in slices, each workgroup quantising its own block with no
-// counter; the rows must be the CPU's B32 quantisation of the values the
-// kernel wrote (EPI 3: x·g, EPI 4: silu·up), word for word, for every slice
-// shape, twice in a row; the products are the B32 products.
-// XSH (Span::kFoldWoIn, the wo matvec, and kFoldDownIn, down on x·x2): each
-// workgroup quantises the f32 x (· x2) into B32 rows in shared memory itself.
-// Those rows must be quantize_x's B32K rows, so the products are the same to
-// the last bit: K-quant types, plain and norm epilogues (with B32 output),
-// with and without x2, two shapes; x with magnitude ties in two blocks and an
-// all-zero block. (Which of two tied signs a block
-// takes flips its q and d together: the products cannot tell, so this checks
-// the products, not the tie rule.)
-TEST_CASE("int8 span matvec XSH: x quantised in the workgroup = on quantize_x's B32 rows, bit for bit", "[vulkan][int8][span]") {
-  auto be = open_int8("int8 span matvec XSH");
-  if (!be) return;
-  const int64_t n_in = 768, n_out = 64;
-  std::vector<float> x = randn(size_t(n_in), 81, 2.0f);
-  x[3] = 9.0f, x[9] = -9.0f;     // block 0: a tie, the first positive
-  x[34] = -9.5f, x[52] = 9.5f;   // block 1: a tie, the first negative
-  for (int i = 64; i < 96; ++i) x[size_t(i)] = 0.0f;  // block 2: all zero
-  const std::vector<float> x2 = randn(size_t(n_in), 85, 1.0f), s = {1.0f, 1.0f, 1.0f, 1.0f};
-  const std::vector<float> y0 = randn(size_t(n_out), 82), g = randn(size_t(n_out), 83);
-  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
-    const Matrix m = random_matrix(type, n_in, n_out, 84 + uint64_t(type));
-    for (const vk::SpanMvShape sh : {vk::SpanMvShape{0, 0}, vk::SpanMvShape{1, 32}}) {
-      be->kernels()->set_span_shape(vk::kRoleWo, sh);
-      be->kernels()->set_span_shape(vk::kRoleDown, sh);
-      for (int v = 0; v < 4; ++v) {
-        const uint32_t epi = v % 2 == 0 ? 0u : 3u;
-        const bool xprod = v >= 2;
-        CAPTURE(type_name(type), sh.rows, sh.wg, epi, xprod);
-        vk::SpanFusion fz{epi, xprod, false, xprod ? vk::kRoleDown : vk::kRoleWo};
-        const bool qout = epi == 3;
-        const SpanOut a = run_span_int8(*be, m, nullptr, 1, fz, x, x2, s, y0, g, qout, 1, true);
-        fz.xsh = true;
-        const SpanOut b = run_span_int8(*be, m, nullptr, 1, fz, x, x2, s, y0, g, qout, 1, true);
-        CHECK(max_diff(a.y, b.y) == 0.0);
-        CHECK(max_abs(a.y) > 0.0);
-        if (qout) {
-          CHECK(max_diff(a.xg, b.xg) == 0.0);
-          CHECK(a.q == b.q);
-        }
-      }
-    }
-  }
-  be->kernels()->set_span_shape(vk::kRoleWo, {});
-  be->kernels()->set_span_shape(vk::kRoleDown, {});
-}
-
+// B32 output rows (QOUT: the decode producers of the B32 decode): 32 rows
+// per workgroup in slices, each workgroup quantising its own block with no
+// counter (within the epilogue's subgroup where gl_SubgroupSize >= 32, else by
+// the workgroup); the rows must be the CPU's B32 quantisation of the values
+// the kernel wrote (EPI 3: x·g, EPI 4: silu·up), word for word, for every
+// slice shape, twice in a row; the products are the B32 products.
 TEST_CASE("int8 span matvec B32 QOUT: each workgroup's block = the CPU's B32 quantisation of it", "[vulkan][int8][span]") {
   auto be = open_int8("int8 span matvec B32 QOUT");
-  if (!be) return;
+  if (!be) FISH_SKIP(skip_reason());
   const vk::SpanMvShape shapes[] = {{0, 0}, {1, 32}, {4, 128}};
   for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K}) {
     const int64_t n_in = 512, n_out = 768;
@@ -588,13 +477,9 @@ TEST_CASE("int8 span matvec B32 QOUT: each workgroup's block = the CPU's B32 qua
     for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); ++si) {
       be->kernels()->set_span_shape(vk::kRoleOther, shapes[si]);
       be->kernels()->set_span_shape(vk::kRoleGateUp, shapes[si]);
-      // QOUT 2 (the workgroup quantises) and 3 (the epilogue's subgroup, where
-      // gl_SubgroupSize >= 32; else the same as 2): the same words.
-      for (uint32_t epi : {3u, 4u})
-      for (const bool sg : {false, true}) {
-        be->kernels()->set_b32_subgroups(sg);
+      for (uint32_t epi : {3u, 4u}) {
         const bool pair = epi == 4;
-        CAPTURE(type_name(type), shapes[si].rows, shapes[si].wg, epi, sg, be->device()->caps().subgroup_size);
+        CAPTURE(type_name(type), shapes[si].rows, shapes[si].wg, epi, be->device()->caps().subgroup_size);
         const std::vector<float> x = randn(size_t(n_in), 81 + epi, 2.0f), x2 = randn(size_t(n_in), 82, 1.0f);
         const std::vector<float> s = {0.9f}, y0 = randn(size_t(n_out), 83), g = randn(size_t(n_out), 84);
         const vk::SpanFusion fz{epi, false, pair, pair ? vk::kRoleGateUp : vk::kRoleOther};
@@ -622,18 +507,17 @@ TEST_CASE("int8 span matvec B32 QOUT: each workgroup's block = the CPU's B32 qua
   }
   be->kernels()->set_span_shape(vk::kRoleOther, {});
   be->kernels()->set_span_shape(vk::kRoleGateUp, {});
-  be->kernels()->set_b32_subgroups(true);
 }
 
 TEST_CASE("int8 by default where accelerated or on a CPU implementation, FISH_VK_INT8=1 with the feature, off keeps the f32 path, status says which", "[vulkan][int8]") {
   auto be = open_backend("FISH_VK_INT8 status");
-  if (!be) return;
+  if (!be) FISH_SKIP(skip_reason());
   const std::string st = be->status();
   const bool dot = be->device()->caps().int_dot;
   // The default: int8 where the device accelerates 4x8-bit dot products or is
   // a CPU implementation with them (lavapipe), else f32 (FISH_VK_INT8=1 asks
   // for int8, =0 for f32).
-  if (!std::getenv("FISH_VK_INT8")) {
+  if (test_config().int8 < 0) {
     const vk::DeviceCaps& dc = be->device()->caps();
     const bool accel = dc.int_dot_accel || (dc.cpu_device && dc.int_dot);
     CHECK(be->kernels()->int8() == accel);
@@ -667,7 +551,7 @@ TEST_CASE("int8 by default where accelerated or on a CPU implementation, FISH_VK
 
 TEST_CASE("int8 span tiled (prefill) = the CPU's int8 product, every epilogue and x·x2", "[vulkan][int8][span]") {
   auto be = open_int8("int8 span tiled");
-  if (!be) return;
+  if (!be) FISH_SKIP(skip_reason());
   for (GgmlType type : kTypes) {
     const bool k = type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K;
     const int64_t n_in = k ? 768 : 32 * 21, n_out = 77;  // a partial row tile

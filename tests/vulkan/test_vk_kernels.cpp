@@ -71,7 +71,7 @@ std::unique_ptr<fish::vk::VulkanBackend> open_f32(const std::string& test) {
 
 TEST_CASE("every supported type on synthetic matrices, n_tok 1/3/37/256", "[vulkan]") {
   auto be = open_f32("vk kernels synthetic");
-  if (!be) return;
+  if (!be) FISH_SKIP(skip_reason());
   uint64_t seed = 1;
   for (GgmlType t : kTypes) {
     bool sup = false;
@@ -88,7 +88,7 @@ TEST_CASE("every supported type on synthetic matrices, n_tok 1/3/37/256", "[vulk
 
 TEST_CASE("matvec with several rows per subgroup on a tall matrix", "[vulkan]") {
   auto be = open_f32("vk kernels tall matvec");
-  if (!be) return;
+  if (!be) FISH_SKIP(skip_reason());
   // 8203 rows: 4 rows per subgroup for one token, 2 for two (kernels.cpp),
   // leaving a partly filled last row group and a partial last workgroup.
   const std::pair<GgmlType, int64_t> cases[] = {{GgmlType::Q4_K, 256}, {GgmlType::Q6_K, 256}, {GgmlType::Q8_0, 64},
@@ -102,7 +102,7 @@ TEST_CASE("matvec with several rows per subgroup on a tall matrix", "[vulkan]") 
 
 TEST_CASE("every matvec shape: rows per subgroup x workgroup size", "[vulkan]") {
   auto be = open_f32("vk kernels matvec shapes");
-  if (!be) return;
+  if (!be) FISH_SKIP(skip_reason());
   // Every rows-per-subgroup value and the workgroup sizes 32..256 (the default
   // 128 runs in the other cases with 1, 2 and 3 tokens); 2 and 4 tokens here.
   const std::pair<uint32_t, uint32_t> configs[] = {{1, 64}, {2, 256}, {4, 32}};
@@ -121,7 +121,7 @@ TEST_CASE("every matvec shape: rows per subgroup x workgroup size", "[vulkan]") 
 
 TEST_CASE("matmul_group runs several weights on one input in one submit", "[vulkan]") {
   auto be = open_f32("vk kernels group");
-  if (!be) return;
+  if (!be) FISH_SKIP(skip_reason());
   const Matrix ms[] = {random_matrix(GgmlType::Q4_K, 512, 96, 11), random_matrix(GgmlType::Q6_K, 512, 130, 12),
                        random_matrix(GgmlType::Q8_0, 512, 64, 13), random_matrix(GgmlType::F16, 512, 33, 14)};
   fish::vk::Weight* ws[4];
@@ -165,7 +165,7 @@ TEST_CASE("matmul_group runs several weights on one input in one submit", "[vulk
 
 TEST_CASE("weights split over several buffers and tokens over several submits", "[vulkan]") {
   auto be = open_f32("vk kernels chunking");
-  if (!be) return;
+  if (!be) FISH_SKIP(skip_reason());
   // 20 KB bindings: a 130 x 512 Q4_K matrix (288-byte rows) becomes 2 chunks of
   // <= 71 rows, and 37 tokens (2 KB of x or y each) go in 4 submits of <= 10.
   be->set_test_limits(20480, 20480);
@@ -191,7 +191,7 @@ TEST_CASE("weights split over several buffers and tokens over several submits", 
 
 TEST_CASE("blk.0 projections of the test models, n_tok 1/3/37/256", "[vulkan]") {
   auto be = open_f32("vk kernels models");
-  if (!be) return;
+  if (!be) FISH_SKIP(skip_reason());
   const char* models[] = {"synth-tiny-Q4_K_M.gguf", "TinyStories-656K-Q4_0.gguf", "TinyStories-656K-Q8_0.gguf",
                           "stories260K.gguf", "llama-2-tiny-random.gguf"};
   uint64_t seed = 1000;
@@ -228,7 +228,7 @@ TEST_CASE("blk.0 projections of the test models, n_tok 1/3/37/256", "[vulkan]") 
 
 TEST_CASE("types without kernels are refused cleanly and the backend goes on", "[vulkan]") {
   auto be = open_f32("vk kernels unsupported");
-  if (!be) return;
+  if (!be) FISH_SKIP(skip_reason());
   for (GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::BF16, GgmlType::IQ4_XS}) {
     bool sup = true;
     REQUIRE(be->supports(uint32_t(t), &sup));
@@ -250,7 +250,7 @@ TEST_CASE("types without kernels are refused cleanly and the backend goes on", "
 
 TEST_CASE("copy_u4 copies a buffer through the SMs", "[vulkan]") {
   auto be = open_f32("vk kernels copy");
-  if (!be) return;
+  if (!be) FISH_SKIP(skip_reason());
   fish::vk::Memory& mem = *be->memory();
   const uint64_t size = 3 << 20;  // 3 MB: 196608 uvec4, several grid strides
   auto a = mem.create(size, fish::vk::MemKind::Upload, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, "copy src");

@@ -20,6 +20,7 @@
 #include "sha256.h"
 #include "shaders.h"
 #include "test_paths.h"
+#include "test_skip.h"
 
 namespace fs = std::filesystem;
 
@@ -89,10 +90,7 @@ TEST_CASE("every kernel type has its matvec, fallback matvec and tiled modules",
 
 TEST_CASE("every embedded SPIR-V module passes spirv-val for Vulkan 1.1", "[vulkan]") {
   const std::string val = FISH_SPIRV_VAL;
-  if (val.empty() || val.find("NOTFOUND") != std::string::npos) {
-    std::printf("SKIPPED: spirv-val not found (install spirv-tools)\n");
-    return;
-  }
+  if (val.empty() || val.find("NOTFOUND") != std::string::npos) FISH_SKIP("spirv-val not found (install spirv-tools)");
   const fs::path dir = fs::temp_directory_path() / ("fish_vk_spv_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   int n = 0;
@@ -114,8 +112,8 @@ TEST_CASE("every embedded SPIR-V module passes spirv-val for Vulkan 1.1", "[vulk
     ++n;
   }
   fs::remove_all(dir);
-  // 21 matmul modules + copy_u4 + 14 span matmul variants + 4 span kernels,
+  // 21 matmul modules + copy_u4 + 14 span matmul variants + 3 span kernels,
   // + quantize_x and 4 x 5 int8 matmul modules (mvi_, mvsi_, tiledi_, tlsi_)
   // + bench_sync (fish_bench_vk_span --sync)
-  CHECK(n == 62);
+  CHECK(n == 61);
 }

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -16,24 +15,35 @@
 
 namespace fish::vktest {
 
+const vk::VkConfig& test_config() {
+  static const vk::VkConfig cfg = [] {
+    vk::VkConfig c = vk::VkConfig::from_env();
+    if (c.gpu == vk::VkConfig::GpuMode::Default && c.error.empty() && vk::probe_devices(c, nullptr).chosen < 0)
+      c.gpu = vk::VkConfig::GpuMode::Cpu;  // no GPU here: lavapipe, if installed
+    return c;
+  }();
+  return cfg;
+}
+
+vk::VulkanBackend::Options test_options(const vk::VkConfig& cfg) {
+  vk::VulkanBackend::Options o;
+  o.config = cfg;
+  return o;
+}
+
 std::unique_ptr<vk::VulkanBackend> open_backend(const std::string& test, vk::VulkanBackend::Options opt) {
   auto be = std::make_unique<vk::VulkanBackend>(opt);
-  if (be->open()) {
-    std::printf("%s: on %s\n", test.c_str(), be->status().c_str());
-    return be;
+  if (!be->open()) {
+    skip_reason() = test + ": no Vulkan device: " + be->error();
+    return nullptr;
   }
-  const std::string first = be->error();
-  if (!std::getenv("FISH_GPU")) {
-    setenv("FISH_GPU", "cpu", 1);
-    be = std::make_unique<vk::VulkanBackend>(opt);
-    if (be->open()) {
-      std::printf("%s: no GPU (%s); on %s\n", test.c_str(), first.c_str(), be->status().c_str());
-      return be;
-    }
-    unsetenv("FISH_GPU");
-  }
-  std::printf("SKIPPED: %s: no Vulkan device: %s\n", test.c_str(), be->error().c_str());
-  return nullptr;
+  std::printf("%s: on %s\n", test.c_str(), be->status().c_str());
+  return be;
+}
+
+std::string& skip_reason() {
+  static std::string s;
+  return s;
 }
 
 std::string type_name(GgmlType t) { return ggml_type_name(t); }

@@ -1,6 +1,7 @@
-// Helpers shared by the fish_vulkan tests: opening a backend (or saying SKIPPED
-// with the reason), random weights of any GGUF type, and the spec's bound check
-// against the engine's f32 reference product (fish::matmul_ref_f32).
+// Helpers shared by the fish_vulkan tests: the configuration they run with
+// and opening a backend on it, random weights of any GGUF type, and the
+// spec's bound check against the engine's f32 reference product
+// (fish::matmul_ref_f32).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -9,14 +10,23 @@
 
 #include "backend.h"
 #include "common/ggml_type.h"
+#include "test_skip.h"
 
 namespace fish::vktest {
 
-// The backend the tests use: the device the environment selects; when that
-// finds none and FISH_GPU is unset, a CPU implementation (FISH_GPU=cpu:
-// lavapipe) so the kernels really run wherever Mesa is installed. nullptr after
-// printing "SKIPPED: <test>: <reason>" when there is no Vulkan device at all.
-std::unique_ptr<vk::VulkanBackend> open_backend(const std::string& test, vk::VulkanBackend::Options opt = {});
+// The configuration the tests start from: the caller's FISH_* variables (read
+// once), on a GPU when there is one; when there is none and the caller did
+// not set FISH_GPU, on a CPU implementation (FISH_GPU=cpu: lavapipe), so the
+// kernels really run wherever Mesa is installed. Tests change its fields, not
+// the environment.
+const vk::VkConfig& test_config();
+vk::VulkanBackend::Options test_options(const vk::VkConfig& cfg = test_config());
+
+// A backend opened with opt, or nullptr when it finds no device (the
+// caller skips: FISH_SKIP(skip_reason())). Prints the device it runs on.
+std::unique_ptr<vk::VulkanBackend> open_backend(const std::string& test, vk::VulkanBackend::Options opt = test_options());
+// Why the last helper returned nullptr (open_backend: no device), for FISH_SKIP.
+std::string& skip_reason();
 
 // A weight matrix in GGUF layout: n_out rows of n_in elements of `type`.
 struct Matrix {

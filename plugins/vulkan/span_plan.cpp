@@ -1,0 +1,331 @@
+// Which steps a span forward records (span_plan.h): per layer, for n tokens,
+//   prefill (n > 4):  rmsnorm → q/k/v tiled → RoPE + KV store → attention →
+//                     wo tiled + residual → rmsnorm → gate (silu), up tiled →
+//                     down tiled on silu(gate)·up + residual
+//   decode (n <= 4):  q/k/v matvecs on the previous epilogue's x·attn_norm →
+//                     [RoPE + KV store, n > 1] → attention (n = 1: with the
+//                     q/k preparation, RoPE and KV store) → wo matvec +
+//                     residual + the FFN norm's x·ffn_norm and Σy² →
+//                     gate|up matvecs → down matvec + residual + the next
+//                     layer's (or the head's) x·norm and Σy²
+// with a barrier after each step. A norm epilogue leaves Σy² partials per row
+// group; each consumer reduces them to 1/rms itself (no arrival counter in
+// the producer). Layer 0's attention norm is the host's (run_batch).
+// int8: a matmul step's input is quantised first (a quantise step + barrier),
+// except in the B32 decode (Span::B32Decode), where the producing kernels
+// write the next matvec's rows themselves.
+#include <cmath>
+
+#include "span.h"
+
+namespace fish::vk {
+namespace {
+
+// The per-token scale a matmul applies to its sums: none (at = kNone), 1/rms
+// per token at `at`, or (parts > 0) [n_tok][parts] Σx² partials to reduce.
+struct Scale {
+  uint32_t at = kNone;
+  uint32_t parts = 0;
+};
+
+// One projection's operands (arena float offsets).
+struct MatmulArgs {
+  uint32_t x = 0, x_stride = 0;  // f32 input rows
+  uint32_t y = 0, y_stride = 0;  // output rows
+  Scale scale = Scale{};         // applied to the sums (x holds x·norm, not yet divided by rms)
+  uint32_t x2 = 0;               // the input is x·x2 (silu(gate)·up) with SpanFusion::xprod
+  uint32_t norm_next = 0;        // EPI 3: P offset of the next norm's weights
+  int rows_in = -1;              // int8: x is a producer's B32 rows in region 0/1; -1: a quantise step's rows
+  int rows_out = -1;             // B32 decode: the output also as B32 rows into region 0/1; -1: no
+};
+
+// A matmul input to quantise: its f32 rows, scale and second factor.
+struct QuantArgs {
+  uint32_t x = 0, x_stride = 0;
+  Scale scale = Scale{};
+  uint32_t x2 = 0;
+  bool xprod = false;
+  uint32_t n_tok = 0;  // 0: every token of the forward
+};
+
+}  // namespace
+
+class Span::Planner {
+ public:
+  Planner(const Span& s, int n_tok, bool head, bool narrow)
+      : s_(s), a_(s.arena_), n_(uint32_t(n_tok)), E_(uint32_t(s.shape_.n_embd)), F_(uint32_t(s.shape_.n_ff)),
+        QD_(uint32_t(s.shape_.n_head * s.shape_.head_dim)), KD_(uint32_t(s.shape_.n_head_kv * s.shape_.head_dim)),
+        tiled_(n_tok > int(MatmulKernels::kMaxMatvecTokens)), one_token_(n_tok == 1),
+        b32_(s.b32_.on && n_tok == 1), head_(head), narrow_(narrow) {}
+
+  SpanPlan build() {
+    copy_in();
+    for (size_t li = 0; li < s_.layers_.size(); ++li) {
+      attention_block(li);
+      ffn_block(li);
+    }
+    if (head_) logits();
+    copy_out();
+    return std::move(plan_);
+  }
+
+ private:
+  // ---- the forward's blocks ----
+  void copy_in() {
+    // ctrl block + x (decode: + layer 0's x·attn_norm), then also read as the attention's indirect grid.
+    const uint32_t rows = tiled_ ? 1 : 2;
+    add(CopyStep{s_.copy_in_set_, (ctrl::kWords * 4 + rows * n_ * E_ * 4) / 16}, {Region::Staging},
+        {Region::Ctrl, Region::X}, Barrier::ComputeDraw, "copy x in", "copy");
+  }
+
+  void attention_block(size_t li) {
+    const Layer& L = s_.layers_[li];
+    SpanPush p = layer_push(L);
+    // Decode finds x·attn_norm in xn (layer 0: after x's rows, from the host)
+    // with its 1/rms still to apply (layer 0: in the ctrl block; later: the
+    // previous down's partials); prefill normalises x here.
+    uint32_t in = li == 0 ? a_.x + n_ * E_ : a_.xn;
+    Scale scale = li == 0 ? Scale{ctrl::kInvAttn, 0} : Scale{a_.sq, norm_groups_};
+    if (tiled_) {
+      rmsnorm(L, p, L.attn_norm);
+      in = a_.xn, scale = {};
+    }
+    const bool rows_ready = b32_ && li > 0;  // the previous down wrote x·attn_norm's B32 rows
+    if (!rows_ready) quantize({L.w[kAttnQ], L.w[kAttnK], L.w[kAttnV]}, QuantArgs{.x = in, .x_stride = E_, .scale = scale});
+    MatmulArgs qkv{.x = in, .x_stride = E_, .y = a_.qkv, .y_stride = QD_ + 2 * KD_, .scale = scale};
+    if (rows_ready) qkv.rows_in = rows_;
+    const SpanFusion plain{0, false, false, kRoleQkv};
+    matmul(L, kAttnQ, qkv, plain, Barrier::None);
+    qkv.y = a_.qkv + QD_;
+    matmul(L, kAttnK, qkv, plain, Barrier::None);
+    qkv.y = a_.qkv + QD_ + KD_;
+    matmul(L, kAttnV, qkv, plain, Barrier::Compute, tiled_ ? "q/k/v tiled" : "q/k/v matvec", "matvec");
+
+    p.q_off = a_.qkv;
+    if (!one_token_) {  // one token: the attention prepares q and k itself
+      SpanPush r = p;
+      r.qr_off = a_.qr;
+      add(RopeStoreStep{L.aux_set, r, s_.kshape_}, {Region::Ctrl, Region::Qkv}, {Region::QRoped, Region::Kv},
+          Barrier::Compute, "q/k prep, RoPE + KV store", "RoPE + KV store");
+      p.q_off = a_.qr;
+      p.q_stride = QD_;
+    }
+    const bool attention_rows = b32_ && s_.b32_.attention;
+    std::vector<Region> writes = {Region::Attn, Region::Kv};
+    if (attention_rows) {
+      p.q8_out = rows_offset(other()), p.q8_stride = MatmulKernels::b32_row_words(QD_);
+      writes.push_back(rows_region(other()));
+    }
+    add(AttentionStep{L.aux_set, p, s_.attn_shape(narrow_), one_token_},
+        {Region::Ctrl, one_token_ ? Region::Qkv : Region::QRoped, Region::Kv}, writes, Barrier::Compute,
+        one_token_ ? "attention (+q/k prep, RoPE, KV store)" : "attention", "attention");
+    if (attention_rows) rows_ = other();
+    else quantize({L.w[kAttnOut]}, QuantArgs{.x = a_.att, .x_stride = QD_});
+
+    // wo + the residual (decode: + the FFN norm's x·ffn_norm and Σy² partials).
+    MatmulArgs wo{.x = a_.att, .x_stride = QD_, .y = a_.x, .y_stride = E_};
+    if (!tiled_) wo.norm_next = L.ffn_norm;
+    if (attention_rows) wo.rows_in = rows_;
+    if (b32_) wo.rows_out = other();
+    norm_groups_ = matmul(L, kAttnOut, wo, SpanFusion{tiled_ ? 1u : 3u, false, false, kRoleWo}, Barrier::Compute,
+                          tiled_ ? "wo tiled (+add)" : "wo matvec (+add, FFN rmsnorm)", "matvec");
+    if (b32_) rows_ = other();
+  }
+
+  void ffn_block(size_t li) {
+    const Layer& L = s_.layers_[li];
+    const bool last = li + 1 == s_.layers_.size();
+    uint32_t in = a_.xn;
+    Scale scale{a_.sq, norm_groups_};
+    if (tiled_) {
+      rmsnorm(L, layer_push(L), L.ffn_norm);
+      scale = {};
+    }
+    // The pair: gate and up in one dispatch writing silu(gate)·up (and its B32 rows for down).
+    const bool pair = b32_ && s_.b32_.pair;
+    if (!b32_) quantize({L.w[kFfnGate], L.w[kFfnUp]}, QuantArgs{.x = in, .x_stride = E_, .scale = scale});
+    MatmulArgs gu{.x = in, .x_stride = E_, .y = a_.g, .y_stride = F_, .scale = scale};
+    if (b32_) gu.rows_in = rows_;
+    if (pair) {
+      gu.rows_out = other();
+      matmul(L.w[kFfnGate], {L.gu_set}, n_, gu, SpanFusion{4, false, true, kRoleGateUp}, Barrier::Compute,
+             "gate|up matvec (+silu·up)", "matvec");
+      rows_ = other();
+    } else {
+      matmul(L, kFfnGate, gu, SpanFusion{2, false, false, kRoleGateUp}, Barrier::None);
+      gu.y = a_.u;
+      matmul(L, kFfnUp, gu, SpanFusion{0, false, false, kRoleGateUp}, Barrier::Compute,
+             tiled_ ? "gate/up tiled (+silu)" : "gate/up matvec (+silu)", "matvec");
+    }
+
+    // down + the residual (decode: + the next layer's or the head's x·norm and Σy² partials).
+    const bool norm_next = !tiled_ && (!last || head_);
+    if (!pair) quantize({L.w[kFfnDown]}, QuantArgs{.x = a_.g, .x_stride = F_, .x2 = a_.u, .xprod = true});
+    MatmulArgs down{.x = a_.g, .x_stride = F_, .y = a_.x, .y_stride = E_, .x2 = a_.u};
+    if (pair) down.rows_in = rows_;
+    if (norm_next) down.norm_next = last ? s_.head_norm_ : s_.layers_[li + 1].attn_norm;
+    if (b32_ && norm_next && !last) down.rows_out = other();  // the head's input is quantised by a step
+    const char* stage = norm_next ? (pair ? "down matvec (+add, next rmsnorm)" : "down matvec (+act·mul, add, next rmsnorm)")
+                        : tiled_  ? "down tiled (+act·mul, add)"
+                        : pair    ? "down matvec (+add)"
+                                  : "down matvec (+act·mul, add)";
+    const uint32_t groups = matmul(L, kFfnDown, down, SpanFusion{norm_next ? 3u : 1u, !pair, false, kRoleDown},
+                                   Barrier::Compute, stage, "matvec");
+    if (down.rows_out >= 0) rows_ = other();
+    if (norm_next) norm_groups_ = groups;
+  }
+
+  // The head on the last token t: logits = (x_t / rms · norm) · headᵀ. Decode
+  // finds x_t·norm in xn and its Σy² partials where the last down put them;
+  // prefill normalises row t here.
+  void logits() {
+    const uint32_t t = n_ - 1;
+    uint32_t in = a_.xn + t * E_;
+    Scale scale{a_.sq + t * norm_groups_, norm_groups_};
+    if (tiled_) {
+      SpanPush r;
+      r.n_tok = 1, r.n_embd = E_, r.eps = s_.shape_.norm_eps;
+      r.x_off = a_.x + t * E_, r.y_off = a_.xn, r.norm_off = s_.head_norm_;
+      add(RmsNormStep{s_.layers_.back().aux_set, r}, {Region::X}, {Region::XNorm}, Barrier::Compute, "rmsnorm", "rmsnorm");
+      in = a_.xn, scale = {};
+    }
+    const Weight* head = s_.head_;
+    quantize({head}, QuantArgs{.x = in, .x_stride = E_, .scale = scale, .n_tok = 1});
+    matmul(head, s_.head_sets_, 1, MatmulArgs{.x = in, .x_stride = E_, .y = 0, .y_stride = uint32_t(head->n_out), .scale = scale},
+           SpanFusion{0, false, false, kRoleOther}, Barrier::None, "output head matvec", "matvec");
+  }
+
+  void copy_out() {
+    add(CopyStep{s_.copy_out_set_, n_ * E_ * 4 / 16}, {Region::X}, {Region::Readback}, Barrier::Host, "copy x out", "copy");
+  }
+
+  // ---- steps ----
+  SpanPush layer_push(const Layer& L) const {
+    const SpanIn& sh = s_.shape_;
+    SpanPush p;
+    p.n_tok = n_, p.n_embd = E_, p.eps = sh.norm_eps, p.kv_cap = uint32_t(s_.capacity_);
+    p.att_off = a_.att, p.part_off = a_.part, p.cnt_off = a_.cnt;
+    p.bq_off = L.bq, p.bk_off = L.bk, p.bv_off = L.bv, p.qn_off = L.qn, p.kn_off = L.kn;
+    p.scale = sh.attn_scale != 0 ? sh.attn_scale : float(1.0 / std::sqrt(double(sh.head_dim)));
+    p.n_rot = uint32_t(sh.n_rot), p.neox = sh.neox ? 1 : 0, p.n_head = uint32_t(sh.n_head);
+    p.q_stride = QD_ + 2 * KD_, p.k_off = a_.qkv + QD_, p.v_off = a_.qkv + QD_ + KD_;
+    return p;
+  }
+
+  void rmsnorm(const Layer& L, SpanPush p, uint32_t norm) {
+    p.x_off = a_.x, p.y_off = a_.xn, p.norm_off = norm;
+    add(RmsNormStep{L.aux_set, p}, {Region::X}, {Region::XNorm}, Barrier::Compute, "rmsnorm", "rmsnorm");
+  }
+
+  bool int8(const Weight* w) const { return s_.int8_ && s_.ctx_.matmul->int8_for(*w->type); }
+  static bool k_quant(const Weight* w) { return MatmulKernels::q8_block(*w->type) == 256; }
+  // Words per token of w's int8 input rows: B32 rows for K-quants in the B32 decode, else the CPU's blocks.
+  uint32_t row_words(const Weight* w) const {
+    if (b32_ && k_quant(w)) return MatmulKernels::b32_row_words(uint32_t(w->n_in));
+    return MatmulKernels::q8_row_words(MatmulKernels::q8_block(*w->type), uint32_t(w->n_in));
+  }
+  int other() const { return rows_ ^ 1; }
+  uint32_t rows_offset(int r) const { return r == 0 ? a_.xqk : a_.xq2; }
+  static Region rows_region(int r) { return r == 0 ? Region::Rows : Region::RowsOther; }
+
+  // The quantise steps of a matmul step's input: one per activation format its int8 consumers take.
+  void quantize(std::initializer_list<const Weight*> consumers, const QuantArgs& q) {
+    bool done[2] = {false, false};  // blocks of 256 / of 32
+    for (const Weight* w : consumers) {
+      if (!int8(w) || done[k_quant(w) ? 0 : 1]) continue;
+      done[k_quant(w) ? 0 : 1] = true;
+      QuantPush qp;
+      qp.n = uint32_t(w->n_in), qp.n_tok = q.n_tok ? q.n_tok : n_, qp.x_off = q.x, qp.x_stride = q.x_stride;
+      qp.x2_off = q.x2, qp.inv_in = q.scale.at, qp.inv_parts = q.scale.at == kNone ? 0 : q.scale.parts;
+      qp.eps = s_.shape_.norm_eps;
+      qp.q_off = k_quant(w) ? a_.xqk : a_.xql, qp.q_stride = row_words(w);
+      const bool b32 = b32_ && k_quant(w);
+      std::vector<Region> reads = {region_of(q.x)};
+      if (q.xprod) reads.push_back(region_of(q.x2));
+      if (q.scale.at != kNone) reads.push_back(region_of(q.scale.at));
+      add(QuantizeStep{qp, b32 ? 32u : MatmulKernels::q8_block(*w->type), q.xprod, b32}, reads, {Region::Rows},
+          Barrier::None);
+    }
+    if (!done[0] && !done[1]) return;
+    SpanStep& last = plan_.steps.back();
+    last.barrier = Barrier::Compute, last.stage = "quantise x (int8)", last.category = "quantise x";
+    rows_ = 0;
+  }
+
+  uint32_t matmul(const Layer& L, int k, const MatmulArgs& m, SpanFusion fz, Barrier b, const char* stage = nullptr,
+                  const char* category = nullptr) {
+    return matmul(L.w[k], L.mm_sets[k], n_, m, fz, b, stage, category);
+  }
+  // Every chunk of w on nt tokens; returns the row groups of its (last) chunk.
+  uint32_t matmul(const Weight* w, const std::vector<VkDescriptorSet>& sets, uint32_t nt, MatmulArgs m, SpanFusion fz,
+                  Barrier b, const char* stage = nullptr, const char* category = nullptr) {
+    std::vector<Region> reads, writes = {region_of(m.y)};
+    if (int8(w)) {
+      fz.int8 = true;
+      fz.xb32 = b32_ && k_quant(w);
+      fz.qb32 = m.rows_out >= 0;
+      if (m.rows_in >= 0) {
+        m.x = rows_offset(m.rows_in);  // the scale is still applied here
+        reads.push_back(rows_region(m.rows_in));
+      } else {
+        m.x = k_quant(w) ? a_.xqk : a_.xql, m.scale = {};  // the quantise step applied it
+        reads.push_back(Region::Rows);
+      }
+      m.x_stride = row_words(w), m.x2 = 0;
+    } else {
+      reads.push_back(region_of(m.x));
+      if (fz.xprod) reads.push_back(region_of(m.x2));
+    }
+    if (m.scale.at != kNone) reads.push_back(region_of(m.scale.at));
+    if (fz.epi == 1 || fz.epi == 3) reads.push_back(region_of(m.y));  // the residual
+    if (fz.epi == 3) writes.push_back(Region::XNorm), writes.push_back(Region::NormSums);
+    if (m.rows_out >= 0) writes.push_back(rows_region(m.rows_out));
+    SpanMatmulPush pc;
+    pc.m = {uint32_t(w->n_in), 0, nt, m.x_stride, m.x, m.y_stride, m.y};  // rows and y offset: per chunk
+    pc.inv_in = m.scale.at, pc.inv_parts = m.scale.at == kNone ? 0 : m.scale.parts, pc.eps = s_.shape_.norm_eps;
+    pc.x2_off = m.x2, pc.norm_off = m.norm_next, pc.xg_off = a_.xn, pc.sq_off = a_.sq;
+    if (m.rows_out >= 0) pc.q_out = rows_offset(m.rows_out), pc.q_stride = MatmulKernels::b32_row_words(uint32_t(w->n_out));
+    add(MatmulStep{w, sets, pc, fz}, reads, writes, b, stage, category);
+    if (w == s_.head_) plan_.steps.back().writes = {Region::Logits};
+    return s_.ctx_.matmul->span_row_groups(*w->type, uint32_t(w->n_in), w->chunks.back().rows, nt, fz);
+  }
+
+  void add(SpanKernel k, std::vector<Region> reads, std::vector<Region> writes, Barrier b, const char* stage = nullptr,
+           const char* category = nullptr) {
+    plan_.steps.push_back(SpanStep{std::move(k), std::move(reads), std::move(writes), b, stage, category});
+  }
+
+  // The arena region holding float offset off.
+  Region region_of(uint32_t off) const {
+    if (off < ctrl::kWords) return Region::Ctrl;
+    if (off < a_.xn) return Region::X;
+    if (off < a_.qkv) return Region::XNorm;
+    if (off < a_.qr) return Region::Qkv;
+    if (off < a_.att) return Region::QRoped;
+    if (off < a_.g) return Region::Attn;
+    if (off < a_.u) return Region::Gate;
+    if (off < a_.part) return Region::Up;
+    if (off < a_.sq) return Region::AttnParts;
+    if (off < a_.xqk) return Region::NormSums;
+    return off < a_.xq2 ? Region::Rows : Region::RowsOther;
+  }
+
+  const Span& s_;
+  const ArenaLayout& a_;
+  const uint32_t n_, E_, F_, QD_, KD_;
+  const bool tiled_;      // n > 4: tiled matmuls, separate rmsnorm and RoPE / KV-store kernels
+  const bool one_token_;  // the attention prepares q/k/v itself
+  const bool b32_;        // this forward's int8 matvecs read B32 rows their producers wrote
+  const bool head_, narrow_;
+  int rows_ = 0;               // which int8 rows region (0 / 1) holds the next consumer's input
+  uint32_t norm_groups_ = 0;   // Σy² partials per token of the last norm epilogue
+  SpanPlan plan_;
+};
+
+SpanPlan Span::plan(int n_tok, bool head, bool narrow) const { return Planner(*this, n_tok, head, narrow).build(); }
+
+SpanPlan Span::plan(int n_tok, bool head) const {
+  return plan(n_tok, head, narrow_attention(n_tok, kv_len_ + n_tok));
+}
+
+}  // namespace fish::vk

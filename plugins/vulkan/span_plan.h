@@ -1,0 +1,91 @@
+// A span forward as data: the steps one command buffer holds, in order. Span::plan
+// (span_plan.cpp) builds them from the layers' description and the forward's
+// shape; Span::record (span_record.cpp) records them with one loop. Each step
+// names its kernel with that kernel's parameters, the arena regions it reads
+// and writes, the barrier that follows it, and the profile stage it closes.
+#pragma once
+#include <cstdint>
+#include <variant>
+#include <vector>
+
+#include "kernels.h"
+#include "span_kernels.h"
+#include "weight.h"
+
+namespace fish::vk {
+
+// What a step reads or writes (the arena's regions, ArenaLayout, and the buffers around it).
+enum class Region : uint8_t {
+  Staging,    // host-visible: the ctrl block and x in
+  Ctrl,       // the arena's ctrl block: position, attention grid, layer 0's 1/rms
+  X,          // the residual stream (+ decode: layer 0's x·attn_norm after it)
+  XNorm,      // the next matmul's input: x·norm (its 1/rms applied by the consumer) or rmsnorm(x)
+  NormSums,   // Σy² partials of a norm epilogue (the consumers reduce them to 1/rms)
+  Qkv,        // q | k | v projections
+  QRoped,     // roped q rows (RoPE / KV-store kernel)
+  Kv,         // the layer's f16 KV cache
+  Attn,       // attention output
+  AttnParts,  // the attention's partials per split (within its step)
+  Gate,       // gate (silu) or silu(gate)·up
+  Up,
+  Rows,       // int8 rows of a matmul input (quantise steps, or a producer's B32 rows)
+  RowsOther,  // B32 decode: the second int8 rows region (a producer writes the one its input is not in)
+  Logits,     // host-visible: the head's output
+  Readback,   // host-visible: x out
+};
+
+// The kernels a step can run, each with its parameters.
+struct CopyStep {  // copy_u4: n16 16-byte words between the staging buffers and the arena
+  VkDescriptorSet set;
+  uint32_t n16;
+};
+struct RmsNormStep {  // span_rmsnorm.comp
+  VkDescriptorSet set;
+  SpanPush push;
+};
+struct QuantizeStep {  // quantize_x.comp: a matmul input to int8 rows
+  QuantPush push;
+  uint32_t block;  // 256 (Q8_K) or 32 (Q8_0, or B32 with b32)
+  bool xprod;      // x·x2
+  bool b32;
+};
+struct MatmulStep {  // one projection: every chunk of a weight (matvec_span.comp / matmul_tiled*.comp)
+  const Weight* weight;
+  std::vector<VkDescriptorSet> sets;  // one per chunk
+  SpanMatmulPush push;   // the chunk's rows and y offset are added per chunk
+  SpanFusion fusion;
+};
+struct RopeStoreStep {  // span_rope_store.comp
+  VkDescriptorSet set;
+  SpanPush push;
+  SpanKernelShape shape;
+};
+struct AttentionStep {  // span_attention.comp
+  VkDescriptorSet set;
+  SpanPush push;
+  SpanKernelShape shape;
+  bool fused;
+};
+using SpanKernel = std::variant<CopyStep, RmsNormStep, QuantizeStep, MatmulStep, RopeStoreStep, AttentionStep>;
+
+// The dependency recorded after a step.
+enum class Barrier : uint8_t {
+  None,           // the next step does not read what this one writes (q, k, v side by side)
+  Compute,        // compute -> compute
+  ComputeDraw,    // compute -> compute and indirect dispatch (the ctrl block holds the attention's grid)
+  Host,           // everything -> host reads (the forward's end)
+};
+
+struct SpanStep {
+  SpanKernel kernel;
+  std::vector<Region> reads, writes;
+  Barrier barrier = Barrier::Compute;
+  const char* stage = nullptr;     // FISH_GPU_PROFILE=2: the profile stage this step closes
+  const char* category = nullptr;  // and its category
+};
+
+struct SpanPlan {
+  std::vector<SpanStep> steps;
+};
+
+}  // namespace fish::vk

@@ -1,0 +1,60 @@
+// The span's profile (FISH_GPU_PROFILE, describe(PROFILE)): counters of its
+// forwards, and the device time of its submissions from GPU timestamps.
+// Level 1 brackets each recording with two stamps (the recording is cached,
+// so the wall time stays that of an unprofiled forward); level 2 stamps every
+// stage of a decode forward (re-recorded each time: the stage names are
+// collected while recording) and reports the stages' shares.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "device.h"
+
+namespace fish::vk {
+
+class SpanProfile {
+ public:
+  // Creates the timestamp pool for a span of n_layers (none where the device has no timestamps).
+  SpanProfile(const Device& dev, int level, int n_layers);
+  ~SpanProfile();
+  SpanProfile(const SpanProfile&) = delete;
+  SpanProfile& operator=(const SpanProfile&) = delete;
+
+  int level() const { return pool_ != VK_NULL_HANDLE ? level_ : 0; }
+
+  // Recording: the first stamp, one per stage (level 2), and the last one (level 1).
+  void begin(VkCommandBuffer cmd);
+  void stage(VkCommandBuffer cmd, const char* name, const char* category);
+  void end(VkCommandBuffer cmd);
+
+  // After a submission of n_tok tokens whose recording was stamped: its device time.
+  void add_submission(int n_tok);
+  // A finished forward; decode (n_tok = 1) also with its host side: preparing
+  // x and the ctrl block, submit to fence, copying x and the logits out.
+  void add_forward(int n_tok, double wall_s);
+  void add_submit() { ++submits_; }
+  void add_decode_host(double prep_s, double wait_s, double copy_s);
+
+  // The text of describe(PROFILE) since the last call ("" when nothing ran); resets the counters.
+  std::string report(int first_layer, int last_layer);
+
+ private:
+  struct Stage {
+    std::string category;
+    double seconds = 0;
+  };
+  const Device& dev_;
+  int level_ = 0;
+  VkQueryPool pool_ = VK_NULL_HANDLE;
+  uint32_t capacity_ = 0;
+  uint32_t next_ = 0;                     // stamps recorded so far (while recording)
+  std::vector<std::string> names_, cats_; // per stage of the last stamped recording
+  std::map<std::string, Stage> stages_;
+  uint64_t forwards_ = 0, decode_ = 0, tokens_ = 0, submits_ = 0;
+  double wall_s_ = 0, gpu_s_ = 0, decode_wall_s_ = 0, decode_gpu_s_ = 0;
+  double decode_prep_s_ = 0, decode_wait_s_ = 0, decode_copy_s_ = 0;
+};
+
+}  // namespace fish::vk

@@ -1,0 +1,69 @@
+// Synthetic span layers for the fish_vulkan span tests, with each
+// architecture's features (llama-3 frequency factors; qwen2 biases, NeoX
+// RoPE, one KV head; qwen3 q/k norms with head_dim != n_embd / n_head;
+// partial rotary dims; F32 / Q8_0 / Q4_K weights), their plugin-ABI
+// description (fish_span_desc by role), and the reference plugin (plain C++,
+// f32 math, f32 KV: plugins/reference) loaded through the ABI to compare with.
+#pragma once
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fish/plugin_abi.h"
+#include "vk_test_util.h"
+
+namespace fish::vktest {
+
+struct SynthShape {
+  const char* name;
+  int E, H, KVH, D, F, L, n_rot;
+  uint32_t rope;  // FISH_ROPE_*
+  float base;
+  bool freqs, biases, qk_norm;
+  GgmlType type;
+};
+extern const SynthShape kSynthShapes[4];  // llama3 F32, qwen2 Q8_0, qwen3 F32, llama Q4_K partial rotary
+
+struct Synth {
+  SynthShape v;
+  std::vector<std::array<Matrix, 7>> w;  // [layer][attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down]
+  std::vector<std::vector<float>> attn_norm, ffn_norm, bq, bk, bv, qn, kn;
+  std::vector<float> freqs;
+  Matrix head;                  // [vocab 96][E]
+  std::vector<float> head_norm;
+};
+Synth make_synth(const SynthShape& v, uint64_t seed);
+
+// The ABI description of s's layers with the given weight handles ([layer][7]).
+struct SpanDescription {
+  fish_arch arch{};
+  std::vector<fish_layer_tensor> tensors;
+  std::vector<fish_span_layer> layers;
+  fish_span_desc desc{};
+};
+std::unique_ptr<SpanDescription> describe_span(const Synth& s, int n_ctx, const std::vector<std::array<fish_weight*, 7>>& w);
+
+// A span of one plugin or the other, driven the same way.
+class TestSpan {
+ public:
+  virtual ~TestSpan() = default;
+  // x [n_tok][E] in and out (the stream leaving the last layer); logits: the
+  // last row's (n_vocab), when not null and a head is attached.
+  virtual void forward(float* x, int n_tok, int pos0, float* logits = nullptr) = 0;
+  virtual void truncate(int n) = 0;
+  virtual void reserve(int n) = 0;
+  virtual int kv_len() = 0;
+  virtual void set_head(const Synth& s) = 0;
+};
+
+// The reference plugin's span of s (REQUIREs every step).
+std::unique_ptr<TestSpan> reference_span(const Synth& s, int n_ctx);
+// fish_vulkan's, through VulkanBackend with cfg and the ABI description
+// (span_abi.cpp); nullptr when no device opens (skip_reason() says why).
+std::unique_ptr<TestSpan> vulkan_span(const Synth& s, int n_ctx, const vk::VkConfig& cfg);
+// The fish_vulkan backend and span behind a vulkan_span (profile, describe).
+vk::VulkanBackend& backend_of(TestSpan& t);
+vk::Span& span_of(TestSpan& t);
+
+}  // namespace fish::vktest
