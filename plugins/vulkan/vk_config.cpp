@@ -8,7 +8,12 @@
 #include <functional>
 #include <vector>
 
+#if defined(_WIN32)
+#define FISH_ENVIRON _environ
+#else
 extern char** environ;
+#define FISH_ENVIRON environ
+#endif
 
 namespace fish::vk {
 namespace {
@@ -135,9 +140,15 @@ VkConfig VkConfig::parse(const std::map<std::string, std::string>& env) {
   return c;
 }
 
+std::vector<std::string> VkConfig::variable_names() {
+  std::vector<std::string> names;
+  for (const Variable& v : variables()) names.push_back(v.name);
+  return names;
+}
+
 VkConfig VkConfig::from_env() {
   std::map<std::string, std::string> env;
-  for (char** e = environ; e && *e; ++e) {
+  for (char** e = FISH_ENVIRON; e && *e; ++e) {
     const char* eq = std::strchr(*e, '=');
     if (eq && std::strncmp(*e, "FISH_", 5) == 0) env[std::string(*e, size_t(eq - *e))] = eq + 1;
   }

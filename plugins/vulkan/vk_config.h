@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace fish::vk {
 
@@ -75,6 +76,7 @@ struct VkConfig {
   // env: every FISH_* variable by name (others are ignored).
   static VkConfig parse(const std::map<std::string, std::string>& env);
   static VkConfig from_env();  // parse() of this process's environment
+  static std::vector<std::string> variable_names();  // every variable parse() reads
   // A FISH_VK_SPAN_MV value into out[kRoles]; false when malformed.
   static bool parse_span_mv(const std::string& spec, SpanMvShape* out);
 };

@@ -15,7 +15,8 @@
 //     The span's own kernels alone, device timestamps (median of reps after a
 //     warm-up): decode attention (fused) over an f16 KV of each context length
 //     for 1..128 splits (GB/s of K+V; one layer's KV, so short contexts sit in
-//     L2; BEST_ATTN_SPLIT per context), rmsnorm, q/k prep + KV store; then the
+//     L2; BEST_ATTN_SPLIT per context; up to 2048 positions also one query head
+//     per workgroup), rmsnorm, q/k prep + KV store, quantize_x; then the
 //     span matvec variants per projection role (bench_vk_span_mv.h; BEST_ENV,
 //     and shell assignments in FILE; FISH_BENCH_NO_MATVEC=1 skips them).
 //
@@ -168,7 +169,7 @@ int run_kernels(const std::string& shape, const std::vector<int>& ctxs, int reps
   const int max_ctx = *std::max_element(ctxs.begin(), ctxs.end());
   const uint32_t q_off = 64, att_off = q_off + uint32_t(QKV), part_off = att_off + uint32_t(QD);
   const uint32_t cnt_off = part_off + uint32_t(KVH * 128 * G * (D + 2));
-  vktest::SpanRig rig(*be, cnt_off + 128 * KVH + 64 + 2 * uint64_t(E), uint64_t(max_ctx) * KD, uint64_t(E) + 4 * QD,
+  vktest::SpanRig rig(*be, cnt_off + 128 * KVH + 64 + 4 * uint64_t(E), uint64_t(max_ctx) * KD, uint64_t(E) + 4 * QD,
                       uint64_t(max_ctx) * D);
   {
     std::mt19937_64 rng(1);
@@ -212,6 +213,14 @@ int run_kernels(const std::string& shape, const std::vector<int>& ctxs, int reps
       std::printf("| attention (fused) | %d | %u | %u | %.1f | %.0f |\n", n_kv, splits, len, s * 1e6, bytes / s / 1e9);
       std::fflush(stdout);
       if (s < best) best = s, best_len = len;
+      if (n_kv > 2048) continue;
+      // The decode's default up to 2048 positions: one query head per workgroup.
+      vk::SpanKernelShape narrow = ks;
+      narrow.wg_heads = 1;
+      rig.put(rig.arena(), 0, std::vector<uint32_t>{narrow.attn_groups()});
+      const double sn = time([&](VkCommandBuffer c) { be->span_kernels()->attention(c, rig.aux_set(), p, narrow, true, rig.arena().buffer); });
+      std::printf("| attention (fused, one head per workgroup) | %d | %u | %u | %.1f | %.0f |\n", n_kv, splits, len, sn * 1e6,
+                  bytes / sn / 1e9);
     }
     std::printf("BEST_ATTN_SPLIT at %d: FISH_VK_ATTN_SPLIT=%u (%.1f us)\n", n_kv, best_len, best * 1e6);
   }
@@ -225,6 +234,21 @@ int run_kernels(const std::string& shape, const std::vector<int>& ctxs, int reps
   q.kv_cap = uint32_t(max_ctx), q.n_rot = D, q.n_head = H;
   std::printf("| q/k prep + KV store | - | - | %.1f | - |\n",
               time([&](VkCommandBuffer c) { be->span_kernels()->rope_store(c, rig.aux_set(), q, ks); }) * 1e6);
+  if (be->kernels()->int8()) {
+    // quantize_x on one token's x (E elements): the CPU's Q8_K rows, and the B32 decode's rows.
+    VkDescriptorSet qset = be->pipelines()->allocate_set(be->kernels()->quant_layout());
+    const VkBuffer b = rig.arena().buffer;
+    const uint64_t o = 0, range = rig.arena().size;
+    be->pipelines()->write_set(qset, 1, &b, &o, &range);
+    for (const bool b32 : {false, true}) {
+      vk::QuantPush qp;
+      qp.n = uint32_t(E), qp.n_tok = 1, qp.x_off = r.x_off, qp.x_stride = uint32_t(E);
+      qp.q_off = (r.y_off + uint32_t(E) + 3) / 4 * 4, qp.q_stride = 0;
+      std::printf("| quantize_x (%s rows) | - | - | %.1f | - |\n", b32 ? "B32" : "Q8_K",
+                  time([&](VkCommandBuffer c) { be->kernels()->record_quantize(c, qset, qp, b32 ? 32 : 256, false, b32); }) * 1e6);
+    }
+    be->pipelines()->free_set(qset);
+  }
   if (std::getenv("FISH_BENCH_NO_MATVEC")) return 0;
   const int F = big ? 14336 : tiny ? 512 : 8192, copies = big ? 32 : tiny ? 4 : 16;
   return vktest::span_mv_sweep(*be, vktest::SpanMvDims{E, F, QD, KD, copies}, time, env_out);

@@ -4,7 +4,9 @@
 // describe(), and clean failures on bad input.
 #include <catch2/catch.hpp>
 
+#include <fstream>
 #include <map>
+#include <set>
 #include <string>
 
 #include "vk_test_util.h"
@@ -125,6 +127,34 @@ TEST_CASE("FISH_* variables: the strict parser", "[vulkan]") {
     // A value outside the set names it and what is accepted; an unknown name lists the known ones.
     CHECK((r.error.find(std::string("='") + value + "' is not ") != std::string::npos ||
            r.error.find("is not a fish_vulkan variable (it reads FISH_VK_QUEUE, ") != std::string::npos));
+  }
+}
+
+// plugins/vulkan/README.md's table of variables is the list the parser reads.
+TEST_CASE("the README's configuration table lists exactly the variables the parser reads", "[vulkan]") {
+  std::ifstream f(std::string(FISH_SOURCE_DIR) + "/plugins/vulkan/README.md");
+  REQUIRE(f);
+  std::set<std::string> readme;
+  std::string line;
+  bool in_table = false;
+  while (std::getline(f, line)) {
+    if (line.rfind("## ", 0) == 0) in_table = line == "## Configuration";
+    if (!in_table || line.rfind("| `FISH_", 0) != 0) continue;
+    const std::string cell = line.substr(0, line.find(" |", 2));
+    for (size_t a = cell.find('`'); a != std::string::npos; a = cell.find('`', cell.find('`', a + 1) + 1))
+      readme.insert(cell.substr(a + 1, cell.find('`', a + 1) - a - 1));
+  }
+  const std::vector<std::string> names = VkConfig::variable_names();
+  const std::set<std::string> parser(names.begin(), names.end());
+  CHECK(parser.size() == names.size());
+  CHECK(readme == parser);
+  for (const std::string& n : parser) {
+    INFO(n);
+    CHECK(readme.count(n) == 1);
+  }
+  for (const std::string& n : readme) {
+    INFO(n);
+    CHECK(parser.count(n) == 1);
   }
 }
 
