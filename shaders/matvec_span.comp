@@ -10,7 +10,7 @@
 // shared memory. A span puts a barrier after every step, so what counts is a
 // single dispatch's time: many short workgroups end together, where one
 // subgroup per row group (matvec.comp, tuned for back-to-back products) leaves
-// a long tail (H200: 41 -> ~22 us for the 8B's ffn_down). ROWS (1..16) trades
+// a long tail. ROWS (1..16) trades
 // workgroups for x reuse: x is loaded once per unit for all ROWS rows.
 //
 // PAIR: two matrices of the same shape (binding 0: gate, binding 5: up) in one

@@ -122,9 +122,9 @@ class MatmulKernels {
   void set_override(uint32_t rows, uint32_t wg) { override_rows_ = rows; override_wg_ = wg; }
   // FISH_VK_SPAN_MV's shapes (per SpanRole); benchmarks change them between recordings.
   void set_span_shape(SpanRole role, SpanMvShape s) { span_shape_[role] = s; }
-  // FISH_VK_SPAN_U64: bit (1 << role) set: that role's int8 Q4_K / Q5_K span
-  // matvecs take units of 64 elements (one header read and scale decode per
-  // 32 qs bytes; matvec_units_i8.glsl) instead of 32.
+  // Bit (1 << role) set: that role's int8 Q4_K / Q5_K span matvecs take units
+  // of 64 elements (one header read and scale decode per 32 qs bytes;
+  // matvec_units_i8.glsl) instead of 32 (backend.cpp sets the device's default).
   void set_span_u64(uint32_t role_bits) { span_u64_ = role_bits; }
   bool span_u64(const MatmulType& t, SpanFusion fz) const;
   SpanMvShape span_shape(SpanRole role) const { return span_shape_[role]; }

@@ -146,12 +146,9 @@ Span::Forward forward_from_abi(const fish_span_batch* b) {
     if (b->seq && b->seq[t] != 0)
       invalid("span_forward: row " + std::to_string(t) + " is sequence " + std::to_string(b->seq[t]) +
               "; this span holds sequence 0 only");
-    if (t > 0 && b->pos[t] != b->pos[t - 1] + 1) {
-      const std::string why = "span_forward: row " + std::to_string(t) + " is at position " + std::to_string(b->pos[t]) +
-                              " after " + std::to_string(b->pos[t - 1]) + " (a sequence's rows are consecutive positions)";
-      if (b->pos[t] > b->pos[t - 1]) throw Failure(FailKind::Range, why);  // a gap
-      invalid(why);                                                           // repeated or backwards
-    }
+    if (t > 0 && b->pos[t] != b->pos[t - 1] + 1)
+      invalid("span_forward: row " + std::to_string(t) + " is at position " + std::to_string(b->pos[t]) + " after " +
+              std::to_string(b->pos[t - 1]) + " (a sequence's rows are consecutive positions)");
     if (b->logits_rows && b->logits_rows[t]) {
       if (t != b->n_tok - 1)
         unsupported("span_forward: logits of row " + std::to_string(t) + " of " + std::to_string(b->n_tok) +

@@ -18,8 +18,8 @@ namespace fish::vk {
 SpanIn span_in_from_abi(const fish_span_desc* d, bool with_weights);
 
 // The batch as one forward of the span's sequence 0; also checks that its
-// rows are consecutive positions (a gap: Range; a repeated or earlier
-// position: InvalidArgument). Throws Failure as above.
+// rows are consecutive positions (else InvalidArgument: a gap before the
+// batch is the span's FISH_E_RANGE). Throws Failure as above.
 Span::Forward forward_from_abi(const fish_span_batch* b);
 
 }  // namespace fish::vk

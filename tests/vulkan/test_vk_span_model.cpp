@@ -159,8 +159,9 @@ TEST_CASE("span: truncate + decode again gives the logits of a fresh run", "[vul
 // prefill, submissions of 128) and one at a time (decode matvecs). With f32
 // activations the two differ only in summation order; with int8 activations
 // they quantise inputs that differ in the last bits, so where the float
-// paths differ by an ulp an int8 step may flip (measured on lavapipe: 292 of
-// 300 argmaxes equal, the rest within a near-tie).
+// paths differ by an ulp an int8 step may flip (lavapipe: 292 of 300 argmaxes
+// equal, the rest near-ties within 2% of max |logit|; max |Δlogit| 1.4% of
+// max |logit|, against 1.4e-4 with f32 activations).
 TEST_CASE("span: a 300-token prompt in one call ≡ the tokens one at a time", "[vulkan][span][model]") {
   Model a(model_path("TinyStories-656K-Q8_0.gguf"), -1, 512);
   if (!no_span(a).empty()) FISH_SKIP(no_span(a));
@@ -176,7 +177,7 @@ TEST_CASE("span: a 300-token prompt in one call ≡ the tokens one at a time", "
   }
   REQUIRE(fish_kv_truncate(a.m, 0) == 0);
   double worst = 0, m = 0;
-  int argmax_equal = 0;
+  int argmax_equal = 0, argmax_exact = 0;
   for (int i = 0; i < 300; ++i) {
     const auto one = a.eval({toks[size_t(i)]}, i);
     worst = std::max(worst, max_diff(one, batch[size_t(i)]));
@@ -184,11 +185,14 @@ TEST_CASE("span: a 300-token prompt in one call ≡ the tokens one at a time", "
     const int32_t x = argmax(one), y = argmax(batch[size_t(i)]);
     // A flip between two logits within 1e-4 (f32) / 2% (int8) of max |logit| is a tie, not a difference.
     if (x == y || std::fabs(one[size_t(x)] - one[size_t(y)]) <= (int8 ? 0.02 : 1e-4) * max_abs(one)) ++argmax_equal;
+    argmax_exact += x == y;
   }
   INFO((int8 ? "int8" : "f32") << " activations: max |Δlogit| " << worst << " of max |logit| " << m << ", argmax equal "
                                << argmax_equal << "/300");
+  std::printf("%s activations: max |dlogit| %.3g of max |logit| %.3g, argmax equal (or a near-tie) %d/300, exactly %d/300\n",
+              int8 ? "int8" : "f32", worst, m, argmax_equal, argmax_exact);
   CHECK(argmax_equal == 300);
-  CHECK(worst <= (int8 ? 0.05 : 1e-3) * m);  // summation order through the layers and the f16 KV
+  CHECK(worst <= (int8 ? 0.03 : 1e-3) * m);  // summation order through the layers and the f16 KV
 }
 
 // int8 activations (the default where int8 dot products are accelerated, and
