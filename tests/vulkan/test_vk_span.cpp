@@ -11,7 +11,8 @@
 //   - decode across the 2048 positions where the decode attention switches
 //     from one query head per workgroup to a KV group per workgroup;
 //   - the profile (FISH_GPU_PROFILE=1 / 2), a forward without x out,
-//     FISH_VK_BENCH_FILL_KV, and a weight of several matrices refused.
+//     FISH_VK_BENCH_FILL_KV, and a weight of several matrices refused;
+//   - the plan of a forward: every step's inputs written before it, across a barrier.
 // Configuration is passed in (VkConfig), never through the environment.
 #include <catch2/catch.hpp>
 
@@ -19,6 +20,8 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <set>
+#include <variant>
 
 #include "span_abi.h"
 #include "span_synth.h"
@@ -295,4 +298,45 @@ TEST_CASE("a forward without x out, FISH_VK_BENCH_FILL_KV, a weight of several m
   INFO(be.error());
   CHECK(be.error().find("holds 2 matrices") != std::string::npos);
   REQUIRE(be.release(w));
+}
+
+// The plan of a forward (span_plan.h) as data: every step reads only what an
+// earlier step of the forward wrote (or what earlier forwards left: the KV,
+// the staging buffer), with a barrier between the write and the read.
+TEST_CASE("the span plan: every input written by an earlier step, across a barrier", "[vulkan][span]") {
+  const Synth s = make_synth(kSynthShapes[3], 51);
+  for (const vk::DecodeRows rows : {vk::DecodeRows::Q8K, vk::DecodeRows::B32}) {
+    for (const int int8 : {0, 1}) {
+      VkConfig cfg = test_config();
+      cfg.int8 = int8, cfg.decode_rows = rows;
+      auto sp = vulkan_span(s, 64, cfg);
+      if (!sp) FISH_SKIP(skip_reason());
+      sp->set_head(s);
+      for (const int n_tok : {1, 2, 9}) {
+        for (const bool head : {false, true}) {
+          const vk::SpanPlan plan = span_of(*sp).plan(n_tok, head);
+          std::set<vk::Region> written, pending;  // written in this forward; of those, since the last barrier
+          int matmuls = 0;
+          for (size_t i = 0; i < plan.steps.size(); ++i) {
+            const vk::SpanStep& st = plan.steps[i];
+            INFO("int8 " << int8 << (rows == vk::DecodeRows::B32 ? " B32" : "") << ", " << n_tok << " tokens"
+                         << (head ? " + head" : "") << ", step " << i << " of " << plan.steps.size());
+            for (vk::Region r : st.reads) {
+              CHECK((written.count(r) == 1 || r == vk::Region::Staging || r == vk::Region::Kv));
+              CHECK(pending.count(r) == 0);
+            }
+            for (vk::Region r : st.writes) written.insert(r), pending.insert(r);
+            if (st.barrier != vk::Barrier::None) pending.clear();
+            matmuls += std::holds_alternative<vk::MatmulStep>(st.kernel);
+          }
+          CHECK(plan.steps.back().barrier == vk::Barrier::Host);
+          CHECK(written.count(vk::Region::Readback) == 1);
+          CHECK(written.count(vk::Region::Logits) == (head ? 1u : 0u));
+          // 7 projections per layer (6 with the gate|up pair), and the head.
+          const bool pair = int8 && n_tok == 1 && rows == vk::DecodeRows::B32 && backend_of(*sp).kernels()->int8();
+          CHECK(matmuls == s.v.L * (pair ? 6 : 7) + (head ? 1 : 0));
+        }
+      }
+    }
+  }
 }
