@@ -135,10 +135,9 @@ std::vector<Span::SeqRows> Span::check_batch(const fish_span_batch* b, int* n_wa
       if (p > kv_len_[size_t(q)])
         fail(FISH_E_RANGE, at + ": would leave a gap after the " + std::to_string(kv_len_[size_t(q)]) + " cached positions");
       r.first = p;
-    } else if (p > r.end) {
-      fail(FISH_E_RANGE, at + ": a gap after position " + std::to_string(r.end - 1) + " of the batch");
-    } else if (p < r.end) {
-      fail(FISH_E_INVALID_ARGUMENT, at + ": out of order (after position " + std::to_string(r.end - 1) + ")");
+    } else if (p != r.end) {  // the batch itself is malformed, whatever the KV holds
+      fail(FISH_E_INVALID_ARGUMENT, at + ": not consecutive (the sequence's previous row is at position " +
+                                        std::to_string(r.end - 1) + ")");
     }
     r.end = p + 1;
     if (r.end > capacity_)

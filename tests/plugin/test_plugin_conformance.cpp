@@ -59,6 +59,17 @@ TEST_CASE("conformance - the reference plugin passes every check with none skipp
   CHECK(refusals == 3);
 }
 
+TEST_CASE("conformance - a filter reports only its checks, the span steps they build on run unreported", "[plugin][conformance]") {
+  for (const char* filter : {"per-matmul", "span_kv_copy"}) {
+    INFO(filter);
+    const ConformanceSummary s = run_and_print(FISH_TEST_REFERENCE, filter);
+    CHECK(s.failed == 0);
+    CHECK(s.skipped == 0);
+    CHECK(s.passed == (std::string(filter) == "per-matmul" ? 5 : 1));
+    for (const auto& r : s.results) CHECK(contains(r.name, filter));
+  }
+}
+
 // What a narrower plugin does not implement (FISH_E_UNSUPPORTED) is a SKIP
 // with its reason, never a PASS, and the rest of the suite still runs.
 TEST_CASE("conformance - a plugin holding one sequence per span skips the sequence checks", "[plugin][conformance]") {

@@ -32,18 +32,21 @@ void run_sequence_checks(Runner& run, const PluginLibrary* lib, const std::strin
   bool mixed = false;   // the plugin runs batches of several sequences
   std::string no_seqs;  // why every check here is skipped
   auto step = [&](const std::string& what, auto&& body) {
-    run.check("sequences: " + what, [&]() -> std::string {
-      if (!no_seqs.empty()) skip(no_seqs);
-      if (!ok) fail("an earlier step of the sequence checks failed");
-      try {
-        return body();
-      } catch (const CheckSkip&) {
-        throw;
-      } catch (...) {
-        ok = false;
-        throw;
-      }
-    });
+    run.check(
+        "sequences: " + what,
+        [&]() -> std::string {
+          if (!no_seqs.empty()) skip(no_seqs);
+          if (!ok) fail("an earlier step of the sequence checks failed");
+          try {
+            return body();
+          } catch (const CheckSkip&) {
+            throw;
+          } catch (...) {
+            ok = false;
+            throw;
+          }
+        },
+        true);
   };
   auto len = [&](int q) { return g.ref->len(q); };
   auto kv_all = [&](const std::string& when) {

@@ -264,19 +264,28 @@ void Compare::add(const Synth& s, const float* x_span, const float* x_ref, int n
 
 void Compare::add_logits(const double* la, const double* lb, const std::string& what) {
   const int ia = int(std::max_element(la, la + kVocab) - la), ib = int(std::max_element(lb, lb + kVocab) - lb);
-  double tok_abs = 0;
+  double tok_abs = 0, tok_diff = 0;
   for (int r = 0; r < kVocab; ++r) {
     if (!std::isfinite(la[r])) max_diff = INFINITY;
-    max_diff = std::max(max_diff, std::fabs(la[r] - lb[r]));
+    tok_diff = std::max(tok_diff, std::fabs(la[r] - lb[r]));
     tok_abs = std::max(tok_abs, std::fabs(lb[r]));
   }
+  max_diff = std::max(max_diff, tok_diff);
   max_abs = std::max(max_abs, tok_abs);
   ++tokens;
-  // A flip between two logits the reference itself sees as tied (within 0.1%
-  // of the largest) is not a disagreement.
-  const bool tie = std::fabs(lb[ia] - lb[ib]) <= 1e-3 * tok_abs;
+  // A flip between two logits the reference sees as tied is not a
+  // disagreement: tied within this row's own difference, at least 0.1% and at
+  // most 1% of its largest logit (int8 activations round that much: 0.5-0.9%
+  // measured on these shapes; f32 paths differ by ~0.02%). The differences
+  // themselves are held to the 2% bound apart.
+  const double tie_tol = std::clamp(tok_diff, 1e-3 * tok_abs, 1e-2 * tok_abs);
+  const bool tie = std::fabs(lb[ia] - lb[ib]) <= tie_tol;
   if (ia == ib || tie) ++argmax_equal;
-  else if (first_bad.empty()) first_bad = what + ": argmax " + std::to_string(ia) + " vs " + std::to_string(ib);
+  else if (first_bad.empty())
+    first_bad = what + ": argmax " + std::to_string(ia) + " vs " + std::to_string(ib) + " (the reference's " +
+                std::to_string(ib) + " leads " + std::to_string(ia) + " by " + fmt(100 * (lb[ib] - lb[ia]) / tok_abs) +
+                "% of the row's max |logit|; the span's " + std::to_string(ia) + " leads by " +
+                fmt(100 * (la[ia] - la[ib]) / tok_abs) + "%)";
 }
 
 void Compare::require(double rel) const {

@@ -344,10 +344,9 @@ enum {
 };
 
 /* One forward: n_tok rows, each of a sequence at a position. Per sequence its
- * rows come in order of position, consecutive, the first at or before that
- * sequence's KV length (a gap, before the batch or within it, is refused:
- * FISH_E_RANGE; a position repeated or going back: FISH_E_INVALID_ARGUMENT);
- * its positions at or after the first row's are replaced (its KV length
+ * rows come in order of position, consecutive (else the batch is malformed:
+ * FISH_E_INVALID_ARGUMENT), the first at or before that sequence's KV length
+ * (a gap is refused: FISH_E_RANGE); its positions at or after the first row's are replaced (its KV length
  * becomes the last row's position + 1). Rows of several sequences may be
  * mixed in one batch; a plugin that cannot run them in one forward refuses
  * such a batch with FISH_E_UNSUPPORTED, and the host then sends one forward
