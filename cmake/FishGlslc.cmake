@@ -104,29 +104,62 @@ function(fish_find_vulkan_headers out_var)
   set(${out_var} ${FISH_VULKAN_INCLUDE_DIR} PARENT_SCOPE)
 endfunction()
 
+# A glslc is used only if it answers --version and compiles a
+# GL_KHR_cooperative_matrix kernel (the tensor-core modules need glslang 12.3+:
+# Debian 12's 11.13 cannot, cmake/fetch-shader-tools.sh fetches one that can).
+# Candidates: FISH_GLSLC alone when set; else .tools/shader-tools/bin/glslc,
+# then glslc on PATH / $VULKAN_SDK. None: the prebuilt SPIR-V.
 function(fish_find_glslc out_var)
   if(FISH_GLSLC)
-    set(_cand ${FISH_GLSLC})
+    set(_cands ${FISH_GLSLC})
   else()
     set(_hints "")
     if(DEFINED ENV{VULKAN_SDK})
       list(APPEND _hints "$ENV{VULKAN_SDK}/bin" "$ENV{VULKAN_SDK}/Bin")
     endif()
     find_program(FISH_GLSLC_FOUND glslc HINTS ${_hints})
-    set(_cand ${FISH_GLSLC_FOUND})
-  endif()
-  set(_ok "")
-  if(_cand)
-    # A glslc that crashes (e.g. against an older C++ runtime) is not a glslc.
-    execute_process(COMMAND ${_cand} --version RESULT_VARIABLE _rc OUTPUT_VARIABLE _ver ERROR_QUIET TIMEOUT 30)
-    if(_rc EQUAL 0)
-      set(_ok ${_cand})
-      string(REGEX REPLACE "\n.*" "" _ver "${_ver}")
-      set(FISH_GLSLC_VERSION "${_ver}" PARENT_SCOPE)
-    else()
-      message(STATUS "fish_vulkan: ${_cand} --version failed (${_rc}); using the prebuilt SPIR-V")
+    set(_cands "")
+    if(EXISTS ${PROJECT_SOURCE_DIR}/.tools/shader-tools/bin/glslc)
+      list(APPEND _cands ${PROJECT_SOURCE_DIR}/.tools/shader-tools/bin/glslc)
+    endif()
+    if(FISH_GLSLC_FOUND)
+      list(APPEND _cands ${FISH_GLSLC_FOUND})
     endif()
   endif()
+  set(_probe ${CMAKE_BINARY_DIR}/fish_glslc_probe.comp)
+  file(WRITE ${_probe} "#version 450\n#extension GL_KHR_cooperative_matrix : require\n"
+       "#extension GL_KHR_memory_scope_semantics : require\n"
+       "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n"
+       "layout(local_size_x = 32) in;\nlayout(binding = 0) buffer B { float v[]; };\n"
+       "shared float16_t s[256];\nvoid main() {\n"
+       "  coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a;\n"
+       "  coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b;\n"
+       "  coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c = "
+       "coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);\n"
+       "  coopMatLoad(a, s, 0, 16, gl_CooperativeMatrixLayoutRowMajor);\n"
+       "  coopMatLoad(b, s, 0, 16, gl_CooperativeMatrixLayoutColumnMajor);\n"
+       "  c = coopMatMulAdd(a, b, c);\n"
+       "  coopMatStore(c, v, 0, 16, gl_CooperativeMatrixLayoutRowMajor);\n}\n")
+  set(_ok "")
+  foreach(_cand ${_cands})
+    # A glslc that crashes (e.g. against an older C++ runtime) is not a glslc.
+    execute_process(COMMAND ${_cand} --version RESULT_VARIABLE _rc OUTPUT_VARIABLE _ver ERROR_QUIET TIMEOUT 30)
+    if(NOT _rc EQUAL 0)
+      message(STATUS "fish_vulkan: ${_cand} --version failed (${_rc})")
+      continue()
+    endif()
+    string(REGEX REPLACE "\n.*" "" _ver "${_ver}")
+    execute_process(COMMAND ${_cand} --target-env=vulkan1.1 -o ${_probe}.spv ${_probe}
+                    RESULT_VARIABLE _rc OUTPUT_QUIET ERROR_QUIET TIMEOUT 30)
+    if(NOT _rc EQUAL 0)
+      message(STATUS "fish_vulkan: ${_cand} (${_ver}) cannot compile GL_KHR_cooperative_matrix "
+                     "(cmake/fetch-shader-tools.sh fetches a glslc that can)")
+      continue()
+    endif()
+    set(_ok ${_cand})
+    set(FISH_GLSLC_VERSION "${_ver}" PARENT_SCOPE)
+    break()
+  endforeach()
   set(${out_var} "${_ok}" PARENT_SCOPE)
 endfunction()
 

@@ -110,6 +110,8 @@ bool VulkanBackend::open() {
     // f32 elsewhere. FISH_VK_INT8=0|1 forces either.
     const DeviceCaps& dc = device_->caps();
     kernels_->set_int8(cfg_.int8 == 1 || (cfg_.int8 < 0 && (dc.int_dot_accel || (dc.cpu_device && dc.int_dot))));
+    // Prefill on tensor cores wherever the device has them (FISH_VK_COOPMAT=0: the tiled kernels).
+    kernels_->set_coopmat(cfg_.coopmat);
     // Units of 64 for some roles' Q4_K / Q5_K span matvecs on GPUs; CPU
     // implementations keep 32 (their float summation order, like their Q8_K rows).
     kernels_->set_span_u64(cfg_.span_u64 >= 0 ? uint32_t(cfg_.span_u64) : dc.cpu_device ? 0u : kDefaultU64);
@@ -454,7 +456,9 @@ bool VulkanBackend::run_group(Weight* const* ws, int n_w, const float* x, int n_
   const DeviceFns& f = device_->fns();
   for (uint64_t t0 = 0; t0 < uint64_t(n_tok); t0 += tb) {
     const uint32_t nt = uint32_t(std::min<uint64_t>(tb, uint64_t(n_tok) - t0));
-    const bool int8 = any_int8;
+    // Prefill on cooperative matrices reads f32 x (int8_for(type, nt)).
+    bool int8 = false;
+    for (int i = 0; i < n_w; ++i) int8 = int8 || kernels_->int8_for(*ws[i]->type, nt);
     const uint64_t x_bytes = nt * n_in * 4, y_bytes = nt * total_out * 4;
     // Word offsets of the quantised rows: [0] blocks of 256, [1] blocks of 32.
     const uint32_t q_bs[2] = {256, 32};
@@ -463,7 +467,7 @@ bool VulkanBackend::run_group(Weight* const* ws, int n_w, const float* x, int n_
     uint64_t x_total = x_bytes;
     if (int8) {
       for (int i = 0; i < n_w; ++i)
-        if (kernels_->int8_for(*ws[i]->type)) q_need[MatmulKernels::q8_block(*ws[i]->type) == 256 ? 0 : 1] = true;
+        if (kernels_->int8_for(*ws[i]->type, nt)) q_need[MatmulKernels::q8_block(*ws[i]->type) == 256 ? 0 : 1] = true;
       for (int k = 0; k < 2; ++k) {
         if (!q_need[k]) continue;
         x_total = round_up(x_total, 256);
@@ -502,7 +506,7 @@ bool VulkanBackend::run_group(Weight* const* ws, int n_w, const float* x, int n_
     uint64_t region = 0;  // float offset of weight i's [nt, n_out_i] block in y
     for (int i = 0; i < n_w; ++i) {
       Weight* w = ws[i];
-      const bool wi8 = int8 && kernels_->int8_for(*w->type);
+      const bool wi8 = int8 && kernels_->int8_for(*w->type, nt);
       const int k = wi8 && MatmulKernels::q8_block(*w->type) == 32 ? 1 : 0;
       for (WeightChunk& c : w->chunks) {
         bind_chunk(c);

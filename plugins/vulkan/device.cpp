@@ -1,5 +1,6 @@
 // Instance creation, device enumeration/selection and the logical device.
 #include "device.h"
+#include "vk_coopmat.h"
 
 #include <algorithm>
 #include <cstring>
@@ -255,6 +256,9 @@ Device::Device(const Instance& inst, VkPhysicalDevice pd, const DeviceCandidate&
   if (has_f16i8) enable.push_back(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
   if (has_8bit) enable.push_back(VK_KHR_8BIT_STORAGE_EXTENSION_NAME);
   if (has_idot) enable.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+  // Cooperative matrices (tensor cores: the prefill matmul, matmul_coopmat.comp).
+  const bool has_cm = has_extension(exts, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  if (has_cm) enable.push_back(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
   // A portability (non-conformant) implementation must have this enabled.
   if (has_extension(exts, "VK_KHR_portability_subset")) enable.push_back("VK_KHR_portability_subset");
 
@@ -264,6 +268,7 @@ Device::Device(const Instance& inst, VkPhysicalDevice pd, const DeviceCandidate&
   auto s8 = vk_init<VkPhysicalDevice8BitStorageFeaturesKHR>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES_KHR);
   auto idot = vk_init<VkPhysicalDeviceShaderIntegerDotProductFeatures>(
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES);
+  auto cm = vk_init<VkPhysicalDeviceCooperativeMatrixFeaturesKHR>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR);
   auto feats = vk_init<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
   void** tail = &feats.pNext;
   *tail = &s16;
@@ -271,6 +276,7 @@ Device::Device(const Instance& inst, VkPhysicalDevice pd, const DeviceCandidate&
   if (has_f16i8) { *tail = &f16; tail = &f16.pNext; }
   if (has_8bit) { *tail = &s8; tail = &s8.pNext; }
   if (has_idot) { *tail = &idot; tail = &idot.pNext; }
+  if (has_cm) { *tail = &cm; tail = &cm.pNext; }
   f.vkGetPhysicalDeviceFeatures2(pd, &feats);
   // Enable only what fish might use: the optional arithmetic/storage bits.
   VkPhysicalDeviceFeatures2 want = feats;
@@ -288,6 +294,8 @@ Device::Device(const Instance& inst, VkPhysicalDevice pd, const DeviceCandidate&
   caps_.shader_int8 = has_f16i8 && f16.shaderInt8;
   caps_.storage8 = has_8bit && s8.storageBuffer8BitAccess;
   caps_.int_dot = has_idot && idot.shaderIntegerDotProduct;
+  cm.cooperativeMatrixRobustBufferAccess = VK_FALSE;
+  const bool cm_feature = has_cm && cm.cooperativeMatrix && caps_.shader_float16;
 
   family_ = uint32_t(cand.queue_family);
   const float prio = 1.0f;
@@ -327,6 +335,28 @@ Device::Device(const Instance& inst, VkPhysicalDevice pd, const DeviceCandidate&
   const VkPhysicalDeviceLimits& lim = props.properties.limits;
   caps_.api_version = props.properties.apiVersion;
   caps_.subgroup_size = std::max(1u, sg.subgroupSize);
+  // The coopmat modules take 16 x 16 x 16 f16 x f16 -> f32 at subgroup scope
+  // in workgroups of 8 subgroups of 32 (their tiles are laid out for that).
+  if (cm_feature && caps_.subgroup_size == 32) {
+    const GlobalFns* g = loader(nullptr);
+    auto list_fn = g ? reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR>(
+                           g->vkGetInstanceProcAddr(inst.handle(), "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"))
+                     : nullptr;
+    uint32_t nc = 0;
+    if (list_fn && list_fn(pd, &nc, nullptr) == VK_SUCCESS && nc > 0) {
+      std::vector<VkCooperativeMatrixPropertiesKHR> cps(
+          nc, vk_init<VkCooperativeMatrixPropertiesKHR>(VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR));
+      if (list_fn(pd, &nc, cps.data()) == VK_SUCCESS) {
+        for (uint32_t i = 0; i < nc; ++i) {
+          const VkCooperativeMatrixPropertiesKHR& c = cps[i];
+          if (c.MSize == 16 && c.NSize == 16 && c.KSize == 16 && c.AType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
+              c.BType == VK_COMPONENT_TYPE_FLOAT16_KHR && c.CType == VK_COMPONENT_TYPE_FLOAT32_KHR &&
+              c.ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR && c.scope == VK_SCOPE_SUBGROUP_KHR && !c.saturatingAccumulation)
+            caps_.coopmat = true;
+        }
+      }
+    }
+  }
   const VkSubgroupFeatureFlags need = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
   caps_.subgroup_arith = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) && (sg.supportedOperations & need) == need;
   caps_.max_storage_range = lim.maxStorageBufferRange;
@@ -365,6 +395,7 @@ std::string Device::detail() const {
   if (caps_.shader_float16) s += ", f16";
   if (caps_.shader_int8) s += ", int8";
   if (caps_.int_dot) s += caps_.int_dot_accel ? ", int8 dot (accelerated)" : ", int8 dot";
+  if (caps_.coopmat) s += ", coopmat f16 16x16x16";
   return s;
 }
 

@@ -89,6 +89,8 @@ struct DeviceCaps {
   bool storage8 = false;              // storageBuffer8BitAccess (not required)
   bool int_dot = false;               // shaderIntegerDotProduct (VK_KHR_shader_integer_dot_product): int8 matvec
   bool int_dot_accel = false;         // ...4x8BitPackedSignedAccelerated (int8 activations by default)
+  bool coopmat = false;               // VK_KHR_cooperative_matrix with 16x16x16 f16 -> f32 at subgroup
+                                      // scope, shaderFloat16, subgroups of 32: the prefill matmul on tensor cores
 };
 
 // The logical device, its queue and the memory types fish uses.

@@ -23,6 +23,15 @@ void tiled_grid(const DeviceCaps& caps, uint32_t n_rows, uint32_t n_tok, uint32_
                                           " exceeds the device's limits");
 }
 
+// The coopmat kernels' grid: 128-row x 64-token tiles (matmul_coopmat.comp).
+void coop_grid(const DeviceCaps& caps, uint32_t n_rows, uint32_t n_tok, uint32_t& gx, uint32_t& gy) {
+  gx = ceil_div(n_rows, MatmulKernels::kCoopRows);
+  gy = ceil_div(n_tok, MatmulKernels::kCoopTokens);
+  if (gx > caps.max_wg_count_x || gy > caps.max_wg_count_y)
+    throw Failure(FailKind::Internal, "coopmat matmul grid " + std::to_string(gx) + " x " + std::to_string(gy) +
+                                          " exceeds the device's limits");
+}
+
 }  // namespace
 
 const MatmulType* matmul_type(uint32_t ggml_type) {
@@ -110,6 +119,9 @@ void MatmulKernels::record(VkCommandBuffer cmd, const MatmulType& t, VkDescripto
     // grid-stride loop keeps the result right if the real size differs.
     const uint32_t teams = subgroups_ ? std::max(1u, c.wg / caps.subgroup_size) : 1u;
     gx = std::min(ceil_div(ceil_div(pc.n_rows, c.rows), teams), caps.max_wg_count_x);
+  } else if (coopmat_ && !int8) {
+    p = pipelines_.get(std::string("tc_") + t.name, *layout_, {});
+    coop_grid(caps, pc.n_rows, pc.n_tok, gx, gy);
   } else {
     p = pipelines_.get(std::string(int8 ? "tiledi_" : "tiled_") + t.name, *layout_, {});
     tiled_grid(caps, pc.n_rows, pc.n_tok, gx, gy);
@@ -190,9 +202,14 @@ void MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, VkDesc
     gx = std::min(ceil_div(pc.m.n_rows, c.rows * c.slices), caps.max_wg_count_x);
   } else {
     if (fz.epi >= 3 || fz.pair) throw Failure(FailKind::Internal, "span: the tiled kernel has no norm or pair epilogue");
-    p = fz.int8 ? pipelines_.get(std::string("tlsi_") + t.name, *span_layout_, {fz.epi})
-                : pipelines_.get(std::string("tls_") + t.name, *span_layout_, {fz.epi, fz.xprod ? 1u : 0u});
-    tiled_grid(caps, pc.m.n_rows, pc.m.n_tok, gx, gy);
+    if (coopmat_ && !fz.int8) {
+      p = pipelines_.get(std::string("tlc_") + t.name, *span_layout_, {fz.epi, fz.xprod ? 1u : 0u});
+      coop_grid(caps, pc.m.n_rows, pc.m.n_tok, gx, gy);
+    } else {
+      p = fz.int8 ? pipelines_.get(std::string("tlsi_") + t.name, *span_layout_, {fz.epi})
+                  : pipelines_.get(std::string("tls_") + t.name, *span_layout_, {fz.epi, fz.xprod ? 1u : 0u});
+      tiled_grid(caps, pc.m.n_rows, pc.m.n_tok, gx, gy);
+    }
   }
   f.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
   f.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, span_layout_->pipeline_layout, 0, 1, &set, 0, nullptr);
@@ -205,7 +222,10 @@ bool MatmulKernels::warm_up(const MatmulType& t, uint32_t n_in, uint32_t n_rows)
     const MatvecConfig c = matvec_config(t, n_in, n_rows, nt);
     pipelines_.get(matvec_module(t), *layout_, {c.wg, c.rows, nt});
   }
-  pipelines_.get(std::string("tiled_") + t.name, *layout_, {});
+  if (coopmat_)
+    pipelines_.get(std::string("tc_") + t.name, *layout_, {});
+  else
+    pipelines_.get(std::string("tiled_") + t.name, *layout_, {});
   return true;
 }
 

@@ -3,7 +3,10 @@
 //
 // Per type two modules (shaders/modules.txt): matvec_<T> for n_tok <= 4
 // (subgroup reductions; matvec_<T>_nosg on devices without subgroup arithmetic)
-// and tiled_<T> for prefill. Both read the weights in their GGUF layout.
+// and tiled_<T> for prefill. All read the weights in their GGUF layout. On a
+// device with cooperative matrices (DeviceCaps::coopmat) prefill runs tc_<T> /
+// tlc_<T> (matmul_coopmat.comp: f16 tensor-core products on f32 x) instead of
+// the tiled and int8 tiled kernels.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -89,6 +92,7 @@ class MatmulKernels {
  public:
   static constexpr uint32_t kMaxMatvecTokens = 4;  // above: the tiled kernel
   static constexpr uint32_t kTileRows = 64, kTileTokens = 64;
+  static constexpr uint32_t kCoopRows = 128, kCoopTokens = 64;  // matmul_coopmat.comp's tile
 
   MatmulKernels(const Device& dev, Pipelines& pipelines);
 
@@ -137,6 +141,15 @@ class MatmulKernels {
   bool int8() const { return int8_; }
   // Whether products with weights of type t run on int8 x (matvec and tiled).
   bool int8_for(const MatmulType& t) const { return int8_ && q8_block(t) != 0; }
+  // The same for a product on n_tok tokens: prefill on cooperative matrices reads f32 x.
+  bool int8_for(const MatmulType& t, uint32_t n_tok) const { return int8_for(t) && !coopmat_for(n_tok); }
+
+  // ---- cooperative matrices (tensor cores) ----
+  // Prefill (n_tok > kMaxMatvecTokens) on matmul_coopmat.comp, when the
+  // backend asks (FISH_VK_COOPMAT, default on) and the device has them.
+  void set_coopmat(bool on) { coopmat_ = on && dev_.caps().coopmat; }
+  bool coopmat() const { return coopmat_; }
+  bool coopmat_for(uint32_t n_tok) const { return coopmat_ && n_tok > kMaxMatvecTokens; }
   // The CPU's activation block for t: 256 (Q8_K: Q4_K, Q5_K, Q6_K), 32 (Q8_0:
   // Q4_0, Q8_0), 0 (no int8 kernel).
   static uint32_t q8_block(const MatmulType& t);
@@ -169,6 +182,7 @@ class MatmulKernels {
   const Layout* quant_layout_;
   bool subgroups_;
   bool int8_ = false;
+  bool coopmat_ = false;
   uint32_t override_rows_ = 0, override_wg_ = 0;
   SpanMvShape span_shape_[kRoles];
   uint32_t span_u64_ = 0;

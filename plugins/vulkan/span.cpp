@@ -157,8 +157,15 @@ void Span::validate(const SpanContext& ctx, const SpanIn& in, bool with_weights)
   }
 }
 
+uint32_t Span::batch_tokens(const SpanContext& ctx) {
+  if (ctx.cfg->span_tokens > 0) return uint32_t(ctx.cfg->span_tokens);
+  // Tensor-core tiles are 128 rows x 64-128 tokens: 128 tokens give a 4096-row
+  // projection 64 workgroups, fewer than a large GPU's SMs; 512 give 256.
+  return ctx.matmul->coopmat() ? 512u : 128u;
+}
+
 uint64_t Span::bytes_for(const SpanContext& ctx, const SpanIn& in, int capacity) {
-  const uint32_t tokens = uint32_t(ctx.cfg->span_tokens);
+  const uint32_t tokens = batch_tokens(ctx);
   const ArenaLayout a = arena_layout(in, tokens, ctx.matmul->int8());
   std::vector<Planned> plan = {
       {params_floats(in) * 4, MemKind::Device, kStorageIn},
@@ -215,7 +222,7 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     narrow_max_kv_ = kNarrowMaxKv;
   }
   int8_ = ctx.matmul->int8();
-  arena_ = arena_layout(in, uint32_t(ctx.cfg->span_tokens), int8_);
+  arena_ = arena_layout(in, batch_tokens(ctx), int8_);
   const DeviceFns& f = ctx_.dev->fns();
   const VkDevice d = ctx_.dev->handle();
   try {

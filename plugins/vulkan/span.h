@@ -152,6 +152,8 @@ class Span {
   class Planner;  // span_plan.cpp
 
   static ArenaLayout arena_layout(const SpanIn& in, uint32_t tokens, bool int8);
+  // Tokens per submission: FISH_VK_SPAN_TOKENS, else the device's default.
+  static uint32_t batch_tokens(const SpanContext& ctx);
   static std::vector<float> rope_table(const SpanIn& in, int capacity);
   void allocate_kv(int capacity, std::vector<Buffer>* out) const;
   void write_buffer(Buffer& dst, uint64_t offset, const void* src, uint64_t n);

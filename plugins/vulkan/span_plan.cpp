@@ -217,7 +217,7 @@ class Span::Planner {
     add(RmsNormStep{L.aux_set, p}, {Region::X}, {Region::XNorm}, Barrier::Compute, "rmsnorm", "rmsnorm");
   }
 
-  bool int8(const Weight* w) const { return s_.int8_ && s_.ctx_.matmul->int8_for(*w->type); }
+  bool int8(const Weight* w) const { return s_.int8_ && s_.ctx_.matmul->int8_for(*w->type, n_); }
   static bool k_quant(const Weight* w) { return MatmulKernels::q8_block(*w->type) == 256; }
   // Words per token of w's int8 input rows: B32 rows for K-quants in the B32 decode, else the CPU's blocks.
   uint32_t row_words(const Weight* w) const {

@@ -49,13 +49,45 @@ void SpanProfile::add_submission(int n_tok) {
   const double period = double(dev_.caps().timestamp_period_ns) * 1e-9;
   const double total = double(ts.back() - ts.front()) * period;
   gpu_s_ += total;
-  if (n_tok != 1) return;
-  decode_gpu_s_ += total;
+  // Stages of decode (one token) and of prefill (more than 4) are kept apart.
+  const bool decode = n_tok == 1;
+  if (!decode && n_tok <= 4) return;
+  (decode ? decode_gpu_s_ : prefill_gpu_s_) += total;
+  if (!decode) prefill_tokens_ += uint64_t(n_tok);
+  auto& stages = decode ? stages_ : prefill_stages_;
   for (size_t i = 0; level_ >= 2 && i + 1 < n; ++i) {
-    Stage& st = stages_[names_[i]];
+    Stage& st = stages[names_[i]];
     st.category = cats_[i];
     st.seconds += double(ts[i + 1] - ts[i]) * period;
   }
+}
+
+// The categories' shares, then every stage (per `unit` of work: `per` of them).
+std::string SpanProfile::stage_table(const std::map<std::string, Stage>& stages, const char* what, double total_s,
+                                     double per, const char* unit) {
+  char buf[256];
+  std::vector<std::pair<double, std::string>> cats;
+  for (const auto& [name, st] : stages) {
+    auto it = std::find_if(cats.begin(), cats.end(), [&](const auto& c) { return c.second == st.category; });
+    if (it == cats.end()) cats.emplace_back(st.seconds, st.category);
+    else it->first += st.seconds;
+  }
+  std::sort(cats.rbegin(), cats.rend());
+  std::string s = std::string("\nvulkan span ") + what + " stages (FISH_GPU_PROFILE=2, share of device time):";
+  for (const auto& [sec, cat] : cats) {
+    std::snprintf(buf, sizeof buf, " %s %.1f%%,", cat.c_str(), 100.0 * sec / total_s);
+    s += buf;
+  }
+  s.pop_back();
+  std::vector<std::pair<double, std::string>> order;
+  for (const auto& [name, st] : stages) order.emplace_back(st.seconds, name);
+  std::sort(order.rbegin(), order.rend());
+  for (const auto& [sec, name] : order) {
+    std::snprintf(buf, sizeof buf, "\n  %-40s %8.4f ms per %s  %5.1f%%", name.c_str(), sec * 1e3 / per, unit,
+                  100.0 * sec / total_s);
+    s += buf;
+  }
+  return s;
 }
 
 void SpanProfile::add_forward(int n_tok, double wall_s) {
@@ -93,31 +125,17 @@ std::string SpanProfile::report(int first_layer, int last_layer) {
                   decode_prep_s_ * us, decode_wait_s_ * us, decode_copy_s_ * us);
     s += buf;
   }
-  if (!stages_.empty() && decode_gpu_s_ > 0) {
-    // Categories first (the spec's profile), then every stage.
-    std::vector<std::pair<double, std::string>> cats;
-    for (const auto& [name, st] : stages_) {
-      auto it = std::find_if(cats.begin(), cats.end(), [&](const auto& c) { return c.second == st.category; });
-      if (it == cats.end()) cats.emplace_back(st.seconds, st.category);
-      else it->first += st.seconds;
-    }
-    std::sort(cats.rbegin(), cats.rend());
-    s += "\nvulkan span decode stages (FISH_GPU_PROFILE=2, share of device time):";
-    for (const auto& [sec, cat] : cats) {
-      std::snprintf(buf, sizeof buf, " %s %.1f%%,", cat.c_str(), 100.0 * sec / decode_gpu_s_);
-      s += buf;
-    }
-    s.pop_back();
-    std::vector<std::pair<double, std::string>> order;
-    for (const auto& [name, st] : stages_) order.emplace_back(st.seconds, name);
-    std::sort(order.rbegin(), order.rend());
-    for (const auto& [sec, name] : order) {
-      std::snprintf(buf, sizeof buf, "\n  %-40s %8.4f ms per token  %5.1f%%", name.c_str(), sec * 1e3 / double(decode_),
-                    100.0 * sec / decode_gpu_s_);
-      s += buf;
-    }
+  if (!stages_.empty() && decode_gpu_s_ > 0) s += stage_table(stages_, "decode", decode_gpu_s_, double(decode_), "token");
+  if (!prefill_stages_.empty() && prefill_gpu_s_ > 0) {
+    std::snprintf(buf, sizeof buf, "\nvulkan span prefill: %.1f tok/s on the device (GPU timestamps, forwards of > 4 tokens)",
+                  double(prefill_tokens_) / prefill_gpu_s_);
+    s += buf;
+    s += stage_table(prefill_stages_, "prefill", prefill_gpu_s_, double(prefill_tokens_) / 1000.0, "1k tokens");
   }
   stages_.clear();
+  prefill_stages_.clear();
+  prefill_gpu_s_ = 0;
+  prefill_tokens_ = 0;
   forwards_ = decode_ = tokens_ = submits_ = 0;
   wall_s_ = gpu_s_ = decode_wall_s_ = decode_gpu_s_ = 0;
   decode_prep_s_ = decode_wait_s_ = decode_copy_s_ = 0;

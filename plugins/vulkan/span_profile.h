@@ -2,8 +2,8 @@
 // forwards, and the device time of its submissions from GPU timestamps.
 // Level 1 brackets each recording with two stamps (the recording is cached,
 // so the wall time stays that of an unprofiled forward); level 2 stamps every
-// stage of a decode forward (re-recorded each time: the stage names are
-// collected while recording) and reports the stages' shares.
+// stage of a forward (re-recorded each time: the stage names are collected
+// while recording) and reports the stages' shares, decode and prefill apart.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -51,7 +51,13 @@ class SpanProfile {
   uint32_t capacity_ = 0;
   uint32_t next_ = 0;                     // stamps recorded so far (while recording)
   std::vector<std::string> names_, cats_; // per stage of the last stamped recording
-  std::map<std::string, Stage> stages_;
+  static std::string stage_table(const std::map<std::string, Stage>& stages, const char* what, double total_s,
+                                 double per, const char* unit);
+
+  std::map<std::string, Stage> stages_;          // decode forwards'
+  std::map<std::string, Stage> prefill_stages_;  // forwards of more than 4 tokens'
+  double prefill_gpu_s_ = 0;
+  uint64_t prefill_tokens_ = 0;
   uint64_t forwards_ = 0, decode_ = 0, tokens_ = 0, submits_ = 0;
   double wall_s_ = 0, gpu_s_ = 0, decode_wall_s_ = 0, decode_gpu_s_ = 0;
   double decode_prep_s_ = 0, decode_wait_s_ = 0, decode_copy_s_ = 0;

@@ -15,12 +15,15 @@
 //   FISH_VK_SPIN=0|1               0: wait on fences by blocking only (default: spin briefly on GPUs)
 //   FISH_VK_INT8=0|1               int8 activations (integer dot products); default: on where the
 //                                  device accelerates them or is a CPU implementation with them
+//   FISH_VK_COOPMAT=0|1            prefill on cooperative matrices (tensor cores); default: on where
+//                                  the device has them (16x16x16 f16 -> f32, subgroups of 32)
 //   FISH_VK_SPAN_QFOLD=0|15        int8 span decode: 0 Q8_K rows from quantise steps (the CPU's
 //                                  arithmetic; the default on CPU implementations), 15 B32 rows
 //                                  that the producers write (the default on GPUs)
 //   FISH_VK_MV_ROWS=1|2|4, FISH_VK_MV_WG=32|64|128|256|512   stage-1 matvec shape (tuning)
 //   FISH_VK_SPAN_MV=[q|o|gu|d=]ROWS[xWG],...   span matvec shapes per projection (tuning)
-//   FISH_VK_SPAN_TOKENS=8..1024    tokens per span submission (default 128)
+//   FISH_VK_SPAN_TOKENS=8..1024    tokens per span submission (default 512 with cooperative
+//                                  matrices: tiles for every SM; 128 without)
 //   FISH_VK_ATTN_SPLIT=16..        decode attention: positions per split (default 128)
 //   FISH_VK_ATTN_MAX_SPLITS=1..128 decode attention: most splits (default 32)
 //   FISH_VK_BENCH_FILL_KV=0|1      BENCHMARKS ONLY: a span forward of more than one token
@@ -60,10 +63,11 @@ struct VkConfig {
   int profile_level = 0;      // 0 off, 1 per submission, 2 per span stage
   bool spin = true;
   int int8 = -1;              // -1: the device's default, 0 off, 1 on
+  bool coopmat = true;        // prefill on cooperative matrices where the device has them
   DecodeRows decode_rows = DecodeRows::Auto;
   int mv_rows = 0, mv_wg = 0;   // stage-1 matvec shape, 0: heuristic
   SpanMvShape span_mv[kRoles];  // per SpanRole, 0: heuristic
-  int span_tokens = 128;
+  int span_tokens = 0;  // 0: the device's default (512 with cooperative matrices, else 128)
   int attn_split = 128;
   int attn_max_splits = 32;
   bool bench_fill_kv = false;

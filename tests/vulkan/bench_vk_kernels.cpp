@@ -9,7 +9,13 @@
 // matmul_group on them (one submission, one dispatch per copy) and reports:
 //   matvec GB/s    weight bytes / device time of the kernels, n_tok = 1
 //   wall GB/s      the same over the whole call (x/y copies, submit, fence wait)
-//   prefill GFLOP/s  2·n_in·n_out·n_tok / device time (tiled kernel)
+//   prefill GFLOP/s  2·n_in·n_out·n_tok / device time of the submission: the prefill
+//                  kernel the device uses (coopmat where it has cooperative
+//                  matrices), then the tiled one (f32 or int8) beside it. The
+//                  submission includes copying y to host memory, which bounds
+//                  large outputs on a discrete GPU (the H200: ~16 GB/s, every
+//                  kernel then reads ~32 TFLOP/s); the span's prefill stages
+//                  (FISH_GPU_PROFILE=2 fish bench) time the kernels alone.
 // --sweep repeats the matvec for every (rows per subgroup, workgroup size).
 // First it measures the device's copy bandwidth (vkCmdCopyBuffer of 1 GiB,
 // counted as read + write) as the reference the matvec figures are read against.
@@ -313,17 +319,24 @@ int main(int argc, char** argv) {
       std::vector<fish::vk::Weight*> one = {ws[0]};
       std::vector<std::vector<float>> y1(1, std::vector<float>(size_t(sh.n_out)));
       const Timing single = time_group(*be, one, x1, 1, y1, a.reps, a.warm_ms / 3);
-      double gflops = 0;
+      double gflops = 0, gflops_tiled = 0;
       if (a.prefill > 4) {
         const auto xp = random_x(a.prefill, sh.n_in, seed++);
         std::vector<std::vector<float>> yp(1, std::vector<float>(size_t(sh.n_out) * size_t(a.prefill)));
-        const Timing pf = time_group(*be, one, xp, a.prefill, yp, std::max(1, a.reps / 2), a.warm_ms / 3);
-        gflops = 2.0 * double(sh.n_in) * double(sh.n_out) * a.prefill / pf.gpu_s / 1e9;
+        const bool coop = be->kernels()->coopmat();
+        for (int pass = 0; pass < (coop ? 2 : 1); ++pass) {
+          be->kernels()->set_coopmat(coop && pass == 0);
+          const Timing pf = time_group(*be, one, xp, a.prefill, yp, std::max(1, a.reps / 2), a.warm_ms / 3);
+          (pass == 0 ? gflops : gflops_tiled) = 2.0 * double(sh.n_in) * double(sh.n_out) * a.prefill / pf.gpu_s / 1e9;
+        }
+        be->kernels()->set_coopmat(coop);
       }
       const double gbs = bytes / mv.gpu_s / 1e9;
-      std::printf("%-6s %-26s %6llu %7zu | %10.0f %6.0f%% %10.0f %9.1f | %11.0f\n", fish::ggml_type_name(t).c_str(),
+      std::printf("%-6s %-26s %6llu %7zu | %10.0f %6.0f%% %10.0f %9.1f | %11.0f", fish::ggml_type_name(t).c_str(),
                   sh.label, (unsigned long long)mb, ws.size(), gbs, copy_gbs > 0 ? 100.0 * gbs / copy_gbs : 0.0,
                   bytes / mv.wall_s / 1e9, single.wall_s * 1e6, gflops);
+      if (gflops_tiled > 0) std::printf(" (coopmat; tiled %.0f)", gflops_tiled);
+      std::printf("\n");
       std::fflush(stdout);
       if (a.sweep) {
         for (uint32_t rows : {1u, 2u, 4u}) {

@@ -85,11 +85,11 @@ TEST_CASE("FISH_* variables: the strict parser", "[vulkan]") {
   CHECK(d.gpu == VkConfig::GpuMode::Default);
   CHECK(d.int8 == -1);
   CHECK(d.decode_rows == fish::vk::DecodeRows::Auto);
-  CHECK((d.span_tokens == 128 && d.attn_split == 128 && d.attn_max_splits == 32 && d.spin && !d.bench_fill_kv));
+  CHECK((d.span_tokens == 0 && d.coopmat && d.attn_split == 128 && d.attn_max_splits == 32 && d.spin && !d.bench_fill_kv));
   const VkConfig c = parse({{"FISH_GPU", "CPU"}, {"FISH_GPU_DEVICE", "2"}, {"FISH_GPU_VERBOSE", "2"},
                             {"FISH_GPU_PROFILE", "1"}, {"FISH_VRAM_BUDGET_MB", "300"}, {"FISH_VK_QUEUE", "universal"},
                             {"FISH_VK_VALIDATE", "1"}, {"FISH_VK_SPIN", "0"}, {"FISH_VK_INT8", "0"},
-                            {"FISH_VK_SPAN_QFOLD", "15"}, {"FISH_VK_MV_ROWS", "4"}, {"FISH_VK_MV_WG", "256"},
+                            {"FISH_VK_COOPMAT", "0"}, {"FISH_VK_SPAN_QFOLD", "15"}, {"FISH_VK_MV_ROWS", "4"}, {"FISH_VK_MV_WG", "256"},
                             {"FISH_VK_SPAN_MV", "q=1x32,d=4"}, {"FISH_VK_SPAN_TOKENS", "64"},
                             {"FISH_VK_ATTN_SPLIT", "256"}, {"FISH_VK_ATTN_MAX_SPLITS", "8"},
                             {"FISH_VK_BENCH_FILL_KV", "1"}, {"FISH_BACKEND", "vulkan"}, {"HOME", "/root"}});
@@ -103,6 +103,7 @@ TEST_CASE("FISH_* variables: the strict parser", "[vulkan]") {
   CHECK((c.span_mv[fish::vk::kRoleDown].rows == 4 && c.span_mv[fish::vk::kRoleDown].wg == 0));
   CHECK(c.span_mv[fish::vk::kRoleWo].rows == 0);
   CHECK(c.bench_fill_kv);
+  CHECK(!c.coopmat);
   CHECK(parse({{"FISH_GPU", "off"}}).gpu == VkConfig::GpuMode::Off);
   CHECK(parse({{"FISH_VK_SPAN_QFOLD", "0"}}).decode_rows == fish::vk::DecodeRows::Q8K);
   CHECK(parse({{"FISH_VK_INT8", ""}}).error.empty());  // set but empty: as if unset

@@ -90,7 +90,7 @@ vk::WeightUpload upload_desc(const Matrix& m) {
   return u;
 }
 
-double bound_ratio(const Matrix& w, const float* x, int n_tok, const float* y, int64_t* n_bad) {
+double bound_ratio(const Matrix& w, const float* x, int n_tok, const float* y, int64_t* n_bad, double rel) {
   WeightView v;
   v.type = w.type;
   v.data = w.data.data();
@@ -111,7 +111,7 @@ double bound_ratio(const Matrix& w, const float* x, int n_tok, const float* y, i
   for (int t = 0; t < n_tok; ++t) {
     double s = 0;
     for (int64_t i = 0; i < w.n_in; ++i) s += colsum[size_t(i)] * std::fabs(double(x[size_t(t) * size_t(w.n_in) + size_t(i)]));
-    const double bound = 1e-3 * s / double(w.n_out);
+    const double bound = rel * s / double(w.n_out);
     for (int64_t r = 0; r < w.n_out; ++r) {
       const size_t k = size_t(t) * size_t(w.n_out) + size_t(r);
       const double err = std::fabs(double(y[k]) - double(ref[k]));

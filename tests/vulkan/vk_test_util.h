@@ -49,7 +49,7 @@ vk::WeightUpload upload_desc(const Matrix& m);
 // bound |y - ref| <= 1e-3 * (Σ_r Σ_i |w_ri| |x_ti|) / n_out (token t). Returns
 // the largest |y - ref| / bound seen (must be <= 1); the number of violations
 // goes to *n_bad.
-double bound_ratio(const Matrix& w, const float* x, int n_tok, const float* y, int64_t* n_bad);
+double bound_ratio(const Matrix& w, const float* x, int n_tok, const float* y, int64_t* n_bad, double rel = 1e-3);
 
 std::string type_name(GgmlType t);
 

@@ -1,0 +1,153 @@
+#version 450
+// Tiled matrix product on cooperative matrices (tensor cores; prefill, n_tok > 4):
+// y[t][r] = Σ_i W[r][i] · x[t][i], as matmul_tiled.comp computes it, with the
+// multiply-accumulate in 16 × 16 × 16 f16 → f32 cooperative matrices
+// (VK_KHR_cooperative_matrix; the host uses these modules only on a device
+// that lists that shape at subgroup scope and runs subgroups of 32).
+//
+// Product: Yᵀ (rows × tokens) = W (rows × k) · Xᵀ (k × tokens). A workgroup of
+// 256 invocations (8 subgroups of 32) owns a BM = 128 rows × BN = 64 tokens
+// tile and walks k in steps of BK = 32:
+//   - every invocation dequantises 16 weights (two dequant8 calls: row tid / 2,
+//     k half tid % 2) and loads 8 x values (vec4 where aligned), into
+//     registers, one step ahead of the multiply (the loads of step s+1 overlap
+//     the products of s);
+//   - the step's tiles go to shared memory as f16 (in fours), W row-major
+//     [BM][BK], x token-major [BN][BK] (= Xᵀ column-major), rows padded by 8
+//     halves so the fragment loads spread over the banks;
+//   - subgroup s multiplies the 32 rows × 32 tokens at (s % 4, s / 4): four
+//     accumulators, two k16 slices per step. The accumulators are four named
+//     variables: as an array (indexed in loops) the 8B's prefill ran at half
+//     the speed (docs/experiments/vulkan-coopmat-prefill.md).
+// Epilogue: each accumulator goes through a 16 × 16 f32 staging area of the
+// subgroup (column-major: a token's 16 rows are adjacent) and every lane
+// writes 8 of its elements to y with EPI (span: 0 store, 1 add: the residual,
+// 2 silu: the gate). x values beyond f16's range are clamped to ±65504.
+//
+// Compile-time: TYPE_<T> (dequant.glsl), FISH_SPAN (the span's bindings,
+// XPROD: x := x ∘ x2 on load). Grid: x = row tiles, y = token tiles.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+
+layout(local_size_x = 256) in;
+
+#include "matmul_common.glsl"
+#include "dequant.glsl"
+
+const uint BN = 64u;  // tokens per tile
+#ifdef FISH_SPAN
+layout(constant_id = 0) const uint EPI = 0;
+layout(constant_id = 1) const bool XPROD = false;
+float x_load(uint a) { return XPROD ? X[a] * X[pc.x2_off - pc.x_off + a] : X[a]; }
+// a: a multiple of 4 (x_vec).
+#define X2_ALIGN pc.x2_off
+#define XPROD_VEC(a) (XPROD ? X4[(a) >> 2u] * X4[(pc.x2_off - pc.x_off + (a)) >> 2u] : X4[(a) >> 2u])
+void store_y(uint a, float v) {
+  if (EPI == 2u) v = v / (1.0 + exp(-v));
+  if (EPI == 1u) Y[a] += v;
+  else Y[a] = v;
+}
+#else
+float x_load(uint a) { return X[a]; }
+#define XPROD_VEC(a) X4[(a) >> 2u]
+#define X2_ALIGN 0u
+void store_y(uint a, float v) { Y[a] = v; }
+#endif
+
+const uint BM = 128u, BK = 32u;
+const uint LD4 = (BK + 8u) / 4u;            // padded row of both tiles, in f16vec4 (40 halves)
+const uint WN = BN / 2u;                    // tokens per subgroup
+const uint XPER = BN * BK / 256u;           // x values per invocation and step: 8
+const uint XLD = BK / XPER;                 // invocations per token: 4
+
+shared f16vec4 w_sh[BM * LD4];
+shared f16vec4 x_sh[BN * LD4];
+shared float stage_sh[8u * 256u];  // per subgroup: one 16 × 16 accumulator, column-major
+
+#define CM_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
+#define CM_B coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
+#define CM_C coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
+
+f16vec4 to_f16(vec4 v) { return f16vec4(clamp(v, vec4(-65504.0), vec4(65504.0))); }
+
+// One 16 × 16 accumulator (rows r0.., tokens t0..) through the subgroup's
+// staging area into y: every lane writes 256 / subgroup-size elements.
+void write_out(CM_C c, uint r0, uint t0) {
+  const uint st = gl_SubgroupID * 256u;
+  coopMatStore(c, stage_sh, st, 16, gl_CooperativeMatrixLayoutColumnMajor);
+  subgroupMemoryBarrierShared();
+  subgroupBarrier();
+  for (uint e = gl_SubgroupInvocationID; e < 256u; e += gl_SubgroupSize) {
+    const uint r = r0 + (e & 15u), t = t0 + (e >> 4u);
+    if (r < pc.n_rows && t < pc.n_tok) store_y(pc.y_off + t * pc.y_stride + r, stage_sh[st + e]);
+  }
+  subgroupBarrier();
+}
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x;
+  const uint row_base = gl_WorkGroupID.x * BM, tok_base = gl_WorkGroupID.y * BN;
+  // Loader roles. Weights: row tid / 2 (clamped: rows past n_rows are never
+  // written), elements kh .. kh + 15 of the step. x: XPER consecutive values
+  // of token tid / XLD; tokens past n_tok load zeros.
+  const uint w_r = tid >> 1u, kh = (tid & 1u) * 16u;
+  const uint w_row = min(row_base + w_r, pc.n_rows - 1u);
+  const uint x_t = tid / XLD, xk = (tid % XLD) * XPER;
+  const bool x_ok = tok_base + x_t < pc.n_tok;
+  const uint x_base = pc.x_off + (tok_base + x_t) * pc.x_stride;
+  // vec4 loads of x where its rows are 16-byte aligned and hold whole steps.
+  const bool x_vec = ((pc.x_off | pc.x_stride | X2_ALIGN) & 3u) == 0u && (pc.n_in % BK) == 0u;
+
+  // Subgroup tile: rows sm * 32 .., tokens sn * WN ...
+  const uint sg = gl_SubgroupID, sm = sg & 3u, sn = sg >> 2u;
+  // Four accumulators as plain variables (an array of them may live in local memory).
+  CM_C c00 = CM_C(0.0), c01 = CM_C(0.0), c10 = CM_C(0.0), c11 = CM_C(0.0);
+
+  vec4 wr[4];
+  vec4 xr[XPER / 4u];
+  // One step's loads into registers (weights dequantised, x as f32).
+  #define LOAD_STEP(k0)                                                              \
+    dequant8(w_row, (k0) + kh, wr[0], wr[1]);                                        \
+    dequant8(w_row, (k0) + kh + 8u, wr[2], wr[3]);                                   \
+    for (uint i = 0u; i < XPER / 4u; ++i) {                                          \
+      const uint k = (k0) + xk + 4u * i;                                             \
+      if (!x_ok) xr[i] = vec4(0.0);                                                  \
+      else if (x_vec) xr[i] = XPROD_VEC(x_base + k);                                 \
+      else xr[i] = vec4(k < pc.n_in ? x_load(x_base + k) : 0.0, k + 1u < pc.n_in ? x_load(x_base + k + 1u) : 0.0, \
+                        k + 2u < pc.n_in ? x_load(x_base + k + 2u) : 0.0, k + 3u < pc.n_in ? x_load(x_base + k + 3u) : 0.0); \
+    }
+  LOAD_STEP(0u)
+
+  for (uint k0 = 0u; k0 < pc.n_in; k0 += BK) {
+    for (uint j = 0u; j < 4u; ++j) w_sh[w_r * LD4 + kh / 4u + j] = to_f16(wr[j]);
+    for (uint i = 0u; i < XPER / 4u; ++i) x_sh[x_t * LD4 + xk / 4u + i] = to_f16(xr[i]);
+    barrier();
+    const uint k1 = k0 + BK;
+    if (k1 < pc.n_in) {  // the next step's loads, in flight during the products
+      LOAD_STEP(k1)
+    }
+    for (uint kk = 0u; kk < BK / 4u; kk += 4u) {  // k16 slices, in f16vec4 units
+      CM_A a0, a1;
+      CM_B b0, b1;
+      coopMatLoad(a0, w_sh, (sm * 32u) * LD4 + kk, LD4, gl_CooperativeMatrixLayoutRowMajor);
+      coopMatLoad(a1, w_sh, (sm * 32u + 16u) * LD4 + kk, LD4, gl_CooperativeMatrixLayoutRowMajor);
+      coopMatLoad(b0, x_sh, (sn * WN) * LD4 + kk, LD4, gl_CooperativeMatrixLayoutColumnMajor);
+      coopMatLoad(b1, x_sh, (sn * WN + 16u) * LD4 + kk, LD4, gl_CooperativeMatrixLayoutColumnMajor);
+      c00 = coopMatMulAdd(a0, b0, c00);
+      c01 = coopMatMulAdd(a0, b1, c01);
+      c10 = coopMatMulAdd(a1, b0, c10);
+      c11 = coopMatMulAdd(a1, b1, c11);
+    }
+    barrier();
+  }
+
+  // Epilogue: accumulator cij holds rows sm * 32 + i * 16 .., tokens sn * 32 + j * 16 ...
+  const uint r0 = row_base + sm * 32u, t0 = tok_base + sn * WN;
+  write_out(c00, r0, t0);
+  write_out(c01, r0, t0 + 16u);
+  write_out(c10, r0 + 16u, t0);
+  write_out(c11, r0 + 16u, t0 + 16u);
+}
