@@ -75,9 +75,16 @@ void fill_depth(fish_model* m, const std::vector<int32_t>& ctx, int64_t depth) {
 
 // One test (ppN or tgN at a depth) on a loaded model: a warm-up, then `reps`
 // timed repetitions; progress reports both.
-Result run_test(fish_model* m, const fish_model_info& info, bool prompt, int64_t n, int64_t depth, int reps,
-                Progress& progress) {
-  const std::string backend = info.gpu_layers > 0 || info.gpu_output ? std::string(info.backend) : "CPU";
+// The backend that runs m's work now ("CPU" when none: also after a fallback).
+std::string backend_now(const fish_model* m, fish_model_info* info) {
+  info->struct_size = sizeof *info;
+  fish_model_get_info(m, info);
+  return info->gpu_layers > 0 || info->gpu_output ? std::string(info->backend) : "CPU";
+}
+
+Result run_test(fish_model* m, bool prompt, int64_t n, int64_t depth, int reps, Progress& progress) {
+  fish_model_info info{};
+  const std::string backend = backend_now(m, &info);
   const std::string test = (prompt ? "pp" : "tg") + std::to_string(n) + (depth > 0 ? " @ d" + std::to_string(depth) : "");
   Result r{backend, info.n_threads, info.gpu_layers, test, prompt ? n : 0, prompt ? 0 : n, {}};
   const std::string where = test + " on " + backend + ", " + std::to_string(info.n_threads) + " threads";
@@ -100,6 +107,16 @@ Result run_test(fish_model* m, const fish_model_info& info, bool prompt, int64_t
     if (rep >= 0) r.samples.push_back(double(n_run) / dt);
   }
   progress.update(where, 1.0);
+  // A backend failure falls back to the CPU: the row names what ran at the end.
+  fish_model_info after{};
+  const std::string ran = backend_now(m, &after);
+  if (ran != backend) {
+    progress.finish();
+    std::fprintf(stderr, "fish bench: the backend fell back to the CPU during %s; its row says %s\n", where.c_str(),
+                 ran.c_str());
+    r.backend = ran;
+    r.gpu_layers = after.gpu_layers;
+  }
   return r;
 }
 
@@ -233,11 +250,11 @@ static int cmd_bench(int argc, char** argv) {
     if (on_gpu) detail = info.gpu_detail;
     for (int64_t d : depths) {
       for (int64_t n : n_ps)
-        if (n > 0) results.push_back(run_test(m, info, true, n, d, int(reps), progress));
+        if (n > 0) results.push_back(run_test(m, true, n, d, int(reps), progress));
       for (int64_t n : n_gs)
-        if (n > 0) results.push_back(run_test(m, info, false, n, d, int(reps), progress));
+        if (n > 0) results.push_back(run_test(m, false, n, d, int(reps), progress));
     }
-    if (on_gpu && std::getenv("FISH_GPU_PROFILE")) {  // the backend's stage profile of these runs
+    if (on_gpu) {  // the backend's stage profile of these runs ("" unless the plugin profiles: FISH_GPU_PROFILE)
       char* prof = fish_backend_profile();
       if (prof && *prof) std::fprintf(stderr, "%s\n", prof);
       fish_free(prof);

@@ -29,9 +29,12 @@ static int cmd_devices(int argc, char** argv) {
                 "  Lists the compute-backend plugins found next to the fish executable and next to\n"
                 "  libfish: whether each loaded, its ABI version, its devices, which one the engine\n"
                 "  uses and why, and the reason for every refusal. The chosen backend's device is\n"
-                "  opened (as a model load would) to show its status and free memory.\n"
+                "  opened (as a model load would) to show its status and free memory. Each plugin\n"
+                "  is first loaded, probed and opened in a child process: one that crashes, exits\n"
+                "  or hangs there is listed as refused, with what happened and where.\n"
                 "  Environment: FISH_GPU=0 loads no plugin; FISH_BACKEND=<name> picks one;\n"
-                "  FISH_GPU_VERBOSE=1 prints the loader's decisions on stderr.\n");
+                "  FISH_PLUGIN_DENY=a,b skips some; FISH_PLUGIN_ISOLATE=0 probes without the child;\n"
+                "  FISH_GPU_VERBOSE=1 prints the loader's decisions on stderr (2: every call).\n");
     return 0;
   }
   if (!a.positional().empty()) a.fail("unexpected argument");

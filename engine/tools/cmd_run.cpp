@@ -3,6 +3,7 @@
 #include <climits>
 #include <cstdio>
 #include <random>
+#include <string>
 
 #include "cli_model.h"
 #include "command.h"
@@ -141,10 +142,17 @@ static int cmd_run(int argc, char** argv) {
     std::fprintf(stderr, "fish run: the context (%d tokens) is full; stopped (--no-context-shift)\n", info.n_ctx);
   char shifted[64] = "";
   if (shifts) std::snprintf(shifted, sizeof shifted, " (context shifted %lld times)", (long long)shifts);
-  std::fprintf(stderr, "fish: prompt %d tokens, %.1f tok/s; generated %lld tokens, %.1f tok/s%s; backend %s (%d GPU layers)\n",
+  // The backend as it is now: a GPU failure during the run moved the work to the CPU.
+  const std::string loaded_on = info.backend;
+  fish_model_get_info(m, &info);
+  fish_stats st{};
+  st.struct_size = sizeof st;
+  fish_get_stats(m, &st);
+  const std::string fell_back = st.gpu_fallbacks ? ", after falling back from " + loaded_on : "";
+  std::fprintf(stderr, "fish: prompt %d tokens, %.1f tok/s; generated %lld tokens, %.1f tok/s%s; backend %s (%d GPU layers%s)\n",
                n_prompt, prompt_s > 0 ? double(n_prompt) / prompt_s : 0.0, (long long)generated,
                gen_s > 0 && generated > 1 ? double(generated - 1) / gen_s : 0.0, shifted, info.backend,
-               info.gpu_layers);
+               info.gpu_layers, fell_back.c_str());
   fish_sampler_free(s);
   fish_model_free(m);
   return 0;

@@ -4,7 +4,9 @@
 // mid-generation (FISH_TEST_SPAN_FAIL_AT, and a failing span_forward with the
 // head in the span, its logits copied or viewed) that falls back to the CPU
 // without losing a position, the output head in the span's forward ≡ the head
-// as its own submission, and its logits read in place ≡ copied.
+// as its own submission, and its logits read in place ≡ copied. The engine
+// variables each case needs are passed in (fish_model_params.config,
+// fish_backend_use_file_config), never set in the environment.
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,10 +29,12 @@ namespace {
 struct Model {
   fish_model* m = nullptr;
   fish_model_info info{};
-  Model(const std::string& path, int32_t gpu_layers, int32_t span) {
+  // config: engine variables for this load ("NAME=VALUE ...", or null).
+  Model(const std::string& path, int32_t gpu_layers, int32_t span, const char* config = nullptr) {
     fish_model_params p = fish_model_default_params();
     p.gpu_layers = gpu_layers;
     p.gpu_span = span;
+    p.config = config;
     p.n_threads = 2;
     p.n_ctx = 1024;
     fish_error* e = nullptr;
@@ -70,11 +74,17 @@ std::vector<int32_t> text_tokens(fish_model* m, size_t n) {
   return ids;
 }
 
-// Selects a plugin file; "" when it opened a device, else why not.
-std::string use_plugin(const std::string& name) {
+// Selects a plugin file, opened with the engine variables in `config`; "" when
+// it opened a device, else why not.
+std::string use_plugin(const std::string& name, const char* config = "") {
   const std::string path = bin_path("libfish_" + name + ".so");
   if (access(path.c_str(), R_OK) != 0) return name + ": " + path + " is not in the build folder";
-  fish_backend_use_file(path.c_str());
+  fish_error* e = nullptr;
+  if (fish_backend_use_file_config(path.c_str(), config, &e) != 0) {
+    const std::string why = fish_error_message(e);
+    fish_error_free(e);
+    return why;
+  }
   if (!fish_backend_active()) return name + ": " + fish_backend_reason();
   return "";
 }
@@ -159,16 +169,11 @@ void span_engine_checks(const std::string& plugin) {
       CHECK(fish_eval(a.m, &t, 1, 50, 0) != 0);
     }
     SECTION(plugin + " " + model + ": a span failure mid-generation falls back without losing a position") {
-      setenv("FISH_TEST_SPAN_FAIL_AT", "12", 1);
-      Model a(path, -1, 1);
-      unsetenv("FISH_TEST_SPAN_FAIL_AT");
+      Model a(path, -1, 1, "FISH_TEST_SPAN_FAIL_AT=12");
       falls_back_like_the_cpu(a, path, 24, 12);
     }
     SECTION(plugin + " " + model + ": the head in the span's forward == the head as its own submission") {
-      Model a(path, -1, 1);
-      setenv("FISH_GPU_SPAN_HEAD", "0", 1);
-      Model b(path, -1, 1);
-      unsetenv("FISH_GPU_SPAN_HEAD");
+      Model a(path, -1, 1), b(path, -1, 1, "FISH_GPU_SPAN_HEAD=0");
       REQUIRE(a.info.gpu_span == 1);
       REQUIRE(b.info.gpu_span == 1);
       const auto toks = text_tokens(a.m, 24);
@@ -196,10 +201,7 @@ void span_engine_checks(const std::string& plugin) {
       CHECK(submits(b.m) - sb0 == 32);  // the span + the output projection
     }
     SECTION(plugin + " " + model + ": logits read in place == copied and stay valid across a truncate") {
-      Model a(path, -1, 1);
-      setenv("FISH_GPU_LOGITS_VIEW", "0", 1);
-      Model b(path, -1, 1);
-      unsetenv("FISH_GPU_LOGITS_VIEW");
+      Model a(path, -1, 1), b(path, -1, 1, "FISH_GPU_LOGITS_VIEW=0");
       REQUIRE(a.info.gpu_span == 1);
       const auto toks = text_tokens(a.m, 16);
       REQUIRE(fish_eval(a.m, toks.data(), 8, 0, 0) == 0);
@@ -221,16 +223,12 @@ void span_engine_checks(const std::string& plugin) {
     }
     SECTION(plugin + " " + model + ": a span_forward failure with the head in it falls back without losing a position") {
       // The logits copied (FISH_GPU_LOGITS_VIEW=0) and read in place (the default).
-      for (const char* view : {"0", "1"}) {
-        INFO("FISH_GPU_LOGITS_VIEW=" << view);
-        setenv("FISH_GPU_LOGITS_VIEW", view, 1);
-        setenv("FISH_BACKEND_FAIL", "span_forward:5", 1);
-        REQUIRE(use_plugin(plugin).empty());  // a backend opened with the failure armed (read at open)
-        Model a(path, -1, 1);
-        unsetenv("FISH_BACKEND_FAIL");
+      for (const char* view : {"FISH_GPU_LOGITS_VIEW=0", "FISH_GPU_LOGITS_VIEW=1"}) {
+        INFO(view);
+        REQUIRE(use_plugin(plugin, "FISH_BACKEND_FAIL=span_forward:5").empty());  // a backend with the failure armed
+        Model a(path, -1, 1, view);
         REQUIRE(use_plugin(plugin).empty());  // the other sections get an unarmed one
         falls_back_like_the_cpu(a, path, 20, 11);  // call 1: positions 0..7; call 5 (position 11) fails
-        unsetenv("FISH_GPU_LOGITS_VIEW");
       }
     }
   }

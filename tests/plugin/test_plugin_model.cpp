@@ -20,10 +20,12 @@ namespace {
 struct Model {
   fish_model* m = nullptr;
   fish_model_info info{};
-  Model(int gpu_layers, int gpu_span) {
+  // config: engine variables for this load ("NAME=VALUE ...", or null).
+  Model(int gpu_layers, int gpu_span, const char* config = nullptr) {
     fish_model_params p = fish_model_default_params();
     p.gpu_layers = gpu_layers;
     p.gpu_span = gpu_span;
+    p.config = config;
     p.n_ctx = 128;
     fish_error* err = nullptr;
     m = fish_model_load(model_path("stories260K.gguf").c_str(), &p, &err);
@@ -123,21 +125,21 @@ TEST_CASE("model - a span failure mid-generation falls back to the CPU", "[plugi
   const Trace t = cpu_trace(12);
   // The prompt + 3 tokens run on the span, then its 5th forward fails: with
   // the output head as its own submission (x out), with the head in the span
-  // and the logits copied (FISH_GPU_LOGITS_VIEW=0), and read in place (the default).
+  // and the logits copied (FISH_GPU_LOGITS_VIEW=0), and read in place (the
+  // default). The variables are passed in: the load's, and the backend's
+  // (FISH_BACKEND_FAIL, read when it opens).
   struct Mode {
     const char* name;
-    const char* span_head;
-    const char* view;
+    const char* config;
   };
-  for (const Mode& mode : {Mode{"head apart", "0", "1"}, Mode{"head in the span, copied", "1", "0"},
-                           Mode{"head in the span, viewed", "1", "1"}}) {
+  for (const Mode& mode : {Mode{"head apart", "FISH_GPU_SPAN_HEAD=0 FISH_GPU_LOGITS_VIEW=1"},
+                           Mode{"head in the span, copied", "FISH_GPU_SPAN_HEAD=1 FISH_GPU_LOGITS_VIEW=0"},
+                           Mode{"head in the span, viewed", "FISH_GPU_SPAN_HEAD=1 FISH_GPU_LOGITS_VIEW=1"}}) {
     INFO("mode: " << mode.name);
-    setenv("FISH_GPU_SPAN_HEAD", mode.span_head, 1);
-    setenv("FISH_GPU_LOGITS_VIEW", mode.view, 1);
-    setenv("FISH_BACKEND_FAIL", "span_forward:5", 1);
-    fish_backend_use_file(FISH_TEST_REFERENCE);
+    fish_error* err = nullptr;
+    REQUIRE(fish_backend_use_file_config(FISH_TEST_REFERENCE, "FISH_BACKEND_FAIL=span_forward:5", &err) == 0);
     {
-      Model m(-1, 1);
+      Model m(-1, 1, mode.config);
       REQUIRE(m.info.gpu_span == 1);
       const auto l = forced(m, t);
       fish_stats st{};
@@ -157,9 +159,6 @@ TEST_CASE("model - a span failure mid-generation falls back to the CPU", "[plugi
       CHECK(g.same_argmax == g.steps);
       CHECK(g.max_diff <= 1e-4 * g.max_abs);
     }
-    unsetenv("FISH_BACKEND_FAIL");
-    unsetenv("FISH_GPU_SPAN_HEAD");
-    unsetenv("FISH_GPU_LOGITS_VIEW");
   }
   fish_backend_use_file(nullptr);
 }

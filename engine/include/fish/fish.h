@@ -38,11 +38,18 @@ typedef struct fish_model_params {
   int32_t n_threads;   /* <= 0: one per physical core */
   int32_t n_ctx;       /* <= 0: the model's context length */
   int32_t gpu_layers;  /* -1: auto (FISH_GPU_LAYERS or as many as fit); 0: CPU only */
-  int32_t gpu_span;    /* -1: default (FISH_GPU_SPAN or on); 0: per-matmul; 1: span */
+  int32_t gpu_span;    /* -1: default (FISH_GPU_SPAN, on unless set off); 0: per-matmul; 1: span */
   int32_t verbose;     /* progress and placement on stderr */
   int32_t vocab_only;  /* 1: load only the tokenizer (any GGUF with tokenizer metadata); no eval */
   fish_progress_fn progress; /* optional: the load's steps (upload, repack) as they run */
   void* progress_user;
+  /* Optional: engine variables for this load, "NAME=VALUE" items separated by
+   * spaces or newlines (e.g. "FISH_GPU_SPAN_HEAD=0 FISH_CPU_REPACK=0"), on top
+   * of the process's environment (read once). Any variable of the README's
+   * configuration table; those that choose the backend (FISH_GPU=off aside)
+   * take effect through fish_backend_use_file_config. A malformed item, an
+   * unknown name or a refused value fails the load, naming it. NULL: none. */
+  const char* config;
 } fish_model_params;
 
 FISH_API fish_model_params fish_model_default_params(void);

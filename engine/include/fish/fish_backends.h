@@ -76,6 +76,11 @@ FISH_API uint64_t fish_backend_memory_free(void);
 /* Use exactly this plugin file from now on (models loaded later use it), or,
  * with NULL/"", the normal discovery again. For tests and `fish plugin-test`. */
 FISH_API void fish_backend_use_file(const char* path);
+/* The same, discovering and opening with these engine variables ("NAME=VALUE"
+ * items separated by spaces or newlines, on top of the process's environment;
+ * e.g. "FISH_BACKEND_FAIL=span_forward:5" or "FISH_PLUGIN_DENY=vulkan").
+ * Returns 0, or -1 with *err naming the item it refuses (nothing changes). */
+FISH_API int fish_backend_use_file_config(const char* path, const char* config, struct fish_error** err);
 
 /* ---- conformance --------------------------------------------------------- */
 enum { FISH_CHECK_PASS = 0, FISH_CHECK_FAIL = 1, FISH_CHECK_SKIP = 2 };

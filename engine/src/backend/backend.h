@@ -3,16 +3,19 @@
 //   ComputeBackend* be = fish::backend::get();   // nullptr: CPU only
 //
 // The first call discovers the plugins (plugin_loader.h), ranks them
-// (FISH_GPU / FISH_BACKEND / scores), creates the best one's backend and opens
-// its device, moving on to the next candidate when that fails; later calls
-// return the same object. Thread-safe. The backend is never destroyed (it is
-// leaked at exit on purpose, see plugin_abi/README.md).
+// (FISH_GPU / FISH_BACKEND / FISH_PLUGIN_DENY / scores), creates the best
+// one's backend and opens its device, moving on to the next candidate when
+// that fails; later calls return the same object. Thread-safe. The backend is
+// never destroyed (it is leaked at exit on purpose, see plugin_abi/README.md).
+// The variables come from EngineConfig::process(), or from the configuration
+// last given to use_backend().
 #pragma once
 #include <memory>
 #include <string>
 
 #include "backend/compute_backend.h"
 #include "backend/plugin_loader.h"
+#include "common/engine_config.h"
 
 namespace fish::backend {
 
@@ -30,10 +33,14 @@ std::string reason();
 // rep.reason saying why. fail_spec: FISH_BACKEND_FAIL for the adapter.
 std::unique_ptr<ComputeBackend> open_chosen(BackendReport& rep, const std::string& fail_spec = "");
 
-// Tests and `fish plugin-test`: from now on get() uses exactly this plugin file
-// (FISH_GPU and FISH_BACKEND are ignored, the folders are not searched), or, for
-// "", the normal discovery again. Models loaded earlier keep the backend they
-// hold (backends are never destroyed).
+// From now on get() discovers again with `config` (its FISH_GPU, FISH_BACKEND,
+// FISH_PLUGIN_*, FISH_GPU_VERBOSE and FISH_BACKEND_FAIL), using exactly the
+// plugin file `path` when it is not "" (then FISH_GPU, FISH_BACKEND and
+// FISH_PLUGIN_DENY are ignored and the folders are not searched). For tests and
+// `fish plugin-test`. Models loaded earlier keep the backend they hold
+// (backends are never destroyed).
+void use_backend(const std::string& path, const EngineConfig& config);
+// use_backend(path, EngineConfig::process()).
 void use_plugin_file(const std::string& path);
 
 }  // namespace fish::backend

@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/backend_env.h"
 #include "backend/host_services.h"
 #include "backend/plugin_adapter.h"
 
@@ -20,6 +19,8 @@ struct Registry {
   ComputeBackend* backend = nullptr;
   std::string override_path;
   bool has_override = false;
+  EngineConfig config;      // the configuration of the next discovery (when has_config)
+  bool has_config = false;  // else EngineConfig::process()
   // Reports and backends are kept for the life of the process: callers may
   // hold references to older ones after use_plugin_file(). (Reachable from
   // here, so leak checkers see them as kept, not lost.)
@@ -40,22 +41,28 @@ const char* record_state(const PluginRecord& r) {
   return "refused";
 }
 
-void log_report(const BackendReport& rep) {
+// asked: the user named a plugin (FISH_BACKEND) or asked for the GPU
+// (FISH_GPU=1|cpu): ending up on the CPU is then a warning, not news for
+// FISH_GPU_VERBOSE only.
+void log_report(const BackendReport& rep, bool asked, bool opened) {
   for (const auto& r : rep.plugins) {
     // A plugin refusing its configuration (a mistyped FISH_VK_* value) is the
-    // user's to fix: a warning, shown without FISH_GPU_VERBOSE.
-    if (r.config_error) host_log(FISH_LOG_WARN, "loader", r.path + ": " + r.reason + " - the plugin is not used");
+    // user's to fix, one that crashed or hung in its probe is news: warnings,
+    // shown without FISH_GPU_VERBOSE.
+    if (r.config_error || r.faulty) host_log(FISH_LOG_WARN, "loader", r.path + ": " + r.reason + " - the plugin is not used");
     else host_log(FISH_LOG_INFO, "loader", r.path + ": " + record_state(r) + (r.reason.empty() ? "" : " - " + r.reason));
   }
-  host_log(FISH_LOG_INFO, "loader", rep.reason);
+  host_log(asked && !opened ? FISH_LOG_WARN : FISH_LOG_INFO, "loader", rep.reason);
 }
 
 // Caller holds mu.
 void init_locked(Registry& g) {
   if (g.ready) return;
-  const BackendEnv env = read_backend_env();
-  set_log_verbosity(env.verbose);
+  const EngineConfig& cfg = g.has_config ? g.config : EngineConfig::process();
+  set_log_verbosity(cfg.gpu_verbose);
   DiscoveryOptions opts;
+  opts.isolate = cfg.plugin_isolate;
+  opts.timeout_s = cfg.plugin_timeout_s;
   if (g.has_override) {
     opts.files.push_back(g.override_path);
     std::string name;
@@ -63,13 +70,15 @@ void init_locked(Registry& g) {
     opts.only = plugin_name_from_file(p.filename().string(), &name) ? name : p.stem().string();
   } else {
     opts.folders = plugin_folders();
-    opts.disabled = env.gpu_off;
-    opts.disabled_by = env.gpu;
-    opts.only = env.backend;
+    opts.disabled = cfg.gpu_off;
+    opts.disabled_by = cfg.gpu;
+    opts.only = cfg.backend;
+    opts.deny = cfg.plugin_deny;
   }
   auto rep = std::make_unique<BackendReport>(discover(opts));
-  std::unique_ptr<ComputeBackend> be = open_chosen(*rep, env.fail);
-  log_report(*rep);
+  std::unique_ptr<ComputeBackend> be = open_chosen(*rep, cfg.backend_fail);
+  const bool asked = !g.has_override && (!cfg.backend.empty() || (!cfg.gpu.empty() && !cfg.gpu_off));
+  log_report(*rep, asked, be != nullptr);
   g.rep = rep.get();
   g.reports.push_back(std::move(rep));
   g.backend = be.release();  // never destroyed
@@ -120,13 +129,17 @@ const BackendReport& report() {
 
 std::string reason() { return report().reason; }
 
-void use_plugin_file(const std::string& path) {
+void use_backend(const std::string& path, const EngineConfig& config) {
   Registry& g = reg();
   std::lock_guard<std::mutex> lk(g.mu);
   g.has_override = !path.empty();
   g.override_path = path;
+  g.config = config;
+  g.has_config = true;
   g.ready = false;
   g.backend = nullptr;  // the old one (if any) stays alive for whoever holds it
 }
+
+void use_plugin_file(const std::string& path) { use_backend(path, EngineConfig::process()); }
 
 }  // namespace fish::backend

@@ -17,6 +17,7 @@ namespace fish::backend {
 namespace {
 
 std::atomic<int> g_verbose{0};
+std::atomic<bool> g_child{false};  // enter_child_mode() was called: this is a probe's child process
 std::mutex g_log_mu;
 LogHook& log_hook() {
   static LogHook* h = new LogHook();  // leaked: plugins may log during exit
@@ -46,6 +47,7 @@ ThreadPool& pool() {
 }
 
 int32_t host_n_threads() {
+  if (g_child.load()) return 1;
   try {
     return int32_t(pool().size());
   } catch (...) {
@@ -56,7 +58,7 @@ int32_t host_n_threads() {
 void host_parallel_for(int64_t n, int64_t grain, fish_parallel_fn fn, void* ctx) {
   if (!fn || n <= 0) return;
   if (grain < 1) grain = 1;
-  if (t_in_pool_job) {
+  if (t_in_pool_job || g_child.load()) {  // nested, or a child process without the pool's threads
     fn(ctx, 0, n, 0);
     return;
   }
@@ -140,10 +142,15 @@ void host_log_c(int32_t level, const char* source, const char* message) {
 }  // namespace
 
 void host_log(int level, const std::string& source, const std::string& message) {
-  std::lock_guard<std::mutex> lk(g_log_mu);
-  if (log_hook()) {
-    log_hook()(level, source, message);
-    return;
+  // In a probe's child, another thread of the parent may have held the lock
+  // at fork time, and the hook is the parent's: straight to (captured) stderr.
+  std::unique_lock<std::mutex> lk(g_log_mu, std::defer_lock);
+  if (!g_child.load()) {
+    lk.lock();
+    if (log_hook()) {
+      log_hook()(level, source, message);
+      return;
+    }
   }
   const int v = g_verbose.load();
   // Errors and warnings always; information with FISH_GPU_VERBOSE=1; debug with 2.
@@ -156,6 +163,7 @@ void host_log(int level, const std::string& source, const std::string& message) 
 }
 
 void set_log_verbosity(int verbose) { g_verbose.store(verbose); }
+void enter_child_mode() { g_child.store(true); }
 int log_verbosity() { return g_verbose.load(); }
 
 void set_log_hook(LogHook hook) {

@@ -24,6 +24,11 @@ int log_verbosity();
 using LogHook = std::function<void(int level, const std::string& source, const std::string& message)>;
 void set_log_hook(LogHook hook);
 
+// In a child process that probes a plugin (child_process.h): log lines go
+// straight to stderr (no lock or hook of the parent's) and parallel_for runs
+// on the calling thread (the pool's threads stayed in the parent).
+void enter_child_mode();
+
 // "ok", "invalid argument", ... for messages.
 const char* status_name(fish_status s);
 

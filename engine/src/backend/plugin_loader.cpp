@@ -8,6 +8,7 @@
 #include <mutex>
 #include <system_error>
 
+#include "backend/child_process.h"
 #include "backend/host_services.h"
 
 #if defined(_WIN32)
@@ -121,6 +122,13 @@ std::string this_module_path() {
 #endif
 }
 
+// The step about to run on a plugin: in a probe's child, what a crash or hang
+// is reported "in"; in the engine, a debug line (FISH_GPU_VERBOSE=2).
+void stage(const std::string& path, const char* what) {
+  child_stage(what);
+  host_log(FISH_LOG_DEBUG, "loader", path + ": calling " + what);
+}
+
 // ---- the library cache: every path opened once, never closed ------------------
 struct LibEntry {
   PluginLibrary* lib = nullptr;  // leaked on purpose
@@ -201,6 +209,7 @@ LibEntry& open_and_negotiate(const std::string& canon) {
   if (it != libs().end()) return it->second;
   LibEntry& e = libs()[canon];
   std::string err;
+  stage(canon, "dlopen (the library's constructors)");
   void* h = open_library(canon, &err);
   if (!h) {
     e.error = "cannot open: " + err;
@@ -213,6 +222,7 @@ LibEntry& open_and_negotiate(const std::string& canon) {
   }
   fish_plugin_api api{};
   api.struct_size = sizeof api;
+  stage(canon, FISH_PLUGIN_ENTRY);
   const fish_status st = fenced([&] { return q(FISH_PLUGIN_ABI_VERSION, host_api(), &api); });
   // Only the frozen header (struct_size, abi_version, name, message) means the
   // same in every major: nothing else is read before the major is known.
@@ -351,6 +361,7 @@ PluginRecord load_plugin(const std::string& path) {
 
   fish_probe_result pr{};
   pr.struct_size = sizeof pr;
+  stage(path, "probe");
   const fish_status st = fenced([&] { return api.probe(&pr); });
   if (st != FISH_OK) {
     const std::string why = plugin_error_text(api);
@@ -362,6 +373,7 @@ PluginRecord load_plugin(const std::string& path) {
   rec.score = pr.score;
   rec.default_device = pr.default_device;
   const uint32_t n_dev = std::min<uint32_t>(pr.n_devices, 64);
+  if (n_dev) stage(path, "device_info");
   for (uint32_t i = 0; i < n_dev; ++i) {
     fish_device_info di{};
     di.struct_size = sizeof di;
@@ -377,6 +389,97 @@ PluginRecord load_plugin(const std::string& path) {
     }
     rec.devices.push_back(std::move(d));
   }
+  return rec;
+}
+
+namespace {
+
+// The children's verdicts, per canonical path, valid while the file's size and
+// modification time stay the same.
+struct Verdict {
+  std::uintmax_t size = 0;
+  fs::file_time_type mtime{};
+  ChildOutcome outcome;
+};
+std::mutex g_verdicts_mu;
+std::map<std::string, Verdict>& verdicts() {
+  static auto* m = new std::map<std::string, Verdict>();
+  return *m;
+}
+
+bool file_stamp(const std::string& path, std::uintmax_t* size, fs::file_time_type* mtime) {
+  std::error_code ec1, ec2;
+  *size = fs::file_size(path, ec1);
+  *mtime = fs::last_write_time(path, ec2);
+  return !ec1 && !ec2;
+}
+
+// The child's whole job: what the engine does with a plugin up to an open
+// device (discovery, then open_chosen), with the stages reported.
+void probe_body(const std::string& path) {
+  enter_child_mode();
+  const PluginRecord rec = load_plugin(path);
+  if (!rec.probed || rec.devices.empty()) return;  // a clean refusal: the engine finds it again itself
+  const fish_plugin_api& api = rec.lib->api;
+  fish_backend_config cfg{};
+  cfg.struct_size = sizeof cfg;
+  cfg.device_index = -1;
+  fish_backend* b = nullptr;
+  stage(path, "backend_create");
+  if (fenced([&] { return api.backend_create(&cfg, &b); }) != FISH_OK || !b) return;
+  stage(path, "open");
+  fenced([&] { return api.open(b); });
+  // Not destroyed: the engine never destroys an open backend either, and the
+  // child ends with _exit.
+}
+
+}  // namespace
+
+PluginRecord load_plugin_isolated(const std::string& path, double timeout_s) {
+  const std::string canon = canonical_or_same(path);
+  bool in_process = false;  // already loaded here (or refused here cleanly): nothing left to risk
+  {
+    std::lock_guard<std::mutex> lk(g_libs_mu);
+    in_process = libs().count(canon) != 0;
+  }
+  if (in_process) return load_plugin(path);
+  std::uintmax_t size = 0;
+  fs::file_time_type mtime{};
+  const bool stamped = file_stamp(canon, &size, &mtime);
+  ChildOutcome out;
+  bool cached = false;
+  if (stamped) {
+    std::lock_guard<std::mutex> lk(g_verdicts_mu);
+    auto it = verdicts().find(canon);
+    if (it != verdicts().end() && it->second.size == size && it->second.mtime == mtime) {
+      out = it->second.outcome;
+      cached = true;
+    }
+  }
+  if (!cached) {
+    host_log(FISH_LOG_INFO, "loader", path + ": probing in a child process first");
+    out = run_in_child([&] { probe_body(canon); }, timeout_s);
+    if (out.isolated) {
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%.3f", out.seconds);
+      host_log(FISH_LOG_INFO, "loader", path + ": the child " + (out.completed ? "came back" : out.describe()) +
+                                            " after " + secs + " s");
+    }
+    if (stamped) {
+      std::lock_guard<std::mutex> lk(g_verdicts_mu);
+      verdicts()[canon] = Verdict{size, mtime, out};
+    }
+  }
+  if (!out.isolated) {  // no fork on this platform, or no process or pipe to spare: as before isolation
+    if (!out.what.empty() && !cached) host_log(FISH_LOG_WARN, "loader", path + ": " + out.what + "; loaded in this process");
+    return load_plugin(path);
+  }
+  if (out.completed) return load_plugin(path);
+  PluginRecord rec;
+  rec.path = path;
+  plugin_name_from_file(fs::path(path).filename().string(), &rec.file_name);
+  rec.faulty = true;
+  rec.reason = "probed in a child process: " + out.describe();
   return rec;
 }
 
@@ -414,13 +517,16 @@ BackendReport discover(const DiscoveryOptions& opts) {
       if (r.file_name == rec.file_name && (r.loaded || !r.reason.empty())) same = &r;
     if (opts.disabled) {
       rec.reason = "not loaded: GPU offload is off (FISH_GPU=" + opts.disabled_by + ")";
+    } else if (std::find(opts.deny.begin(), opts.deny.end(), rec.file_name) != opts.deny.end()) {
+      rec.reason = "not loaded: denied by FISH_PLUGIN_DENY";
     } else if (!opts.only.empty() && rec.file_name != opts.only) {
       rec.reason = "not loaded: FISH_BACKEND=" + opts.only + " selects another plugin";
     } else if (same && same->loaded) {
       rec.reason = "not loaded: shadowed by " + same->path + " (same name, found first)";
     } else {
       std::string file_name = rec.file_name;
-      rec = load_plugin(f);
+      host_log(FISH_LOG_INFO, "loader", f + ": loading" + (opts.isolate ? "" : " in this process (FISH_PLUGIN_ISOLATE=0)"));
+      rec = opts.isolate ? load_plugin_isolated(f, opts.timeout_s) : load_plugin(f);
       rec.file_name = file_name;
     }
     rep.plugins.push_back(std::move(rec));

@@ -5,6 +5,12 @@
 // running executable and the folder of libfish, both asked of the OS. Never the
 // current directory, PATH or LD_LIBRARY_PATH. Files are opened with
 // RTLD_NOW | RTLD_LOCAL and never closed. Every refusal keeps its reason.
+//
+// By default each plugin is first loaded, queried, probed and its default
+// device opened in a short-lived child process (child_process.h); only a
+// plugin whose child came back is loaded into the engine. One that crashed,
+// aborted, exited or hung there is refused with what happened and where
+// (FISH_PLUGIN_ISOLATE=0 turns this off, FISH_PLUGIN_TIMEOUT bounds it).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -40,6 +46,7 @@ struct PluginRecord {
   uint32_t abi_version = 0;    // the version it answered (0: none)
   bool probed = false;         // probe() succeeded
   bool config_error = false;   // probe() refused the plugin's own configuration (a bad FISH_* variable)
+  bool faulty = false;         // crashed, aborted, exited or hung in its child process (reason says how)
   int32_t score = 0;
   uint32_t flags = 0;          // FISH_PLUGIN_*
   int32_t default_device = -1;
@@ -76,6 +83,14 @@ std::vector<std::string> list_plugin_files(const std::string& folder);
 // every failure is a reason in the record.
 PluginRecord load_plugin(const std::string& path);
 
+// load_plugin() after the same steps (and backend_create + open of the
+// default device when the probe found one) came through in a child process;
+// when they did not, a record with faulty set and the reason ("probed in a
+// child process: crashed (SIGSEGV, segmentation fault) in open"), and the file
+// is never loaded here. A file already loaded into this process skips the
+// child; the child's verdict is kept per file (path, size, modification time).
+PluginRecord load_plugin_isolated(const std::string& path, double timeout_s);
+
 // Opens a plugin file without negotiating (the conformance suite negotiates
 // itself); nullptr with *err set on failure. Never closed.
 void* open_library(const std::string& path, std::string* err);
@@ -87,6 +102,9 @@ struct DiscoveryOptions {
   bool disabled = false;             // FISH_GPU=off
   std::string disabled_by;           // the variable's text, for the reason
   std::string only;                  // FISH_BACKEND: load/choose only this name
+  std::vector<std::string> deny;     // FISH_PLUGIN_DENY: never load these names
+  bool isolate = true;               // FISH_PLUGIN_ISOLATE: load_plugin_isolated (else load_plugin)
+  double timeout_s = 10.0;           // FISH_PLUGIN_TIMEOUT: the child's time
 };
 
 // Finds, loads and probes the plugins and ranks the usable ones (see the

@@ -175,6 +175,15 @@ FISH_API void fish_backend_use_file(const char* path) {
   }
 }
 
+FISH_API int fish_backend_use_file_config(const char* path, const char* config, fish_error** err) {
+  return fish::capi::guarded(err, [&] {
+    std::string why;
+    const fish::EngineConfig cfg = fish::EngineConfig::process().with(config ? config : "", &why);
+    if (!why.empty()) throw fish::Error("fish_backend_use_file_config: " + why);
+    fish::backend::use_backend(path ? path : "", cfg);
+  }) ? 0 : -1;
+}
+
 FISH_API fish_plugin_test_params fish_plugin_test_default_params(void) {
   fish_plugin_test_params p{};
   p.struct_size = sizeof p;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "capi/capi_util.h"
+#include "common/error.h"
 #include "cpu/matmul.h"
 #include "gguf/gguf_file.h"
 #include "model/llama_model.h"
@@ -85,6 +86,7 @@ FISH_API fish_model_params fish_model_default_params(void) {
   p.gpu_span = -1;
   p.verbose = 0;
   p.vocab_only = 0;
+  p.config = nullptr;
   return p;
 }
 
@@ -97,8 +99,15 @@ FISH_API fish_model* fish_model_load(const char* path, const fish_model_params* 
   if (params) std::memcpy(&p, params, std::min<size_t>(params->struct_size, sizeof p));
   auto fm = std::make_unique<fish_model>();
   const bool ok = guarded(err, [&] {
-    fish::matmul_kernel_name();  // a bad FISH_CPU_KERNELS is this load's error, not a later abort
+    fish::matmul_kernel_name();  // FISH_CPU_KERNELS naming kernels this CPU lacks: this load's error, not a later abort
     fish::ModelOptions o;
+    fish::EngineConfig cfg = fish::EngineConfig::process();
+    if (p.config) {  // NULL from the defaults when the caller's struct predates the field
+      std::string why;
+      cfg = cfg.with(p.config, &why);
+      if (!why.empty()) throw fish::Error(std::string("fish_model_params.config: ") + why);
+    }
+    o.config = &cfg;
     o.n_threads = p.n_threads;
     o.n_ctx = p.n_ctx;
     o.gpu_layers = p.gpu_layers;

@@ -1,9 +1,9 @@
 // The matmul driver: checks the weights, picks the kernel family (cpuid, or
-// FISH_CPU_KERNELS), quantises the activations once per call into a reusable
-// per-thread buffer (in parallel when there are many tokens), and hands the
-// output rows of one or several weights to the thread pool in one
-// ThreadPool::run, as units of about equal weight bytes that the threads take
-// from a shared counter.
+// the process configuration's FISH_CPU_KERNELS), quantises the activations
+// once per call into a reusable per-thread buffer (in parallel when there are
+// many tokens), and hands the output rows of one or several weights to the
+// thread pool in one ThreadPool::run, as units of about equal weight bytes
+// that the threads take from a shared counter.
 #include "cpu/matmul.h"
 
 #include <atomic>
@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/engine_config.h"
 #include "common/error.h"
 #include "cpu/matmul_kernels.h"
 #include "cpu/thread_pool.h"
@@ -98,9 +99,10 @@ const char* kernels_label(MatmulKernels k) {
   return "?";
 }
 
-// The family chosen at first use: FISH_CPU_KERNELS if set (read once; an
-// unknown value or a family this CPU cannot run is an error, not a silent
-// fallback), else the widest the CPU supports.
+// The family chosen at first use: FISH_CPU_KERNELS of the process's
+// configuration if set (a family this CPU cannot run is an error, not a silent
+// fallback; an unknown value was already a warning there), else the widest
+// the CPU supports.
 struct Choice {
   const KernelFamily* family = nullptr;
   std::string error;
@@ -108,21 +110,16 @@ struct Choice {
 
 Choice choose_family() {
   Choice c;
-  const char* env = std::getenv("FISH_CPU_KERNELS");
-  if (env && *env) {
-    const std::string v = env;
-    MatmulKernels k;
-    if (v == "scalar") k = MatmulKernels::Scalar;
-    else if (v == "avx2") k = MatmulKernels::Avx2;
-    else if (v == "avx512") k = MatmulKernels::Avx512;
-    else {
-      c.error = "FISH_CPU_KERNELS='" + v + "' is not a kernel family (expected scalar, avx2 or avx512)";
-      return c;
-    }
+  const CpuKernels want = EngineConfig::process().cpu_kernels;
+  if (want != CpuKernels::Auto) {
+    const MatmulKernels k = want == CpuKernels::Scalar ? MatmulKernels::Scalar
+                            : want == CpuKernels::Avx2 ? MatmulKernels::Avx2
+                                                       : MatmulKernels::Avx512;
     c.family = family_of(k);
     if (!c.family)
-      c.error = std::string("FISH_CPU_KERNELS=") + v + ": this CPU (or build) cannot run the " + v +
-                " kernels" + (k == MatmulKernels::Avx512 ? " (they need AVX-512 F/BW/VL/DQ + VNNI)" : " (they need AVX2 + FMA + F16C)");
+      c.error = std::string("FISH_CPU_KERNELS=") + kernels_label(k) + ": this CPU (or build) cannot run the " +
+                kernels_label(k) + " kernels" +
+                (k == MatmulKernels::Avx512 ? " (they need AVX-512 F/BW/VL/DQ + VNNI)" : " (they need AVX2 + FMA + F16C)");
     return c;
   }
   for (MatmulKernels k : {MatmulKernels::Avx512, MatmulKernels::Avx2, MatmulKernels::Scalar})

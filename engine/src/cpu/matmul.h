@@ -89,7 +89,8 @@ void matmul_group(ThreadPool& pool, const WeightView* ws, int n_w, const float* 
 void matmul_ref_f32(const WeightView& w, const float* x, int n_tok, float* y);
 
 // Which kernel family runs on this CPU: "avx512-vnni", "avx2" or "scalar".
-// FISH_CPU_KERNELS=scalar|avx2|avx512 forces one (for tests and comparisons).
+// FISH_CPU_KERNELS=scalar|avx2|avx512 (EngineConfig::process()) forces one
+// (for tests and comparisons); one this CPU cannot run makes this throw.
 const char* matmul_kernel_name();
 
 // Kernel families, for tests and benchmarks that compare them in one process.

@@ -16,6 +16,7 @@ namespace fish {
 
 std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, const ModelOptions& opt) {
   std::unique_ptr<LlamaModel> m(new LlamaModel());
+  m->cfg_ = opt.config ? *opt.config : EngineConfig::process();
   m->file_ = gguf::File::open(path);
   if (opt.vocab_only) {  // a tokenizer-only load: any architecture, no tensors needed
     m->vocab_only_ = true;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/compute_backend.h"
+#include "common/engine_config.h"
 #include "cpu/attention.h"
 #include "cpu/matmul.h"
 #include "cpu/thread_pool.h"
@@ -24,9 +25,13 @@ class Tokenizer;
 struct ModelOptions {
   int32_t n_threads = 0;   // <= 0: one per physical core
   int32_t n_ctx = 0;       // <= 0: the model's training context
-  int32_t gpu_layers = -1; // -1: FISH_GPU_LAYERS or as many as fit; 0: CPU only
-  int32_t gpu_span = -1;   // -1: FISH_GPU_SPAN or on; 0: per-matmul; 1: span
+  int32_t gpu_layers = -1; // -1: the config's FISH_GPU_LAYERS or as many as fit; 0: CPU only
+  int32_t gpu_span = -1;   // -1: the config's FISH_GPU_SPAN (on by default); 0: per-matmul; 1: span
   bool verbose = false;
+  // The FISH_* configuration of this load (placement, spans, repacking);
+  // null: EngineConfig::process(). Copied: it need not outlive the call.
+  // Which backend there is comes from the process's backend (backend.h).
+  const EngineConfig* config = nullptr;
   bool vocab_only = false;  // the tokenizer alone (vocab files); eval() refuses
   // Optional: the load's long steps as they run (phase, fraction done in [0, 1]).
   std::function<void(const char* phase, double fraction)> progress;
@@ -125,6 +130,7 @@ class LlamaModel {
   const float* vector_tensor(const std::string& name, int64_t n, bool required);
   Linear matrix_tensor(const std::string& name, int64_t n_in, int64_t n_out, bool required);
 
+  EngineConfig cfg_;  // ModelOptions::config or the process's
   std::unique_ptr<gguf::File> file_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ThreadPool> pool_;
@@ -150,15 +156,15 @@ class LlamaModel {
   int32_t n_layer_gpu_ = 0;       // the last n_layer_gpu_ layers are on the backend
   BackendSpan* span_ = nullptr;   // when set, those layers run as one span
   int32_t span_kv_cap_ = 0;       // positions the span's device KV holds now (grown on demand)
-  bool span_head_ = false;        // the span's forward gives the logits (FISH_GPU_SPAN_HEAD=0: off)
+  bool span_head_ = false;        // the span's forward gives the logits (cfg_ FISH_GPU_SPAN_HEAD=0: off)
   bool span_head_all_rows_ = true;  // ... of any rows, not only the last (cleared when the plugin refuses)
-  bool span_view_ = false;        // ... left in the backend's memory, no copy (FISH_GPU_LOGITS_VIEW=0: copied)
+  bool span_view_ = false;        // ... left in the backend's memory, no copy (cfg_ FISH_GPU_LOGITS_VIEW=0: copied)
   const float* logits_view_ = nullptr;  // the last eval's logits [n_logits_, n_vocab] in the backend's memory, else null
   std::vector<int32_t> span_pos_;       // scratch: the positions of a span forward
   std::vector<uint8_t> span_rows_;      // scratch: its rows whose logits are wanted
-  bool gpu_verbose_ = false;            // ModelOptions::verbose or FISH_GPU_VERBOSE: say why placement changes
+  bool gpu_verbose_ = false;            // ModelOptions::verbose or cfg_ FISH_GPU_VERBOSE: say why placement changes
   void own_logits();  // copies logits_view_ into logits_ before a call that may invalidate it
-  int32_t span_fail_at_ = -1;     // FISH_TEST_SPAN_FAIL_AT: a simulated span failure (tests)
+  int32_t span_fail_at_ = -1;     // cfg_ FISH_TEST_SPAN_FAIL_AT: a simulated span failure (tests)
   std::string span_fail_reason_;
   bool kv_replay_needed_ = false;  // a span fell back: the CPU KV of its layers is empty
 

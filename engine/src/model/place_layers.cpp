@@ -6,10 +6,8 @@
 // matmul), and span layers get no CPU KV. Pages of uploaded tensors go back to the OS.
 #include <algorithm>
 #include <cstdio>
-#include <vector>
-#include <cstdlib>
-#include <cstring>
 #include <string>
+#include <vector>
 
 #include "model/backend_access.h"
 #include "common/error.h"
@@ -21,14 +19,6 @@ namespace fish {
 namespace {
 
 constexpr int32_t kSpanKvInitial = 512;  // positions of device KV a span starts with
-
-int env_int(const char* name, int dflt) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return dflt;
-  char* end = nullptr;
-  long x = std::strtol(v, &end, 10);
-  return (end && *end == 0) ? int(x) : dflt;
-}
 
 Linear* layer_matrices(Layer& L, int i) {
   Linear* m[7] = {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down};
@@ -77,12 +67,14 @@ SpanLayer span_layer(Layer& L, const Hparams& h) {
 }  // namespace
 
 void LlamaModel::place_layers(const ModelOptions& opt) {
-  int32_t want = opt.gpu_layers >= 0 ? opt.gpu_layers : env_int("FISH_GPU_LAYERS", hp_.n_layer);
+  int32_t want = opt.gpu_layers >= 0 ? opt.gpu_layers : cfg_.gpu_layers >= 0 ? cfg_.gpu_layers : hp_.n_layer;
   want = std::max(0, std::min(want, hp_.n_layer));
-  const bool span_wanted = opt.gpu_span >= 0 ? opt.gpu_span != 0 : env_int("FISH_GPU_SPAN", 1) != 0;
-  if (want == 0 && opt.gpu_layers == 0) return;  // CPU only, no plugin is even loaded
-  span_fail_at_ = env_int("FISH_TEST_SPAN_FAIL_AT", -1);
-  gpu_verbose_ = opt.verbose || std::getenv("FISH_GPU_VERBOSE");
+  const bool span_wanted = opt.gpu_span >= 0 ? opt.gpu_span != 0 : cfg_.gpu_span;
+  // CPU only (FISH_GPU=off in this load's configuration, or no layer wanted):
+  // no plugin is even loaded.
+  if (cfg_.gpu_off || (want == 0 && (opt.gpu_layers == 0 || cfg_.gpu_layers == 0))) return;
+  span_fail_at_ = cfg_.test_span_fail_at;
+  gpu_verbose_ = opt.verbose || cfg_.gpu_verbose > 0;
   ComputeBackend* be = acquire_backend();
   if (!be) return;
   backend_ = be;
@@ -201,14 +193,14 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
   // x comes back and the head is a second submission, through matmul).
   span_head_ = false;
   span_head_all_rows_ = true;
-  if (span_ && output_.gpu && env_int("FISH_GPU_SPAN_HEAD", 1) != 0) {
+  if (span_ && output_.gpu && cfg_.gpu_span_head) {
     span_head_ = be->span_set_head(span_, output_.gpu, output_norm_);
     if (!span_head_ && gpu_verbose_)
       std::fprintf(stderr, "fish: output head stays a separate submission: %s\n", be->last_error().c_str());
   }
   // The head's logits read where the backend left them, not copied per token;
   // FISH_GPU_LOGITS_VIEW=0 copies them.
-  span_view_ = span_head_ && env_int("FISH_GPU_LOGITS_VIEW", 1) != 0;
+  span_view_ = span_head_ && cfg_.gpu_logits_view;
 
   // 4. The CPU no longer reads the uploaded weights: give their pages back.
   auto drop_pages = [&](const Linear& lin) {

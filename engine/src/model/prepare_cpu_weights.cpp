@@ -4,13 +4,12 @@
 // prepare_weights; Q4_K / Q6_K strips on AVX-512 VNNI). The mmap pages of a
 // repacked tensor go back to the OS, so resident memory stays the model's
 // size; token_embd keeps its pages (embedding lookups read it), so a tied
-// output projection costs its size once more. FISH_CPU_REPACK=0 turns it off.
+// output projection costs its size once more. FISH_CPU_REPACK=0 (the load's
+// configuration) turns it off.
 // After a fallback to the CPU the layers that were on the backend are
 // repacked too, so the CPU path stays the same arithmetic as a CPU-only run.
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <vector>
 
 #include "common/error.h"
@@ -20,8 +19,7 @@
 namespace fish {
 
 void LlamaModel::prepare_cpu_weights() {
-  if (const char* v = std::getenv("FISH_CPU_REPACK"); v && (!std::strcmp(v, "0") || !std::strcmp(v, "off")))
-    return;
+  if (!cfg_.cpu_repack) return;
   // Matrices the CPU multiplies that are still in the GGUF layout (called
   // again after a fallback to the CPU: the layers that were on the backend).
   std::vector<Linear*> cpu;
@@ -61,7 +59,7 @@ void LlamaModel::prepare_cpu_weights() {
     }
   }
   report("repacking CPU weights", 1.0);
-  if (std::getenv("FISH_GPU_VERBOSE") && repacked_bytes_)
+  if (cfg_.gpu_verbose > 0 && repacked_bytes_)
     std::fprintf(stderr, "fish: %zu CPU matrices repacked (%.0f MB)\n", prepared_.size(), double(repacked_bytes_) / 1e6);
 }
 
