@@ -82,8 +82,14 @@ in_root() {
 step "the README's first command"
 t1=$(date +%s)
 # (a pipe into tee hides the exit status: the command leaves it in a file)
-in_root "$cmd1; echo \$? >/tmp/first.rc" 2>&1 | tee "$work/first.log"
+# Each line shown with the seconds since the command started (first.log keeps
+# the lines as printed), then where its phases ended.
+stamp() { while IFS= read -r l; do printf '[%4ss] %s\n' "$(( $(date +%s) - t1 ))" "$l"; done; }
+in_root "$cmd1; echo \$? >/tmp/first.rc" 2>&1 | tee "$work/first.log" | stamp | tee "$work/first.stamped"
 rc=$(cat "$root/tmp/first.rc")
+at() { grep -m1 "$1" "$work/first.stamped" | sed 's/^\[ *\([0-9]*\)s\].*/\1/'; }
+last_build=$(grep '^\[ *[0-9]*s\] \[[0-9]*/[0-9]*\]' "$work/first.stamped" | tail -1 | sed 's/^\[ *\([0-9]*\)s\].*/\1/')
+echo "phases (seconds from the start): dependencies installed $(at 'The CXX compiler identification'), configured $(at 'Build files have been written'), built ${last_build:-?}, model synthesised $(at 'synthesising done'), table $(at '^\[ *[0-9]*s\] | llama .* | tg128 |')"
 [ "$rc" = 0 ] || { echo "fresh root: the README's first command exited $rc" >&2; exit 1; }
 grep -q '^| llama .* | pp512 |' "$work/first.log" && grep -q '^| llama .* | tg128 |' "$work/first.log" ||
   { echo "fresh root: the first command did not end with the benchmark table" >&2; exit 1; }
