@@ -1,10 +1,11 @@
 #!/bin/sh
 # Installs (Debian 12, apt) what building and testing fish needs, when missing.
 # Usage: cmake/install-deps.sh [--tests]   (--tests adds Catch2, Mesa's lavapipe
-# Vulkan driver and SPIRV-Tools). Needs root or sudo only when something is missing.
+# Vulkan driver, SPIRV-Tools, and clang 14 with its sanitizer and libFuzzer
+# runtimes and ccache for the fuzz build). Needs root or sudo only when something is missing.
 set -e
 pkgs="cmake ninja-build g++ pkg-config libvulkan-dev glslc"
-[ "${1:-}" = "--tests" ] && pkgs="$pkgs catch2 spirv-tools mesa-vulkan-drivers vulkan-tools"
+[ "${1:-}" = "--tests" ] && pkgs="$pkgs catch2 spirv-tools mesa-vulkan-drivers vulkan-tools clang-14 libclang-rt-14-dev ccache"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -1,8 +1,12 @@
 #!/bin/sh
 # The test command: installs what is missing, builds (Release, warnings on) and
 # runs every test through CTest; the Vulkan tests run on Mesa's lavapipe (a CPU
-# Vulkan driver, FISH_GPU=cpu) when no GPU is present. The GGUF corruption
-# corpus is also built and run under AddressSanitizer + UBSan.
+# Vulkan driver, FISH_GPU=cpu) when no GPU is present. Then a clang build with
+# ASan + UBSan and libFuzzer (-DFISH_FUZZ=ON, build-fuzz/) runs the GGUF
+# corruption corpus and the fuzz regression files under the sanitizers, and a
+# short fuzz campaign of the GGUF loader (tests/fuzz/README.md;
+# FISH_FUZZ_SECONDS, default 120; 0 skips it) whose corpus is kept in
+# /var/cache/fish-ci/fuzz between runs.
 # --configure-only: the dependency step and the configure, nothing more (the
 # fresh-root check in .ci/ runs that much).
 set -e
@@ -12,10 +16,25 @@ jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DFISH_BUILD_TESTS=ON >/dev/null
 [ "${1:-}" = "--configure-only" ] && { echo "configured build/ with the tests"; exit 0; }
 cmake --build build -j "$jobs"
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFISH_SANITIZE=ON -DFISH_VULKAN=OFF -DFISH_BUILD_TESTS=ON >/dev/null
-cmake --build build-asan -j "$jobs" --target test_gguf_corrupt
-echo "== GGUF corruption corpus under ASan + UBSan"
-build-asan/bin/test_gguf_corrupt
 echo "== ctest"
-export FISH_GPU="${FISH_GPU:-cpu}"
-cd build && ctest --output-on-failure -j "$jobs"
+(export FISH_GPU="${FISH_GPU:-cpu}"; cd build && ctest --output-on-failure -j "$jobs")
+t0=$(date +%s)
+# ccache (installed with --tests) keeps the sanitizer build's objects between
+# runs: in /var/cache/fish-ci/ccache on the CI machine, else ccache's default.
+launcher=""
+if command -v ccache >/dev/null; then
+  launcher="-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache"
+  mkdir -p /var/cache/fish-ci/ccache 2>/dev/null && export CCACHE_DIR="${CCACHE_DIR:-/var/cache/fish-ci/ccache}"
+  export CCACHE_BASEDIR="$(pwd)"
+fi
+cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
+  -DFISH_FUZZ=ON -DFISH_VULKAN=OFF -DFISH_BUILD_TESTS=ON $launcher >/dev/null
+cmake --build build-fuzz -j "$jobs" --target fuzz_gguf make_fuzz_seeds test_gguf_corrupt test_fuzz_regressions
+echo "== GGUF corruption corpus and fuzz regressions under ASan + UBSan (clang)"
+build-fuzz/bin/test_gguf_corrupt
+build-fuzz/bin/test_fuzz_regressions
+secs=${FISH_FUZZ_SECONDS:-120}
+if [ "$secs" -gt 0 ]; then
+  FISH_FUZZ_JOBS="$jobs" tests/fuzz/run-campaign.sh build-fuzz "$secs"
+fi
+echo "== sanitizer build, corpus and fuzzing: $(( $(date +%s) - t0 )) s"

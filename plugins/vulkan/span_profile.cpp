@@ -68,7 +68,8 @@ std::string SpanProfile::stage_table(const std::map<std::string, Stage>& stages,
   char buf[256];
   std::vector<std::pair<double, std::string>> cats;
   for (const auto& [name, st] : stages) {
-    auto it = std::find_if(cats.begin(), cats.end(), [&](const auto& c) { return c.second == st.category; });
+    const std::string& category = st.category;  // clang 14 cannot capture a structured binding
+    auto it = std::find_if(cats.begin(), cats.end(), [&](const auto& c) { return c.second == category; });
     if (it == cats.end()) cats.emplace_back(st.seconds, st.category);
     else it->first += st.seconds;
   }

@@ -124,7 +124,8 @@ VkConfig VkConfig::parse(const std::map<std::string, std::string>& env) {
   VkConfig c;
   const auto& vars = variables();
   for (const auto& [name, value] : env) {
-    const auto it = std::find_if(vars.begin(), vars.end(), [&](const Variable& v) { return name == v.name; });
+    const std::string& key = name;  // a plain reference: clang 14 cannot capture a structured binding
+    const auto it = std::find_if(vars.begin(), vars.end(), [&](const Variable& v) { return key == v.name; });
     if (it == vars.end()) {
       // A FISH_VK_* name the plugin does not know (a typo, or a knob that was removed).
       if (name.rfind("FISH_VK_", 0) == 0 && c.error.empty()) {

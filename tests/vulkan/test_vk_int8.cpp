@@ -153,7 +153,9 @@ TEST_CASE("quantize_x = the CPU's Q8_K / Q8_0 / B32 activations bit for bit", "[
   if (!be) FISH_SKIP(skip_reason());
   // bs 256: Q8_K; 32: Q8_0; 32 + b32: the span's B32 rows (Q8_K's rule per
   // 32; within subgroups where gl_SubgroupSize >= 8, else by the workgroup).
-  for (const auto& [bs, b32] : {std::pair{256u, false}, std::pair{32u, false}, std::pair{32u, true}}) {
+  for (const auto& layout : {std::pair{256u, false}, std::pair{32u, false}, std::pair{32u, true}}) {
+    const unsigned bs = layout.first;  // plain variables: clang 14 cannot capture structured bindings
+    const bool b32 = layout.second;
     for (int mode = 0; mode < 3; ++mode) {  // 0 plain, 1 x·x2, 2 x·x2 · s_t
       // 3 tokens: built blocks (a partial last workgroup for 32); many random
       // blocks of magnitudes over 12 decades (the divisions' rounding).

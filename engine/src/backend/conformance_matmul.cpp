@@ -50,7 +50,9 @@ void run_matmul_checks(Runner& run, const PluginLibrary* lib, const std::string&
   // ---- matmul per type × n_tok ------------------------------------------------------
   for (GgmlType t : test_types()) {
     const bool sup = std::find(supported.begin(), supported.end(), t) != supported.end();
-    for (auto [n_out, n_in] : shapes_for(t)) {
+    for (const auto& out_in : shapes_for(t)) {
+      // Plain variables: the check lambdas capture them (clang 14 cannot capture structured bindings).
+      const int64_t n_out = out_in.first, n_in = out_in.second;
       const std::string shape = "[" + std::to_string(n_out) + "x" + std::to_string(n_in) + "]";
       if (!sup) {
         run.check("matmul " + ggml_type_name(t) + " " + shape,

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "common/fp16.h"
+#include "cpu/cpu_features.h"
 #include "cpu/thread_pool.h"
 
 namespace fish {
@@ -39,10 +40,8 @@ void attention_head_scalar(const float* q, const uint16_t* k, const uint16_t* v,
 AttentionHeadFn attention_head_best() {
 #if defined(__x86_64__)
   static const AttentionHeadFn fn = [] {
-    __builtin_cpu_init();
-    return (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
-               ? &attention_head_avx2
-               : &attention_head_scalar;
+    const CpuFeatures& f = cpu_features();
+    return f.avx2 && f.fma && f.f16c ? &attention_head_avx2 : &attention_head_scalar;
   }();
   return fn;
 #else

@@ -16,6 +16,7 @@
 
 #include "common/engine_config.h"
 #include "common/error.h"
+#include "cpu/cpu_features.h"
 #include "cpu/matmul_kernels.h"
 #include "cpu/thread_pool.h"
 #include "quant/quant.h"
@@ -65,14 +66,9 @@ struct Caps {
 
 Caps detect_caps() {
   Caps c;
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  c.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
-           __builtin_cpu_supports("bmi2");
-  c.avx512 = c.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-             __builtin_cpu_supports("avx512vnni");
-#endif
+  const CpuFeatures& f = cpu_features();
+  c.avx2 = f.x86_64_v3();
+  c.avx512 = f.avx512_vnni();
   return c;
 }
 

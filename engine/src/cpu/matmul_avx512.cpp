@@ -24,6 +24,14 @@ inline __m512 round_half_away(__m512 v) {
   return _mm512_mask_add_ps(t, up, t, one);
 }
 
+// q within [-127, 127]: a no-op for finite activations (|x| <= amax), but a
+// NaN converts to INT32_MIN, and the strip layout's scalar sums of such a
+// group would overflow (UB; found by the fuzz target: tests/fuzz/regressions/
+// nan-norm-kstrip.gguf).
+inline __m512i clamp127(__m512i q) {
+  return _mm512_max_epi32(_mm512_min_epi32(q, _mm512_set1_epi32(127)), _mm512_set1_epi32(-127));
+}
+
 inline float f16_round(float v) { return _cvtsh_ss(_cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); }
 
 // Q8_0 values per 32-block: d = amax / 127, q = roundf(x * (1 / d)); the kernels
@@ -99,8 +107,7 @@ void quantize_x8_k(const float* x, int64_t n, uint8_t* dst) {
     const __m512 vis = _mm512_set1_ps(iscale);
     alignas(64) int32_t sums[16];
     for (int k = 0; k < 16; ++k) {
-      __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + 16 * k), vis));
-      q = _mm512_min_epi32(q, _mm512_set1_epi32(127));
+      const __m512i q = clamp127(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + 16 * k), vis)));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + QK_K * b + 16 * k), _mm512_cvtepi32_epi8(q));
       sums[k] = _mm512_reduce_add_epi32(q);
     }

@@ -65,7 +65,7 @@ struct DecQ4_0 {
 struct DecQ4_1 {
   static constexpr int kBytes = sizeof(BlockQ4_1);
   static constexpr bool kMin = true;
-  static constexpr float kOff = 0.0f;
+  [[maybe_unused]] static constexpr float kOff = 0.0f;  // with a min (kMin), no offset is read
   static __m512i quants(const uint8_t* p, bool two) { return nibbles_2blocks(p + 4, p + kBytes + 4, two); }
 };
 struct DecQ5_0 {
@@ -81,7 +81,7 @@ struct DecQ5_0 {
 struct DecQ5_1 {
   static constexpr int kBytes = sizeof(BlockQ5_1);
   static constexpr bool kMin = true;
-  static constexpr float kOff = 0.0f;
+  [[maybe_unused]] static constexpr float kOff = 0.0f;  // with a min (kMin), no offset is read
   static __m512i quants(const uint8_t* p, bool two) {
     const __m512i lo = nibbles_2blocks(p + 8, p + kBytes + 8, two);
     const __mmask64 k = _cvtu64_mask64(qh_2blocks(p + 4, p + kBytes + 4, two));

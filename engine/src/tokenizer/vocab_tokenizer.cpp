@@ -13,7 +13,7 @@ namespace {
 // them even when the metadata names only the EOS (or an older EOS).
 const char* const kEndOfTurnTexts[] = {
     "<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>",
-    "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",  // DeepSeek: <｜end▁of▁sentence｜>
+    ("<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"),  // DeepSeek: <｜end▁of▁sentence｜>
 };
 
 }  // namespace
