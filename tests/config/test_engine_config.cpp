@@ -17,6 +17,7 @@
 
 #include "common/engine_config.h"
 #include "fish/fish.h"
+#include "readme_table.h"
 #include "test_paths.h"
 
 using fish::CpuKernels;
@@ -175,18 +176,8 @@ TEST_CASE("engine config: NAME=VALUE items on top of a configuration, strictly",
 
 // README.md's configuration table is the list the parser reads.
 TEST_CASE("engine config: the README's configuration table lists exactly the variables the parser reads", "[config]") {
-  std::ifstream f(source_path("README.md"));
-  REQUIRE(f);
-  std::set<std::string> readme;
-  std::string line;
-  bool in_table = false;
-  while (std::getline(f, line)) {
-    if (line.rfind("#", 0) == 0) in_table = line == "### Configuration";
-    if (!in_table || line.rfind("| `FISH_", 0) != 0) continue;
-    const std::string cell = line.substr(0, line.find(" |", 2));
-    for (size_t a = cell.find('`'); a != std::string::npos; a = cell.find('`', cell.find('`', a + 1) + 1))
-      readme.insert(cell.substr(a + 1, cell.find('`', a + 1) - a - 1));
-  }
+  const std::set<std::string> readme = fish::test::readme_table_variables(source_path("README.md"), "### Configuration");
+  REQUIRE_FALSE(readme.empty());
   const std::vector<std::string> names = EngineConfig::variable_names();
   const std::set<std::string> parser(names.begin(), names.end());
   CHECK(parser.size() == names.size());

@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 
+#include "readme_table.h"
 #include "vk_test_util.h"
 
 using fish::GgmlType;
@@ -133,18 +134,9 @@ TEST_CASE("FISH_* variables: the strict parser", "[vulkan]") {
 
 // plugins/vulkan/README.md's table of variables is the list the parser reads.
 TEST_CASE("the README's configuration table lists exactly the variables the parser reads", "[vulkan]") {
-  std::ifstream f(std::string(FISH_SOURCE_DIR) + "/plugins/vulkan/README.md");
-  REQUIRE(f);
-  std::set<std::string> readme;
-  std::string line;
-  bool in_table = false;
-  while (std::getline(f, line)) {
-    if (line.rfind("## ", 0) == 0) in_table = line == "## Configuration";
-    if (!in_table || line.rfind("| `FISH_", 0) != 0) continue;
-    const std::string cell = line.substr(0, line.find(" |", 2));
-    for (size_t a = cell.find('`'); a != std::string::npos; a = cell.find('`', cell.find('`', a + 1) + 1))
-      readme.insert(cell.substr(a + 1, cell.find('`', a + 1) - a - 1));
-  }
+  const std::set<std::string> readme =
+      fish::test::readme_table_variables(std::string(FISH_SOURCE_DIR) + "/plugins/vulkan/README.md", "## Configuration");
+  REQUIRE_FALSE(readme.empty());
   const std::vector<std::string> names = VkConfig::variable_names();
   const std::set<std::string> parser(names.begin(), names.end());
   CHECK(parser.size() == names.size());
