@@ -14,22 +14,21 @@ constexpr MatmulType kTypes[] = {
 
 uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 
-// The tiled kernels' grid: 64-row x 64-token tiles (matmul_tiled*.comp), within the device's limits.
-void tiled_grid(const DeviceCaps& caps, uint32_t n_rows, uint32_t n_tok, uint32_t& gx, uint32_t& gy) {
-  gx = ceil_div(n_rows, MatmulKernels::kTileRows);
-  gy = ceil_div(n_tok, MatmulKernels::kTileTokens);
+// A tiled kernel's grid: tile_rows-row x tile_tokens-token tiles (matmul_tiled*.comp:
+// 64 x 64, matmul_coopmat.comp: 128 x 64), within the device's limits.
+void tile_grid(const DeviceCaps& caps, uint32_t n_rows, uint32_t n_tok, uint32_t tile_rows, uint32_t tile_tokens,
+               uint32_t& gx, uint32_t& gy) {
+  gx = ceil_div(n_rows, tile_rows);
+  gy = ceil_div(n_tok, tile_tokens);
   if (gx > caps.max_wg_count_x || gy > caps.max_wg_count_y)
     throw Failure(FailKind::Internal, "tiled matmul grid " + std::to_string(gx) + " x " + std::to_string(gy) +
                                           " exceeds the device's limits");
 }
-
-// The coopmat kernels' grid: 128-row x 64-token tiles (matmul_coopmat.comp).
+void tiled_grid(const DeviceCaps& caps, uint32_t n_rows, uint32_t n_tok, uint32_t& gx, uint32_t& gy) {
+  tile_grid(caps, n_rows, n_tok, MatmulKernels::kTileRows, MatmulKernels::kTileTokens, gx, gy);
+}
 void coop_grid(const DeviceCaps& caps, uint32_t n_rows, uint32_t n_tok, uint32_t& gx, uint32_t& gy) {
-  gx = ceil_div(n_rows, MatmulKernels::kCoopRows);
-  gy = ceil_div(n_tok, MatmulKernels::kCoopTokens);
-  if (gx > caps.max_wg_count_x || gy > caps.max_wg_count_y)
-    throw Failure(FailKind::Internal, "coopmat matmul grid " + std::to_string(gx) + " x " + std::to_string(gy) +
-                                          " exceeds the device's limits");
+  tile_grid(caps, n_rows, n_tok, MatmulKernels::kCoopRows, MatmulKernels::kCoopTokens, gx, gy);
 }
 
 }  // namespace
