@@ -93,23 +93,25 @@ TEST_CASE("every embedded SPIR-V module passes spirv-val for Vulkan 1.1", "[vulk
   if (val.empty() || val.find("NOTFOUND") != std::string::npos) FISH_SKIP("spirv-val not found (install spirv-tools)");
   const fs::path dir = fs::temp_directory_path() / ("fish_vk_spv_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  // Does this spirv-val know cooperative matrices (Debian 12's 2023.1 does not)?
-  const bool knows_coopmat = [&] {
-    const FishVkModule* m = fish::vk::find_module("tc_F16");
-    REQUIRE(m != nullptr);
-    const fs::path p = dir / "probe.spv";
+  // spirv-val on one module: its exit status and what it printed.
+  auto validate = [&](const FishVkModule& m, std::string* out) {
+    const fs::path p = dir / (std::string(m.name) + ".spv");
     {
       std::ofstream f(p, std::ios::binary);
-      f.write(reinterpret_cast<const char*>(m->code), std::streamsize(m->words * 4));
+      f.write(reinterpret_cast<const char*>(m.code), std::streamsize(m.words * 4));
     }
     const std::string cmd = "\"" + val + "\" --target-env vulkan1.1 \"" + p.string() + "\" 2>&1";
     FILE* pipe = popen(cmd.c_str(), "r");
     REQUIRE(pipe);
-    std::string out;
     char buf[512];
-    while (std::fgets(buf, sizeof buf, pipe)) out += buf;
-    return pclose(pipe) == 0 || out.find("6022") == std::string::npos;
-  }();
+    while (std::fgets(buf, sizeof buf, pipe)) *out += buf;
+    return pclose(pipe);
+  };
+  // Does this spirv-val know cooperative matrices (Debian 12's 2023.1 does not)?
+  const FishVkModule* probe = fish::vk::find_module("tc_F16");
+  REQUIRE(probe != nullptr);
+  std::string probe_out;
+  const bool knows_coopmat = validate(*probe, &probe_out) == 0 || probe_out.find("6022") == std::string::npos;
   if (!knows_coopmat) WARN(val << " does not know cooperative matrices (capability 6022): the tc_/tlc_ modules are not validated (cmake/fetch-shader-tools.sh)");
   int n = 0, skipped = 0;
   for (const FishVkModule* m = fish::vk::modules_begin(); m != fish::vk::modules_end(); ++m) {
@@ -118,18 +120,8 @@ TEST_CASE("every embedded SPIR-V module passes spirv-val for Vulkan 1.1", "[vulk
       ++skipped, ++n;
       continue;
     }
-    const fs::path p = dir / (std::string(m->name) + ".spv");
-    {
-      std::ofstream f(p, std::ios::binary);
-      f.write(reinterpret_cast<const char*>(m->code), std::streamsize(m->words * 4));
-    }
-    const std::string cmd = "\"" + val + "\" --target-env vulkan1.1 \"" + p.string() + "\" 2>&1";
-    FILE* pipe = popen(cmd.c_str(), "r");
-    REQUIRE(pipe);
     std::string out;
-    char buf[512];
-    while (std::fgets(buf, sizeof buf, pipe)) out += buf;
-    const int rc = pclose(pipe);
+    const int rc = validate(*m, &out);
     INFO(m->name << ": " << out);
     CHECK(rc == 0);
     ++n;
