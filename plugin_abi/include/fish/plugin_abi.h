@@ -41,7 +41,7 @@ extern "C" {
 
 /* ---- versions --------------------------------------------------------------- */
 #define FISH_PLUGIN_ABI_MAJOR 2
-#define FISH_PLUGIN_ABI_MINOR 0
+#define FISH_PLUGIN_ABI_MINOR 1
 #define FISH_ABI_MAKE_VERSION(major, minor) ((((uint32_t)(major)) << 16) | ((uint32_t)(minor) & 0xffffu))
 #define FISH_ABI_VERSION_MAJOR(v) (((uint32_t)(v)) >> 16)
 #define FISH_ABI_VERSION_MINOR(v) (((uint32_t)(v)) & 0xffffu)
@@ -99,7 +99,17 @@ enum {
   FISH_TYPE_Q4_K = 12,
   FISH_TYPE_Q5_K = 13,
   FISH_TYPE_Q6_K = 14,
-  FISH_TYPE_BF16 = 30
+  FISH_TYPE_BF16 = 30,
+  /* fish's own layouts (2.1): never found in a GGUF file; the host makes them
+   * when it re-quantises a weight for a device (FISH_GPU_REQUANT) and uploads
+   * them only to a plugin whose supports() says yes. Geometry, dequant_row and
+   * quantize_row come from the host services like any other type.
+   * FQ3: 3-bit, 112 bytes per 256 values: f16 d, f16 dmin, Q4_K's 12-byte
+   * 6-bit scale/min packing, then per 32-value group s three uint32 words A, B,
+   * C; value 4j+i of the group (j = 0..7, i = 0..3) has the 3-bit code
+   * ((((j < 4 ? A : B) >> (2 * (j & 3) + 8 * i)) & 3) | (((C >> (j + 8 * i)) & 1) << 2)),
+   * and the value d * sc_s * q - dmin * m_s. */
+  FISH_TYPE_FQ3 = 1000
 };
 
 /* ---- host services ---------------------------------------------------------- */
