@@ -450,6 +450,15 @@ TEST_CASE("corrupt gguf: bad tensor infos", "[gguf][corrupt]") {
     put_u32(b, w2.type_off, t);
     CHECK_REFUSED(b, kName, "tensor 'w2.weight'", "unknown tensor type " + std::to_string(t));
   }
+  // fish's own device layout (FQ3 = 1000) is known to the engine but never a
+  // GGUF type: refused as such, before its geometry is even looked at.
+  b = img;
+  put_u32(b, w2.type_off, uint32_t(GgmlType::FQ3));
+  CHECK_REFUSED(b, kName, "tensor 'w2.weight'", "tensor type 1000 (FQ3) is fish's own device layout");
+  b = img;
+  put_u64(b, w1.ne_off, 256);  // a shape FQ3's geometry would accept
+  put_u32(b, w1.type_off, uint32_t(GgmlType::FQ3));
+  CHECK_REFUSED(b, kName, "tensor 'w1.weight'", "never a GGUF tensor type");
   // Row length not a multiple of the block size.
   b = img;
   put_u64(b, w1.ne_off, 48);

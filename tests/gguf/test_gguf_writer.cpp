@@ -251,6 +251,8 @@ TEST_CASE("gguf writer: bad tensors and alignment are refused", "[gguf][writer]"
   CHECK_THAT(msg([&] { w.add_tensor("y", GgmlType::F32, {1, 1, 1, 1, 1}, x.data()); }), Catch::Contains("dimensions"));
   CHECK_THAT(msg([&] { w.add_tensor("y", GgmlType::F32, {4, -1}, x.data()); }), Catch::Contains("negative"));
   CHECK_THAT(msg([&] { w.add_tensor("y", GgmlType(99), {4}, x.data()); }), Catch::Contains("unknown type"));
+  CHECK_THAT(msg([&] { w.add_tensor("y", GgmlType::FQ3, {256}, x.data()); }),
+             Catch::Contains("FQ3 is fish's own device layout"));
   CHECK_THAT(msg([&] { w.add_tensor("y", GgmlType::F32, {int64_t(1) << 40, int64_t(1) << 40}, x.data()); }),
              Catch::Contains("overflows"));
   CHECK(w.n_tensors() == 1);  // refused tensors were not kept

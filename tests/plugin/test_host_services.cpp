@@ -1,5 +1,6 @@
 // The services the engine hands to plugins (fish_host_api).
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -122,6 +123,35 @@ TEST_CASE("host type_info - geometry short structs and unknown types", "[plugin]
 
   CHECK(h->type_info(9999, &ti) == FISH_E_UNSUPPORTED);
   CHECK(h->type_info(FISH_TYPE_F32, nullptr) == FISH_E_INVALID_ARGUMENT);
+}
+
+TEST_CASE("host services - FQ3 (ABI 2.1) and Q4_K, the re-quantisation targets", "[plugin][host]") {
+  // A plugin that decodes through the host (the reference plugin) supports
+  // FQ3 by asking type_info; one with its own kernels needs FQ3's geometry.
+  const fish_host_api* h = backend::host_api();
+  fish_type_info ti{};
+  ti.struct_size = sizeof ti;
+  REQUIRE(h->type_info(FISH_TYPE_FQ3, &ti) == FISH_OK);
+  CHECK(std::string(ti.name) == "FQ3");
+  CHECK((ti.block_size == 256 && ti.type_size == 112 && ti.can_dequant == 1 && ti.can_quantize == 1));
+
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0, 1);
+  std::vector<float> src(512), back(512);
+  for (auto& v : src) v = nd(rng);
+  for (uint32_t t : {uint32_t(FISH_TYPE_FQ3), uint32_t(FISH_TYPE_Q4_K)}) {
+    std::vector<uint8_t> q(t == FISH_TYPE_FQ3 ? 2 * 112 : 2 * 144);
+    REQUIRE(h->quantize_row(t, src.data(), q.data(), 512) == FISH_OK);
+    REQUIRE(h->dequant_row(t, q.data(), back.data(), 512) == FISH_OK);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < src.size(); ++i) {
+      num += double(src[i] - back[i]) * double(src[i] - back[i]);
+      den += double(src[i]) * double(src[i]);
+    }
+    // Gaussian data: FQ3 ~12%, Q4_K ~7% relative RMS.
+    CHECK(std::sqrt(num / den) < (t == FISH_TYPE_FQ3 ? 0.15 : 0.08));
+  }
+  CHECK(h->dequant_row(FISH_TYPE_FQ3, back.data(), back.data(), 100) == FISH_E_INVALID_ARGUMENT);
 }
 
 TEST_CASE("host log reaches the hook with level and source", "[plugin][host]") {

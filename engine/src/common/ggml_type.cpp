@@ -36,9 +36,12 @@ std::optional<GgmlTypeInfo> ggml_type_info(uint32_t t) {
     case GgmlType::TQ1_0: return GgmlTypeInfo{"TQ1_0", 256, 54, false};
     case GgmlType::TQ2_0: return GgmlTypeInfo{"TQ2_0", 256, 66, false};
     case GgmlType::MXFP4: return GgmlTypeInfo{"MXFP4", 32, 17, false};
+    case GgmlType::FQ3: return GgmlTypeInfo{"FQ3", 256, 112, true};
   }
   return std::nullopt;
 }
+
+bool ggml_type_in_gguf(uint32_t t) { return t < uint32_t(GgmlType::FQ3) && ggml_type_info(t).has_value(); }
 
 std::string ggml_type_name(uint32_t t) {
   auto info = ggml_type_info(t);

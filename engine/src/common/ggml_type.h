@@ -14,6 +14,10 @@ enum class GgmlType : uint32_t {
   IQ2_XXS = 16, IQ2_XS = 17, IQ3_XXS = 18, IQ1_S = 19, IQ4_NL = 20, IQ3_S = 21,
   IQ2_S = 22, IQ4_XS = 23, I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28,
   IQ1_M = 29, BF16 = 30, TQ1_0 = 34, TQ2_0 = 35, MXFP4 = 39,
+  // fish's own layouts, from 1000 up (plugin_abi.h FISH_TYPE_*): made by the
+  // engine for a device copy (online re-quantisation), never found in a GGUF
+  // file. FQ3: 3-bit, 112 bytes per 256 values (quant/blocks.h BlockFQ3).
+  FQ3 = 1000,
 };
 
 constexpr int QK_K = 256;  // super-block size of the K-quants
@@ -28,6 +32,11 @@ struct GgmlTypeInfo {
 // Geometry of any type ggml knows, or nullopt for a number ggml never assigned.
 std::optional<GgmlTypeInfo> ggml_type_info(uint32_t type);
 inline std::optional<GgmlTypeInfo> ggml_type_info(GgmlType t) { return ggml_type_info(uint32_t(t)); }
+
+// Whether t may appear in a GGUF file: a type ggml assigned, not one of fish's
+// own (FQ3): the reader and the writer refuse the others.
+bool ggml_type_in_gguf(uint32_t type);
+inline bool ggml_type_in_gguf(GgmlType t) { return ggml_type_in_gguf(uint32_t(t)); }
 
 // "Q4_K", or "type 99" for an unknown number.
 std::string ggml_type_name(uint32_t type);

@@ -54,6 +54,7 @@ bool wtype_of(GgmlType t, WeightLayout layout, WType* out) {
     case GgmlType::Q4_K: *out = WType::Q4_K; return true;
     case GgmlType::Q5_K: *out = WType::Q5_K; return true;
     case GgmlType::Q6_K: *out = WType::Q6_K; return true;
+    case GgmlType::FQ3: *out = WType::FQ3; return true;
     default: return false;
   }
 }
@@ -149,7 +150,7 @@ Resolved resolve(const KernelFamily& fam, const WeightView& w, const char* what)
                   " has no 16-row strip layout (strips: Q4_K, Q6_K)");
     throw Error(std::string(what) + ": weight type " + ggml_type_name(w.type) +
                 " is not supported (supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, "
-                "Q5_K, Q6_K)");
+                "Q5_K, Q6_K, FQ3)");
   }
   const auto info = ggml_type_info(w.type);
   if (w.n_in <= 0 || w.n_out < 0)

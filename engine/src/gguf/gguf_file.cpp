@@ -313,6 +313,12 @@ void File::parse() {
     const uint32_t type = r.u32(field + " type");
     const auto info = ggml_type_info(type);
     if (!info) r.fail(field, "unknown tensor type " + std::to_string(type));
+    // fish's own layouts (FQ3 = 1000) exist only in device copies: a file that
+    // claims one is not a GGUF file anyone wrote, so it is refused like an
+    // unknown type rather than decoded.
+    if (!ggml_type_in_gguf(type))
+      r.fail(field, "tensor type " + std::to_string(type) + " (" + info->name +
+                        ") is fish's own device layout, never a GGUF tensor type");
     ti.type = GgmlType(type);
     if (ti.ne[0] % info->block_size != 0)
       r.fail(field, "row length " + std::to_string(ti.ne[0]) + " is not a multiple of " + info->name +

@@ -253,6 +253,8 @@ Writer::Tensor& Writer::new_tensor(std::string_view name, GgmlType type, const s
   if (ne.empty() || ne.size() > 4) throw Error(where + ": " + std::to_string(ne.size()) + " dimensions (must be 1..4)");
   const auto info = ggml_type_info(type);
   if (!info) throw Error(where + ": unknown type " + std::to_string(uint32_t(type)));
+  if (!ggml_type_in_gguf(type))
+    throw Error(where + ": type " + info->name + " is fish's own device layout, not a GGUF tensor type");
   int64_t rows = 1;
   for (size_t d = 0; d < ne.size(); ++d) {
     if (ne[d] < 0) throw Error(where + ": dimension " + std::to_string(d) + " is negative");

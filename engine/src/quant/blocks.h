@@ -36,10 +36,23 @@ struct BlockQ6_K { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_
 // activations for the K-quants: f32 scale, bsums[i] = Σ qs[16i .. 16i+15].
 struct BlockQ8_K { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; };
 
+// fish's own 3-bit layout (GgmlType::FQ3, plugin_abi.h FISH_TYPE_FQ3), the
+// device copy of online re-quantisation: Q4_K's header (d, dmin, the 12-byte
+// 6-bit scale/min packing: group g's pair as Q4_K's sub-block g), then per
+// 32-value group g three little-endian u32 words A, B, C at qs[12g]. Value
+// 4s + t of the group (s = 0..7, byte lane t = 0..3) has the 3-bit code
+//   q = (((s < 4 ? A : B) >> (2 (s & 3) + 8 t)) & 3) | (((C >> (s + 8 t)) & 1) << 2)
+// and the value (d·sc_g)·q − (dmin·m_g). The bit order is the shader's: one
+// mask of A or B and one of C give the four codes of s as the four bytes of
+// one word (unpackUnorm4x8).
+constexpr int FQ3_GROUP = 32;
+struct BlockFQ3 { uint16_t d; uint16_t dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qs[3 * 4 * (QK_K / FQ3_GROUP)]; };
+
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
               sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockQ8_1) == 36);
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
               sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292);
+static_assert(sizeof(BlockFQ3) == 112);
 
 // The 6-bit scale j and min j (j = 0..7) of a Q4_K / Q5_K super-block.
 inline void get_scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {

@@ -39,6 +39,7 @@ DequantRowFn find_dequant(GgmlType t) {
     case GgmlType::Q5_K: return dequant_elems<qk::dequant_q5_k, QK_K>;
     case GgmlType::Q6_K: return dequant_elems<qk::dequant_q6_k, QK_K>;
     case GgmlType::Q8_K: return dequant_elems<qk::dequant_q8_k, QK_K>;
+    case GgmlType::FQ3: return dequant_elems<qk::dequant_fq3, QK_K>;
     default: return nullptr;
   }
 }
@@ -55,6 +56,15 @@ QuantizeRowFn find_quantize(GgmlType t) {
     case GgmlType::Q4_K: return quantize_elems<qk::quantize_q4_k, QK_K>;
     case GgmlType::Q5_K: return quantize_elems<qk::quantize_q5_k, QK_K>;
     case GgmlType::Q6_K: return quantize_elems<qk::quantize_q6_k, QK_K>;
+    case GgmlType::FQ3: return quantize_elems<qk::quantize_fq3, QK_K>;
+    default: return nullptr;
+  }
+}
+
+QuantizeRowFn find_requantize(GgmlType t) {
+  switch (t) {
+    case GgmlType::FQ3: return quantize_elems<qk::quantize_fq3, QK_K>;
+    case GgmlType::Q4_K: return quantize_elems<qk::quantize_q4_k_requant, QK_K>;
     default: return nullptr;
   }
 }
@@ -71,7 +81,8 @@ double weight_abs_limit(GgmlType t) {
   switch (t) {
     case GgmlType::Q4_0: return 0.99 * 8 * 65504.0;
     case GgmlType::Q4_K:
-    case GgmlType::Q5_K: return 0.9 * 63 * 65504.0;
+    case GgmlType::Q5_K:
+    case GgmlType::FQ3: return 0.9 * 63 * 65504.0;
     case GgmlType::Q6_K: return 0.95 * 128 * 30 * 65504.0;
     default: return 0.0;  // not a fitted weight format: no check
   }
@@ -116,6 +127,14 @@ QuantizeRowFn quantize_row_fn(GgmlType t) {
   return f;
 }
 
+QuantizeRowFn requantize_row_fn(GgmlType t) {
+  const QuantizeRowFn f = find_requantize(t);
+  if (!f) throw Error("requantize_row: fish does not re-quantise to tensor type " + ggml_type_name(t));
+  return f;
+}
+
+bool can_requantize_to(GgmlType t) { return find_requantize(t) != nullptr; }
+
 bool can_dequantize(GgmlType t) { return find_dequant(t) != nullptr; }
 bool can_quantize(GgmlType t) { return find_quantize(t) != nullptr; }
 
@@ -128,6 +147,13 @@ void dequant_row(GgmlType t, const void* src, float* dst, int64_t n) {
 void quantize_row(GgmlType t, const float* src, void* dst, int64_t n) {
   const QuantizeRowFn f = quantize_row_fn(t);
   check_length("quantize_row", t, n);
+  check_weights(t, src, n);
+  if (n > 0) f(src, dst, n);
+}
+
+void requantize_row(GgmlType t, const float* src, void* dst, int64_t n) {
+  const QuantizeRowFn f = requantize_row_fn(t);
+  check_length("requantize_row", t, n);
   check_weights(t, src, n);
   if (n > 0) f(src, dst, n);
 }
@@ -147,7 +173,8 @@ GgmlType vec_dot_type(GgmlType weight) {
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
     case GgmlType::Q6_K:
-    case GgmlType::Q8_K: return GgmlType::Q8_K;
+    case GgmlType::Q8_K:
+    case GgmlType::FQ3: return GgmlType::Q8_K;
     default: throw Error("vec_dot_type: fish has no dot product for weight type " + ggml_type_name(weight));
   }
 }

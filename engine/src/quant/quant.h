@@ -14,11 +14,18 @@ namespace fish {
 void dequant_row(GgmlType t, const void* src, float* dst, int64_t n);
 
 // Quantises n floats (n a multiple of the block size) into a row of type t.
-// Types: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, and the activation
+// Types: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, FQ3, and the activation
 // formats Q8_1 and Q8_K. Throws fish::Error for any other type, for n not a
-// whole number of blocks, and (weight formats Q4_0, Q4_K, Q5_K, Q6_K) for an
-// input that is not finite or too large for the format's f16 scales.
+// whole number of blocks, and (weight formats Q4_0, Q4_K, Q5_K, Q6_K, FQ3) for
+// an input that is not finite or too large for the format's f16 scales.
 void quantize_row(GgmlType t, const float* src, void* dst, int64_t n);
+
+// The quantisers of online re-quantisation (a device copy made at load, see
+// model/requant.h): FQ3 (the same as quantize_row's) and Q4_K with a shorter
+// scale search than the model-file quantiser's, so that a load stays within
+// its time budget (quant/affine_block.h). Same checks as quantize_row.
+void requantize_row(GgmlType t, const float* src, void* dst, int64_t n);
+bool can_requantize_to(GgmlType t);
 bool can_quantize(GgmlType t);
 bool can_dequantize(GgmlType t);
 
@@ -39,6 +46,7 @@ using DequantRowFn = void (*)(const void* src, float* dst, int64_t n);
 using QuantizeRowFn = void (*)(const float* src, void* dst, int64_t n);
 DequantRowFn dequant_row_fn(GgmlType t);
 QuantizeRowFn quantize_row_fn(GgmlType t);
+QuantizeRowFn requantize_row_fn(GgmlType t);  // requantize_row's kernels: FQ3, Q4_K
 
 // Activation quantisation as llama.cpp's x86 CPU path does it at run time (its
 // SIMD quantisers, not the reference ones): Q8_0 / Q8_1 scale by id = 127/amax

@@ -23,24 +23,14 @@
 #include <cstring>
 
 #include "common/fp16.h"
+#include "quant/affine_block.h"
 #include "quant/blocks.h"
-#include "quant/k_scales.h"
 #include "quant/kquant_fit.h"
 #include "quant/quant_kernels.h"
 #include "quant/rounding.h"
 
 namespace fish::qk {
 namespace {
-
-constexpr int kGroup = 32;             // Q4_K / Q5_K group
-constexpr int kGroups = QK_K / kGroup;  // 8
-
-// Levels and packed scales of one Q4_K / Q5_K super-block.
-struct AffineBlock {
-  uint16_t d = 0, dmin = 0;
-  uint8_t scales[K_SCALE_SIZE] = {};
-  uint8_t L[QK_K] = {};
-};
 
 int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
@@ -53,40 +43,16 @@ void group_weights(const float* x, float* w) {
   for (int i = 0; i < N; ++i) w[i] = rms + std::fabs(x[i]);
 }
 
-void quantize_affine_block(const float* x, int nmax, const FitGrid& grid, AffineBlock& out) {
-  float scale[kGroups], min[kGroups];
-  float w[QK_K];
-  float max_scale = 0.0f, max_min = 0.0f;
-  for (int j = 0; j < kGroups; ++j) {
-    group_weights<kGroup>(x + kGroup * j, w + kGroup * j);
-    const AffineFit f = fit_affine(x + kGroup * j, w + kGroup * j, kGroup, nmax, grid, out.L + kGroup * j);
-    scale[j] = f.scale;
-    min[j] = f.min;
-    max_scale = std::max(max_scale, f.scale);
-    max_min = std::max(max_min, f.min);
-  }
+// The model-file quantisers try hard (a 21 / 16-point grid and the neighbour
+// search): they run once per file, and the error is what every user of the
+// file pays.
+constexpr AffineParams kQ4K{15, FitGrid{-1.0f, 0.1f, 20}, true, true};
+constexpr AffineParams kQ5K{31, FitGrid{-0.5f, 0.1f, 15}, true, true};
 
-  out.d = fp32_to_fp16(max_scale / 63.0f);
-  out.dmin = fp32_to_fp16(max_min / 63.0f);
-  const float d = fp16_to_fp32(out.d), dmin = fp16_to_fp32(out.dmin);
-  uint8_t sc[kGroups], m[kGroups];
-  for (int j = 0; j < kGroups; ++j) {
-    int s = d > 0 ? clampi(round_half_even(scale[j] / d), 0, 63) : 0;
-    int mm = dmin > 0 ? clampi(round_half_even(min[j] / dmin), 0, 63) : 0;
-    pick_stored_scale_min(x + kGroup * j, w + kGroup * j, kGroup, nmax, d, dmin, s, mm, out.L + kGroup * j);
-    sc[j] = uint8_t(s);
-    m[j] = uint8_t(mm);
-  }
-  pack_scale_min_k4(sc, m, out.scales);
-}
-
-}  // namespace
-
-void quantize_q4_k(const float* x, void* dst, int64_t nb) {
-  BlockQ4_K* b = static_cast<BlockQ4_K*>(dst);
+void quantize_q4_k_with(const float* x, BlockQ4_K* b, int64_t nb, const AffineParams& p) {
   AffineBlock blk;
   for (int64_t i = 0; i < nb; ++i, x += QK_K) {
-    quantize_affine_block(x, 15, FitGrid{-1.0f, 0.1f, 20}, blk);
+    quantize_affine_block(x, p, blk);
     b[i].d = blk.d;
     b[i].dmin = blk.dmin;
     std::memcpy(b[i].scales, blk.scales, K_SCALE_SIZE);
@@ -97,11 +63,21 @@ void quantize_q4_k(const float* x, void* dst, int64_t nb) {
   }
 }
 
+}  // namespace
+
+void quantize_q4_k(const float* x, void* dst, int64_t nb) {
+  quantize_q4_k_with(x, static_cast<BlockQ4_K*>(dst), nb, kQ4K);
+}
+
+void quantize_q4_k_requant(const float* x, void* dst, int64_t nb) {
+  quantize_q4_k_with(x, static_cast<BlockQ4_K*>(dst), nb, kRequantQ4K);
+}
+
 void quantize_q5_k(const float* x, void* dst, int64_t nb) {
   BlockQ5_K* b = static_cast<BlockQ5_K*>(dst);
   AffineBlock blk;
   for (int64_t i = 0; i < nb; ++i, x += QK_K) {
-    quantize_affine_block(x, 31, FitGrid{-0.5f, 0.1f, 15}, blk);
+    quantize_affine_block(x, kQ5K, blk);
     b[i].d = blk.d;
     b[i].dmin = blk.dmin;
     std::memcpy(b[i].scales, blk.scales, K_SCALE_SIZE);

@@ -146,6 +146,27 @@ float dot_q45_k(int64_t nb, const Block* x, const BlockQ8_K* y) {
   return sum;
 }
 
+// FQ3 (fish's 3-bit device layout): as Q4_K with codes 0..7 from the A/B/C words.
+float dot_fq3(int64_t nb, const BlockFQ3* x, const BlockQ8_K* y) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    uint8_t sc[8], m[8];
+    unpack_scale_min_k4(x[i].scales, sc, m);
+    int isum = 0, msum = 0;
+    for (int j = 0; j < 8; ++j) {
+      uint8_t q[FQ3_GROUP];
+      fq3_group_codes(x[i].qs + 12 * j, q);
+      const int8_t* a = y[i].qs + 32 * j;
+      int gs = 0;
+      for (int l = 0; l < 32; ++l) gs += int(q[l]) * a[l];
+      isum += sc[j] * gs;
+      msum += m[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+    }
+    sum += fp16_to_fp32(x[i].d) * y[i].d * float(isum) - fp16_to_fp32(x[i].dmin) * y[i].d * float(msum);
+  }
+  return sum;
+}
+
 // Q6_K: d·Σ_g sc_g Σ (q − 32) a (groups of 16).
 float dot_q6_k(int64_t nb, const BlockQ6_K* x, const BlockQ8_K* y) {
   float sum = 0.0f;
@@ -225,6 +246,8 @@ float vec_dot_ref_unchecked(GgmlType t, int64_t n, const void* w, const void* a)
       return dot_q6_k(nbk, static_cast<const BlockQ6_K*>(w), static_cast<const BlockQ8_K*>(a));
     case GgmlType::Q8_K:
       return dot_q8_k(nbk, static_cast<const BlockQ8_K*>(w), static_cast<const BlockQ8_K*>(a));
+    case GgmlType::FQ3:
+      return dot_fq3(nbk, static_cast<const BlockFQ3*>(w), static_cast<const BlockQ8_K*>(a));
     default:
       return 0.0f;  // unreachable: quant.cpp rejects every other type first
   }
