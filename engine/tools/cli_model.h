@@ -14,6 +14,7 @@
 
 #include "args.h"
 #include "fish/fish.h"
+#include "progress.h"
 
 namespace fish::cli {
 
@@ -21,6 +22,23 @@ struct ModelFlags {
   std::string path;
   fish_model_params params = fish_model_default_params();
 };
+
+// --requant MODE (fish_model_params.gpu_requant): 0|off, 1, 2, 3 or auto.
+// False when not given (the environment's FISH_GPU_REQUANT then decides).
+inline bool requant_flag(Args& a, int32_t& out) {
+  std::string v;
+  if (!a.value(nullptr, "--requant", v)) return false;
+  if (v == "0" || v == "off") out = 0;
+  else if (v == "1" || v == "2" || v == "3") out = v[0] - '0';
+  else if (v == "auto") out = 4;
+  else a.fail("--requant: '" + v + "' is not 0 (off), 1, 2, 3 or auto");
+  return true;
+}
+
+// The help line of --requant, for each command's usage text.
+constexpr const char* kRequantHelp =
+    "  --requant MODE: smaller re-quantised weight copies on the GPU (FISH_GPU_REQUANT): 0 off, 1 K-quants\n"
+    "  to FQ3 (3.5 bits), 2 Q6_K/Q5_K to Q4_K, 3 both of those, auto the mildest that fits every layer.\n";
 
 inline ModelFlags parse_model_flags(Args& a, bool gpu_default_off = false) {
   ModelFlags f;
@@ -40,6 +58,7 @@ inline ModelFlags parse_model_flags(Args& a, bool gpu_default_off = false) {
     f.params.gpu_layers = int32_t(v);
   }
   if (a.flag(nullptr, "--verbose")) f.params.verbose = 1;
+  requant_flag(a, f.params.gpu_requant);
   return f;
 }
 
@@ -55,9 +74,19 @@ inline std::string read_text_file(Args& a, const char* flag, const std::string& 
   return ss.str();
 }
 
+// Loads the model; a load step that takes longer than a second (uploads,
+// re-quantisation, repacking) shows its progress on stderr unless the caller
+// set its own progress callback.
 inline fish_model* load_or_exit(const char* cmd, const ModelFlags& f) {
   fish_error* err = nullptr;
-  fish_model* m = fish_model_load(f.path.c_str(), &f.params, &err);
+  Progress progress(std::string("fish ") + cmd, /*show_after_s=*/1.0);
+  fish_model_params p = f.params;
+  if (!p.progress) {
+    p.progress = &Progress::callback;
+    p.progress_user = &progress;
+  }
+  fish_model* m = fish_model_load(f.path.c_str(), &p, &err);
+  progress.finish();
   if (!m) {
     std::fprintf(stderr, "fish %s: %s\n", cmd, fish_error_message(err));
     fish_error_free(err);

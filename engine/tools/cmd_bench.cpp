@@ -169,7 +169,8 @@ std::string default_model(int32_t threads, Progress& progress) {
 static int cmd_bench(int argc, char** argv) {
   Args a(argc, argv);
   if (a.flag("-h", "--help")) {
-    std::printf("usage: fish bench [-m MODEL] [-p 512] [-n 128] [-d 0] [-t N] [-r 5] [-ngl|--n-gpu-layers N] [--json]\n"
+    std::printf("usage: fish bench [-m MODEL] [-p 512] [-n 128] [-d 0] [-t N] [-r 5] [-ngl|--n-gpu-layers N]\n"
+                "                  [--requant MODE] [--json]\n"
                 "       fish bench --kernels [--types Q4_K,Q6_K] [--shapes 4096x14336,...] [-r N] [--json]\n"
                 "  Prompt processing (ppN) and generation (tgN) tok/s, mean ± sd over -r repetitions;\n"
                 "  -d runs them after DEPTH tokens of context (filled untimed). -p, -n, -d and -t take\n"
@@ -177,7 +178,8 @@ static int cmd_bench(int argc, char** argv) {
                 "  With a GPU plugin: auto placement and CPU-only rows, and their ratio.\n"
                 "  Without -m: a Llama-3.2-1B-shaped Q4_K_M model is synthesised once and cached.\n"
                 "  Progress goes to stderr. FISH_GPU_PROFILE=2: the GPU's stage profile.\n"
-                "  --kernels: the GPU backend's matmul kernels on large matrices (GB/s), next to the CPU's.\n");
+                "  --kernels: the GPU backend's matmul kernels on large matrices (GB/s), next to the CPU's.\n%s",
+                kRequantHelp);
     return 0;
   }
   std::string model;
@@ -189,6 +191,8 @@ static int cmd_bench(int argc, char** argv) {
   const std::vector<int64_t> threads = int_list(a, {"-t", "--threads"}, "-t", {0}, 1);
   const bool reps_given = a.int_value("-r", "--repetitions", reps);
   a.int_value({"-ngl", "--gpu-layers", "--n-gpu-layers"}, ngl);
+  int32_t requant = -1;
+  requant_flag(a, requant);
   const bool json = a.flag(nullptr, "--json");
   if (a.flag(nullptr, "--kernels")) {  // the backend's kernels on large matrices, GB/s
     std::string types, shapes;
@@ -228,6 +232,7 @@ static int cmd_bench(int argc, char** argv) {
   p.n_ctx = int32_t(*std::max_element(depths.begin(), depths.end()) + max_tok + 16);
   p.progress = &Progress::callback;
   p.progress_user = &progress;
+  p.gpu_requant = requant;
   std::vector<Result> results;  // per thread count: the GPU rows (if any), then the CPU rows
   fish_model_info info{};
   std::string detail;

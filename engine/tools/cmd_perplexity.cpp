@@ -12,8 +12,9 @@ using namespace fish::cli;
 static int cmd_perplexity(int argc, char** argv) {
   Args a(argc, argv);
   if (a.flag("-h", "--help")) {
-    std::printf("usage: fish perplexity -m MODEL -f TEXTFILE [-c CTX] [-t N] [--chunks N]\n"
-                "  Chunks of CTX tokens (default 512), second half of each scored; last line: PPL = <value>\n");
+    std::printf("usage: fish perplexity -m MODEL -f TEXTFILE [-c CTX] [-t N] [--chunks N] [--requant MODE]\n"
+                "  Chunks of CTX tokens (default 512), second half of each scored; last line: PPL = <value>\n%s",
+                kRequantHelp);
     return 0;
   }
   ModelFlags mf = parse_model_flags(a);

@@ -17,11 +17,13 @@ static int cmd_run(int argc, char** argv) {
     std::printf(
         "usage: fish run -m MODEL [-p PROMPT | -f FILE] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
         "                [--repeat-penalty R] [--seed S] [-t N] [-c CTX] [-ngl|--n-gpu-layers N]\n"
-        "                [--keep N] [--no-context-shift] [--ids] [--special]\n"
+        "                [--keep N] [--no-context-shift] [--ids] [--special] [--verbose] [--requant MODE]\n"
         "  Streams the continuation of PROMPT (BOS first when the model adds one) to stdout;\n"
         "  --ids prints the generated token ids instead. --temp 0 is greedy.\n"
         "  When the context fills, the oldest half after the first --keep prompt tokens (and BOS;\n"
-        "  -1: the whole prompt) is dropped and generation goes on; --no-context-shift stops instead.\n");
+        "  -1: the whole prompt) is dropped and generation goes on; --no-context-shift stops instead.\n"
+        "  --verbose: placement on stderr (layers, the backend, the re-quantisation mix).\n%s",
+        kRequantHelp);
     return 0;
   }
   ModelFlags mf = parse_model_flags(a);

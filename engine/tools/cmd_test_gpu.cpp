@@ -8,6 +8,11 @@
 // Quality (--quality N): the CPU's greedy run of N tokens is the reference, the
 // auto placement is teacher-forced on it; top-1 agreement must be >= 95% (or
 // --min-agreement) and the mean / max KL(P_cpu || P_gpu) per step is reported.
+// Re-quantisation (FISH_GPU_REQUANT or --requant MODE): each matrix the mode
+// converts, its error against the GGUF's values and (blk.0) the backend's
+// kernel on the converted bytes against the CPU's decode of them
+// (fish_test_gpu_requant); the end-to-end and quality runs load with the mode,
+// and their lines name it and the mix.
 // Exit status: 0 pass, 1 fail, 77 skipped (no GPU backend).
 #include <algorithm>
 #include <cmath>
@@ -27,6 +32,7 @@ struct Run {
   std::vector<std::vector<float>> logits;  // per step: [n_vocab]
   int32_t gpu_layers = 0, gpu_span = 0, gpu_output = 0;
   std::string detail;
+  std::string requant;  // "FISH_GPU_REQUANT=3: <mix>" or ""
   bool ok = true;
 };
 
@@ -58,6 +64,8 @@ Run run_model(const std::string& label, const ModelFlags& base, int32_t gpu_laye
   r.gpu_span = info.gpu_span;
   r.gpu_output = info.gpu_output;
   r.detail = info.gpu_detail;
+  if (info.requant_detail && *info.requant_detail)
+    r.requant = std::string("FISH_GPU_REQUANT=") + info.gpu_requant + ": " + info.requant_detail;
   const bool generate = forced->empty();
   int32_t pos = 0;
   auto eval = [&](const int32_t* t, int32_t k) {
@@ -137,6 +145,11 @@ void print_check(const fish_plugin_check* c, void*) {
   std::printf("%s kernel %s: %s\n", tag, c->name, c->detail);
 }
 
+void print_requant(const fish_plugin_check* c, void*) {
+  const char* tag = c->outcome == FISH_CHECK_PASS ? "PASS" : c->outcome == FISH_CHECK_FAIL ? "FAIL" : "SKIP";
+  std::printf("%s %s: %s\n", tag, c->name, c->detail);
+}
+
 }  // namespace
 
 static int cmd_test_gpu(int argc, char** argv) {
@@ -144,12 +157,15 @@ static int cmd_test_gpu(int argc, char** argv) {
   if (a.flag("-h", "--help")) {
     std::printf(
         "usage: fish test-gpu MODEL [--no-kernels] [--no-e2e] [--no-cpu-compare] [-n 32] [-p PROMPT] [-t N]\n"
-        "                     [--min-agreement F] [--max-cpu-delta F] [--quality N]\n"
+        "                     [--min-agreement F] [--max-cpu-delta F] [--quality N] [--requant MODE]\n"
         "  Kernels: blk.0 projections on the GPU vs the CPU f32 product (spec bound).\n"
         "  End to end: auto (span) / FISH_GPU_SPAN=0 / FISH_GPU_LAYERS=0, teacher-forced on the first\n"
         "  run's greedy tokens; span must equal per-matmul (argmax, |dlogit| <= 2%% of max |logit|),\n"
         "  device memory must be freed on unload. --quality N: the CPU's greedy N tokens as the reference,\n"
         "  the GPU teacher-forced on them: top-1 agreement >= 95%% (or --min-agreement) and KL(P_cpu||P_gpu).\n"
+        "  With --requant MODE (or FISH_GPU_REQUANT): each matrix the mode converts, its relative RMS\n"
+        "  error vs the GGUF's values (fails past 20%% FQ3 / 10%% Q4_K) and, for blk.0, the GPU kernel on\n"
+        "  the converted bytes vs the CPU's decode of them; the runs above load with the mode.\n"
         "  Exit 0 pass, 1 fail, 77 skipped (no GPU).\n");
     return 0;
   }
@@ -167,6 +183,7 @@ static int cmd_test_gpu(int argc, char** argv) {
   ModelFlags mf;
   int64_t t = 0;
   if (a.int_value("-t", "--threads", t)) mf.params.n_threads = int32_t(t);
+  requant_flag(a, mf.params.gpu_requant);
   auto pos = a.positional();
   if (pos.size() != 1) a.fail("usage: fish test-gpu MODEL [options]");
   mf.path = pos[0];
@@ -183,6 +200,16 @@ static int cmd_test_gpu(int argc, char** argv) {
     const int32_t f = fish_test_gpu_kernels(mf.path.c_str(), &print_check, nullptr, &err);
     if (f < 0) {
       report(false, "kernels", fish_error_message(err));
+      fish_error_free(err);
+    } else {
+      failures += f;
+    }
+  }
+  {
+    fish_error* err = nullptr;
+    const int32_t f = fish_test_gpu_requant(mf.path.c_str(), mf.params.gpu_requant, &print_requant, nullptr, &err);
+    if (f < 0) {
+      report(false, "requant", fish_error_message(err));
       fish_error_free(err);
     } else {
       failures += f;
@@ -265,7 +292,8 @@ static int cmd_test_gpu(int argc, char** argv) {
                   c.agree, c.steps, 100.0 * c.agree / std::max(1, c.steps), steps ? kl_sum / double(steps) : 0.0, kl_max,
                   gpu.gpu_layers, gpu.gpu_span ? " (span)" : "");
     report(gpu.ok && cpu.ok && c.steps > 0 && c.agree >= need * c.steps,
-           "quality vs the CPU's greedy run (required >= " + std::to_string(need) + ")", buf);
+           "quality vs the CPU's greedy run (required >= " + std::to_string(need) + ")",
+           buf + (gpu.requant.empty() ? std::string() : "; " + gpu.requant));
   }
   std::printf("%s: %d failure%s\n", failures ? "FAIL" : "PASS", failures, failures == 1 ? "" : "s");
   return failures ? 1 : 0;

@@ -72,6 +72,7 @@ TEST_CASE("engine config: defaults, and every variable's good values", "[config]
   CHECK(d.plugin_timeout_s == 10.0);
   CHECK((d.backend_fail.empty() && d.gpu_layers == -1 && d.gpu_span && d.gpu_span_head && d.gpu_logits_view));
   CHECK((d.gpu_verbose == 0 && d.test_span_fail_at == -1 && d.cpu_repack && d.cpu_kernels == CpuKernels::Auto));
+  CHECK((d.gpu_requant == fish::RequantMode::Off && d.gpu_requant_cache));
 
   const Parsed p = parse({{"FISH_GPU", "cpu"},
                           {"FISH_BACKEND", "vendor-x_2"},
@@ -80,6 +81,8 @@ TEST_CASE("engine config: defaults, and every variable's good values", "[config]
                           {"FISH_GPU_SPAN_HEAD", "0"},
                           {"FISH_GPU_LOGITS_VIEW", "No"},
                           {"FISH_GPU_VERBOSE", "2"},
+                          {"FISH_GPU_REQUANT", "3"},
+                          {"FISH_GPU_REQUANT_CACHE", "off"},
                           {"FISH_CPU_REPACK", "false"},
                           {"FISH_CPU_KERNELS", "avx2"},
                           {"FISH_PLUGIN_DENY", "vulkan,,fault-x"},
@@ -98,6 +101,15 @@ TEST_CASE("engine config: defaults, and every variable's good values", "[config]
   CHECK(c.plugin_deny == std::vector<std::string>{"vulkan", "fault-x"});
   CHECK((!c.plugin_isolate && c.plugin_timeout_s == 0.5));
   CHECK((c.backend_fail == "span_forward:5,open" && c.test_span_fail_at == 12));
+  CHECK((c.gpu_requant == fish::RequantMode::Mixed && !c.gpu_requant_cache));
+  const std::pair<const char*, fish::RequantMode> modes[] = {
+      {"0", fish::RequantMode::Off},   {"off", fish::RequantMode::Off},   {"1", fish::RequantMode::AllFq3},
+      {"2", fish::RequantMode::ToQ4K}, {"3", fish::RequantMode::Mixed},   {"auto", fish::RequantMode::Auto},
+      {"AUTO", fish::RequantMode::Auto}};
+  for (const auto& [text, mode] : modes) {
+    INFO(text);
+    CHECK(parse({{"FISH_GPU_REQUANT", text}}).c.gpu_requant == mode);
+  }
   for (const char* off : {"0", "off", "OFF", "false", "no"}) {
     INFO(off);
     CHECK(parse({{"FISH_GPU", off}}).c.gpu_off);
@@ -124,6 +136,8 @@ TEST_CASE("engine config: a refused value is a warning naming the variable and w
       {"FISH_PLUGIN_ISOLATE", "2"},   {"FISH_PLUGIN_TIMEOUT", "0"},   {"FISH_PLUGIN_TIMEOUT", "-1"},
       {"FISH_PLUGIN_TIMEOUT", "1e3"}, {"FISH_PLUGIN_TIMEOUT", "5000"}, {"FISH_BACKEND_FAIL", "span_forward:0"},
       {"FISH_BACKEND_FAIL", ":3"},    {"FISH_BACKEND_FAIL", "open:x"}, {"FISH_TEST_SPAN_FAIL_AT", "-2"},
+      {"FISH_GPU_REQUANT", "4"},      {"FISH_GPU_REQUANT", "fq3"},    {"FISH_GPU_REQUANT", "-1"},
+      {"FISH_GPU_REQUANT_CACHE", "2"},
   };
   const EngineConfig dflt;
   for (const auto& [name, value] : bad) {
@@ -140,7 +154,10 @@ TEST_CASE("engine config: a refused value is a warning naming the variable and w
     CHECK((c.gpu_logits_view == dflt.gpu_logits_view && c.gpu_verbose == dflt.gpu_verbose));
     CHECK((c.cpu_repack == dflt.cpu_repack && c.cpu_kernels == dflt.cpu_kernels && c.plugin_deny.empty()));
     CHECK((c.plugin_isolate && c.plugin_timeout_s == 10.0 && c.backend_fail.empty() && c.test_span_fail_at == -1));
+    CHECK((c.gpu_requant == dflt.gpu_requant && c.gpu_requant_cache));
   }
+  CHECK(parse({{"FISH_GPU_REQUANT", "4"}}).warnings[0] ==
+        "FISH_GPU_REQUANT='4' is not 0 (off), 1, 2, 3 or auto; using the default (0)");
   // The exact sentences of two of them.
   CHECK(parse({{"FISH_GPU_SPAN", "banana"}}).warnings[0] ==
         "FISH_GPU_SPAN='banana' is not 0, off, false, no, 1, on, true or yes; using the default (on)");
@@ -181,7 +198,7 @@ TEST_CASE("engine config: the README's configuration table lists exactly the var
   const std::vector<std::string> names = EngineConfig::variable_names();
   const std::set<std::string> parser(names.begin(), names.end());
   CHECK(parser.size() == names.size());
-  CHECK(names.size() == 14);
+  CHECK(names.size() == 16);
   for (const std::string& n : parser) {
     INFO(n);
     CHECK(readme.count(n) == 1);

@@ -50,6 +50,13 @@ typedef struct fish_model_params {
    * take effect through fish_backend_use_file_config. A malformed item, an
    * unknown name or a refused value fails the load, naming it. NULL: none. */
   const char* config;
+  /* Smaller re-quantised copies of the weights on the device (the GGUF and
+   * the CPU path untouched): -1 (default) FISH_GPU_REQUANT, which is off
+   * unless set; 0 off; 1 every K-quant matrix of the GPU layers to FQ3; 2 Q6_K
+   * and Q5_K to Q4_K; 3 Q4_K to FQ3 and Q6_K / Q5_K to Q4_K; 4 auto (the
+   * mildest that puts every layer and the output on the device). Any other
+   * value fails the load. A caller built before this field gets -1. */
+  int32_t gpu_requant;
 } fish_model_params;
 
 FISH_API fish_model_params fish_model_default_params(void);
@@ -76,6 +83,15 @@ typedef struct fish_model_info {
   const char* backend;   /* "cpu" or the plugin name */
   const char* gpu_detail;/* the backend's describe() line, or "" */
   const char* cpu_kernels; /* "avx512-vnni", "avx2" or "scalar" */
+  /* Re-quantised device copies (fish_model_params.gpu_requant): */
+  const char* gpu_requant;     /* the mode in effect, auto resolved: "0", "1", "2", "3" */
+  const char* requant_detail;  /* what the placed weights became, e.g. "134 x Q4_K->FQ3 1740 MB (from
+                                  2236), 21 x Q6_K->Q4_K 619 MB (from 903)", or "" */
+  int32_t requant_converted;   /* matrices converted at this load */
+  int32_t requant_cached;      /* matrices read from the disk cache instead */
+  int32_t requant_rejected;    /* cache entries found stale, truncated or corrupt, and rebuilt */
+  double requant_seconds;      /* wall time of the conversions */
+  double requant_ns_per_weight;
 } fish_model_info;
 FISH_API void fish_model_get_info(const fish_model* m, fish_model_info* out);
 
@@ -171,6 +187,17 @@ struct fish_plugin_check;
  * reference. Calls fn per check; returns the number of failures, or -1 with *err
  * set when there is no backend or the model cannot be read. */
 FISH_API int32_t fish_test_gpu_kernels(const char* model_path,
+                                       void (*fn)(const struct fish_plugin_check* check, void* ctx), void* ctx,
+                                       fish_error** err);
+/* Re-quantisation checks (FISH_GPU_REQUANT): mode -1 takes FISH_GPU_REQUANT,
+ * 0 does nothing, 1/2/3 that mode, 4 (auto) every conversion any mode makes.
+ * Each matrix the mode converts is converted as a load converts it; checked:
+ * its relative RMS error against the GGUF's own values (failed past 20% for
+ * FQ3, 10% for Q4_K), and for blk.0's the backend takes, the kernel on the
+ * converted bytes against the CPU's decode of the same bytes (the bound of
+ * fish_test_gpu_kernels); then one line per conversion (count, error range,
+ * ns per weight). Returns the number of failures, or -1 with *err set. */
+FISH_API int32_t fish_test_gpu_requant(const char* model_path, int32_t mode,
                                        void (*fn)(const struct fish_plugin_check* check, void* ctx), void* ctx,
                                        fish_error** err);
 

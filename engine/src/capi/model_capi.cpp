@@ -15,7 +15,7 @@
 struct fish_model {
   std::unique_ptr<fish::LlamaModel> m;
   std::string error;
-  std::string backend_name, gpu_detail;
+  std::string backend_name, gpu_detail, requant_detail;
   fish_stats stats{};
 };
 
@@ -71,6 +71,15 @@ static void model_info(const fish_model* fm, fish_model_info* out) {
   i.backend = self->backend_name.c_str();
   i.gpu_detail = self->gpu_detail.c_str();
   i.cpu_kernels = fish::matmul_kernel_name();
+  self->requant_detail = m.requant_detail();
+  i.gpu_requant = fish::requant_mode_name(m.requant_mode());
+  i.requant_detail = self->requant_detail.c_str();
+  const fish::RequantStats& rq = m.requant_stats();
+  i.requant_converted = rq.converted;
+  i.requant_cached = rq.cached;
+  i.requant_rejected = rq.rejected;
+  i.requant_seconds = rq.convert_seconds;
+  i.requant_ns_per_weight = rq.ns_per_weight();
   std::memcpy(out, &i, std::min<size_t>(out->struct_size ? out->struct_size : sizeof i, sizeof i));
 }
 
@@ -87,6 +96,7 @@ FISH_API fish_model_params fish_model_default_params(void) {
   p.verbose = 0;
   p.vocab_only = 0;
   p.config = nullptr;
+  p.gpu_requant = -1;
   return p;
 }
 
@@ -112,6 +122,10 @@ FISH_API fish_model* fish_model_load(const char* path, const fish_model_params* 
     o.n_ctx = p.n_ctx;
     o.gpu_layers = p.gpu_layers;
     o.gpu_span = p.gpu_span;
+    if (p.gpu_requant < -1 || p.gpu_requant > int32_t(fish::RequantMode::Auto))
+      throw fish::Error("fish_model_params.gpu_requant: " + std::to_string(p.gpu_requant) +
+                        " is not -1 (FISH_GPU_REQUANT), 0 (off), 1, 2, 3 or 4 (auto)");
+    o.gpu_requant = p.gpu_requant;
     o.verbose = p.verbose != 0;
     o.vocab_only = p.vocab_only != 0;
     if (p.progress)

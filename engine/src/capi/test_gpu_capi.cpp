@@ -1,10 +1,10 @@
 // The kernel part of `fish test-gpu`: the active backend's matmul on a real
 // model's blk.0 projections against the CPU f32 reference, with the spec's
-// per-element bound |y - ref| <= 1e-3 * Σ_rows Σ_i |w||x_t| / n_out — or, for
-// a backend that quantises activations to int8 as the CPU does (fish_vulkan's
-// integer dot products), against the CPU's own int8 product (fish::matmul)
-// within 5% of that bound: the f32 bound is the spec's for f32 activations,
-// which int8 rounding alone exceeds (as the CPU's own product does).
+// per-element bound (capi/gpu_weight_check.h) — or, for a backend that
+// quantises activations to int8 as the CPU does (fish_vulkan's integer dot
+// products), against the CPU's own int8 product (fish::matmul) within 5% of
+// that bound: the f32 bound is the spec's for f32 activations, which int8
+// rounding alone exceeds (as the CPU's own product does).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -13,13 +13,11 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/kernel_bound.h"
 #include "capi/capi_util.h"
-#include "cpu/matmul.h"
+#include "capi/gpu_weight_check.h"
+#include "common/error.h"
 #include "cpu/thread_pool.h"
 #include "gguf/gguf_file.h"
-#include "quant/quant.h"
-#include "common/error.h"
 
 namespace {
 
@@ -66,7 +64,7 @@ FISH_API int32_t fish_test_gpu_kernels(const char* model_path, void (*fn)(const 
     failures = 0;
     fish::ThreadPool pool(0);  // the CPU's int8 product, for int8 backends
     std::mt19937_64 rng(1234);
-    std::normal_distribution<float> nd(0.0f, 1.0f);
+    const auto emit_check = [&](const fish::capi::GpuCheck& c) { emit(fn, ctx, Check{c.name, c.detail, c.outcome}); };
     for (const auto& t : file->tensors()) {
       if (t.name.rfind("blk.0.", 0) != 0 || t.n_dims != 2) continue;
       const int64_t n_in = t.ne[0], n_out = t.ne[1];
@@ -76,64 +74,8 @@ FISH_API int32_t fish_test_gpu_kernels(const char* model_path, void (*fn)(const 
         emit(fn, ctx, {base, "not supported by the backend (stays on the CPU)", FISH_CHECK_SKIP});
         continue;
       }
-      fish::WeightDesc d;
-      d.name = t.name.c_str();
-      d.type = t.type;
-      d.n_in = n_in;
-      d.n_out = n_out;
-      d.data = t.data;
-      d.nbytes = t.nbytes;
-      fish::BackendWeight* w = be->upload(d);
-      if (!w) {
-        emit(fn, ctx, {base, "upload failed: " + be->last_error(), FISH_CHECK_FAIL});
-        ++failures;
-        continue;
-      }
-      // Σ_r |w_ri| per input column: the bound is Σ_i colsum_i |x_ti| / n_out.
-      std::vector<double> colsum(size_t(n_in), 0.0);
-      std::vector<float> row(static_cast<size_t>(n_in));
-      for (int64_t r = 0; r < n_out; ++r) {
-        fish::dequant_row(t.type, t.data + uint64_t(r) * (t.nbytes / uint64_t(n_out)), row.data(), n_in);
-        for (int64_t i = 0; i < n_in; ++i) colsum[size_t(i)] += std::fabs(row[size_t(i)]);
-      }
-      const fish::WeightView view{t.type, t.data, n_in, n_out, t.nbytes / uint64_t(n_out)};
-      for (int n_tok : {1, 3, 37, 256}) {
-        Check c{base + " n_tok=" + std::to_string(n_tok), "", FISH_CHECK_PASS};
-        std::vector<float> x(size_t(n_tok * n_in)), y(size_t(n_tok * n_out), -12345.0f), ref(y.size());
-        for (auto& v : x) v = nd(rng);
-        if (!be->matmul(w, x.data(), n_tok, y.data())) {
-          c.outcome = FISH_CHECK_FAIL;
-          c.detail = "matmul failed: " + be->last_error();
-        } else {
-          std::vector<double> bound(static_cast<size_t>(n_tok));  // per token
-          for (int tk = 0; tk < n_tok; ++tk) {
-            double s = 0;
-            for (int64_t i = 0; i < n_in; ++i) s += colsum[size_t(i)] * std::fabs(x[size_t(tk * n_in + i)]);
-            bound[size_t(tk)] = 1e-3 * s / double(n_out);
-          }
-          auto worst_vs = [&](const std::vector<float>& want, double scale) {
-            return fish::backend::worst_bound_ratio(y.data(), want.data(), bound.data(), n_tok, n_out, scale).ratio;
-          };
-          fish::matmul_ref_f32(view, x.data(), n_tok, ref.data());
-          const double worst = worst_vs(ref, 1.0);
-          double worst8 = INFINITY;  // vs the CPU's int8 product (5% of the bound): only when the f32 check fails
-          if (!(worst <= 1.0)) {
-            fish::matmul(pool, view, x.data(), n_tok, ref.data());
-            worst8 = worst_vs(ref, 0.05);
-          }
-          char buf[160];
-          if (worst <= 1.0 || !(worst8 <= 1.0))
-            std::snprintf(buf, sizeof buf, "max error %.3g%% of the bound", worst * 100);
-          else
-            std::snprintf(buf, sizeof buf, "int8 activations: %.3g%% of 5%% of the bound vs the CPU's int8 product (%.3g%% of the bound vs f32)",
-                          worst8 * 100, worst * 100);
-          c.detail = buf;
-          if (!(worst <= 1.0) && !(worst8 <= 1.0)) c.outcome = FISH_CHECK_FAIL;
-        }
-        if (c.outcome == FISH_CHECK_FAIL) ++failures;
-        emit(fn, ctx, c);
-      }
-      be->release(w);
+      failures += fish::capi::check_gpu_weight(*be, pool, base, t.name.c_str(), t.type, t.data, t.nbytes, n_in, n_out,
+                                               rng, emit_check);
     }
   });
   return failures;

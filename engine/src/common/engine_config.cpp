@@ -113,6 +113,9 @@ const std::vector<Variable>& variables() {
       {"FISH_GPU_SPAN_HEAD", kOnOff, "on", flag(&EngineConfig::gpu_span_head)},
       {"FISH_GPU_LOGITS_VIEW", kOnOff, "on", flag(&EngineConfig::gpu_logits_view)},
       {"FISH_GPU_VERBOSE", "0, 1 or 2", "0", number(&EngineConfig::gpu_verbose, 0, 2)},
+      {"FISH_GPU_REQUANT", kRequantModeValues, "0",
+       [](const std::string& v, EngineConfig& c) { return parse_requant_mode(lower(v), &c.gpu_requant); }},
+      {"FISH_GPU_REQUANT_CACHE", kOnOff, "on", flag(&EngineConfig::gpu_requant_cache)},
       {"FISH_CPU_REPACK", kOnOff, "on", flag(&EngineConfig::cpu_repack)},
       {"FISH_CPU_KERNELS", "scalar, avx2 or avx512", "the widest this CPU runs",
        [](const std::string& v, EngineConfig& c) {

@@ -11,6 +11,8 @@
 //   FISH_GPU_SPAN_HEAD=0|1       0: the output projection as its own submission
 //   FISH_GPU_LOGITS_VIEW=0|1     0: copy the span's logits instead of reading them in place
 //   FISH_GPU_VERBOSE=0|1|2       placement and loader decisions on stderr (2: everything)
+//   FISH_GPU_REQUANT=0|1|2|3|auto   smaller re-quantised device copies (common/requant_mode.h)
+//   FISH_GPU_REQUANT_CACHE=0|1   0: re-quantise at every load instead of keeping the bytes on disk
 //   FISH_CPU_REPACK=0|1          0: the CPU multiplies the GGUF rows as they are
 //   FISH_CPU_KERNELS=scalar|avx2|avx512   force a CPU kernel family (tests, comparisons)
 //   FISH_PLUGIN_DENY=a,b         plugin files fish_a, fish_b are not loaded
@@ -33,6 +35,8 @@
 #include <string>
 #include <vector>
 
+#include "common/requant_mode.h"
+
 namespace fish {
 
 // FISH_CPU_KERNELS. Auto: the widest family this CPU runs.
@@ -53,6 +57,8 @@ struct EngineConfig {
   bool gpu_span_head = true;        // FISH_GPU_SPAN_HEAD
   bool gpu_logits_view = true;      // FISH_GPU_LOGITS_VIEW
   int gpu_verbose = 0;              // FISH_GPU_VERBOSE
+  RequantMode gpu_requant = RequantMode::Off;  // FISH_GPU_REQUANT
+  bool gpu_requant_cache = true;    // FISH_GPU_REQUANT_CACHE
   int test_span_fail_at = -1;       // FISH_TEST_SPAN_FAIL_AT, -1: never
   // CPU.
   bool cpu_repack = true;           // FISH_CPU_REPACK

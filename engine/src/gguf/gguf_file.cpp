@@ -222,6 +222,8 @@ std::unique_ptr<File> File::open(const std::string& path) {
                 ")");
   }
   f->size_ = uint64_t(st.st_size);
+  f->identity_ = FileIdentity{uint64_t(st.st_dev), uint64_t(st.st_ino), uint64_t(st.st_size),
+                              uint64_t(st.st_mtim.tv_sec) * 1000000000u + uint64_t(st.st_mtim.tv_nsec)};
   if (f->size_ < 8) {
     ::close(fd);
     throw Error(path + ": header: file is " + std::to_string(f->size_) + " bytes, too small to be GGUF");

@@ -80,6 +80,14 @@ struct TensorInfo {
   std::string shape_str() const;  // "[2048, 8192]"
 };
 
+// Which file on disk a File maps, as the open descriptor saw it (so a file
+// replaced after the open is not mistaken for the mapped one): what caches of
+// data derived from the file (model/requant_cache.h) are keyed by. All zero for
+// an in-memory image.
+struct FileIdentity {
+  uint64_t device = 0, inode = 0, size = 0, mtime_ns = 0;
+};
+
 class File {
  public:
   // Maps and parses the file; throws fish::Error naming the file and field.
@@ -91,6 +99,7 @@ class File {
   File& operator=(const File&) = delete;
 
   const std::string& path() const { return path_; }
+  const FileIdentity& identity() const { return identity_; }
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }
@@ -125,6 +134,7 @@ class File {
   std::vector<uint8_t> owned_;  // from_bytes
   const uint8_t* base_ = nullptr;
   uint64_t size_ = 0;
+  FileIdentity identity_;
   bool mapped_ = false;
   int guard_slot_ = -1;  // MappingGuard (SIGBUS on a truncated file -> a clear error)
   uint32_t version_ = 0;

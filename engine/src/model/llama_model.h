@@ -16,6 +16,7 @@
 #include "cpu/thread_pool.h"
 #include "model/hparams.h"
 #include "model/kv_cache.h"
+#include "model/requant.h"
 
 namespace fish {
 
@@ -27,6 +28,9 @@ struct ModelOptions {
   int32_t n_ctx = 0;       // <= 0: the model's training context
   int32_t gpu_layers = -1; // -1: the config's FISH_GPU_LAYERS or as many as fit; 0: CPU only
   int32_t gpu_span = -1;   // -1: the config's FISH_GPU_SPAN (on by default); 0: per-matmul; 1: span
+  // -1: the config's FISH_GPU_REQUANT (off by default); else a RequantMode
+  // (0 off, 1, 2, 3, 4 auto): smaller re-quantised device copies (model/requant.h).
+  int32_t gpu_requant = -1;
   bool verbose = false;
   // The FISH_* configuration of this load (placement, spans, repacking);
   // null: EngineConfig::process(). Copied: it need not outlive the call.
@@ -43,6 +47,8 @@ struct Linear {
   const gguf::TensorInfo* tensor = nullptr;
   WeightView cpu;
   BackendWeight* gpu = nullptr;
+  GgmlType gpu_type = GgmlType::F32;  // the type uploaded (tensor->type, or a re-quantised one)
+  uint64_t gpu_bytes = 0;             // ... and its bytes
 };
 
 struct Layer {
@@ -93,7 +99,14 @@ class LlamaModel {
   // The output norm + projection run in the span's own forward.
   bool gpu_span_head() const { return span_head_; }
   bool vocab_only() const { return vocab_only_; }
+  // The backend's describe() line, and the re-quantisation mix after it.
   std::string gpu_detail() const;
+  // Re-quantised device copies (model/requant.h): the mode in effect (auto
+  // resolved), what the placed weights became ("" for none: requant_mix_.str()),
+  // and what the conversions cost at this load.
+  RequantMode requant_mode() const { return requant_mode_; }
+  std::string requant_detail() const { return requant_mix_.str(); }
+  const RequantStats& requant_stats() const { return requant_stats_; }
 
  private:
   LlamaModel() = default;
@@ -167,6 +180,12 @@ class LlamaModel {
   int32_t span_fail_at_ = -1;     // cfg_ FISH_TEST_SPAN_FAIL_AT: a simulated span failure (tests)
   std::string span_fail_reason_;
   bool kv_replay_needed_ = false;  // a span fell back: the CPU KV of its layers is empty
+  RequantMode requant_mode_ = RequantMode::Off;
+  RequantMix requant_mix_;      // of the weights on the backend now
+  RequantStats requant_stats_;  // of this load's conversions
+  // FISH_GPU_REQUANT=auto: the mode whose device copies fit best (requant_auto.h).
+  RequantMode choose_requant_auto(ComputeBackend* be, int32_t want, const std::vector<uint64_t>& reserve_for,
+                                  const std::function<bool(GgmlType)>& supports);
 
   ModelStats stats_;
 

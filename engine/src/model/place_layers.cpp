@@ -6,6 +6,8 @@
 // matmul), and span layers get no CPU KV. Pages of uploaded tensors go back to the OS.
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -80,24 +82,58 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
   backend_ = be;
   const uint64_t resident0 = be->bytes_resident();
 
+  // The types the backend takes, asked once each.
+  std::map<GgmlType, bool> supported;
+  auto supports = [&](GgmlType t) {
+    auto it = supported.find(t);
+    if (it == supported.end()) it = supported.emplace(t, be->supports(t)).first;
+    return it->second;
+  };
+  // Re-quantised device copies (requant.h): this load's mode (auto is
+  // resolved below, once the span's reserve is known); the converter is made
+  // on the first conversion.
+  requant_mode_ = opt.gpu_requant >= 0 && opt.gpu_requant <= int32_t(RequantMode::Auto) ? RequantMode(opt.gpu_requant)
+                                                                                        : cfg_.gpu_requant;
+  requant_mix_ = {};
+  requant_stats_ = {};
+  std::unique_ptr<Requantizer> requant;
+
   auto release_linear = [&](Linear& lin) {
     if (lin.gpu) be->release(lin.gpu);
     lin.gpu = nullptr;
   };
-  auto upload = [&](Linear& lin, bool& ok) {
+  // output: the output projection (never made 3-bit, requant_target).
+  auto upload = [&](Linear& lin, bool& ok, bool output) {
     if (!ok || !lin.tensor) return;
-    if (!be->supports(lin.cpu.type)) {
-      ok = false;
-      return;
-    }
+    const GgmlType from = lin.tensor->type;
+    GgmlType to = requant_device_type(requant_mode_, from, output, supports);
     WeightDesc d;
     d.name = lin.tensor->name.c_str();
-    d.type = lin.cpu.type;
+    d.type = from;
     d.n_in = lin.cpu.n_in;
     d.n_out = lin.cpu.n_out;
     d.data = lin.tensor->data;  // GGUF bytes (cpu may be repacked)
     d.nbytes = lin.tensor->nbytes;
+    if (to != from) {
+      if (!requant)
+        requant = std::make_unique<Requantizer>(*file_, *pool_, cfg_.gpu_requant_cache, "",
+                                                [](const std::string& m) { std::fprintf(stderr, "fish: warning: %s\n", m.c_str()); },
+                                                gpu_verbose_);
+      if (const std::vector<uint8_t>* bytes = requant->convert(*lin.tensor, to)) {
+        d.type = to;
+        d.data = bytes->data();
+        d.nbytes = bytes->size();
+      } else {
+        to = from;  // could not be converted (warned): the GGUF bytes, if the backend takes them
+      }
+    }
+    if (to == from && !supports(from)) {
+      ok = false;
+      return;
+    }
     lin.gpu = be->upload(d);
+    lin.gpu_type = d.type;
+    lin.gpu_bytes = d.nbytes;
     ok = lin.gpu != nullptr;
   };
 
@@ -140,22 +176,30 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
     for (int32_t k = 1; k <= want; ++k) reserve_for[size_t(k)] = be->span_bytes(last_layers(k));
   auto fits_reserve = [&](int32_t k) { return be->memory_free() >= reserve_for[size_t(k)]; };
 
+  if (requant_mode_ == RequantMode::Auto) requant_mode_ = choose_requant_auto(be, want, reserve_for, supports);
+  if ((requant_mode_ == RequantMode::AllFq3 || requant_mode_ == RequantMode::Mixed) && !supports(GgmlType::FQ3))
+    std::fprintf(stderr,
+                 "fish: warning: %s does not take FQ3 weights (plugin ABI 2.1): FISH_GPU_REQUANT=%s leaves Q4_K "
+                 "as it is and turns only Q6_K / Q5_K into Q4_K\n",
+                 be->name().c_str(), requant_mode_name(requant_mode_));
+
   // 1. The output projection (if a one-layer span would still fit beside it).
   {
     bool ok = true;
-    upload(output_, ok);
+    upload(output_, ok, true);
     if (!ok || !fits_reserve(want > 0 ? 1 : 0)) release_linear(output_);
   }
   // 2. Layers from the last backwards while upload() succeeds and the span of
   // that many layers still has its reserve free (live memory_free(), i.e. the
   // bytes_resident() growth of each upload, not file sizes).
   int32_t placed = 0;
-  const std::string uploading = "uploading to " + be->name();
+  const std::string uploading =
+      (requant_mode_ != RequantMode::Off ? "re-quantising and uploading to " : "uploading to ") + be->name();
   for (int32_t l = hp_.n_layer - 1; l >= hp_.n_layer - want; --l) {
     report(uploading.c_str(), double(placed) / double(want));
     Layer& L = layers_[size_t(l)];
     bool ok = true;
-    for (int i = 0; i < 7; ++i) upload(*layer_matrices(L, i), ok);
+    for (int i = 0; i < 7; ++i) upload(*layer_matrices(L, i), ok, false);
     if (ok && !fits_reserve(placed + 1)) ok = false;
     if (!ok) {
       for (int i = 0; i < 7; ++i) release_linear(*layer_matrices(L, i));
@@ -210,11 +254,34 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
   for (int32_t l = hp_.n_layer - n_layer_gpu_; l < hp_.n_layer; ++l)
     for (int i = 0; i < 7; ++i) drop_pages(*layer_matrices(layers_[size_t(l)], i));
 
+  // 5. What the placed weights became, and what the conversions cost.
+  auto count_mix = [&](const Linear& lin) {
+    if (lin.gpu && lin.tensor && lin.gpu_type != lin.tensor->type)
+      requant_mix_.add(lin.tensor->type, lin.gpu_type, lin.tensor->nbytes, lin.gpu_bytes);
+  };
+  count_mix(output_);
+  for (int32_t l = hp_.n_layer - n_layer_gpu_; l < hp_.n_layer; ++l)
+    for (int i = 0; i < 7; ++i) count_mix(*layer_matrices(layers_[size_t(l)], i));
+  if (requant) {
+    requant_stats_ = requant->stats();
+    const RequantStats& st = requant_stats_;
+    const std::string dir = requant->cache_dir();
+    const std::string rebuilt = st.rejected ? " (" + std::to_string(st.rejected) + " bad entries rebuilt)" : "";
+    char cost[160] = "";
+    if (st.converted)
+      std::snprintf(cost, sizeof cost, " in %.2f s (%.2f ns/weight, %d threads)", st.convert_seconds,
+                    st.ns_per_weight(), st.threads);
+    std::fprintf(stderr, "fish: re-quantised for %s (FISH_GPU_REQUANT=%s): %s; %d converted%s, %d read from the cache%s%s%s\n",
+                 be->name().c_str(), requant_mode_name(requant_mode_),
+                 requant_mix_.entries.empty() ? "nothing placed" : requant_mix_.str().c_str(), st.converted, cost,
+                 st.cached, rebuilt.c_str(), dir.empty() ? "" : " ", dir.c_str());
+  }
+
   if (gpu_verbose_)
     std::fprintf(stderr, "fish: %s: %d of %d layers%s%s, %.0f MB resident; %s\n", be->name().c_str(), n_layer_gpu_,
                  hp_.n_layer, output_.gpu ? (span_head_ ? " + output (in the span)" : " + output") : "",
                  span_ ? " as one span" : " per matmul",
-                 double(be->bytes_resident() - resident0) / 1e6, be->describe().c_str());
+                 double(be->bytes_resident() - resident0) / 1e6, gpu_detail().c_str());
   if (n_layer_gpu_ == 0 && !output_.gpu) backend_ = nullptr;
 }
 
@@ -233,6 +300,7 @@ void LlamaModel::release_backend() {
   for (auto& L : layers_)
     for (int i = 0; i < 7; ++i) rel(*layer_matrices(L, i));
   n_layer_gpu_ = 0;
+  requant_mix_ = {};
   backend_ = nullptr;
 }
 
@@ -252,6 +320,12 @@ void LlamaModel::fall_back_to_cpu(const char* what, const std::string& why) {
   }
 }
 
-std::string LlamaModel::gpu_detail() const { return backend_ ? const_cast<ComputeBackend*>(backend_)->describe() : ""; }
+std::string LlamaModel::gpu_detail() const {
+  if (!backend_) return "";
+  std::string s = backend_->describe();
+  if (!requant_mix_.entries.empty())
+    s += std::string("; re-quantised (FISH_GPU_REQUANT=") + requant_mode_name(requant_mode_) + "): " + requant_mix_.str();
+  return s;
+}
 
 }  // namespace fish

@@ -1,0 +1,48 @@
+// FISH_GPU_REQUANT=auto at placement: the device bytes of the candidate layers
+// and the output projection under each mode, against what the backend has
+// free, through requant_auto.h's choice.
+#include <cstdio>
+
+#include "gguf/gguf_file.h"
+#include "model/llama_model.h"
+#include "model/requant_auto.h"
+
+namespace fish {
+
+RequantMode LlamaModel::choose_requant_auto(ComputeBackend* be, int32_t want, const std::vector<uint64_t>& reserve_for,
+                                            const std::function<bool(GgmlType)>& supports) {
+  const uint64_t budget = be->memory_free();
+  // A matrix the backend takes in no form can never be placed: its layer
+  // costs more than any budget.
+  const uint64_t never = budget + 1;
+  auto device_bytes = [&](const Linear& lin, RequantMode m, bool output) -> uint64_t {
+    if (!lin.tensor) return 0;
+    const GgmlType to = requant_device_type(m, lin.tensor->type, output, supports);
+    if (!supports(to)) return never;
+    const auto row = ggml_row_bytes(uint32_t(to), lin.tensor->ne[0]);
+    return row ? *row * uint64_t(lin.tensor->n_rows()) : never;
+  };
+  std::vector<RequantCandidate> candidates;
+  for (RequantMode m : {RequantMode::Off, RequantMode::ToQ4K, RequantMode::Mixed, RequantMode::AllFq3}) {
+    RequantCandidate c;
+    c.mode = m;
+    c.output_bytes = std::max<uint64_t>(1, device_bytes(output_, m, true));
+    for (int32_t l = hp_.n_layer - 1; l >= hp_.n_layer - want; --l) {
+      const Layer& L = layers_[size_t(l)];
+      uint64_t sum = 0;
+      for (const Linear* lin : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down})
+        sum = std::min(never, sum + device_bytes(*lin, m, false));
+      c.layer_bytes.push_back(sum);
+    }
+    candidates.push_back(std::move(c));
+  }
+  const RequantAutoChoice r = choose_requant_mode(
+      candidates, budget, [&](int32_t k) { return k < int32_t(reserve_for.size()) ? reserve_for[size_t(k)] : 0; });
+  if (gpu_verbose_)
+    std::fprintf(stderr, "fish: FISH_GPU_REQUANT=auto: mode %s (%s: %d of %d layers%s, %.0f MB free)\n",
+                 requant_mode_name(r.mode), r.everything ? "everything fits" : "the most layers", r.layers, want,
+                 r.output ? " + output" : "", double(budget) / 1e6);
+  return r.mode;
+}
+
+}  // namespace fish
