@@ -52,7 +52,7 @@ class JsonParser {
   Value parse_value(int depth) {
     // Nesting is bounded here, before recursing, so that hostile input such as
     // a million '[' cannot exhaust the stack.
-    if (depth >= kMaxValueDepth) fail("nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
+    if (depth >= kMaxJsonDepth) fail("nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
     skip_ws();
     if (p_ >= t_.size()) fail("unexpected end of input");
     const char c = t_[p_];

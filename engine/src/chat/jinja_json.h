@@ -17,6 +17,10 @@
 
 namespace fish::chat::jinja {
 
+// Input nesting is bounded below kMaxValueDepth, leaving the template room to
+// wrap input values in lists and dicts of its own.
+constexpr int kMaxJsonDepth = kMaxValueDepth - 56;
+
 // Throws fish::Error "invalid JSON at line L, column C: reason".
 Value parse_json(std::string_view text);
 

@@ -68,11 +68,22 @@ class Lexer {
   }
 
  private:
+  // Line and column of a byte offset. Tokens come in source order, so the
+  // column is counted on from the previous token's (a long one-line template
+  // stays linear); an earlier offset (an error) is counted from its line start.
   void position(size_t off, int& line, int& col) const {
     const auto it = std::upper_bound(line_starts_.begin(), line_starts_.end(), off);
     const size_t ls = *(it - 1);
     line = int(it - line_starts_.begin());
-    col = 1 + int(pystr::length(std::string_view(s_).substr(ls, off - ls)));
+    size_t from = ls;
+    int c = 1;
+    if (pos_cache_off_ >= ls && pos_cache_off_ <= off) {
+      from = pos_cache_off_;
+      c = pos_cache_col_;
+    }
+    col = c + int(pystr::length(std::string_view(s_).substr(from, off - from)));
+    pos_cache_off_ = off;
+    pos_cache_col_ = col;
   }
 
   [[noreturn]] void fail(size_t off, const std::string& why) const {
@@ -423,6 +434,8 @@ class Lexer {
   std::vector<Token> out_;
   size_t p_ = 0;
   bool line_starting_ = true;  // the previous match ended a line (lstrip_blocks)
+  mutable size_t pos_cache_off_ = 0;  // position(): the last offset asked and its column
+  mutable int pos_cache_col_ = 1;
 };
 
 }  // namespace

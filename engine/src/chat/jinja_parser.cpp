@@ -143,8 +143,12 @@ class Parser {
       if (t.type == TokenType::Eof) {
         if (ends.size() == 0) return body;
         const OpenBlock& ob = open_.back();
+        // Name the closing tag ("endif"), not an alternative such as "elif".
+        std::string closer = *ends.begin();
+        for (const char* e : ends)
+          if (std::string_view(e).substr(0, 3) == "end") closer = e;
         fail_at(t, "unexpected end of template: the '" + ob.tag + "' block from line " + std::to_string(ob.line) +
-                       " is never closed (expected '" + *ends.begin() + "')");
+                       " is never closed (expected '" + closer + "')");
       }
       if (t.type == TokenType::Text) {
         auto s = std::make_unique<Stmt>();
@@ -425,7 +429,10 @@ class Parser {
       const Token& at = next();
       ExprPtr c = parse_or();
       ExprPtr otherwise;
-      if (skip_name("else")) otherwise = parse_condexpr();
+      if (skip_name("else")) {
+        Guard g(*this, nesting_, kMaxNesting, "expressions");
+        otherwise = parse_condexpr();
+      }
       ExprPtr n = node(Expr::Kind::Cond, at);
       add(n, std::move(e));
       add(n, std::move(c));

@@ -16,7 +16,7 @@ namespace {
 
 // Nested eval/exec calls of one rendering: bounds the C++ stack whatever the
 // shape of the template (deep blocks inside deep expressions inside macros).
-constexpr int kMaxRecursion = 1500;
+constexpr int kMaxRecursion = 1000;  // at most ~0.7 MiB of stack (measured: 1500 levels fit in 1 MiB)
 
 // A variable scope. Parents are shared because a macro keeps (weakly) the
 // scope it was defined in.

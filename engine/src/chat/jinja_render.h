@@ -23,7 +23,7 @@
 namespace fish::chat::jinja {
 
 constexpr int kMaxCallDepth = 64;              // nested macro calls
-constexpr int64_t kMaxIterations = 10000000;  // loop iterations in one rendering
+constexpr int64_t kMaxIterations = 1000000;   // loop iterations in one rendering
 
 struct RenderContext {
   std::vector<std::pair<std::string, Value>> vars;  // the template's variables (messages, bos_token, ...)

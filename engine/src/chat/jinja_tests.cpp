@@ -50,6 +50,8 @@ bool same_as(const Value& a, const Value& b) {
     case Value::Type::None: return true;
     case Value::Type::Bool: return a.get_bool() == b.get_bool();
     case Value::Type::Int: return a.get_int() == b.get_int() && a.get_int() >= -5 && a.get_int() <= 256;
+    case Value::Type::Float: return a.get_float() == b.get_float();  // the same variable, as templates use it
+    case Value::Type::String: return a.get_string() == b.get_string();
     case Value::Type::List: return &a.items() == &b.items();
     case Value::Type::Dict: return &a.dict() == &b.dict();
     case Value::Type::Namespace: return &a.ns() == &b.ns();
