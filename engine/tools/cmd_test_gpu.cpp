@@ -153,6 +153,9 @@ void print_requant(const fish_plugin_check* c, void*) {
 }  // namespace
 
 static int cmd_test_gpu(int argc, char** argv) {
+  // Whole lines on stdout, so that the loads' stderr lines (placement, the
+  // re-quantisation cost) never land inside a result line of a pipe or a log.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   Args a(argc, argv);
   if (a.flag("-h", "--help")) {
     std::printf(

@@ -87,6 +87,13 @@ uint64_t Backend::memory_free() const {
 }
 
 bool Backend::supports(uint32_t type) const {
+#ifdef FISH_REFERENCE_NO_FQ3
+  // Test build (tests/plugin refnofq3): a plugin from before ABI 2.1, which
+  // knows nothing of fish's own layouts.
+  if (type >= FISH_TYPE_FQ3) return false;
+#endif
+  // Every type the host decodes, fish's own (FQ3, ABI 2.1) included: the
+  // products go through the host's dequant_row.
   fish_type_info ti{};
   ti.struct_size = sizeof ti;
   return host()->type_info(type, &ti) == FISH_OK && ti.can_dequant;

@@ -10,7 +10,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
+#include <utility>
 
 #include "test_paths.h"
 #include "test_skip.h"
@@ -122,6 +124,95 @@ TEST_CASE("test-gpu with fish_vulkan (lavapipe in CI)", "[gpu][vulkan]") {
   // (91/101); on the H200's llama-1b / llama-8b shapes 25/25. This run covers
   // the producers' B32 outputs across layers.
   test_gpu("FISH_BACKEND=vulkan FISH_VK_INT8=1 FISH_VK_SPAN_QFOLD=15", "synth-tiny-Q4_K_M.gguf", "--min-agreement 0.88");
+}
+
+// Online re-quantisation (FISH_GPU_REQUANT=N fish test-gpu): per matrix the
+// conversion's error against the GGUF's values, the kernel on the converted
+// bytes against the CPU's decode of them, span == per-matmul with the
+// converted weights, memory freed. synth-tiny-Q4_K_M is the K-quant test model
+// (24 Q4_K and 5 Q6_K matrices in its layers and output). The error bounds are
+// the spec's lower ends for real 1B weights (13.9% Q4_K->FQ3, 7.3% Q6_K->Q4_K);
+// measured here 13.64-13.74% and 7.12-7.14%. The cache goes to a scratch folder.
+namespace {
+
+// "PASS requant PAIR (FISH_GPU_REQUANT=N): K matrices, relative RMS A-B% ..." -> K and B (-1 if absent).
+std::pair<int, double> requant_summary(const std::string& text, const std::string& pair, const std::string& mode) {
+  const std::string key = "PASS requant " + pair + " (FISH_GPU_REQUANT=" + mode + "): ";
+  const size_t at = text.find(key);
+  if (at == std::string::npos) return {-1, -1};
+  int n = 0;
+  double lo = 0, hi = 0;
+  if (std::sscanf(text.c_str() + at + key.size(), "%d matrices, relative RMS %lf-%lf%%", &n, &lo, &hi) != 3) return {-1, -1};
+  return {n, hi / 100};
+}
+
+int count(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+std::string scratch_cache() {
+  char tmpl[] = "/tmp/fish-rqcache-XXXXXX";
+  REQUIRE(mkdtemp(tmpl));
+  return tmpl;
+}
+
+// One mode through test-gpu; fq3: whether the backend takes FQ3 (its kernel checks run).
+void test_gpu_requant(const std::string& backend_env, const std::string& mode, bool fq3) {
+  const std::string cache = scratch_cache();
+  const Out o = run(backend_env + " FISH_GPU_REQUANT=" + mode + " XDG_CACHE_HOME=" + cache,
+                    "test-gpu " + model_path("synth-tiny-Q4_K_M.gguf") + " -n 16 -t 2 --no-cpu-compare");
+  std::error_code ec;
+  std::filesystem::remove_all(cache, ec);
+  INFO(backend_env << " FISH_GPU_REQUANT=" << mode << "\n" << o.text);
+  CHECK(o.status == 0);
+  CHECK(o.text.find("PASS: 0 failures") != std::string::npos);
+  CHECK(o.text.find("PASS span == per-matmul") != std::string::npos);
+  CHECK(o.text.find("PASS device memory freed after the auto run") != std::string::npos);
+  CHECK(o.text.find("re-quantised (FISH_GPU_REQUANT=" + mode + ")") != std::string::npos);  // the placement line's mix
+  const auto q6 = requant_summary(o.text, "Q6_K->Q4_K", mode);
+  const auto q4 = requant_summary(o.text, "Q4_K->FQ3", mode);
+  const auto q6f = requant_summary(o.text, "Q6_K->FQ3", mode);
+  if (mode == "2") {
+    CHECK(q6.first == 5);
+    CHECK(q4.first == -1);
+  } else {
+    CHECK(q4.first == 24);
+    CHECK(q4.second < 0.139);
+    CHECK(q6.first == (mode == "1" ? 1 : 5));  // mode 1: only the output stays 4-bit
+    if (mode == "1") {
+      CHECK(q6f.first == 4);
+      CHECK(q6f.second < 0.16);  // 6 bits to 3: 14.73-14.78% measured
+    }
+    // The blk.0 kernels on FQ3 bytes: 7 matrices x 4 token counts.
+    CHECK(count(o.text, "PASS requant kernel blk.0.") == (fq3 ? 28 : 0));
+  }
+  CHECK(q6.second < 0.073);
+}
+
+}  // namespace
+
+TEST_CASE("test-gpu with re-quantisation (FISH_GPU_REQUANT=1, 2, 3) on the reference plugin",
+          "[gpu][reference][requant]") {
+  REQUIRE(has_plugin("reference"));
+  for (const char* mode : {"1", "2", "3"}) test_gpu_requant("FISH_BACKEND=reference", mode, true);
+}
+
+TEST_CASE("test-gpu with re-quantisation to Q4_K (FISH_GPU_REQUANT=2) on fish_vulkan", "[gpu][vulkan][requant]") {
+  if (const std::string why = vulkan_unusable(); !why.empty()) FISH_SKIP(why);
+  test_gpu_requant("FISH_BACKEND=vulkan", "2", false);
+}
+
+TEST_CASE("test-gpu with FQ3 (FISH_GPU_REQUANT=1, 3) on fish_vulkan", "[gpu][vulkan][requant][fq3]") {
+  if (const std::string why = vulkan_unusable(); !why.empty()) FISH_SKIP(why);
+  // Whether fish_vulkan's supports(FQ3) says yes: test-gpu's FQ3 kernel checks
+  // say it, and are skipped with this reason when it does not.
+  const Out probe = run("FISH_BACKEND=vulkan FISH_GPU_REQUANT=1", "test-gpu " + model_path("synth-tiny-Q4_K_M.gguf") +
+                                                                      " --no-kernels --no-e2e -t 2");
+  if (probe.text.find("does not take FQ3 weights") != std::string::npos)
+    FISH_SKIP("fish_vulkan does not take FQ3 weights (its supports(FISH_TYPE_FQ3) is 0)");
+  for (const char* mode : {"1", "3"}) test_gpu_requant("FISH_BACKEND=vulkan", mode, true);
 }
 
 // The architectures' own features (Llama-3 rope scaling, Qwen2 biases, Qwen3

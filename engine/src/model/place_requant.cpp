@@ -1,7 +1,9 @@
 // FISH_GPU_REQUANT=auto at placement: the device bytes of the candidate layers
 // and the output projection under each mode, against what the backend has
 // free, through requant_auto.h's choice.
+#include <algorithm>
 #include <cstdio>
+#include <string>
 
 #include "gguf/gguf_file.h"
 #include "model/llama_model.h"
@@ -38,10 +40,20 @@ RequantMode LlamaModel::choose_requant_auto(ComputeBackend* be, int32_t want, co
   }
   const RequantAutoChoice r = choose_requant_mode(
       candidates, budget, [&](int32_t k) { return k < int32_t(reserve_for.size()) ? reserve_for[size_t(k)] : 0; });
-  if (gpu_verbose_)
-    std::fprintf(stderr, "fish: FISH_GPU_REQUANT=auto: mode %s (%s: %d of %d layers%s, %.0f MB free)\n",
+  if (gpu_verbose_) {
+    std::string sizes;  // what each mode's layers + output would take
+    for (const RequantCandidate& c : candidates) {
+      uint64_t sum = c.output_bytes;
+      for (uint64_t b : c.layer_bytes) sum = std::min(never, sum + b);
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%s%s: %.2f MB", sizes.empty() ? "" : ", ", requant_mode_name(c.mode),
+                    sum >= never ? -1.0 : double(sum) / 1e6);
+      sizes += buf;
+    }
+    std::fprintf(stderr, "fish: FISH_GPU_REQUANT=auto: mode %s (%s: %d of %d layers%s; %.2f MB free; %s)\n",
                  requant_mode_name(r.mode), r.everything ? "everything fits" : "the most layers", r.layers, want,
-                 r.output ? " + output" : "", double(budget) / 1e6);
+                 r.output ? " + output" : "", double(budget) / 1e6, sizes.c_str());
+  }
   return r.mode;
 }
 
