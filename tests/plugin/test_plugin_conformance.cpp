@@ -139,7 +139,7 @@ TEST_CASE("conformance - a subtly wrong plugin is caught", "[plugin][conformance
     if (contains(r.name, "≡ per-matmul")) span_math_fail += r.outcome == CheckOutcome::Fail;
     if (r.name.rfind("negotiate", 0) == 0) negotiate_pass += r.outcome == CheckOutcome::Pass;
   }
-  CHECK(matmul_total == 104);
+  CHECK(matmul_total == 112);  // 14 types (13 GGUF + FQ3) x 2 shapes x 4 token counts
   CHECK(matmul_fail == matmul_total);  // every type, every n_tok
   CHECK(span_math_fail == 5);          // every span variant
   CHECK(negotiate_pass == 7);

@@ -25,11 +25,13 @@ void Runner::record(CheckResult r) {
   sum_.results.push_back(std::move(r));
 }
 
+// FQ3 (ABI 2.1, fish's re-quantised device layout) is checked like any type a
+// plugin says it takes; one from before 2.1 says no and its checks are skipped.
 const std::vector<GgmlType>& test_types() {
   static const std::vector<GgmlType> t = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0,
                                           GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
                                           GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
-                                          GgmlType::Q6_K};
+                                          GgmlType::Q6_K, GgmlType::FQ3};
   return t;
 }
 
