@@ -6,26 +6,28 @@
 // that lists that shape at subgroup scope and runs subgroups of 32).
 //
 // Product: Yᵀ (rows × tokens) = W (rows × k) · Xᵀ (k × tokens). A workgroup of
-// 256 invocations (8 subgroups of 32) owns a BM = 128 rows × BN = 64 tokens
-// tile and walks k in steps of BK = 32:
+// 256 invocations (8 subgroups of 32) owns a BM = 128 rows × BN tokens tile
+// (BN = 64, or 128 with WIDE: half the dequantisation per product, for grids
+// that stay large enough) and walks k in steps of BK = 32:
 //   - every invocation dequantises 16 weights (two dequant8 calls: row tid / 2,
-//     k half tid % 2) and loads 8 x values (vec4 where aligned), into
+//     k half tid % 2) and loads BN / 8 x values (vec4 where aligned), into
 //     registers, one step ahead of the multiply (the loads of step s+1 overlap
 //     the products of s);
 //   - the step's tiles go to shared memory as f16 (in fours), W row-major
 //     [BM][BK], x token-major [BN][BK] (= Xᵀ column-major), rows padded by 8
 //     halves so the fragment loads spread over the banks;
-//   - subgroup s multiplies the 32 rows × 32 tokens at (s % 4, s / 4): four
-//     accumulators, two k16 slices per step. The accumulators are four named
-//     variables: as an array (indexed in loops) the 8B's prefill ran at half
-//     the speed (docs/experiments/vulkan-coopmat-prefill.md).
+//   - subgroup s multiplies the 32 rows × BN / 2 tokens at (s % 4, s / 4):
+//     four (eight with WIDE) accumulators, two k16 slices per step. The
+//     accumulators are named variables: as an array (indexed in loops) the
+//     8B's prefill ran at half the speed (docs/experiments/vulkan-coopmat-prefill.md).
 // Epilogue: each accumulator goes through a 16 × 16 f32 staging area of the
 // subgroup (column-major: a token's 16 rows are adjacent) and every lane
 // writes 8 of its elements to y with EPI (span: 0 store, 1 add: the residual,
 // 2 silu: the gate). x values beyond f16's range are clamped to ±65504.
 //
 // Compile-time: TYPE_<T> (dequant.glsl), FISH_SPAN (the span's bindings,
-// XPROD: x := x ∘ x2 on load). Grid: x = row tiles, y = token tiles.
+// XPROD: x := x ∘ x2 on load). Specialisation: WIDE (constant 4). Grid: x =
+// row tiles, y = token tiles.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -37,7 +39,9 @@ layout(local_size_x = 256) in;
 #include "matmul_common.glsl"
 #include "dequant.glsl"
 
-const uint BN = 64u;  // tokens per tile
+layout(constant_id = 4) const bool WIDE = false;
+const uint BN = WIDE ? 128u : 64u;  // tokens per tile
+const uint BN_MAX = 128u;
 #ifdef FISH_SPAN
 layout(constant_id = 0) const uint EPI = 0;
 layout(constant_id = 1) const bool XPROD = false;
@@ -60,11 +64,11 @@ void store_y(uint a, float v) { Y[a] = v; }
 const uint BM = 128u, BK = 32u;
 const uint LD4 = (BK + 8u) / 4u;            // padded row of both tiles, in f16vec4 (40 halves)
 const uint WN = BN / 2u;                    // tokens per subgroup
-const uint XPER = BN * BK / 256u;           // x values per invocation and step: 8
-const uint XLD = BK / XPER;                 // invocations per token: 4
+const uint XPER = BN * BK / 256u;           // x values per invocation and step: 8 (16 WIDE)
+const uint XLD = BK / XPER;                 // invocations per token: 4 (2 WIDE)
 
 shared f16vec4 w_sh[BM * LD4];
-shared f16vec4 x_sh[BN * LD4];
+shared f16vec4 x_sh[BN_MAX * LD4];
 shared float stage_sh[8u * 256u];  // per subgroup: one 16 × 16 accumulator, column-major
 
 #define CM_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
@@ -103,11 +107,13 @@ void main() {
 
   // Subgroup tile: rows sm * 32 .., tokens sn * WN ...
   const uint sg = gl_SubgroupID, sm = sg & 3u, sn = sg >> 2u;
-  // Four accumulators as plain variables (an array of them may live in local memory).
+  // The accumulators as plain variables (an array of them may live in local
+  // memory); c02 .. c13 only with WIDE.
   CM_C c00 = CM_C(0.0), c01 = CM_C(0.0), c10 = CM_C(0.0), c11 = CM_C(0.0);
+  CM_C c02 = CM_C(0.0), c03 = CM_C(0.0), c12 = CM_C(0.0), c13 = CM_C(0.0);
 
   vec4 wr[4];
-  vec4 xr[XPER / 4u];
+  vec4 xr[BN_MAX * BK / 256u / 4u];
   // One step's loads into registers (weights dequantised, x as f32).
   #define LOAD_STEP(k0)                                                              \
     dequant8(w_row, (k0) + kh, wr[0], wr[1]);                                        \
@@ -140,14 +146,29 @@ void main() {
       c01 = coopMatMulAdd(a0, b1, c01);
       c10 = coopMatMulAdd(a1, b0, c10);
       c11 = coopMatMulAdd(a1, b1, c11);
+      if (WIDE) {
+        CM_B b2, b3;
+        coopMatLoad(b2, x_sh, (sn * WN + 32u) * LD4 + kk, LD4, gl_CooperativeMatrixLayoutColumnMajor);
+        coopMatLoad(b3, x_sh, (sn * WN + 48u) * LD4 + kk, LD4, gl_CooperativeMatrixLayoutColumnMajor);
+        c02 = coopMatMulAdd(a0, b2, c02);
+        c03 = coopMatMulAdd(a0, b3, c03);
+        c12 = coopMatMulAdd(a1, b2, c12);
+        c13 = coopMatMulAdd(a1, b3, c13);
+      }
     }
     barrier();
   }
 
-  // Epilogue: accumulator cij holds rows sm * 32 + i * 16 .., tokens sn * 32 + j * 16 ...
+  // Epilogue: accumulator cij holds rows sm * 32 + i * 16 .., tokens sn * WN + j * 16 ...
   const uint r0 = row_base + sm * 32u, t0 = tok_base + sn * WN;
   write_out(c00, r0, t0);
   write_out(c01, r0, t0 + 16u);
   write_out(c10, r0 + 16u, t0);
   write_out(c11, r0 + 16u, t0 + 16u);
+  if (WIDE) {
+    write_out(c02, r0, t0 + 32u);
+    write_out(c03, r0, t0 + 48u);
+    write_out(c12, r0 + 16u, t0 + 32u);
+    write_out(c13, r0 + 16u, t0 + 48u);
+  }
 }

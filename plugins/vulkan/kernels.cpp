@@ -27,8 +27,8 @@ void tile_grid(const DeviceCaps& caps, uint32_t n_rows, uint32_t n_tok, uint32_t
 void tiled_grid(const DeviceCaps& caps, uint32_t n_rows, uint32_t n_tok, uint32_t& gx, uint32_t& gy) {
   tile_grid(caps, n_rows, n_tok, MatmulKernels::kTileRows, MatmulKernels::kTileTokens, gx, gy);
 }
-void coop_grid(const DeviceCaps& caps, uint32_t n_rows, uint32_t n_tok, uint32_t& gx, uint32_t& gy) {
-  tile_grid(caps, n_rows, n_tok, MatmulKernels::kCoopRows, MatmulKernels::kCoopTokens, gx, gy);
+void coop_grid(const DeviceCaps& caps, uint32_t n_rows, uint32_t n_tok, bool wide, uint32_t& gx, uint32_t& gy) {
+  tile_grid(caps, n_rows, n_tok, MatmulKernels::kCoopRows, MatmulKernels::kCoopTokens * (wide ? 2 : 1), gx, gy);
 }
 
 }  // namespace
@@ -119,8 +119,9 @@ void MatmulKernels::record(VkCommandBuffer cmd, const MatmulType& t, VkDescripto
     const uint32_t teams = subgroups_ ? std::max(1u, c.wg / caps.subgroup_size) : 1u;
     gx = std::min(ceil_div(ceil_div(pc.n_rows, c.rows), teams), caps.max_wg_count_x);
   } else if (coopmat_ && !int8) {
-    p = pipelines_.get(std::string("tc_") + t.name, *layout_, {});
-    coop_grid(caps, pc.n_rows, pc.n_tok, gx, gy);
+    const bool wide = coop_wide(pc.n_rows, pc.n_tok);
+    p = pipelines_.get(std::string("tc_") + t.name, *layout_, {0, 0, 0, 0, wide ? 1u : 0u});
+    coop_grid(caps, pc.n_rows, pc.n_tok, wide, gx, gy);
   } else {
     p = pipelines_.get(std::string(int8 ? "tiledi_" : "tiled_") + t.name, *layout_, {});
     tiled_grid(caps, pc.n_rows, pc.n_tok, gx, gy);
@@ -172,6 +173,14 @@ MatvecConfig MatmulKernels::span_matvec_config(const MatmulType& t, uint32_t n_i
   return c;
 }
 
+bool MatmulKernels::coop_wide(uint32_t n_rows, uint32_t n_tok) const {
+  // 128 workgroups of 128 x 128: on the H200 (132 SMs) the 8B's 4096- and
+  // 14336-row matrices at 512 tokens qualify (span prefill 2729 -> 4258 tok/s
+  // of device time), the 1B's 2048-row ones do not (always wide: 23378 -> 19948);
+  // docs/experiments/vulkan-coopmat-prefill.md.
+  return n_tok > kCoopTokens && ceil_div(n_rows, kCoopRows) * ceil_div(n_tok, 2 * kCoopTokens) >= 128;
+}
+
 bool MatmulKernels::span_u64(const MatmulType& t, SpanFusion fz) const {
   return fz.int8 && (t.ggml_type == 12 || t.ggml_type == 13) && ((span_u64_ >> fz.role) & 1u) != 0;
 }
@@ -202,8 +211,9 @@ void MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, VkDesc
   } else {
     if (fz.epi >= 3 || fz.pair) throw Failure(FailKind::Internal, "span: the tiled kernel has no norm or pair epilogue");
     if (coopmat_ && !fz.int8) {
-      p = pipelines_.get(std::string("tlc_") + t.name, *span_layout_, {fz.epi, fz.xprod ? 1u : 0u});
-      coop_grid(caps, pc.m.n_rows, pc.m.n_tok, gx, gy);
+      const bool wide = coop_wide(pc.m.n_rows, pc.m.n_tok);
+      p = pipelines_.get(std::string("tlc_") + t.name, *span_layout_, {fz.epi, fz.xprod ? 1u : 0u, 0, 0, wide ? 1u : 0u});
+      coop_grid(caps, pc.m.n_rows, pc.m.n_tok, wide, gx, gy);
     } else {
       p = fz.int8 ? pipelines_.get(std::string("tlsi_") + t.name, *span_layout_, {fz.epi})
                   : pipelines_.get(std::string("tls_") + t.name, *span_layout_, {fz.epi, fz.xprod ? 1u : 0u});

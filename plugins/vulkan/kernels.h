@@ -150,6 +150,9 @@ class MatmulKernels {
   void set_coopmat(bool on) { coopmat_ = on && dev_.caps().coopmat; }
   bool coopmat() const { return coopmat_; }
   bool coopmat_for(uint32_t n_tok) const { return coopmat_ && n_tok > kMaxMatvecTokens; }
+  // The coopmat kernel's 128-token tiles (WIDE) where the grid of them still
+  // has enough workgroups to fill the device; 64-token tiles otherwise.
+  bool coop_wide(uint32_t n_rows, uint32_t n_tok) const;
   // The CPU's activation block for t: 256 (Q8_K: Q4_K, Q5_K, Q6_K), 32 (Q8_0:
   // Q4_0, Q8_0), 0 (no int8 kernel).
   static uint32_t q8_block(const MatmulType& t);

@@ -610,6 +610,8 @@ std::string Span::describe() const {
   return "span " + std::to_string(shape_.n_layers) + " layers (" + std::to_string(first) + ".." + std::to_string(last) +
          "), KV " + std::to_string(kv_len_) + " of " + std::to_string(capacity_) + " positions (" + mb(kv) +
          " f16), arena " + mb(arena_buf_.alloc_size) + (int8_ ? ", int8 matmuls" : "") +
+         (ctx_.matmul->coopmat() ? ", prefill: coopmat f16 128x64/128x128"
+                                 : int8_ ? ", prefill: tiled int8 64x64" : ", prefill: tiled f32 64x64") +
          (b32_.on ? " (decode x in B32 rows)" : "") +
          (narrow_heads_ ? ", decode attention " + std::to_string(narrow_heads_) + " query head(s) per workgroup to " +
                               std::to_string(narrow_max_kv_) + " positions"

@@ -96,8 +96,13 @@ TEST_CASE("test-gpu with fish_vulkan (lavapipe in CI)", "[gpu][vulkan]") {
   // On the real models the agreement is 99-100% either way (f32 at 200 steps:
   // stories260K 100%, Q8_0 99.5%); synth-tiny-Q4_K_M (random weights, logit
   // std 0.1, many near-ties) separates the paths (plugins/vulkan/README.md).
+  // A device with cooperative matrices multiplies prompts in f16 (f32 x, not
+  // the CPU's int8): there the Q8_0 model agrees as f32 x does, 97/101 on the
+  // H200 (its describe line names the prefill path).
   test_gpu("FISH_BACKEND=vulkan", "stories260K.gguf", "--min-agreement 0.99");  // F32 weights: f32 x
-  test_gpu("FISH_BACKEND=vulkan", "TinyStories-656K-Q8_0.gguf", "--min-agreement 0.99");
+  const bool coopmat = run("FISH_BACKEND=vulkan", "test-gpu " + model_path("stories260K.gguf") + " -n 1 --no-kernels")
+                           .text.find("prefill: coopmat") != std::string::npos;
+  test_gpu("FISH_BACKEND=vulkan", "TinyStories-656K-Q8_0.gguf", coopmat ? "--min-agreement 0.95" : "--min-agreement 0.99");
   {
     // synth-tiny with the device's default: on a CPU implementation issue 5's
     // 99% (lavapipe: 101/101); on the H200 (B32 rows) 91/101, hence 0.88.

@@ -137,6 +137,10 @@ std::unique_ptr<vk::VulkanBackend> open_int8(const char* test) {
   auto be = open_backend(test);
   if (!be) return nullptr;
   be->kernels()->set_int8(true);  // as FISH_VK_INT8=1
+  // The int8 tiled kernels are the prefill of a device without cooperative
+  // matrices; on one with them prefill is matmul_coopmat.comp ([coopmat] in
+  // test_vk_kernels), so these cases turn it off to reach the int8 ones.
+  be->kernels()->set_coopmat(false);
   if (!be->kernels()->int8()) {
     skip_reason() = std::string(test) + ": the device has no integer dot products (shaderIntegerDotProduct)";
     return nullptr;

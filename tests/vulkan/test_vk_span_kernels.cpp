@@ -334,7 +334,10 @@ double run_span_matmul(vk::VulkanBackend& be, const Matrix& m, int n_tok, vk::Sp
     } else prod[i] = y[i] / s;
   }
   int64_t bad = 0;
-  const double ratio = bound_ratio(m, xe.data(), n_tok, prod.data(), &bad);
+  // The tensor-core prefill (f16 products) is held to its own bound, as in
+  // test_vk_kernels' [coopmat] case: 3e-3 instead of 1e-3.
+  const double rel = be.kernels()->coopmat_for(uint32_t(n_tok)) && !fz.int8 ? 3e-3 : 1e-3;
+  const double ratio = bound_ratio(m, xe.data(), n_tok, prod.data(), &bad, rel);
   CHECK(bad == 0);
   if (fz.epi == 3) {
     const auto xg = rig.get(rig.arena(), xg_off, size_t(n_tok) * n_out);
