@@ -19,10 +19,10 @@ const char* const kFallbackTemplate =
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
 
-ChatInput parse_chat_input(std::string_view json) {
+ChatInput parse_chat_input(std::string_view json, ChatInput defaults) {
   const jinja::Value root = jinja::parse_json(json);
   if (!root.is_dict()) throw fish::Error("chat input: expected a JSON object, found " + root.type_name());
-  ChatInput in;
+  ChatInput in = std::move(defaults);
   bool have_messages = false;
   for (const auto& [k, v] : root.dict().entries) {
     const std::string& key = k.get_string();

@@ -38,8 +38,10 @@ struct ChatInput {
 
 // Reads the JSON input of `fish template`: an object with "messages" (required),
 // "add_generation_prompt", "tools", "bos_token", "eos_token", "now" (an ISO date
-// and time) and any other key as one more template variable. Throws fish::Error.
-ChatInput parse_chat_input(std::string_view json);
+// and time) and any other key as one more template variable. Fields the JSON
+// does not give keep their value in `defaults` (e.g. a GGUF's BOS/EOS texts).
+// Throws fish::Error.
+ChatInput parse_chat_input(std::string_view json, ChatInput defaults = {});
 
 class ChatTemplate {
  public:

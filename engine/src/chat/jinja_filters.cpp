@@ -492,10 +492,6 @@ const std::map<std::string, FilterFn>& filters() {
     t["map"] = do_map;
     t["max"] = [](const Value& v, CallArgs& a) { return do_minmax(v, a, true, "max"); };
     t["min"] = [](const Value& v, CallArgs& a) { return do_minmax(v, a, false, "min"); };
-    t["pprint"] = [](const Value& v, CallArgs& a) {
-      no_args(a, "filter 'pprint'");
-      return Value(repr(v));
-    };
     t["reject"] = [](const Value& v, CallArgs& a) { return select_items(v, a, false, false, "reject"); };
     t["rejectattr"] = [](const Value& v, CallArgs& a) { return select_items(v, a, true, false, "rejectattr"); };
     t["select"] = [](const Value& v, CallArgs& a) { return select_items(v, a, false, true, "select"); };

@@ -141,7 +141,11 @@ Value get_item(const Value& obj, const Value& key) {
   }
   // Not an item: jinja2 falls back to the attribute of that name.
   if (key.is_string()) return get_attr(obj, key.get_string());
-  return Value::undefined("'" + obj.type_name() + " object' has no element " + repr(key));
+  std::string msg = "'";  // appended: GCC 12 misreports "lit" + std::string (-Wrestrict)
+  msg += obj.type_name();
+  msg += " object' has no element ";
+  msg += repr(key);
+  return Value::undefined(msg);
 }
 
 Value slice(const Value& obj, const Value& start, const Value& stop, const Value& step) {

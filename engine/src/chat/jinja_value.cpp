@@ -224,12 +224,17 @@ std::string float_repr(double f) {
     } else if (size_t(decpt) >= digits.size()) {
       out += digits + std::string(size_t(decpt) - digits.size(), '0') + ".0";
     } else {
-      out += digits.substr(0, size_t(decpt)) + "." + digits.substr(size_t(decpt));
+      out.append(digits, 0, size_t(decpt));
+      out += '.';
+      out.append(digits, size_t(decpt));
     }
     return out;
   }
   out += digits.substr(0, 1);
-  if (digits.size() > 1) out += "." + digits.substr(1);
+  if (digits.size() > 1) {
+    out += '.';
+    out.append(digits, 1);
+  }
   const int ax = exp10 < 0 ? -exp10 : exp10;
   out += exp10 < 0 ? "e-" : "e+";
   if (ax < 10) out += '0';

@@ -128,6 +128,7 @@ struct DictData {
 
   const Value* find(const Value& key) const;
   const Value* find(std::string_view key) const;
+  const Value* find(const char* key) const { return find(std::string_view(key)); }
   // Replaces the value of an existing key in place (its position is kept, as
   // Python does), else appends.
   void set(Value key, Value value);
