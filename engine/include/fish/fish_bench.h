@@ -20,7 +20,7 @@ extern "C" {
 
 typedef struct fish_kernel_bench_params {
   uint32_t struct_size;
-  const char* types;     /* "Q4_K,Q6_K"; NULL or "": F32 F16 Q4_0 Q8_0 Q4_K Q5_K Q6_K (those supported) */
+  const char* types;     /* "Q4_K,Q6_K"; NULL or "": F32 F16 Q4_0 Q8_0 Q4_K Q5_K Q6_K FQ3 (those supported) */
   const char* shapes;    /* "4096x14336,14336x4096" (n_in x n_out); NULL or "": the 8B's largest three */
   int32_t prefill;       /* tokens of the prefill product; <= 4: none (default 256) */
   int32_t reps;          /* timed repetitions, median reported (default 5) */

@@ -16,8 +16,9 @@
 namespace fish {
 namespace {
 
+// FQ3 (fish's re-quantised device layout) is timed where the backend takes it.
 const GgmlType kDefaultTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::Q4_0, GgmlType::Q8_0,
-                                  GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+                                  GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::FQ3};
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -93,7 +94,7 @@ std::vector<GgmlType> parse_kernel_bench_types(const std::string& s) {
         out.push_back(t);
         found = true;
       }
-    if (!found) throw Error("kernel bench: unknown or unsupported type '" + item + "' (F32, F16, Q4_0, Q8_0, Q4_K, Q5_K, Q6_K)");
+    if (!found) throw Error("kernel bench: unknown or unsupported type '" + item + "' (F32, F16, Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, FQ3)");
     p = q + 1;
   }
   return out;
@@ -174,7 +175,9 @@ KernelBenchReport run_kernel_bench(ComputeBackend& be, const KernelBenchOptions&
           else
             row.error = "matmul (prefill): " + be.last_error();
         }
-        if (pool) {
+        // The CPU's column: FQ3 exists only as a device copy, its CPU kernel is
+        // the scalar reference (for checks), not something to time.
+        if (pool && t != GgmlType::FQ3) {
           WeightView v;
           v.type = t;
           v.data = m.data();

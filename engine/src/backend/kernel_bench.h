@@ -23,7 +23,7 @@ struct KernelBenchShape {
 };
 
 struct KernelBenchOptions {
-  std::vector<GgmlType> types;          // empty: F32 F16 Q4_0 Q8_0 Q4_K Q5_K Q6_K, those supported
+  std::vector<GgmlType> types;          // empty: F32 F16 Q4_0 Q8_0 Q4_K Q5_K Q6_K FQ3, those supported
   std::vector<KernelBenchShape> shapes; // empty: the 8B's largest (4096->14336, 14336->4096, 4096->128256)
   int prefill = 256;                    // tokens of the prefill measurement; <= 4: skipped
   int reps = 5;                         // timed repetitions; the median is reported
