@@ -65,6 +65,7 @@ TEST_CASE("chat render: block set, filter blocks, with", "[chat][render]") {
         "ABC DEF|Bonono Split");
   CHECK(render("{% with a = 1, b = 2 %}{{ a + b }}{% endwith %}[{{ a }}]") ==
         "3[]");
+  CHECK(render("{% set a = 5 %}{% with a = 1, b = a %}{{ a }}{{ b }}{% endwith %}{{ a }}") == "155");
 }
 
 TEST_CASE("chat render: globals: strftime_now with the injected time, range, dict, namespace", "[chat][render]") {

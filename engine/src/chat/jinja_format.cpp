@@ -67,10 +67,12 @@ std::string c_int(const char* flags, int width, int prec, char conv, int64_t v) 
   const std::string_view fl(flags);
   const bool alt = fl.find('#') != std::string_view::npos;
   if (conv == 'd' || conv == 'i' || (v >= 0 && !(conv == 'o' && alt))) {
-    // C and Python agree here.
-    const std::string fmt = std::string("%") + flags + "*.*ll" + conv;
+    // C and Python agree here. A precision turns the 0 flag off in both, so
+    // none is passed unless one was written.
+    const std::string fmt = std::string("%") + flags + (prec < 0 ? "*ll" : "*.*ll") + conv;
     char buf[512];
-    const int n = std::snprintf(buf, sizeof buf, fmt.c_str(), width, prec, static_cast<long long>(v));
+    const int n = prec < 0 ? std::snprintf(buf, sizeof buf, fmt.c_str(), width, static_cast<long long>(v))
+                           : std::snprintf(buf, sizeof buf, fmt.c_str(), width, prec, static_cast<long long>(v));
     if (n < 0 || size_t(n) >= sizeof buf) runtime_error("formatted number too long");
     return std::string(buf, size_t(n));
   }
@@ -175,10 +177,10 @@ std::string percent_format(const std::string& fmt, const Value& args) {
         break;
       }
       case 'd': case 'i': case 'u':
-        out += c_int(flags.c_str(), width, prec < 0 ? 1 : prec, conv == 'u' ? 'd' : conv, to_int_arg(arg, conv));
+        out += c_int(flags.c_str(), width, prec, conv == 'u' ? 'd' : conv, to_int_arg(arg, conv));
         break;
       case 'o': case 'x': case 'X':
-        out += c_int(flags.c_str(), width, prec < 0 ? 1 : prec, conv, to_int_arg(arg, conv));
+        out += c_int(flags.c_str(), width, prec, conv, to_int_arg(arg, conv));
         break;
       case 'e': case 'E': case 'f': case 'F': case 'g': case 'G':
         out += c_float(flags.c_str(), width, prec < 0 ? 6 : prec, conv, to_float_arg(arg, conv));

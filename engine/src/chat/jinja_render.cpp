@@ -124,8 +124,10 @@ class Renderer {
         emit(to_str(apply_block_filters(*s.expr, Value(capture(s.body, f)), f)));
         return Flow::Normal;
       case Stmt::Kind::With: {
+        // The values are computed in the enclosing scope: with a = 1, b = a
+        // gives b the outer a, as jinja2 does.
         auto inner = std::make_shared<Frame>(f);
-        for (const auto& [name, e] : s.params) inner->set(name, eval(*e, inner));
+        for (const auto& [name, e] : s.params) inner->set(name, eval(*e, f));
         return exec_body(s.body, inner);
       }
       case Stmt::Kind::Scope: return exec_body(s.body, f);
