@@ -108,6 +108,18 @@ TEST_CASE("chat tests: odd, even, divisibleby, lower, upper, true, false, sameas
         "True True True True False True True");
 }
 
+TEST_CASE("chat filters: printf-style flags, widths and precisions, and str.format specs", "[chat][filters]") {
+  CHECK(render("{{ '%05d|%-5d|%5.3d|%x|%#x|%-#8o|%+.2e|%G|%10.4f|%-10s|%%' % (42, 42, 42, -255, 255, 8, 12345.678, "
+               "1e-10, 3.14159, 'hi') }}") ==
+        "00042|42   |  042|-ff|0xff|0o10    |+1.23e+04|1E-10|    3.1416|hi        |%");
+  CHECK(render("{{ \"{:>10}|{:*^9}|{:+d}|{: d}|{:x}|{:#x}|{:o}|{:b}|{:e}|{:.2%}|{:g}|{:10.3f}|{:<6}|\".format(\"r\", "
+               "\"c\", 5, 5, 255, 255, 8, 5, 1234.5, 0.256, 1e-7, 3.14159, 7) }}") ==
+        "         r|****c****|+5| 5|ff|0xff|10|101|1.234500e+03|25.60%|1e-07|     3.142|7     |");
+  CHECK(render("{{ \"{}\".format(1.0) }} {{ \"{:.3}\".format(1234.5678) }} {{ \"{:.3}\".format(1.0) }} "
+               "{{ \"{:,.2f}\".format(1234567.891) }} {{ \"{:08.3f}\".format(-3.14159) }} {{ \"{:=+8d}\".format(42) }}") ==
+        "1.0 1.23e+03 1.0 1,234,567.89 -003.142 +     42");
+}
+
 TEST_CASE("chat filters: bad arguments and unknown names are errors that say so", "[chat][filters]") {
   struct Case {
     const char* src;

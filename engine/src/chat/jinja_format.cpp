@@ -53,8 +53,8 @@ std::string c_float(const char* flags, int width, int prec, char conv, double f)
       if (std::string_view(flags).find('+') != std::string_view::npos) s = "+" + s;
       else if (std::string_view(flags).find(' ') != std::string_view::npos) s = " " + s;
     }
-    return pad(s, size_t(width > 0 ? width : 0), std::string_view(flags).find('-') != std::string_view::npos ? '<' : '>',
-               " ");
+    const bool left = std::string_view(flags).find('-') != std::string_view::npos;
+    return pad(s, size_t(width > 0 ? width : 0), left ? '<' : '>', " ");
   }
   std::string fmt = std::string("%") + flags + "*.*" + conv;
   char buf[512];
@@ -88,7 +88,10 @@ std::string c_int(const char* flags, int width, int prec, char conv, int64_t v) 
     m /= uint64_t(base);
   } while (m);
   while (int(d.size()) < prec) d.insert(d.begin(), '0');
-  std::string head = v < 0 ? "-" : (fl.find('+') != std::string_view::npos ? "+" : (fl.find(' ') != std::string_view::npos ? " " : ""));
+  std::string head = "";
+  if (v < 0) head = "-";
+  else if (fl.find('+') != std::string_view::npos) head = "+";
+  else if (fl.find(' ') != std::string_view::npos) head = " ";
   if (alt) head += conv == 'o' ? "0o" : (conv == 'X' ? "0X" : "0x");
   const bool left = fl.find('-') != std::string_view::npos;
   if (!left && fl.find('0') != std::string_view::npos)

@@ -35,7 +35,8 @@ Value do_range(CallArgs& a) {
   if (step > 0 && start < stop) n = (uint64_t(stop) - uint64_t(start) - 1) / uint64_t(step) + 1;
   if (step < 0 && start > stop) n = (uint64_t(start) - uint64_t(stop) - 1) / (uint64_t(0) - uint64_t(step)) + 1;
   if (n > uint64_t(kMaxRange))
-    runtime_error("Range too big. The sandbox blocks ranges larger than MAX_RANGE (" + std::to_string(kMaxRange) + ").");
+    runtime_error("Range too big. The sandbox blocks ranges larger than MAX_RANGE (" + std::to_string(kMaxRange) +
+                  ").");
   std::vector<Value> out;
   out.reserve(size_t(n));
   for (uint64_t i = 0; i < n; ++i) out.emplace_back(int64_t(uint64_t(start) + i * uint64_t(step)));

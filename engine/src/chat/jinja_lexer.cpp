@@ -393,7 +393,8 @@ class Lexer {
         default:
           if (e >= '0' && e <= '7') {  // up to three octal digits
             uint32_t cp = uint32_t(e - '0');
-            for (int k = 0; k < 2 && j < s_.size() && s_[j] >= '0' && s_[j] <= '7'; ++k, ++j) cp = cp * 8 + uint32_t(s_[j] - '0');
+            for (int k = 0; k < 2 && j < s_.size() && s_[j] >= '0' && s_[j] <= '7'; ++k, ++j)
+              cp = cp * 8 + uint32_t(s_[j] - '0');
             fish::unicode::append_utf8(v, cp);
           } else {
             v += '\\';  // an unknown escape stays as written

@@ -177,7 +177,8 @@ Value str_method(const std::string& s, const std::string& name, CallArgs& a) {
     return Value(s);
   }
   no_args(a, fn);
-  if (name == "isdigit" || name == "isdecimal" || name == "isnumeric") return Value(pystr::all_of(s, pystr::is_digit_cp));
+  if (name == "isdigit" || name == "isdecimal" || name == "isnumeric")
+    return Value(pystr::all_of(s, pystr::is_digit_cp));
   if (name == "isalpha") return Value(pystr::all_of(s, pystr::is_alpha_cp));
   if (name == "isalnum") return Value(pystr::all_of(s, pystr::is_alnum_cp));
   if (name == "isspace") return Value(pystr::all_of(s, pystr::is_space));
@@ -216,7 +217,8 @@ Value list_method(const Value& obj, const std::string& name, CallArgs& a) {
   if (!p.has(0)) runtime_error(fn + " takes exactly one argument");
   const auto& items = obj.items();
   if (name == "count")
-    return Value(int64_t(std::count_if(items.begin(), items.end(), [&](const Value& v) { return equals(v, p.get(0)); })));
+    return Value(int64_t(
+        std::count_if(items.begin(), items.end(), [&](const Value& v) { return equals(v, p.get(0)); })));
   for (size_t i = 0; i < items.size(); ++i)
     if (equals(items[i], p.get(0))) return Value(int64_t(i));
   runtime_error(repr(p.get(0)) + " is not in " + obj.type_name());
