@@ -59,6 +59,20 @@ FISH_API int fish_chat_template_parse(const char* source, size_t len, fish_chat_
 FISH_API int fish_chat_template_render_json(const fish_chat_template* t, const char* input_json, size_t len,
                                             char** out, size_t* out_len, fish_error** err);
 
+/* One message of a conversation (UTF-8, NUL-terminated). */
+typedef struct fish_chat_message {
+  const char* role;     /* "system", "user", "assistant", "tool", ... */
+  const char* content;
+} fish_chat_message;
+
+/* Renders a conversation of plain messages (what `fish chat` keeps): the same
+ * as fish_chat_template_render_json with {"messages": [...],
+ * "add_generation_prompt": ..., "tools": <tools_json>} where tools_json is a
+ * JSON array or NULL for none; BOS/EOS are the GGUF's. */
+FISH_API int fish_chat_template_render(const fish_chat_template* t, const fish_chat_message* messages, size_t n,
+                                       int add_generation_prompt, const char* tools_json, char** out,
+                                       size_t* out_len, fish_error** err);
+
 /* 1 when the template is the ChatML fallback (the model had none), else 0. */
 FISH_API int fish_chat_template_is_fallback(const fish_chat_template* t);
 

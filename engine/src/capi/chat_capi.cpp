@@ -1,11 +1,16 @@
 // The chat template part of the C API (fish_chat.h), over engine/src/chat.
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <new>
 #include <sstream>
+#include <string>
+#include <vector>
 #include <sys/stat.h>
 
 #include "capi/capi_util.h"
 #include "chat/chat_template.h"
+#include "chat/jinja_json.h"
 #include "fish/fish_chat.h"
 
 struct fish_chat_template {
@@ -44,6 +49,16 @@ std::string read_file(const std::string& path) {
   std::ostringstream ss;
   if (!in || (!(ss << in.rdbuf()) && st.st_size > 0)) throw fish::Error(path + ": cannot read");
   return ss.str();
+}
+
+// The rendering as a malloc'd, NUL-terminated copy (it may hold NUL bytes: *out_len says how long).
+void give_text(const std::string& text, char** out, size_t* out_len) {
+  char* p = static_cast<char*>(std::malloc(text.size() + 1));
+  if (!p) throw std::bad_alloc();
+  std::memcpy(p, text.data(), text.size());
+  p[text.size()] = '\0';
+  *out = p;
+  if (out_len) *out_len = text.size();
 }
 
 }  // namespace
@@ -110,12 +125,38 @@ FISH_API int fish_chat_template_render_json(const fish_chat_template* t, const c
     const chat::ChatInput in =
         chat::parse_chat_input(std::string_view(input_json ? input_json : "", len), t->defaults);
     const std::string text = t->tpl.render(in);
-    char* p = static_cast<char*>(std::malloc(text.size() + 1));
-    if (!p) throw std::bad_alloc();
-    std::memcpy(p, text.data(), text.size());
-    p[text.size()] = '\0';
-    *out = p;
-    if (out_len) *out_len = text.size();
+    give_text(text, out, out_len);
+    return FISH_CHAT_OK;
+  });
+}
+
+FISH_API int fish_chat_template_render(const fish_chat_template* t, const fish_chat_message* messages, size_t n,
+                                       int add_generation_prompt, const char* tools_json, char** out,
+                                       size_t* out_len, fish_error** err) {
+  if (out) *out = nullptr;
+  if (out_len) *out_len = 0;
+  if (!t || (!messages && n) || !out) {
+    set_error(err, "fish_chat_template_render: template, messages and out are required");
+    return FISH_CHAT_ERROR;
+  }
+  return chat_guarded(err, [&] {
+    namespace j = chat::jinja;
+    std::vector<j::Value> msgs;
+    msgs.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (!messages[i].role || !messages[i].content)
+        throw fish::Error("fish_chat_template_render: message " + std::to_string(i) + " has no role or content");
+      j::DictData d;
+      d.entries.emplace_back(j::Value("role"), j::Value(messages[i].role));
+      d.entries.emplace_back(j::Value("content"), j::Value(messages[i].content));
+      msgs.push_back(j::Value::dict(std::move(d)));
+    }
+    chat::ChatInput in = t->defaults;
+    in.messages = j::Value::list(std::move(msgs));
+    in.add_generation_prompt = add_generation_prompt != 0;
+    if (tools_json) in.tools = j::parse_json(tools_json);
+    const std::string text = t->tpl.render(in);
+    give_text(text, out, out_len);
     return FISH_CHAT_OK;
   });
 }
