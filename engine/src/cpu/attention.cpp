@@ -9,14 +9,14 @@
 
 namespace fish {
 
-void attention_head_avx2(const float* q, const uint16_t* k, const uint16_t* v, int64_t stride, int32_t n_kv,
-                         int32_t hd, float scale, float* out, float* scores);
+void attention_head_avx2(const float* q, const KvView& kv, int32_t n_kv, int32_t hd, float scale, float* out,
+                         float* scores);
 
-void attention_head_scalar(const float* q, const uint16_t* k, const uint16_t* v, int64_t stride, int32_t n_kv,
-                           int32_t hd, float scale, float* out, float* scores) {
+void attention_head_scalar(const float* q, const KvView& kv, int32_t n_kv, int32_t hd, float scale, float* out,
+                           float* scores) {
   float mx = -INFINITY;
   for (int32_t j = 0; j < n_kv; ++j) {
-    const uint16_t* kj = k + int64_t(j) * stride;
+    const uint16_t* kj = kv.key(j);
     float s = 0;
     for (int32_t d = 0; d < hd; ++d) s += q[d] * fp16_to_fp32(kj[d]);
     s *= scale;
@@ -31,7 +31,7 @@ void attention_head_scalar(const float* q, const uint16_t* k, const uint16_t* v,
   const float inv = float(1.0 / sum);
   for (int32_t d = 0; d < hd; ++d) out[d] = 0;
   for (int32_t j = 0; j < n_kv; ++j) {
-    const uint16_t* vj = v + int64_t(j) * stride;
+    const uint16_t* vj = kv.value(j);
     const float p = scores[j] * inv;
     for (int32_t d = 0; d < hd; ++d) out[d] += p * fp16_to_fp32(vj[d]);
   }
@@ -51,7 +51,9 @@ AttentionHeadFn attention_head_best() {
 
 void attention(ThreadPool& pool, const AttentionArgs& a, AttentionScratch& scratch) {
   const int nth = pool.size();
-  const int32_t max_kv = a.pos0 + a.n_tok;
+  int32_t max_kv = a.pos0 + a.n_tok;
+  if (a.rows)
+    for (int32_t t = 0; t < a.n_tok; ++t) max_kv = std::max(max_kv, a.rows[t].pos + 1);
   if (int(scratch.scores.size()) < nth) scratch.scores.resize(size_t(nth));
   for (auto& s : scratch.scores)
     if (int32_t(s.size()) < max_kv) s.resize(size_t(max_kv));
@@ -63,12 +65,21 @@ void attention(ThreadPool& pool, const AttentionArgs& a, AttentionScratch& scrat
   const int64_t n_items = int64_t(a.n_tok) * a.n_head;
   pool.run([&](int ith, int nthr) {
     float* scores = scratch.scores[size_t(ith)].data();
+    KvView kv;
+    kv.stride = a.kv_stride;
+    kv.page_shift = a.rows ? a.page_shift : 31;
     for (int64_t it = ith; it < n_items; it += nthr) {
       const int32_t t = int32_t(it / a.n_head), h = int32_t(it % a.n_head);
-      const int32_t kvh = h / group;
-      const int64_t off = int64_t(kvh) * a.head_dim;
-      head_fn(a.q + t * q_stride + int64_t(h) * a.head_dim, a.k + off, a.v + off, a.kv_stride, a.pos0 + t + 1,
-              a.head_dim, a.scale, a.out + t * q_stride + int64_t(h) * a.head_dim, scores);
+      int32_t n_kv = a.pos0 + t + 1;
+      if (a.rows) {
+        kv.k = a.rows[t].k_pages, kv.v = a.rows[t].v_pages;
+        n_kv = a.rows[t].pos + 1;
+      } else {
+        kv.k = &a.k, kv.v = &a.v;
+      }
+      kv.off = int64_t(h / group) * a.head_dim;
+      head_fn(a.q + t * q_stride + int64_t(h) * a.head_dim, kv, n_kv, a.head_dim, a.scale,
+              a.out + t * q_stride + int64_t(h) * a.head_dim, scores);
     }
   });
 }

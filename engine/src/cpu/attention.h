@@ -1,4 +1,7 @@
 // Causal multi-head attention over an f16 KV cache (GQA), f32 arithmetic.
+// The cache may be one array of positions or pages of 2^page_shift positions
+// (model/kv_cache.h): position j of a head lives at
+//   pages[j >> page_shift] + (j & (2^page_shift - 1)) * stride + head_offset.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -7,10 +10,34 @@ namespace fish {
 
 class ThreadPool;
 
+// Where one head's keys and values are: page tables (one array: a table of one
+// page with page_shift 31), the stride between positions and the head's offset.
+struct KvView {
+  const uint16_t* const* k = nullptr;
+  const uint16_t* const* v = nullptr;
+  int32_t page_shift = 31;
+  int64_t stride = 0;
+  int64_t off = 0;
+  const uint16_t* key(int32_t j) const { return k[j >> page_shift] + (j & ((int64_t(1) << page_shift) - 1)) * stride + off; }
+  const uint16_t* value(int32_t j) const { return v[j >> page_shift] + (j & ((int64_t(1) << page_shift) - 1)) * stride + off; }
+};
+
+// One row of a batch over several sequences: its sequence's page tables and
+// its position (it sees positions 0..pos of that sequence).
+struct AttentionRow {
+  const uint16_t* const* k_pages = nullptr;
+  const uint16_t* const* v_pages = nullptr;
+  int32_t pos = 0;
+};
+
 struct AttentionArgs {
   const float* q = nullptr;      // [n_tok, n_head * head_dim], RoPE applied
   int32_t n_tok = 0;
-  int32_t pos0 = 0;              // position of token 0; token t sees positions 0..pos0+t
+  // Either rows (paged, one per token, any sequences) ...
+  const AttentionRow* rows = nullptr;
+  int32_t page_shift = 31;
+  // ... or one array: token t at position pos0 + t sees positions 0..pos0+t.
+  int32_t pos0 = 0;
   const uint16_t* k = nullptr;   // f16 [positions, kv_stride]: position p's keys at k + p*kv_stride
   const uint16_t* v = nullptr;   // f16, same layout
   int64_t kv_stride = 0;         // elements between positions (n_head_kv * head_dim)
@@ -26,12 +53,12 @@ struct AttentionScratch {
 
 void attention(ThreadPool& pool, const AttentionArgs& a, AttentionScratch& scratch);
 
-// One (token, head): out[hd] = softmax(scale · K q) · V over n_kv positions.
+// One (token, head): out[hd] = softmax(scale · K q) · V over positions 0..n_kv-1.
 // Exposed for tests; `scores` holds n_kv floats.
-using AttentionHeadFn = void (*)(const float* q, const uint16_t* k, const uint16_t* v, int64_t stride, int32_t n_kv,
-                                 int32_t hd, float scale, float* out, float* scores);
-void attention_head_scalar(const float* q, const uint16_t* k, const uint16_t* v, int64_t stride, int32_t n_kv,
-                           int32_t hd, float scale, float* out, float* scores);
+using AttentionHeadFn = void (*)(const float* q, const KvView& kv, int32_t n_kv, int32_t hd, float scale, float* out,
+                                 float* scores);
+void attention_head_scalar(const float* q, const KvView& kv, int32_t n_kv, int32_t hd, float scale, float* out,
+                           float* scores);
 // The fastest variant this CPU runs (AVX2+F16C or scalar).
 AttentionHeadFn attention_head_best();
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "common/fp16.h"
+#include "cpu/attention.h"
 
 namespace fish {
 
@@ -16,12 +17,12 @@ static inline float hsum256(__m256 v) {
   return _mm_cvtss_f32(lo);
 }
 
-void attention_head_avx2(const float* q, const uint16_t* k, const uint16_t* v, int64_t stride, int32_t n_kv,
-                         int32_t hd, float scale, float* out, float* scores) {
+void attention_head_avx2(const float* q, const KvView& kv, int32_t n_kv, int32_t hd, float scale, float* out,
+                         float* scores) {
   const int32_t hd8 = hd & ~7;
   float mx = -INFINITY;
   for (int32_t j = 0; j < n_kv; ++j) {
-    const uint16_t* kj = k + int64_t(j) * stride;
+    const uint16_t* kj = kv.key(j);
     __m256 acc = _mm256_setzero_ps();
     int32_t d = 0;
     for (; d < hd8; d += 8) {
@@ -45,7 +46,7 @@ void attention_head_avx2(const float* q, const uint16_t* k, const uint16_t* v, i
   for (; d + 32 <= hd; d += 32) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (int32_t j = 0; j < n_kv; ++j) {
-      const uint16_t* vj = v + int64_t(j) * stride + d;
+      const uint16_t* vj = kv.value(j) + d;
       const __m256 p = _mm256_set1_ps(scores[j]);
       a0 = _mm256_fmadd_ps(p, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(vj))), a0);
       a1 = _mm256_fmadd_ps(p, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(vj + 8))), a1);
@@ -61,7 +62,7 @@ void attention_head_avx2(const float* q, const uint16_t* k, const uint16_t* v, i
   for (; d + 8 <= hd; d += 8) {
     __m256 a0 = _mm256_setzero_ps();
     for (int32_t j = 0; j < n_kv; ++j) {
-      const uint16_t* vj = v + int64_t(j) * stride + d;
+      const uint16_t* vj = kv.value(j) + d;
       a0 = _mm256_fmadd_ps(_mm256_set1_ps(scores[j]),
                            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(vj))), a0);
     }
@@ -69,7 +70,7 @@ void attention_head_avx2(const float* q, const uint16_t* k, const uint16_t* v, i
   }
   for (; d < hd; ++d) {
     float acc = 0;
-    for (int32_t j = 0; j < n_kv; ++j) acc += scores[j] * fp16_to_fp32(v[int64_t(j) * stride + d]);
+    for (int32_t j = 0; j < n_kv; ++j) acc += scores[j] * fp16_to_fp32(kv.value(j)[d]);
     out[d] = acc * inv;
   }
 }

@@ -1,47 +1,131 @@
 #include "model/kv_cache.h"
 
 #include <algorithm>
+#include <cstring>
+
+#include "common/error.h"
 
 namespace fish {
 
-void KvCache::init(int32_t n_layer, int32_t kv_dim, int32_t n_ctx, const std::vector<bool>& layer_on_cpu) {
+void KvCache::init(int32_t n_layer, int32_t kv_dim, int32_t n_ctx, int32_t n_seq,
+                   const std::vector<bool>& layer_on_cpu) {
   kv_dim_ = kv_dim;
   n_ctx_ = n_ctx;
-  len_ = 0;
-  capacity_ = 0;
   on_cpu_ = layer_on_cpu;
   on_cpu_.resize(size_t(n_layer), true);
-  k_.assign(size_t(n_layer), {});
-  v_.assign(size_t(n_layer), {});
+  k_.clear(), v_.clear();
+  k_.resize(size_t(n_layer));
+  v_.resize(size_t(n_layer));
+  refs_.clear();
+  free_.clear();
+  seqs_.assign(size_t(std::max(1, n_seq)), Seq{});
 }
 
-void KvCache::reserve(int32_t n) {
-  n = std::min(n, n_ctx_);
-  if (n <= capacity_) return;
-  const int32_t cap = std::min(n_ctx_, std::max(n, std::max(capacity_ * 2, 256)));
-  for (size_t l = 0; l < k_.size(); ++l) {
-    if (!on_cpu_[l]) continue;
-    k_[l].resize(size_t(cap) * size_t(kv_dim_));
-    v_[l].resize(size_t(cap) * size_t(kv_dim_));
+int32_t KvCache::new_page() {
+  int32_t p;
+  if (!free_.empty()) {
+    p = free_.back();
+    free_.pop_back();
+  } else {
+    p = int32_t(refs_.size());
+    refs_.push_back(0);
+    const size_t n = size_t(kPage) * size_t(kv_dim_);
+    for (size_t l = 0; l < k_.size(); ++l) {
+      k_[l].emplace_back(on_cpu_[l] ? new uint16_t[n]() : nullptr);
+      v_[l].emplace_back(on_cpu_[l] ? new uint16_t[n]() : nullptr);
+    }
   }
-  capacity_ = cap;
+  refs_[size_t(p)] = 1;
+  return p;
+}
+
+void KvCache::release(int32_t page) {
+  if (--refs_[size_t(page)] == 0) free_.push_back(page);
+}
+
+void KvCache::prepare(int32_t seq, int32_t from, int32_t to) {
+  Seq& s = seqs_[size_t(seq)];
+  if (from > s.len) throw Error("KV: sequence " + std::to_string(seq) + " written at " + std::to_string(from) +
+                                " after " + std::to_string(s.len) + " positions (a gap)");
+  if (to > n_ctx_) throw Error("KV: position " + std::to_string(to - 1) + " beyond the context (" +
+                               std::to_string(n_ctx_) + ")");
+  if (to <= from) return;
+  const size_t first = size_t(from >> kPageShift), last = size_t((to - 1) >> kPageShift);
+  const size_t n = size_t(kPage) * size_t(kv_dim_);
+  for (size_t i = first; i <= last; ++i) {
+    if (i >= s.pages.size()) {
+      s.pages.push_back(new_page());
+      continue;
+    }
+    const int32_t old = s.pages[i];
+    if (refs_[size_t(old)] == 1) continue;
+    // Shared with another sequence: this one gets its own copy before writing.
+    const int32_t p = new_page();
+    for (size_t l = 0; l < k_.size(); ++l) {
+      if (!on_cpu_[l]) continue;
+      std::memcpy(k_[l][size_t(p)].get(), k_[l][size_t(old)].get(), n * sizeof(uint16_t));
+      std::memcpy(v_[l][size_t(p)].get(), v_[l][size_t(old)].get(), n * sizeof(uint16_t));
+    }
+    release(old);
+    s.pages[i] = p;
+  }
+}
+
+void KvCache::truncate(int32_t seq, int32_t n) {
+  Seq& s = seqs_[size_t(seq)];
+  n = std::max(0, std::min(n, s.len));
+  const size_t keep = size_t((n + kPage - 1) >> kPageShift);
+  while (s.pages.size() > keep) {
+    release(s.pages.back());
+    s.pages.pop_back();
+  }
+  s.len = n;
+}
+
+void KvCache::copy_prefix(int32_t src, int32_t dst, int32_t n) {
+  if (src == dst) return truncate(dst, n);
+  truncate(dst, 0);
+  const Seq& s = seqs_[size_t(src)];
+  n = std::max(0, std::min(n, s.len));
+  Seq& d = seqs_[size_t(dst)];
+  const size_t pages = size_t((n + kPage - 1) >> kPageShift);
+  for (size_t i = 0; i < pages; ++i) {
+    d.pages.push_back(s.pages[i]);
+    ++refs_[size_t(s.pages[i])];
+  }
+  d.len = n;
 }
 
 void KvCache::set_layer_on_cpu(int32_t layer, bool on) {
   on_cpu_[size_t(layer)] = on;
-  if (on) {
-    k_[size_t(layer)].assign(size_t(capacity_) * size_t(kv_dim_), 0);
-    v_[size_t(layer)].assign(size_t(capacity_) * size_t(kv_dim_), 0);
-  } else {
-    std::vector<uint16_t>().swap(k_[size_t(layer)]);
-    std::vector<uint16_t>().swap(v_[size_t(layer)]);
-  }
+  const size_t n = size_t(kPage) * size_t(kv_dim_);
+  for (auto* b : {&k_[size_t(layer)], &v_[size_t(layer)]})
+    for (auto& page : *b) page.reset(on ? new uint16_t[n]() : nullptr);
+}
+
+const uint16_t* const* KvCache::tables(Blocks& b, std::vector<std::vector<const uint16_t*>>& t, int32_t layer,
+                                       int32_t seq) {
+  if (t.size() < seqs_.size()) t.resize(seqs_.size());
+  std::vector<const uint16_t*>& tab = t[size_t(seq)];
+  const Seq& s = seqs_[size_t(seq)];
+  tab.resize(s.pages.size());
+  for (size_t i = 0; i < s.pages.size(); ++i) tab[i] = b[size_t(layer)][size_t(s.pages[i])].get();
+  return tab.data();
+}
+
+const uint16_t* const* KvCache::k_pages(int32_t layer, int32_t seq) { return tables(k_, kt_, layer, seq); }
+const uint16_t* const* KvCache::v_pages(int32_t layer, int32_t seq) { return tables(v_, vt_, layer, seq); }
+
+int32_t KvCache::page_refs(int32_t seq, int32_t pos) const {
+  const Seq& s = seqs_[size_t(seq)];
+  const size_t i = size_t(pos >> kPageShift);
+  return i < s.pages.size() ? refs_[size_t(s.pages[i])] : 0;
 }
 
 uint64_t KvCache::bytes() const {
-  uint64_t b = 0;
-  for (size_t l = 0; l < k_.size(); ++l) b += (k_[l].size() + v_[l].size()) * sizeof(uint16_t);
-  return b;
+  uint64_t layers = 0;
+  for (size_t l = 0; l < k_.size(); ++l) layers += on_cpu_[l] ? 1 : 0;
+  return uint64_t(refs_.size()) * layers * 2u * uint64_t(kPage) * uint64_t(kv_dim_) * sizeof(uint16_t);
 }
 
 }  // namespace fish

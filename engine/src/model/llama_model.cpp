@@ -37,7 +37,9 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, const Mode
                 std::to_string(m->hp_.n_vocab) + " rows");
   m->n_ctx_ = opt.n_ctx > 0 ? opt.n_ctx : m->hp_.n_ctx_train;
   m->pool_ = std::make_unique<ThreadPool>(opt.n_threads);
-  m->kv_.init(m->hp_.n_layer, m->hp_.kv_dim(), m->n_ctx_, std::vector<bool>(size_t(m->hp_.n_layer), true));
+  if (opt.n_seq < 1) throw Error("load: n_seq " + std::to_string(opt.n_seq) + " (must be >= 1)");
+  m->kv_.init(m->hp_.n_layer, m->hp_.kv_dim(), m->n_ctx_, opt.n_seq, std::vector<bool>(size_t(m->hp_.n_layer), true));
+  m->history_.assign(size_t(opt.n_seq), {});
   m->place_layers(opt);
   m->prepare_cpu_weights();
   m->progress_ = nullptr;
@@ -167,7 +169,8 @@ void LlamaModel::linear_group(const Linear* const* ws, int32_t n_w, const float*
   matmul_group(*pool_, wv, n_w, x, n, ys);
 }
 
-void LlamaModel::cpu_layer(int32_t l, float* x, int32_t n, int32_t pos) {
+void LlamaModel::cpu_layer(int32_t l, float* x, const Rows& r) {
+  const int32_t n = r.n;
   const Hparams& h = hp_;
   const Layer& L = layers_[size_t(l)];
   const int64_t E = h.n_embd, QD = h.q_dim(), KD = h.kv_dim(), F = h.n_ff;
@@ -181,10 +184,8 @@ void LlamaModel::cpu_layer(int32_t l, float* x, int32_t n, int32_t pos) {
   float* qkv_out[3] = {q, k, v};
   linear_group(qkv, 3, xn, n, qkv_out);
 
-  // Per token: biases, q/k norm, RoPE, then the KV store (f16).
-  kv_.reserve(pos + n);
-  uint16_t* kc = kv_.k(l);
-  uint16_t* vc = kv_.v(l);
+  // Per token: biases, q/k norm, RoPE, then the KV store (f16) at its
+  // sequence's position (the pages were prepared by eval_chunk).
   pool_->parallel_for(n, 1, [&](int64_t b, int64_t e, int ith) {
     float* cs = rope_cs_.data() + int64_t(ith) * h.n_rot;
     for (int64_t t = b; t < e; ++t) {
@@ -200,11 +201,11 @@ void LlamaModel::cpu_layer(int32_t l, float* x, int32_t n, int32_t pos) {
         for (int32_t hh = 0; hh < h.n_head_kv; ++hh)
           rmsnorm(kt + hh * h.head_dim, L.k_norm, kt + hh * h.head_dim, h.head_dim, h.rms_eps);
       }
-      rope_angles(pos + int32_t(t), h.n_rot, h.rope_freq_base, h.rope_freq_scale, rope_freqs_, cs);
+      rope_angles(r.pos[t], h.n_rot, h.rope_freq_base, h.rope_freq_scale, rope_freqs_, cs);
       rope_apply(qt, h.n_head, h.head_dim, h.n_rot, h.rope_type, cs);
       rope_apply(kt, h.n_head_kv, h.head_dim, h.n_rot, h.rope_type, cs);
-      uint16_t* kd = kc + (pos + t) * KD;
-      uint16_t* vd = vc + (pos + t) * KD;
+      uint16_t* kd = kv_.k_at(l, r.seq[t], r.pos[t]);
+      uint16_t* vd = kv_.v_at(l, r.seq[t], r.pos[t]);
       for (int64_t i = 0; i < KD; ++i) {
         kd[i] = fp32_to_fp16(kt[i]);
         vd[i] = fp32_to_fp16(vt[i]);
@@ -212,12 +213,23 @@ void LlamaModel::cpu_layer(int32_t l, float* x, int32_t n, int32_t pos) {
     }
   });
 
+  // Each row attends over its own sequence's pages, up to its position.
+  att_rows_.resize(size_t(n));
+  for (int32_t t = 0; t < n; ++t) {
+    AttentionRow& ar = att_rows_[size_t(t)];
+    if (t > 0 && r.seq[t] == r.seq[t - 1]) {
+      ar = att_rows_[size_t(t - 1)];
+    } else {
+      ar.k_pages = kv_.k_pages(l, r.seq[t]);
+      ar.v_pages = kv_.v_pages(l, r.seq[t]);
+    }
+    ar.pos = r.pos[t];
+  }
   AttentionArgs a;
   a.q = q;
   a.n_tok = n;
-  a.pos0 = pos;
-  a.k = kc;
-  a.v = vc;
+  a.rows = att_rows_.data();
+  a.page_shift = KvCache::kPageShift;
   a.kv_stride = KD;
   a.n_head = h.n_head;
   a.n_head_kv = h.n_head_kv;
@@ -245,10 +257,10 @@ void LlamaModel::cpu_layer(int32_t l, float* x, int32_t n, int32_t pos) {
   });
 }
 
-bool LlamaModel::eval_chunk(const int32_t* tokens, int32_t n, int32_t pos, bool all_logits, float* logits_out,
-                            bool may_view) {
+bool LlamaModel::eval_chunk(const Rows& r, const uint8_t* want, float* logits_out, bool may_view) {
   const Hparams& h = hp_;
   const int64_t E = h.n_embd;
+  const int32_t n = r.n;
   auto grow = [](std::vector<float>& b, int64_t sz) {
     if (int64_t(b.size()) < sz) b.resize(size_t(sz));
   };
@@ -263,56 +275,67 @@ bool LlamaModel::eval_chunk(const int32_t* tokens, int32_t n, int32_t pos, bool 
   grow(u_, int64_t(n) * h.n_ff);
   grow(rope_cs_, int64_t(pool_->size()) * h.n_rot);
 
+  // KV pages for every row's position (copies of pages shared with another
+  // sequence), before any layer writes; a sequence's rows are consecutive.
+  int32_t max_pos = 0;
+  for (int32_t t = 0; t < n;) {
+    int32_t e = t + 1;
+    while (e < n && r.seq[e] == r.seq[t] && r.pos[e] == r.pos[e - 1] + 1) ++e;
+    kv_.prepare(r.seq[t], r.pos[t], r.pos[e - 1] + 1);
+    max_pos = std::max(max_pos, r.pos[e - 1]);
+    t = e;
+  }
+
   float* x = x_.data();
-  embed(tokens, n, x);
+  embed(r.tok, n, x);
   const int32_t n_cpu = span_ ? h.n_layer - n_layer_gpu_ : h.n_layer;
-  for (int32_t l = 0; l < n_cpu; ++l) cpu_layer(l, x, n, pos);
+  for (int32_t l = 0; l < n_cpu; ++l) cpu_layer(l, x, r);
   if (span_) {
     // The span runs every remaining layer.
-    if (span_fail_at_ >= 0 && pos + n > span_fail_at_) {  // test-only knob: FISH_TEST_SPAN_FAIL_AT
+    if (span_fail_at_ >= 0 && max_pos + 1 > span_fail_at_) {  // test-only knob: FISH_TEST_SPAN_FAIL_AT
       span_fail_reason_ = "simulated by FISH_TEST_SPAN_FAIL_AT=" + std::to_string(span_fail_at_);
       return false;
     }
-    if (!grow_span_kv(pos + n)) {
-      span_fail_reason_ = "span_kv_reserve(" + std::to_string(pos + n) + "): " + backend_->last_error();
+    if (!grow_span_kv(max_pos + 1)) {
+      span_fail_reason_ = "span_kv_reserve(" + std::to_string(max_pos + 1) + "): " + backend_->last_error();
       return false;
     }
-    const SpanOut out = run_span(x, n, pos, all_logits, logits_out, may_view);
+    const SpanOut out = run_span(x, r, want, logits_out, may_view);
     if (out == SpanOut::Failed) return false;  // x is untouched; eval() falls back and replays
     if (out == SpanOut::Logits) return true;
   }
 
-  // Final norm and LM head for the tokens whose logits are wanted (none for a
+  // Final norm and LM head for the rows whose logits are wanted (none for a
   // chunk of a longer prompt whose logits nobody reads).
-  if (!logits_out) return true;
-  const int32_t t0 = all_logits ? 0 : n - 1;
-  const int32_t nl = n - t0;
+  if (!logits_out || !want) return true;
   float* xn = xn_.data();
-  for (int32_t t = t0; t < n; ++t)
-    rmsnorm(x + int64_t(t) * E, output_norm_, xn + int64_t(t - t0) * E, E, h.rms_eps);
-  linear(output_, xn, nl, logits_out);
+  int32_t nl = 0;
+  for (int32_t t = 0; t < n; ++t)
+    if (want[t]) rmsnorm(x + int64_t(t) * E, output_norm_, xn + int64_t(nl++) * E, E, h.rms_eps);
+  if (nl > 0) linear(output_, xn, nl, logits_out);
   return true;
 }
 
-LlamaModel::SpanOut LlamaModel::run_span(float* x, int32_t n, int32_t pos, bool all_logits, float* logits_out,
+LlamaModel::SpanOut LlamaModel::run_span(float* x, const Rows& r, const uint8_t* want, float* logits_out,
                                          bool may_view) {
-  span_pos_.resize(size_t(n));
-  for (int32_t t = 0; t < n; ++t) span_pos_[size_t(t)] = pos + t;
+  const int32_t n = r.n;
+  int32_t n_want = 0;
+  for (int32_t t = 0; t < n && want; ++t) n_want += want[t] ? 1 : 0;
+  const bool last_only = n_want == 1 && want[n - 1];
   SpanBatch b;
   b.n_tok = n;
   b.x = x;
-  b.pos = span_pos_.data();
+  b.seq = kv_.n_seq() > 1 ? r.seq : nullptr;
+  b.pos = r.pos;
   // The head in the span's own forward when it is attached and the plugin
   // gives these rows' logits; x comes back only when the head runs here.
-  const bool head = span_head_ && logits_out && (!all_logits || span_head_all_rows_);
+  const bool head = span_head_ && logits_out && n_want > 0 && (last_only || span_head_all_rows_);
   if (head) {
-    span_rows_.assign(size_t(n), all_logits ? 1 : 0);
-    span_rows_[size_t(n - 1)] = 1;
-    b.logits_rows = span_rows_.data();
+    b.logits_rows = want;
     b.logits_view = span_view_ && may_view;
     b.logits = logits_out;
   } else {
-    b.x_out = logits_out != nullptr;
+    b.x_out = logits_out != nullptr && n_want > 0;
   }
   ++stats_.gpu_submits;
   if (backend_->span_forward(span_, b)) {
@@ -322,7 +345,7 @@ LlamaModel::SpanOut LlamaModel::run_span(float* x, int32_t n, int32_t pos, bool 
   if (head && backend_->last_status() == ComputeBackend::kUnsupported) {
     // The plugin cannot give these rows' logits (a refusal changes nothing):
     // from now on it gives only what it can, and x comes back for the head here.
-    if (all_logits && n > 1) span_head_all_rows_ = false;
+    if (!last_only) span_head_all_rows_ = false;
     else span_head_ = false;
     if (gpu_verbose_)
       std::fprintf(stderr, "fish: the span gives no logits for %s (%s): x back, the head as its own step\n",
@@ -330,7 +353,8 @@ LlamaModel::SpanOut LlamaModel::run_span(float* x, int32_t n, int32_t pos, bool 
     SpanBatch again;
     again.n_tok = n;
     again.x = x;
-    again.pos = span_pos_.data();
+    again.seq = b.seq;
+    again.pos = r.pos;
     again.x_out = true;
     ++stats_.gpu_submits;
     if (backend_->span_forward(span_, again)) return SpanOut::Stream;
@@ -340,45 +364,92 @@ LlamaModel::SpanOut LlamaModel::run_span(float* x, int32_t n, int32_t pos, bool 
 }
 
 void LlamaModel::eval(const int32_t* tokens, int32_t n, int32_t pos, bool all_logits) {
+  if (n <= 0) throw Error("eval: no tokens");
+  pos_buf_.resize(size_t(n));
+  for (int32_t i = 0; i < n; ++i) pos_buf_[size_t(i)] = pos + i;
+  want_buf_.assign(size_t(n), all_logits ? 1 : 0);
+  want_buf_[size_t(n - 1)] = 1;
+  eval_batch(tokens, nullptr, pos_buf_.data(), want_buf_.data(), n);
+}
+
+void LlamaModel::eval_batch(const int32_t* tokens, const int32_t* seq, const int32_t* pos, const uint8_t* want,
+                            int32_t n) {
   if (vocab_only_) throw Error("eval: the model was loaded with vocab_only (tokenizer only)");
   if (n <= 0) throw Error("eval: no tokens");
-  if (pos < 0 || pos > kv_len_)
-    throw Error("eval: position " + std::to_string(pos) + " leaves a gap after the " + std::to_string(kv_len_) +
-                " cached positions");
-  if (int64_t(pos) + n > n_ctx_)
-    throw Error("eval: positions up to " + std::to_string(int64_t(pos) + n) + " exceed the context length " +
-                std::to_string(n_ctx_) + " (use a larger -c)");
-  for (int32_t i = 0; i < n; ++i)
+  if (!seq) {
+    if (int32_t(seq_zero_.size()) < n) seq_zero_.assign(size_t(n), 0);
+    seq = seq_zero_.data();
+  }
+  const int32_t S = kv_.n_seq();
+  std::vector<int32_t> first(size_t(S), -1), next(size_t(S), -1);
+  for (int32_t i = 0; i < n; ++i) {
+    const int32_t s = seq[i], p = pos[i];
+    if (s < 0 || s >= S)
+      throw Error("eval: row " + std::to_string(i) + " is sequence " + std::to_string(s) + ", outside 0.." +
+                  std::to_string(S - 1) + " (the model was loaded for " + std::to_string(S) + " sequence(s))");
     if (tokens[i] < 0 || tokens[i] >= hp_.n_vocab)
       throw Error("eval: token id " + std::to_string(tokens[i]) + " is out of range (vocabulary of " +
                   std::to_string(hp_.n_vocab) + ")");
+    if (next[size_t(s)] < 0) {
+      if (p < 0 || p > kv_.len(s))
+        throw Error("eval: position " + std::to_string(p) + " leaves a gap after the " + std::to_string(kv_.len(s)) +
+                    " cached positions" + (S > 1 ? " of sequence " + std::to_string(s) : std::string()));
+      first[size_t(s)] = p;
+    } else if (p != next[size_t(s)]) {
+      throw Error("eval: row " + std::to_string(i) + " of sequence " + std::to_string(s) + " is at position " +
+                  std::to_string(p) + ", not " + std::to_string(next[size_t(s)]) +
+                  " (a sequence's rows are consecutive positions)");
+    }
+    if (int64_t(p) + 1 > n_ctx_)
+      throw Error("eval: positions up to " + std::to_string(int64_t(p) + 1) + " exceed the context length " +
+                  std::to_string(n_ctx_) + " (use a larger -c)");
+    next[size_t(s)] = p + 1;
+  }
   logits_view_ = nullptr;  // the previous eval's logits are no longer readable
-  if (pos < kv_len_) kv_truncate(pos);
+  for (int32_t s = 0; s < S; ++s)
+    if (first[size_t(s)] >= 0 && first[size_t(s)] < kv_.len(s)) seq_truncate(s, first[size_t(s)]);
 
   const int64_t V = hp_.n_vocab;
-  n_logits_ = all_logits ? n : 1;
+  row_logit_.assign(size_t(n), -1);
+  n_logits_ = 0;
+  int32_t first_kept = -1, last_kept = -1;
+  for (int32_t i = 0; i < n; ++i)
+    if (want ? want[i] != 0 : i == n - 1) {
+      row_logit_[size_t(i)] = n_logits_++;
+      if (first_kept < 0) first_kept = i;
+      last_kept = i;
+    }
   if (int64_t(logits_.size()) < n_logits_ * V) logits_.resize(size_t(n_logits_ * V));
+  if (!want) {
+    want_buf_.assign(size_t(n), 0);
+    want_buf_[size_t(n - 1)] = 1;
+    want = want_buf_.data();
+  }
   for (int32_t done = 0; done < n;) {
     const int32_t c = std::min(kMaxChunk, n - done);
-    // With all_logits each chunk writes its rows; otherwise only the last chunk's last token.
-    float* out = all_logits ? logits_.data() + int64_t(done) * V : done + c == n ? logits_.data() : nullptr;
-    // A view lasts until the next forward: only for logits that come from one chunk.
-    const bool may_view = !all_logits || c == n;
-    const int32_t p = pos + done;
-    if (kv_replay_needed_) replay_history(p);
-    if (!eval_chunk(tokens + done, c, p, all_logits, out, may_view)) {
+    const Rows r{tokens + done, seq + done, pos + done, c};
+    // This chunk's kept rows go to their slots; a view lasts until the next
+    // forward, so only when every kept row is in this one chunk.
+    int32_t slot = -1;
+    for (int32_t i = done; i < done + c && slot < 0; ++i) slot = row_logit_[size_t(i)];
+    float* out = slot >= 0 ? logits_.data() + int64_t(slot) * V : nullptr;
+    const bool may_view = first_kept >= done && last_kept < done + c;
+    if (kv_replay_needed_) replay_history();
+    if (!eval_chunk(r, out ? want + done : nullptr, out, may_view)) {
       // The span failed (x untouched): its layers move to the CPU, whose KV for
-      // them lacks positions < p; replay_history rebuilds it, then this chunk
-      // runs again.
+      // them lacks the cached positions; replay_history rebuilds it, then this
+      // chunk runs again.
       fall_back_to_cpu("the span", span_fail_reason_);  // the reason names the call
-      replay_history(p);
-      if (!eval_chunk(tokens + done, c, p, all_logits, out, may_view))
+      replay_history();
+      if (!eval_chunk(r, out ? want + done : nullptr, out, may_view))
         throw Error("eval: the backend failed again after falling back to the CPU");
     }
-    history_.resize(size_t(p));
-    history_.insert(history_.end(), tokens + done, tokens + done + c);
-    kv_len_ = p + c;
-    kv_.set_len(kv_len_);
+    for (int32_t i = done; i < done + c; ++i) {
+      std::vector<int32_t>& hist = history_[size_t(seq[i])];
+      hist.resize(size_t(pos[i]));
+      hist.push_back(tokens[i]);
+      kv_.set_len(seq[i], pos[i] + 1);
+    }
     done += c;
   }
 }
@@ -398,22 +469,34 @@ bool LlamaModel::grow_span_kv(int32_t n) {
   return false;
 }
 
-void LlamaModel::replay_history(int32_t p) {
-  // Layers that ran in a span have no CPU KV: evaluate the history again on the
-  // CPU (CPU layers recompute identical values) so no position is missing.
+void LlamaModel::replay_history() {
+  // Layers that ran in a span have no CPU KV: evaluate each sequence's history
+  // again on the CPU (CPU layers recompute identical values) so no position is missing.
   kv_replay_needed_ = false;
-  if (p == 0) return;
-  std::vector<int32_t> hist(history_.begin(), history_.begin() + p);
-  for (int32_t r = 0; r < p; r += kMaxChunk)
-    if (!eval_chunk(hist.data() + r, std::min(kMaxChunk, p - r), r, false, nullptr, false))
-      throw Error("eval: the backend failed again after falling back to the CPU");
+  for (int32_t s = 0; s < kv_.n_seq(); ++s) {
+    const int32_t p = kv_.len(s);
+    if (p == 0) continue;
+    const std::vector<int32_t> hist(history_[size_t(s)].begin(), history_[size_t(s)].begin() + p);
+    std::vector<int32_t> sq(static_cast<size_t>(kMaxChunk), s), ps(static_cast<size_t>(kMaxChunk));
+    for (int32_t r = 0; r < p; r += kMaxChunk) {
+      const int32_t c = std::min(kMaxChunk, p - r);
+      for (int32_t i = 0; i < c; ++i) ps[size_t(i)] = r + i;
+      if (!eval_chunk(Rows{hist.data() + r, sq.data(), ps.data(), c}, nullptr, nullptr, false))
+        throw Error("eval: the backend failed again after falling back to the CPU");
+    }
+  }
 }
 
 const float* LlamaModel::logits(int32_t i) const {
   if (i < 0) i = n_logits_ - 1;
-  if (i >= n_logits_) return nullptr;
+  if (i < 0 || i >= n_logits_) return nullptr;
   const float* base = logits_view_ ? logits_view_ : logits_.data();
   return base + int64_t(i) * hp_.n_vocab;
+}
+
+const float* LlamaModel::logits_row(int32_t row) const {
+  if (row < 0 || row >= int32_t(row_logit_.size()) || row_logit_[size_t(row)] < 0) return nullptr;
+  return logits(row_logit_[size_t(row)]);
 }
 
 void LlamaModel::own_logits() {
@@ -422,13 +505,40 @@ void LlamaModel::own_logits() {
   logits_view_ = nullptr;
 }
 
-void LlamaModel::kv_truncate(int32_t n) {
-  n = std::max(0, std::min(n, kv_len_));
+int32_t LlamaModel::seq_len(int32_t seq) const {
+  if (seq < 0 || seq >= kv_.n_seq()) throw Error("sequence " + std::to_string(seq) + " outside 0.." + std::to_string(kv_.n_seq() - 1));
+  return kv_.len(seq);
+}
+
+void LlamaModel::seq_truncate(int32_t seq, int32_t n) {
+  n = std::max(0, std::min(n, seq_len(seq)));
   own_logits();  // span_kv_truncate may invalidate a logits view
-  if (span_ && !backend_->span_kv_truncate(span_, 0, n)) fall_back_to_cpu("span_kv_truncate");
-  kv_len_ = n;
-  kv_.set_len(n);
-  history_.resize(size_t(n));
+  if (span_ && !backend_->span_kv_truncate(span_, seq, n)) fall_back_to_cpu("span_kv_truncate");
+  kv_.truncate(seq, n);
+  history_[size_t(seq)].resize(size_t(n));
+}
+
+void LlamaModel::seq_copy(int32_t src, int32_t dst, int32_t n) {
+  n = std::max(0, std::min(n, seq_len(src)));
+  seq_len(dst);  // range check
+  if (src == dst) return seq_truncate(dst, n);
+  seq_truncate(dst, 0);
+  if (n == 0) return;
+  if (span_ && !(backend_->has_span_kv_copy() && backend_->span_kv_copy(span_, src, dst, 0, n))) {
+    // The span cannot copy a sequence: dst computes the prefix itself.
+    if (backend_->last_status() != ComputeBackend::kUnsupported && backend_->has_span_kv_copy())
+      fall_back_to_cpu("span_kv_copy");
+    if (span_) {
+      const std::vector<int32_t> toks(history_[size_t(src)].begin(), history_[size_t(src)].begin() + n);
+      std::vector<int32_t> sq(static_cast<size_t>(n), dst), ps(static_cast<size_t>(n));
+      for (int32_t i = 0; i < n; ++i) ps[size_t(i)] = i;
+      std::vector<uint8_t> none(size_t(n), 0);
+      eval_batch(toks.data(), sq.data(), ps.data(), none.data(), n);
+      return;
+    }
+  }
+  kv_.copy_prefix(src, dst, n);
+  history_[size_t(dst)].assign(history_[size_t(src)].begin(), history_[size_t(src)].begin() + n);
 }
 
 }  // namespace fish

@@ -31,6 +31,9 @@ struct ModelOptions {
   // -1: the config's FISH_GPU_REQUANT (off by default); else a RequantMode
   // (0 off, 1, 2, 3, 4 auto): smaller re-quantised device copies (model/requant.h).
   int32_t gpu_requant = -1;
+  // Sequences that can hold KV at once (ids 0..n_seq-1; eval_batch). A span
+  // whose plugin holds fewer runs its layers per matmul instead.
+  int32_t n_seq = 1;
   bool verbose = false;
   // The FISH_* configuration of this load (placement, spans, repacking);
   // null: EngineConfig::process(). Copied: it need not outlive the call.
@@ -71,16 +74,31 @@ class LlamaModel {
   LlamaModel(const LlamaModel&) = delete;
   LlamaModel& operator=(const LlamaModel&) = delete;
 
-  // Evaluates n tokens at positions pos..pos+n-1 (pos <= kv_len(); later
-  // positions are replaced). Keeps the logits of every token when all_logits,
-  // else of the last one. Throws fish::Error on bad input.
+  // Evaluates a batch of n rows: row i is token tokens[i] of sequence seq[i]
+  // (null: all sequence 0) at position pos[i]. Per sequence the rows are
+  // consecutive positions, the first at or before that sequence's length
+  // (later positions are replaced first); rows of several sequences may
+  // interleave. The matrices are read once for all rows. want[i] nonzero keeps
+  // row i's logits (null: the last row's only). Throws fish::Error on bad input.
+  void eval_batch(const int32_t* tokens, const int32_t* seq, const int32_t* pos, const uint8_t* want, int32_t n);
+  // Sequence 0 alone: n tokens at positions pos..pos+n-1; the logits of every
+  // token when all_logits, else of the last one.
   void eval(const int32_t* tokens, int32_t n, int32_t pos, bool all_logits);
-  // Logits [n_vocab] of token i of the last eval (-1: the last token).
+  // Logits [n_vocab] of the i-th kept row of the last eval (-1: the last kept).
   const float* logits(int32_t i) const;
+  // ... of batch row `row` of the last eval (null when it was not kept).
+  const float* logits_row(int32_t row) const;
   int32_t n_logits() const { return n_logits_; }
 
-  int32_t kv_len() const { return kv_len_; }
-  void kv_truncate(int32_t n);
+  // Sequences: their lengths, truncation (0 drops one) and prefix copies
+  // (dst = src's first n positions, sharing the KV pages: copy on write).
+  int32_t n_seq() const { return kv_.n_seq(); }
+  int32_t seq_len(int32_t seq) const;
+  void seq_truncate(int32_t seq, int32_t n);
+  void seq_copy(int32_t src, int32_t dst, int32_t n);
+  const KvCache& kv_cache() const { return kv_; }
+  int32_t kv_len() const { return kv_.len(0); }
+  void kv_truncate(int32_t n) { seq_truncate(0, n); }
 
   const Hparams& hparams() const { return hp_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
@@ -123,21 +141,29 @@ class LlamaModel {
   // Releases every backend resource and continues on the CPU (why: for the message).
   void fall_back_to_cpu(const char* what, const std::string& why = "");
   bool grow_span_kv(int32_t n);  // span_kv_reserve so positions < n fit
-  void replay_history(int32_t p);  // rebuild the CPU KV of positions < p after a span fallback
+  void replay_history();  // rebuild every sequence's CPU KV after a span fallback
 
   // false: the span failed and x is untouched (nothing else was changed).
   // logits_out null: no final norm / LM head (a prompt chunk before the last).
   // may_view: the logits may stay in the backend's memory (logits_view_).
-  bool eval_chunk(const int32_t* tokens, int32_t n, int32_t pos, bool all_logits, float* logits_out, bool may_view);
+  // One chunk of a batch: n rows of (token, sequence, position); want: the
+  // rows whose logits go to logits_out in row order (null: none).
+  struct Rows {
+    const int32_t* tok;
+    const int32_t* seq;
+    const int32_t* pos;
+    int32_t n;
+  };
+  bool eval_chunk(const Rows& r, const uint8_t* want, float* logits_out, bool may_view);
   // The span's layers on x [n, n_embd] (positions pos..pos+n-1, sequence 0).
   enum class SpanOut {
     Failed,  // x untouched, span_fail_reason_ says why
     Logits,  // the head ran in the span: logits_out (or logits_view_) hold the wanted rows
     Stream,  // x holds the stream leaving the last layer (when logits_out wants it)
   };
-  SpanOut run_span(float* x, int32_t n, int32_t pos, bool all_logits, float* logits_out, bool may_view);
+  SpanOut run_span(float* x, const Rows& r, const uint8_t* want, float* logits_out, bool may_view);
   void embed(const int32_t* tokens, int32_t n, float* x);
-  void cpu_layer(int32_t l, float* x, int32_t n, int32_t pos);
+  void cpu_layer(int32_t l, float* x, const Rows& r);
   void linear(const Linear& w, const float* x, int32_t n, float* y);
   void linear_group(const Linear* const* ws, int32_t n_w, const float* x, int32_t n, float* const* ys);
   const float* vector_tensor(const std::string& name, int64_t n, bool required);
@@ -161,8 +187,12 @@ class LlamaModel {
   uint64_t repacked_bytes_ = 0;
 
   KvCache kv_;
-  int32_t kv_len_ = 0;
-  std::vector<int32_t> history_;  // the token at each position < kv_len_ (to rebuild KV after a fallback)
+  // Per sequence, the token at each position < its length (to rebuild KV after a fallback).
+  std::vector<std::vector<int32_t>> history_;
+  std::vector<int32_t> row_logit_;  // batch row -> index among the kept logits, or -1
+  std::vector<int32_t> seq_zero_, pos_buf_;  // scratch: eval()'s rows
+  std::vector<uint8_t> want_buf_;
+  std::vector<AttentionRow> att_rows_;  // scratch: a chunk's attention rows
 
   // GPU placement
   ComputeBackend* backend_ = nullptr;
@@ -173,8 +203,6 @@ class LlamaModel {
   bool span_head_all_rows_ = true;  // ... of any rows, not only the last (cleared when the plugin refuses)
   bool span_view_ = false;        // ... left in the backend's memory, no copy (cfg_ FISH_GPU_LOGITS_VIEW=0: copied)
   const float* logits_view_ = nullptr;  // the last eval's logits [n_logits_, n_vocab] in the backend's memory, else null
-  std::vector<int32_t> span_pos_;       // scratch: the positions of a span forward
-  std::vector<uint8_t> span_rows_;      // scratch: its rows whose logits are wanted
   bool gpu_verbose_ = false;            // ModelOptions::verbose or cfg_ FISH_GPU_VERBOSE: say why placement changes
   void own_logits();  // copies logits_view_ into logits_ before a call that may invalidate it
   int32_t span_fail_at_ = -1;     // cfg_ FISH_TEST_SPAN_FAIL_AT: a simulated span failure (tests)

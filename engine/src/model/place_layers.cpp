@@ -152,7 +152,7 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
   // The device KV starts small and grows on demand (grow_span_kv before each
   // forward) instead of taking n_ctx positions up front.
   sd.n_ctx = std::min(n_ctx_, kSpanKvInitial);
-  sd.n_seq = 1;  // the model runs one sequence
+  sd.n_seq = kv_.n_seq();  // a plugin holding fewer refuses the span: those layers run per matmul
   sd.arch.norm = NormType::Rms;
   sd.arch.norm_eps = hp_.rms_eps;
   sd.arch.activation = Activation::Silu;
@@ -314,7 +314,6 @@ void LlamaModel::fall_back_to_cpu(const char* what, const std::string& why) {
   release_backend();
   prepare_cpu_weights();  // the layers now on the CPU get the CPU's layout
   if (had_span) {
-    kv_.reserve(kv_len_ + 1);
     for (int32_t l = first; l < hp_.n_layer; ++l) kv_.set_layer_on_cpu(l, true);
     kv_replay_needed_ = true;
   }
