@@ -2,7 +2,10 @@
 //
 // parse_json reads a conversation (messages, tools) keeping what the templates
 // print: object keys in file order, 1 and 1.0 as int and float. It accepts
-// Python's NaN / Infinity / -Infinity as json.loads does.
+// Python's NaN / Infinity / -Infinity as json.loads does. (A parser of our own
+// rather than nlohmann-json, which Debian packages but the build does not yet
+// need: the text goes straight into jinja::Value with these properties, and the
+// nesting bound is checked before recursing.)
 //
 // to_json is Python's json.dumps(x, ensure_ascii=..., indent=..., separators=...,
 // sort_keys=...), which is what Hugging Face's `tojson` filter calls (not

@@ -196,8 +196,7 @@ class Parser {
   }
 
   StmtPtr parse_statement() {
-    const Token& begin = next();  // {%
-    (void)begin;
+    next();  // {%
     const Token& tag = cur();
     if (tag.type != TokenType::Name) unexpected("a tag name");
     const std::string name = tag.text;
