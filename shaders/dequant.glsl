@@ -92,6 +92,24 @@ void dequant8(uint row, uint k, out vec4 lo, out vec4 hi) {
   hi = s * (u8x4(q.y) - 32.0);
 }
 
+#elif defined(TYPE_FQ3)
+// 7 uvec4 per block (fq3_codes.glsl): elements k .. k+7 are runs s and s + 1
+// (s even) of group g: one A-or-B word and the C word. Both products are
+// exact in f32 and the subtraction is rounded once (fused or not), so the
+// values are the CPU decoder's to the bit.
+void dequant8(uint row, uint k, out vec4 lo, out vec4 hi) {
+  const uint base = (row * (pc.n_in >> 8) + (k >> 8)) * FQ3_V4;
+  const uint e = k & 255u, g = e >> 5, s = (e >> 2) & 7u;
+  const uvec4 hd = W4[base];
+  const uint w = base * 4u + 4u + 3u * g;  // group g's word A
+  const uint ab = W[w + (s >> 2)], c = W[w + 2u];
+  const vec2 dm = unpackHalf2x16(hd.x);
+  const uvec2 sm = k4_scale_min(g, hd);
+  const float sc = dm.x * float(sm.x), mn = dm.y * float(sm.y);
+  lo = sc * u8x4(fq3_run(ab, c, s)) - mn;
+  hi = sc * u8x4(fq3_run(ab, c, s + 1u)) - mn;
+}
+
 #else
 #error "dequant.glsl: define one TYPE_<T>"
 #endif

@@ -12,6 +12,10 @@
 
 layout(set = 0, binding = 0) readonly restrict buffer WeightWords { uint W[]; };
 layout(set = 0, binding = 0) readonly restrict buffer WeightVec4 { uvec4 W4[]; };
+#ifdef TYPE_FQ3
+// FQ3's matvec units read 24 bytes at 8-byte alignment (fq3_pair): one uvec4 and one uvec2.
+layout(set = 0, binding = 0) readonly restrict buffer WeightVec2 { uvec2 W2[]; };
+#endif
 #ifndef FISH_SPAN
 layout(set = 0, binding = 1) readonly restrict buffer InputX { float X[]; };
 layout(set = 0, binding = 1) readonly restrict buffer InputX4 { vec4 X4[]; };
@@ -40,6 +44,9 @@ layout(set = 0, binding = 1) readonly restrict buffer ArenaQ4 { uvec4 XQ4[]; };
 // binds the first weight again otherwise).
 layout(set = 0, binding = 5) readonly restrict buffer WeightWordsB { uint WB[]; };
 layout(set = 0, binding = 5) readonly restrict buffer WeightVec4B { uvec4 WB4[]; };
+#ifdef TYPE_FQ3
+layout(set = 0, binding = 5) readonly restrict buffer WeightVec2B { uvec2 WB2[]; };
+#endif
 #endif
 
 layout(push_constant) uniform MatmulParams {
@@ -143,7 +150,7 @@ uint byte_of(uint v, uint k) { return (v >> (8u * k)) & 0xFFu; }
 // The signed byte at byte offset o.
 int load_sbyte(uint o) { return bitfieldExtract(int(W[o >> 2]), int((o & 3u) * 8u), 8); }
 
-// Q4_K / Q5_K: the 6-bit scale (x) and min (y) of group s (0..7) from a block's
+// Q4_K / Q5_K / FQ3: the 6-bit scale (x) and min (y) of group s (0..7) from a block's
 // first 16 bytes hd (hd.x = d | dmin << 16, hd.yzw = the 12 packed scale bytes
 // q[0..11]): s < 4: q[s] & 63, q[s+4] & 63; s >= 4: the low/high nibble of
 // q[s+4] with the top two bits of q[s-4] / q[s] above it.
@@ -155,3 +162,7 @@ uvec2 k4_scale_min(uint s, uvec4 hd) {
   const uvec2 high = uvec2((c & 15u) | ((a >> 6) << 4), (c >> 4) | ((b >> 6) << 4));
   return s < 4u ? low : high;
 }
+
+#ifdef TYPE_FQ3
+#include "fq3_codes.glsl"
+#endif

@@ -9,12 +9,12 @@
 // 32 = one quantisation group of every supported type. Per step the weight
 // tile is 64 rows × 8 words of signed int8 quants (Q4_0: q - 8, Q6_K: q - 32,
 // the others as stored) with, per row, the group's f32 scale per 16-element
-// half (Q6_K's two; the same twice otherwise) and its min (Q4_K/Q5_K: dmin·m,
+// half (Q6_K's two; the same twice otherwise) and its min (Q4_K/Q5_K/FQ3: dmin·m,
 // times Σ x of the group); the x tile is 64 tokens × 8 words with each
 // token's block scale d_x and group sum. Every invocation accumulates 4 × 4
 // outputs: acc += d_x · (s0 · Σ_lo + s1 · Σ_hi - m · Σx), Σ by sdot4.
 //
-// Compile-time: TYPE_<T> (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K); FISH_SPAN: the span's
+// Compile-time: TYPE_<T> (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, FQ3); FISH_SPAN: the span's
 // bindings and epilogue (EPI 0 store, 1 add into y, 2 silu; no x·x2: the
 // quantiser folded it in). Grid: x = row tiles, y = token tiles.
 #extension GL_GOOGLE_include_directive : require
@@ -35,7 +35,7 @@ void store_y(uint a, float v) {
 void store_y(uint a, float v) { Y[a] = v; }
 #endif
 
-#if defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_Q6_K)
+#if defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_Q6_K) || defined(TYPE_FQ3)
 const uint QBS = 256u, QSG = 16u;
 #else
 const uint QBS = 32u, QSG = 32u;
@@ -88,6 +88,18 @@ void quant8(uint row, uint k, out uvec2 q, out float s, out float m) {
   q |= ((load_bytes8(o + 128u + 32u * n + l) >> (2u * k4)) & 0x03030303u) << 4;
   q = uvec2(sub_bytes(q.x, 0x20202020u), sub_bytes(q.y, 0x20202020u));
   s = half_to_float(load_half(o + 208u)) * float(load_sbyte(o + 192u + 8u * n + (l >> 4) + 2u * k4));
+#elif defined(TYPE_FQ3)
+  // Runs run and run + 1 of group g (fq3_codes.glsl): codes 0..7 as they are.
+  const uint base = (row * (pc.n_in >> 8) + (k >> 8)) * FQ3_V4;
+  const uint e = k & 255u, g = e >> 5, run = (e >> 2) & 7u;
+  const uvec4 hd = W4[base];
+  const uint w = base * 4u + 4u + 3u * g;
+  const uint ab = W[w + (run >> 2)], c = W[w + 2u];
+  q = uvec2(fq3_run(ab, c, run), fq3_run(ab, c, run + 1u));
+  const vec2 dm = unpackHalf2x16(hd.x);
+  const uvec2 sm = k4_scale_min(g, hd);
+  s = dm.x * float(sm.x);
+  m = dm.y * float(sm.y);
 #else
 #error "matmul_tiled_i8.comp: no int8 tile for this type"
 #endif

@@ -13,10 +13,10 @@
 // The row-group loop strides by the whole grid, so the result is correct for any
 // dispatch size and any subgroup size the driver picks.
 //
-// Compile-time: TYPE_<T> (F32, F16, Q4_0, Q8_0, Q4_K, Q5_K, Q6_K); FISH_NO_SUBGROUP
+// Compile-time: TYPE_<T> (F32, F16, Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, FQ3); FISH_NO_SUBGROUP
 // for devices without subgroup arithmetic in compute shaders; FISH_INT8: x is
 // quantize_x.comp's int8 blocks and the products integer dot products
-// (matvec_units_i8.glsl; Q4_0, Q8_0, Q4_K, Q5_K, Q6_K).
+// (matvec_units_i8.glsl; Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, FQ3).
 // Specialisation constants: 0 = workgroup size, 1 = ROWS, 2 = NT (tokens, 1..4).
 // (The span's variant, with one workgroup per row group, is matvec_span.comp.)
 

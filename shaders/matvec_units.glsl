@@ -249,6 +249,56 @@ void mv_unit(uint u, uint row0) {
   }
 }
 
+#elif defined(TYPE_FQ3)
+// 112-byte blocks = 7 uvec4 (fq3_codes.glsl). Unit u: block b = u / 4, groups
+// A = 2p and B = 2p + 1 (p = u % 4), elements e0 = 256b + 64p .. e0 + 63: the
+// header uvec4 and the groups' six words (fq3_pair), 64 weights per unit as
+// Q6_K's so that the header, scales and selects are paid once per 64. Codes
+// as 0.5 + q/16 (code3_f): Σ q x = 16 Σ f x - 8 Σ x per group; value d·sc·q - dmin·m.
+uint mv_units() { return (pc.n_in >> 8) * 4u; }
+void mv_unit(uint u, uint row0) {
+  const uint nb = pc.n_in >> 8;
+  const uint b = u >> 2, p = u & 3u;
+  const uint e0 = b * 256u + 64u * p;
+  vec4 xv[NT * 16];  // [t][group A, B][8 runs]
+  float sx[NT * 2];
+  for (uint t = 0u; t < NT; ++t) {
+    for (uint h = 0u; h < 2u; ++h) {
+      vec4 s4 = vec4(0.0);
+      for (uint i = 0u; i < 8u; ++i) {
+        xv[t * 16u + 8u * h + i] = x4_at(t, e0 + 32u * h + 4u * i);
+        s4 += xv[t * 16u + 8u * h + i];
+      }
+      sx[t * 2u + h] = hsum(s4);
+    }
+  }
+  for (uint r = 0u; r < RT; ++r) {
+    const uint base = (mv_row(row0, r) * nb + b) * FQ3_V4;
+    const uvec4 hd = wv4(r, base);
+    uvec3 ga, gb;
+    fq3_pair(r, base, p, ga, gb);
+    uvec4 la, ha, lb, hb;
+    fq3_group(ga, la, ha);
+    fq3_group(gb, lb, hb);
+    const vec2 dm = unpackHalf2x16(hd.x);
+    const uvec2 smA = k4_scale_min(2u * p, hd), smB = k4_scale_min(2u * p + 1u, hd);
+    const float dA = dm.x * float(smA.x), mA = dm.y * float(smA.y);
+    const float dB = dm.x * float(smB.x), mB = dm.y * float(smB.y);
+    for (uint t = 0u; t < NT; ++t) {
+      const uint x0 = t * 16u, s = t * 2u;
+      const float fa = dot(code3_f(la.x), xv[x0]) + dot(code3_f(la.y), xv[x0 + 1u]) +
+                       dot(code3_f(la.z), xv[x0 + 2u]) + dot(code3_f(la.w), xv[x0 + 3u]) +
+                       dot(code3_f(ha.x), xv[x0 + 4u]) + dot(code3_f(ha.y), xv[x0 + 5u]) +
+                       dot(code3_f(ha.z), xv[x0 + 6u]) + dot(code3_f(ha.w), xv[x0 + 7u]);
+      const float fb = dot(code3_f(lb.x), xv[x0 + 8u]) + dot(code3_f(lb.y), xv[x0 + 9u]) +
+                       dot(code3_f(lb.z), xv[x0 + 10u]) + dot(code3_f(lb.w), xv[x0 + 11u]) +
+                       dot(code3_f(hb.x), xv[x0 + 12u]) + dot(code3_f(hb.y), xv[x0 + 13u]) +
+                       dot(code3_f(hb.z), xv[x0 + 14u]) + dot(code3_f(hb.w), xv[x0 + 15u]);
+      acc[r * NT + t] += dA * (16.0 * fa - 8.0 * sx[s]) - mA * sx[s] + dB * (16.0 * fb - 8.0 * sx[s + 1u]) - mB * sx[s + 1u];
+    }
+  }
+}
+
 #else
 #error "matvec_units.glsl: define one TYPE_<T>"
 #endif

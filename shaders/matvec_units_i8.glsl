@@ -19,7 +19,7 @@
 #ifndef FISH_XB32
 const bool XB32 = false;
 #endif
-#if defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_Q6_K)
+#if defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_Q6_K) || defined(TYPE_FQ3)
 const uint QBS = XB32 ? 32u : 256u, QSG = 16u;
 #else
 const uint QBS = 32u, QSG = 32u;
@@ -168,6 +168,53 @@ void mv_unit(uint u, uint row0) {
       } else {
         const int isum = sc.x * g.x + sc.y * g.y + sc.z * g.z + sc.w * g.w;
         acc[r * NT + t] += float(isum) * (d * dx[t]);
+      }
+    }
+  }
+}
+
+#elif defined(TYPE_FQ3)
+// 112-byte blocks (fq3_codes.glsl), the unit of matvec_units.glsl: groups A =
+// 2p and B = 2p + 1 of block b, elements e0 = 256b + 64p .. e0 + 63. The codes
+// (bytes 0..7, fq3_group) meet x in sdot4 as they are; then as Q4_K: per unit
+// and row sc_A Σ_A q a + sc_B Σ_B q a and m_A Σ_A a + m_B Σ_B a (exact
+// integers), d·d_x·isum - dmin·d_x·msum (XB32: per group with its own d_x).
+uint mv_units() { return (pc.n_in >> 8) * 4u; }
+void mv_unit(uint u, uint row0) {
+  const uint nb = pc.n_in >> 8;
+  const uint b = u >> 2, p = u & 3u;
+  const uint e0 = b * 256u + 64u * p;
+  uvec4 xv[NT * 4];  // [t][A 0..15, A 16..31, B 0..15, B 16..31]
+  float dx[NT], dxb[NT];
+  int sa[NT], sb[NT];
+  for (uint t = 0u; t < NT; ++t) {
+    for (uint k = 0u; k < 4u; ++k) xv[t * 4u + k] = xq16(t, e0 + 16u * k);
+    sa[t] = xq_sum(t, e0) + xq_sum(t, e0 + 16u), sb[t] = xq_sum(t, e0 + 32u) + xq_sum(t, e0 + 48u);
+    dx[t] = xq_d(t, e0);
+    dxb[t] = XB32 ? xq_d(t, e0 + 32u) : dx[t];
+  }
+  for (uint r = 0u; r < RT; ++r) {
+    const uint base = (mv_row(row0, r) * nb + b) * FQ3_V4;
+    const uvec4 hd = wv4(r, base);
+    uvec3 ga, gb;
+    fq3_pair(r, base, p, ga, gb);
+    uvec4 la, ha, lb, hb;
+    fq3_group(ga, la, ha);
+    fq3_group(gb, lb, hb);
+    const vec2 dm = unpackHalf2x16(hd.x);
+    const ivec2 smA = ivec2(k4_scale_min(2u * p, hd)), smB = ivec2(k4_scale_min(2u * p + 1u, hd));
+    for (uint t = 0u; t < NT; ++t) {
+      const uint x0 = t * 4u;
+      const int qa = sdot16(la, xv[x0]) + sdot16(ha, xv[x0 + 1u]);
+      const int qb = sdot16(lb, xv[x0 + 2u]) + sdot16(hb, xv[x0 + 3u]);
+      if (XB32) {  // groups A and B lie in different blocks of 32
+        const float fs = dx[t] * float(smA.x * qa) + dxb[t] * float(smB.x * qb);
+        const float fm = dx[t] * float(smA.y * sa[t]) + dxb[t] * float(smB.y * sb[t]);
+        acc[r * NT + t] += dm.x * fs - dm.y * fm;
+      } else {
+        const int isum = smA.x * qa + smB.x * qb;
+        const int msum = smA.y * sa[t] + smB.y * sb[t];
+        acc[r * NT + t] += dx[t] * (dm.x * float(isum) - dm.y * float(msum));
       }
     }
   }

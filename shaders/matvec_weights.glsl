@@ -10,11 +10,17 @@ uint last_row(uint row0, uint r) { return min(row0 + r, pc.n_rows - 1u); }
 bool second(uint r) { return PAIR && r >= ROWS; }
 uint wv(uint r, uint i) { return second(r) ? WB[i] : W[i]; }
 uvec4 wv4(uint r, uint i) { return second(r) ? WB4[i] : W4[i]; }
+#ifdef TYPE_FQ3
+uvec2 wv2(uint r, uint i) { return second(r) ? WB2[i] : W2[i]; }
+#endif
 uint mv_row(uint row0, uint r) { return last_row(row0, second(r) ? r - ROWS : r); }
 #else
 const uint RT = ROWS;
 uint wv(uint r, uint i) { return W[i]; }
 uvec4 wv4(uint r, uint i) { return W4[i]; }
+#ifdef TYPE_FQ3
+uvec2 wv2(uint r, uint i) { return W2[i]; }
+#endif
 uint mv_row(uint row0, uint r) { return last_row(row0, r); }
 #endif
 // matmul_common.glsl's unaligned reads, from row r's matrix.
@@ -70,5 +76,20 @@ ivec4 q6k_scales(uint r, uint o, uint n, uint l0) {
   const int sh = int(l0 / 2u);  // byte l0/16 of each scale pair
   return ivec4(bitfieldExtract(int(sw.x), sh, 8), bitfieldExtract(int(sw.x), sh + 16, 8),
                bitfieldExtract(int(sw.y), sh, 8), bitfieldExtract(int(sw.y), sh + 16, 8));
+}
+#endif
+
+#if defined(TYPE_FQ3)
+// An FQ3 unit of row r: groups 2p and 2p + 1 (p = 0..3) of the block at uvec4
+// index base, i.e. words 4 + 6p .. 9 + 6p of the block: one uvec4 and one
+// uvec2 (even p: the uvec4 first; odd p: the uvec2 first). ga / gb: the two
+// groups' words A, B, C.
+void fq3_pair(uint r, uint base, uint p, out uvec3 ga, out uvec3 gb) {
+  const uint w0 = base * 4u + 4u + 6u * p;  // group 2p's word A
+  const bool odd = (p & 1u) != 0u;
+  const uvec4 v = wv4(r, (w0 + (odd ? 2u : 0u)) >> 2);
+  const uvec2 h = wv2(r, (w0 + (odd ? 0u : 4u)) >> 1);
+  ga = odd ? uvec3(h, v.x) : v.xyz;
+  gb = odd ? v.yzw : uvec3(v.w, h);
 }
 #endif

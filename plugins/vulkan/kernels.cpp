@@ -6,10 +6,13 @@
 namespace fish::vk {
 namespace {
 
-// GGUF numbers and block geometry (the GGUF format's; engine/src/quant/blocks.h).
+// GGUF numbers and block geometry (the GGUF format's; engine/src/quant/blocks.h),
+// and FQ3 (1000: plugin_abi.h FISH_TYPE_FQ3, fish's 3-bit layout of re-quantised
+// device copies, never in a file).
+constexpr uint32_t kFq3 = 1000;
 constexpr MatmulType kTypes[] = {
     {0, "F32", 1, 4},       {1, "F16", 1, 2},       {2, "Q4_0", 32, 18},   {8, "Q8_0", 32, 34},
-    {12, "Q4_K", 256, 144}, {13, "Q5_K", 256, 176}, {14, "Q6_K", 256, 210},
+    {12, "Q4_K", 256, 144}, {13, "Q5_K", 256, 176}, {14, "Q6_K", 256, 210}, {kFq3, "FQ3", 256, 112},
 };
 
 uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
@@ -80,7 +83,7 @@ MatvecConfig MatmulKernels::matvec_config(const MatmulType& t, uint32_t n_in, ui
 uint32_t MatmulKernels::q8_block(const MatmulType& t) {
   switch (t.ggml_type) {
     case 2: case 8: return 32;             // Q4_0, Q8_0 (x as Q8_0)
-    case 12: case 13: case 14: return 256;  // Q4_K, Q5_K, Q6_K (x as Q8_K)
+    case 12: case 13: case 14: case kFq3: return 256;  // Q4_K, Q5_K, Q6_K, FQ3 (x as Q8_K)
     default: return 0;
   }
 }
@@ -135,8 +138,9 @@ void MatmulKernels::record(VkCommandBuffer cmd, const MatmulType& t, VkDescripto
 MatvecConfig MatmulKernels::span_matvec_config(const MatmulType& t, uint32_t n_in, uint32_t n_rows, uint32_t n_tok,
                                                SpanFusion fz) const {
   // Units per row as matvec_units.glsl defines them: 4 (F32), 8 (F16) or 32
-  // elements, 64 for Q6_K and for U64's Q4_K / Q5_K (matvec_units_i8.glsl).
-  const uint32_t unit = t.ggml_type == 0 ? 4 : t.ggml_type == 1 ? 8 : t.ggml_type == 14 || span_u64(t, fz) ? 64 : 32;
+  // elements, 64 for Q6_K, FQ3 and U64's Q4_K / Q5_K (matvec_units_i8.glsl).
+  const bool unit64 = t.ggml_type == 14 || t.ggml_type == kFq3 || span_u64(t, fz);
+  const uint32_t unit = t.ggml_type == 0 ? 4 : t.ggml_type == 1 ? 8 : unit64 ? 64 : 32;
   const uint32_t units = std::max(1u, n_in / unit);
   MatvecConfig c;
   // Rows per workgroup: as many as keep >= 512 workgroups (x is loaded once for all of them).

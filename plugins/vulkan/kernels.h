@@ -1,6 +1,8 @@
 // The matmul kernels: which GGUF types run on the device, and recording of one
 // weight chunk's product y = x · Wᵀ into a command buffer.
 //
+// Types: F32, F16, Q4_0, Q8_0, Q4_K, Q5_K, Q6_K and FQ3 (1000, fish's 3-bit
+// layout for re-quantised copies: shaders/fq3_codes.glsl).
 // Per type two modules (shaders/modules.txt): matvec_<T> for n_tok <= 4
 // (subgroup reductions; matvec_<T>_nosg on devices without subgroup arithmetic)
 // and tiled_<T> for prefill. All read the weights in their GGUF layout. On a
@@ -153,8 +155,8 @@ class MatmulKernels {
   // The coopmat kernel's 128-token tiles (WIDE) where the grid of them still
   // has enough workgroups to fill the device; 64-token tiles otherwise.
   bool coop_wide(uint32_t n_rows, uint32_t n_tok) const;
-  // The CPU's activation block for t: 256 (Q8_K: Q4_K, Q5_K, Q6_K), 32 (Q8_0:
-  // Q4_0, Q8_0), 0 (no int8 kernel).
+  // The CPU's activation block for t: 256 (Q8_K: Q4_K, Q5_K, Q6_K, FQ3), 32
+  // (Q8_0: Q4_0, Q8_0), 0 (no int8 kernel).
   static uint32_t q8_block(const MatmulType& t);
   // 32-bit words of one token's quantised row of n elements in blocks of bs
   // (qs | d | sums, see shaders/quantize_x.comp), a multiple of 4.

@@ -120,6 +120,7 @@ Matrix fast_random_matrix(GgmlType t, int64_t n_in, int64_t n_out, uint64_t seed
       break;
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
+    case GgmlType::FQ3:  // d, dmin first as in Q4_K
       for (size_t b = 0; b < n; b += size_t(info.type_size)) {
         put_half(b, sc(rng));
         put_half(b + 2, sc(rng));
@@ -197,7 +198,7 @@ CopyBandwidth copy_bandwidth(fish::vk::VulkanBackend& be) {
 
 struct Args {
   std::vector<GgmlType> types = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0,
-                                 GgmlType::Q5_K, GgmlType::F16,  GgmlType::F32};
+                                 GgmlType::Q5_K, GgmlType::F16,  GgmlType::F32,  GgmlType::FQ3};
   std::string shapes = "8b";
   bool sweep = false;
   bool check = true;
@@ -208,7 +209,7 @@ struct Args {
 };
 
 GgmlType parse_type(const std::string& s) {
-  for (uint32_t t : {0u, 1u, 2u, 8u, 12u, 13u, 14u})
+  for (uint32_t t : {0u, 1u, 2u, 8u, 12u, 13u, 14u, 1000u})  // 1000: FQ3
     if (fish::ggml_type_name(t) == s) return GgmlType(t);
   std::fprintf(stderr, "unknown type %s\n", s.c_str());
   std::exit(2);

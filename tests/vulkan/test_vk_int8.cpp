@@ -12,6 +12,8 @@
 //     so only the f32 summation order differs: |Δ| <= 2e-5 · Σ|w||x'| per
 //     element; and as close to the f32 reference (matmul_ref_f32, the spec's
 //     bound as the measure) as the CPU's int8 product is (see check_vs_f32).
+//     FQ3 (fish's 3-bit device layout) with the K-quants, and on the 63 finite
+//     blocks of ../shared/reference/fq3 (random scale bytes and code words).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -25,7 +27,9 @@
 #include "cpu/thread_pool.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
+#include "fq3_reference.h"
 #include "span_rig.h"
+#include "test_paths.h"
 #include "vk_test_util.h"
 #include "vk_test_math.h"
 
@@ -148,7 +152,11 @@ std::unique_ptr<vk::VulkanBackend> open_int8(const char* test) {
   return be;
 }
 
-const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+// FQ3 (fish's 3-bit device layout) with the K-quants: x as Q8_K, rows of 256.
+const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::FQ3};
+bool k_type(GgmlType t) {
+  return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K || t == GgmlType::FQ3;
+}
 
 }  // namespace
 
@@ -225,7 +233,7 @@ TEST_CASE("int8 matvec and tiled (stage 1) = the CPU's int8 product, every type 
   const Shape shapes[] = {{0, 0}, {1, 32}, {2, 64}, {4, 128}, {4, 256}};
   ThreadPool pool(2);
   for (GgmlType type : kTypes) {
-    const bool k = type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K;
+    const bool k = k_type(type);
     const int64_t n_in = k ? 1024 : 32 * 37, n_out = 93;  // partial row groups and workgroups
     const Matrix m = random_matrix(type, n_in, n_out, 11 + uint64_t(type));
     vk::Weight* w = be->upload(upload_desc(m));
@@ -329,7 +337,7 @@ TEST_CASE("int8 span matvec = the CPU's int8 product, every epilogue, x·x2, pai
   if (!be) FISH_SKIP(skip_reason());
   const vk::SpanMvShape shapes[] = {{1, 32}, {16, 32}, {2, 256}, {4, 64}};
   for (GgmlType type : kTypes) {
-    const bool k = type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K;
+    const bool k = k_type(type);
     const int64_t n_in = k ? 768 : 32 * 21, n_out = 37;
     const Matrix m = random_matrix(type, n_in, n_out, 3 + uint64_t(type));
     const Matrix m2 = random_matrix(type, n_in, n_out, 4 + uint64_t(type));
@@ -426,10 +434,11 @@ TEST_CASE("int8 span matvec on B32 rows = the product on the CPU's B32 rows, K-q
   auto be = open_int8("int8 span matvec B32");
   if (!be) FISH_SKIP(skip_reason());
   const vk::SpanMvShape shapes[] = {{0, 0}, {1, 32}, {16, 64}};
-  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::FQ3}) {
     const int64_t n_in = 768, n_out = 37;
     const Matrix m = random_matrix(type, n_in, n_out, 51 + uint64_t(type));
-    const bool u64_too = type != GgmlType::Q6_K;  // Q4_K / Q5_K also with units of 64 elements
+    // Q4_K / Q5_K also with units of 64 elements (Q6_K's and FQ3's are always 64).
+    const bool u64_too = type == GgmlType::Q4_K || type == GgmlType::Q5_K;
     for (size_t si = 0; si < (u64_too ? 2 : 1) * sizeof(shapes) / sizeof(shapes[0]); ++si) {
       const size_t sh = si % (sizeof(shapes) / sizeof(shapes[0]));
       const bool u64 = si != sh;
@@ -466,6 +475,46 @@ TEST_CASE("int8 span matvec on B32 rows = the product on the CPU's B32 rows, K-q
   be->kernels()->set_span_u64(0);
 }
 
+// The 63 finite FQ3 reference blocks (../shared/reference/fq3: random scale
+// bytes and A/B/C words, every code pattern the layout has) as a 63-row
+// matrix: mvi_FQ3 (1..4 tokens), tiledi_FQ3 (37) and mvsi_FQ3 on Q8_K and on
+// B32 rows, each against the CPU's product on the same int8 activations
+// (2e-5 · Σ|w||x'|, as above).
+TEST_CASE("int8 kernels on the FQ3 reference blocks = the CPU's int8 product", "[vulkan][int8][fq3]") {
+  auto be = open_int8("int8 FQ3 reference");
+  if (!be) FISH_SKIP(skip_reason());
+  const Fq3Reference ref = fq3_reference_finite(read_fq3_reference(test::shared_path("reference/fq3")));
+  REQUIRE(ref.m.n_out == kFq3RefBlocks - 1);
+  const Matrix& m = ref.m;
+  vk::Weight* w = be->upload(upload_desc(m));
+  REQUIRE(w);
+  for (int n_tok : {1, 2, 4, 37}) {
+    CAPTURE(n_tok);
+    const std::vector<float> x = randn(size_t(n_tok) * 256, 90 + uint64_t(n_tok), 1.5f);
+    std::vector<float> y(size_t(n_tok) * size_t(m.n_out)), want;
+    std::vector<double> mag;
+    REQUIRE(be->matmul(w, x.data(), n_tok, y.data()));
+    cpu_int8(m, x, n_tok, &want, &mag);
+    CHECK(worst(y, want, mag, 2e-5) <= 1.0);
+  }
+  REQUIRE(be->release(w));
+  for (const bool b32 : {false, true}) {
+    CAPTURE(b32);
+    const int n_tok = b32 ? 1 : 3;
+    const std::vector<float> x = randn(size_t(n_tok) * 256, 95, 2.0f), x2 = randn(size_t(n_tok) * 256, 96, 1.0f);
+    const std::vector<float> s = {0.8f, 1.2f, 0.95f}, y0 = randn(size_t(n_tok) * size_t(m.n_out), 97);
+    const std::vector<float> g = randn(size_t(m.n_out), 98);
+    const SpanOut out =
+        run_span_int8(*be, m, nullptr, n_tok, vk::SpanFusion{0, false, false, vk::kRoleOther}, x, x2, s, y0, g, false, 1, b32);
+    const std::vector<float> xf = fold(x, nullptr, &s, 256);
+    std::vector<float> want;
+    std::vector<double> mag;
+    if (b32) cpu_b32(m, xf, n_tok, &want, &mag);
+    else cpu_int8(m, xf, n_tok, &want, &mag);
+    CHECK(worst(out.y, want, mag, 2e-5) <= 1.0);
+  }
+}
+
 // B32 output rows (QOUT: the decode producers of the B32 decode): 32 rows
 // per workgroup in slices, each workgroup quantising its own block with no
 // counter (within the epilogue's subgroup where gl_SubgroupSize >= 32, else by
@@ -476,7 +525,7 @@ TEST_CASE("int8 span matvec B32 QOUT: each workgroup's block = the CPU's B32 qua
   auto be = open_int8("int8 span matvec B32 QOUT");
   if (!be) FISH_SKIP(skip_reason());
   const vk::SpanMvShape shapes[] = {{0, 0}, {1, 32}, {4, 128}};
-  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::FQ3}) {
     const int64_t n_in = 512, n_out = 768;
     const Matrix m = random_matrix(type, n_in, n_out, 71 + uint64_t(type));
     const Matrix m2 = random_matrix(type, n_in, n_out, 72 + uint64_t(type));
@@ -539,6 +588,7 @@ TEST_CASE("int8 by default where accelerated or on a CPU implementation, FISH_VK
   CHECK((be->status().find("matmul: int8 x, integer dot products") != std::string::npos) == dot);
   CHECK(be->kernels()->int8_for(*vk::matmul_type(12)) == dot);  // Q4_K
   CHECK(be->kernels()->int8_for(*vk::matmul_type(8)) == dot);   // Q8_0
+  CHECK(be->kernels()->int8_for(*vk::matmul_type(1000)) == dot);  // FQ3
   CHECK_FALSE(be->kernels()->int8_for(*vk::matmul_type(1)));    // F16: no int8 kernel
   be->kernels()->set_int8(false);
   CHECK_FALSE(be->kernels()->int8());
@@ -559,7 +609,7 @@ TEST_CASE("int8 span tiled (prefill) = the CPU's int8 product, every epilogue an
   auto be = open_int8("int8 span tiled");
   if (!be) FISH_SKIP(skip_reason());
   for (GgmlType type : kTypes) {
-    const bool k = type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K;
+    const bool k = k_type(type);
     const int64_t n_in = k ? 768 : 32 * 21, n_out = 77;  // a partial row tile
     const Matrix m = random_matrix(type, n_in, n_out, 5 + uint64_t(type));
     for (int v = 0; v < 4; ++v) {  // EPI 0, 1 (x·x2), 2, 0 on 70 tokens (two token tiles)

@@ -1,6 +1,6 @@
 // fish_vulkan kernels against the engine's f32 reference (fish::matmul_ref_f32)
 // with the spec's bound: every element |y - ref| <= 1e-3 * (Σ_r Σ_i |w_ri||x_ti|) / n_out.
-// Every supported type on synthetic matrices with unaligned rows and partial
+// Every supported type (FQ3 included) on synthetic matrices with unaligned rows and partial
 // workgroups, the matvec shapes (rows per subgroup, workgroup sizes), grouped
 // products, chunked weights / batched tokens, and the blk.0 projections of the
 // shared test models; n_tok 1 / 3 (matvec) and 37 / 256 (tiled).
@@ -55,8 +55,10 @@ std::vector<Shape> shapes_for(GgmlType t) {
   }
 }
 
+// FQ3: fish's 3-bit layout of re-quantised device copies (random_matrix
+// quantises with the engine's FQ3 quantiser; the reference decodes the same bytes).
 const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::Q4_0, GgmlType::Q8_0,
-                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::FQ3};
 
 // These cases test the f32-activation kernels (the fallback and FISH_VK_INT8=0
 // path; prefill on the tiled kernel, FISH_VK_COOPMAT=0) against the spec's bound of the f32 reference; the int8 kernels,
@@ -130,7 +132,7 @@ TEST_CASE("matvec with several rows per subgroup on a tall matrix", "[vulkan]") 
   // leaving a partly filled last row group and a partial last workgroup.
   const std::pair<GgmlType, int64_t> cases[] = {{GgmlType::Q4_K, 256}, {GgmlType::Q6_K, 256}, {GgmlType::Q8_0, 64},
                                                 {GgmlType::Q4_0, 32},  {GgmlType::F16, 40},   {GgmlType::F32, 21},
-                                                {GgmlType::Q5_K, 256}};
+                                                {GgmlType::Q5_K, 256}, {GgmlType::FQ3, 512}};
   for (const auto& [t, n_in] : cases) {
     const Matrix m = random_matrix(t, n_in, 8203, 100 + uint64_t(t));
     for (int n_tok : {1, 2, 3}) run_one(*be, m, n_tok, 200 + uint64_t(n_tok));

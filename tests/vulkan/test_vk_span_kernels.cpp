@@ -4,7 +4,8 @@
 // several context splits, one or several tokens, head dims 8..256, groups
 // 1..7, a KV group or one query head per workgroup, B32 output rows), and the
 // span variants of the matvec / tiled kernels (scaled x, residual add, silu
-// epilogue, x·x2 input, the norm epilogue) with the spec's matmul bound.
+// epilogue, x·x2 input, the norm epilogue; FQ3 among the weight types) with
+// the spec's matmul bound.
 // Tolerances are stated per case.
 #include <catch2/catch.hpp>
 
@@ -363,7 +364,7 @@ TEST_CASE("span matvec / tiled variants: scaled x, add, silu, x·x2, norm epilog
   auto be = open_backend("span matmul variants");
   if (!be) FISH_SKIP(skip_reason());
   uint64_t seed = 500;
-  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::FQ3}) {
     const int64_t n_in = (t == GgmlType::F32 || t == GgmlType::F16) ? 200 : 512;
     double worst = 0;
     for (int64_t n_out : {70, 1100}) {  // one row per workgroup, and two

@@ -1,7 +1,7 @@
 // The span matvec's run-time variants (shaders/matvec_span.comp), one dispatch
 // at a time in a SpanRig:
 //   - every FISH_VK_SPAN_MV shape (rows per workgroup 1..16 x workgroup 32..256)
-//     for every weight type, plain with a scaled x and with x·x2 + residual add
+//     for every weight type (FQ3 included), plain with a scaled x and with x·x2 + residual add
 //     + the next norm's epilogue, within the spec's matmul bound of the CPU
 //     reference (1e-3 · Σ|w||x| / n_out per element);
 //   - the gate|up pair (EPI 4) against the same kernel's separate silu(gate)
@@ -102,7 +102,7 @@ TEST_CASE("span matvec shapes (FISH_VK_SPAN_MV) within the spec's bound", "[vulk
   if (!be) FISH_SKIP(skip_reason());
   uint64_t seed = 900;
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K,
-                     GgmlType::Q6_K}) {
+                     GgmlType::Q6_K, GgmlType::FQ3}) {
     const int64_t n_in = (t == GgmlType::F32 || t == GgmlType::F16) ? 200 : 512;
     const Matrix m = random_matrix(t, n_in, 75, seed++);  // 75 rows: partial row groups for every shape
     double worst = 0;
@@ -140,7 +140,8 @@ TEST_CASE("span gate|up pair = silu(gate)·up of the separate dispatches", "[vul
   auto be = open_backend("span gate|up pair");
   if (!be) FISH_SKIP(skip_reason());
   uint64_t seed = 1200;
-  for (GgmlType t : {GgmlType::F16, GgmlType::Q4_K, GgmlType::Q6_K}) {
+  // FQ3: the pair's second matrix through its own uvec2 view (WB2).
+  for (GgmlType t : {GgmlType::F16, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::FQ3}) {
     const int64_t n_in = t == GgmlType::F16 ? 200 : 512;
     const Matrix gate = random_matrix(t, n_in, 150, seed++), up = random_matrix(t, n_in, 150, seed++);
     for (const SpanMvShape& s : {SpanMvShape{}, SpanMvShape{16, 64}}) {
