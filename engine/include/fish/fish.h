@@ -57,6 +57,10 @@ typedef struct fish_model_params {
    * mildest that puts every layer and the output on the device). Any other
    * value fails the load. A caller built before this field gets -1. */
   int32_t gpu_requant;
+  /* Sequences the model holds at once (ids 0..n_seq-1, fish_decode); 0 or
+   * absent: 1. Each has its own positions in a paged KV cache; prefixes copied
+   * with fish_seq_copy share their pages. */
+  int32_t n_seq;
 } fish_model_params;
 
 FISH_API fish_model_params fish_model_default_params(void);
@@ -120,6 +124,40 @@ FISH_API const float* fish_get_logits(fish_model* m, int32_t i);
 FISH_API int32_t fish_kv_len(const fish_model* m);
 /* Keeps positions < n of the KV cache (CPU and device). */
 FISH_API int fish_kv_truncate(fish_model* m, int32_t n);
+
+/* ---- several sequences ---------------------------------------------------
+ * A batch: row i is token[i] of sequence seq_id[i] (NULL: all 0) at position
+ * pos[i]. Per sequence the rows are consecutive positions, the first at or
+ * before its length (later positions are replaced); rows of different
+ * sequences may interleave. One forward for all rows (the weights are read
+ * once), so N sequences decoding together cost little more than one.
+ * logits[i] nonzero keeps row i's logits (NULL: the last row's only).
+ * fish_eval / fish_kv_* are sequence 0.
+ * Thread safety: a fish_model is used by one thread at a time (calls on
+ * different models may run concurrently). */
+typedef struct fish_batch {
+  uint32_t struct_size;
+  int32_t n_tokens;
+  const int32_t* token;
+  const int32_t* pos;
+  const int32_t* seq_id;
+  const int8_t* logits;
+} fish_batch;
+/* Returns 0 or a non-zero status (fish_last_error); on failure no sequence changed. */
+FISH_API int fish_decode(fish_model* m, const fish_batch* batch);
+/* Logits [n_vocab] of row i of the last fish_decode (NULL: not kept); valid as fish_get_logits. */
+FISH_API const float* fish_get_logits_ith(fish_model* m, int32_t i);
+FISH_API int32_t fish_n_seq(const fish_model* m);
+/* Positions sequence seq holds (-1 for an id out of range). */
+FISH_API int32_t fish_seq_len(const fish_model* m, int32_t seq);
+/* Keeps positions < n of sequence seq; n = 0 drops it. */
+FISH_API int fish_seq_truncate(fish_model* m, int32_t seq, int32_t n);
+/* Sequence dst (its old positions dropped) = the first n positions of src,
+ * sharing src's KV pages until either writes into them (copy on write). */
+FISH_API int fish_seq_copy(fish_model* m, int32_t src, int32_t dst, int32_t n);
+/* Bytes of CPU KV pages allocated, and pages in use (shared pages count once). */
+FISH_API uint64_t fish_kv_bytes(const fish_model* m);
+FISH_API int32_t fish_kv_pages(const fish_model* m);
 
 typedef struct fish_stats {
   uint32_t struct_size;

@@ -1,5 +1,6 @@
 // The model part of the C API: load, info, tokens, eval, logits, KV, stats.
 #include <chrono>
+#include <cstddef>
 #include <climits>
 #include <cstring>
 #include <memory>
@@ -97,6 +98,7 @@ FISH_API fish_model_params fish_model_default_params(void) {
   p.vocab_only = 0;
   p.config = nullptr;
   p.gpu_requant = -1;
+  p.n_seq = 1;
   return p;
 }
 
@@ -125,6 +127,9 @@ FISH_API fish_model* fish_model_load(const char* path, const fish_model_params* 
     if (p.gpu_requant < -1 || p.gpu_requant > int32_t(fish::RequantMode::Auto))
       throw fish::Error("fish_model_params.gpu_requant: " + std::to_string(p.gpu_requant) +
                         " is not -1 (FISH_GPU_REQUANT), 0 (off), 1, 2, 3 or 4 (auto)");
+    if (p.n_seq < 0 || p.n_seq > 4096)
+      throw fish::Error("fish_model_params.n_seq: " + std::to_string(p.n_seq) + " (0..4096)");
+    o.n_seq = p.n_seq > 0 ? p.n_seq : 1;
     o.gpu_requant = p.gpu_requant;
     o.verbose = p.verbose != 0;
     o.vocab_only = p.vocab_only != 0;
@@ -208,6 +213,50 @@ FISH_API int fish_kv_truncate(fish_model* m, int32_t n) {
   if (!m) return 1;
   return run_status(m, [&] { m->m->kv_truncate(n); });
 }
+
+FISH_API int fish_decode(fish_model* m, const fish_batch* b) {
+  if (!m) return 1;
+  if (!b || b->struct_size < offsetof(fish_batch, logits) + sizeof(b->logits) || b->n_tokens <= 0 || !b->token ||
+      !b->pos) {
+    m->error = "fish_decode: a batch needs struct_size, n_tokens > 0, token and pos";
+    return 1;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<uint8_t> want;
+  if (b->logits) want.assign(b->logits, b->logits + b->n_tokens);
+  const int rc = run_status(m, [&] {
+    m->m->eval_batch(b->token, b->seq_id, b->pos, b->logits ? want.data() : nullptr, b->n_tokens);
+  });
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (rc == 0) {
+    m->stats.n_gen_tokens += b->n_tokens;
+    m->stats.gen_seconds += dt;
+  }
+  return rc;
+}
+
+FISH_API const float* fish_get_logits_ith(fish_model* m, int32_t i) {
+  return fish::capi::fenced(static_cast<const float*>(nullptr), [&] { return m ? m->m->logits_row(i) : nullptr; });
+}
+
+FISH_API int32_t fish_n_seq(const fish_model* m) { return m ? m->m->n_seq() : 0; }
+
+FISH_API int32_t fish_seq_len(const fish_model* m, int32_t seq) {
+  return m && seq >= 0 && seq < m->m->n_seq() ? m->m->seq_len(seq) : -1;
+}
+
+FISH_API int fish_seq_truncate(fish_model* m, int32_t seq, int32_t n) {
+  if (!m) return 1;
+  return run_status(m, [&] { m->m->seq_truncate(seq, n); });
+}
+
+FISH_API int fish_seq_copy(fish_model* m, int32_t src, int32_t dst, int32_t n) {
+  if (!m) return 1;
+  return run_status(m, [&] { m->m->seq_copy(src, dst, n); });
+}
+
+FISH_API uint64_t fish_kv_bytes(const fish_model* m) { return m ? m->m->kv_cache().bytes() : 0; }
+FISH_API int32_t fish_kv_pages(const fish_model* m) { return m ? m->m->kv_cache().pages_in_use() : 0; }
 
 FISH_API void fish_get_stats(const fish_model* m, fish_stats* out) {
   if (!m || !out) return;

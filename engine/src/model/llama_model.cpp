@@ -276,15 +276,18 @@ bool LlamaModel::eval_chunk(const Rows& r, const uint8_t* want, float* logits_ou
   grow(rope_cs_, int64_t(pool_->size()) * h.n_rot);
 
   // KV pages for every row's position (copies of pages shared with another
-  // sequence), before any layer writes; a sequence's rows are consecutive.
+  // sequence), before any layer writes: per sequence, its rows' range.
   int32_t max_pos = 0;
-  for (int32_t t = 0; t < n;) {
-    int32_t e = t + 1;
-    while (e < n && r.seq[e] == r.seq[t] && r.pos[e] == r.pos[e - 1] + 1) ++e;
-    kv_.prepare(r.seq[t], r.pos[t], r.pos[e - 1] + 1);
-    max_pos = std::max(max_pos, r.pos[e - 1]);
-    t = e;
+  seq_lo_.assign(size_t(kv_.n_seq()), -1);
+  seq_hi_.assign(size_t(kv_.n_seq()), -1);
+  for (int32_t t = 0; t < n; ++t) {
+    const size_t s = size_t(r.seq[t]);
+    if (seq_lo_[s] < 0 || r.pos[t] < seq_lo_[s]) seq_lo_[s] = r.pos[t];
+    seq_hi_[s] = std::max(seq_hi_[s], r.pos[t]);
+    max_pos = std::max(max_pos, r.pos[t]);
   }
+  for (int32_t s = 0; s < kv_.n_seq(); ++s)
+    if (seq_lo_[size_t(s)] >= 0) kv_.prepare(s, seq_lo_[size_t(s)], seq_hi_[size_t(s)] + 1);
 
   float* x = x_.data();
   embed(r.tok, n, x);

@@ -191,6 +191,7 @@ class LlamaModel {
   std::vector<std::vector<int32_t>> history_;
   std::vector<int32_t> row_logit_;  // batch row -> index among the kept logits, or -1
   std::vector<int32_t> seq_zero_, pos_buf_;  // scratch: eval()'s rows
+  std::vector<int32_t> seq_lo_, seq_hi_;     // scratch: a chunk's positions per sequence
   std::vector<uint8_t> want_buf_;
   std::vector<AttentionRow> att_rows_;  // scratch: a chunk's attention rows
 
