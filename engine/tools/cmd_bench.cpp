@@ -30,6 +30,7 @@ struct Result {
   int32_t gpu_layers = 0;
   std::string test;
   int64_t n_prompt = 0, n_gen = 0;
+  int64_t n_par = 1;            // sequences run together (-np): the rate is their aggregate
   std::vector<double> samples;  // tok/s per repetition
   double mean() const {
     double s = 0;
@@ -64,13 +65,41 @@ std::vector<int32_t> bench_tokens(int64_t n, int32_t n_vocab) {
   return t;
 }
 
-// Fills the KV cache with `depth` tokens (not timed), so a test runs at that context.
-void fill_depth(fish_model* m, const std::vector<int32_t>& ctx, int64_t depth) {
-  fish_kv_truncate(m, 0);
-  for (int64_t p = 0; p < depth; p += 512) {
-    const int32_t c = int32_t(std::min<int64_t>(512, depth - p));
-    if (fish_eval(m, &ctx[size_t(p)], c, int32_t(p), 0) != 0) die(m, "depth fill");
+// Fills the KV cache of sequences 0..np-1 with `depth` tokens each (not
+// timed), so a test runs at that context.
+void fill_depth(fish_model* m, const std::vector<int32_t>& ctx, int64_t depth, int64_t np) {
+  for (int32_t s = 0; s < int32_t(np); ++s) {
+    fish_seq_truncate(m, s, 0);
+    std::vector<int32_t> pos(512), seq(512, s);
+    for (int64_t p = 0; p < depth; p += 512) {
+      const int32_t c = int32_t(std::min<int64_t>(512, depth - p));
+      for (int32_t i = 0; i < c; ++i) pos[size_t(i)] = int32_t(p) + i;
+      fish_batch b{};
+      b.struct_size = sizeof b;
+      b.n_tokens = c, b.token = &ctx[size_t(p)], b.pos = pos.data(), b.seq_id = seq.data();
+      if (fish_decode(m, &b) != 0) die(m, "depth fill");
+    }
   }
+}
+
+// One step of np sequences: rows (toks[k + s], position pos0 + k, sequence s)
+// for k < n and s < np, sequence by sequence; the last row of each kept.
+void eval_parallel(fish_model* m, const std::vector<int32_t>& toks, int64_t n, int64_t pos0, int64_t np,
+                   const char* what) {
+  std::vector<int32_t> tok, pos, seq;
+  std::vector<int8_t> keep;
+  for (int32_t s = 0; s < int32_t(np); ++s)
+    for (int64_t k = 0; k < n; ++k) {
+      tok.push_back(toks[size_t((k + s) % int64_t(toks.size()))]);
+      pos.push_back(int32_t(pos0 + k));
+      seq.push_back(s);
+      keep.push_back(k + 1 == n ? 1 : 0);
+    }
+  fish_batch b{};
+  b.struct_size = sizeof b;
+  b.n_tokens = int32_t(tok.size()), b.token = tok.data(), b.pos = pos.data(), b.seq_id = seq.data(),
+  b.logits = keep.data();
+  if (fish_decode(m, &b) != 0) die(m, what);
 }
 
 // One test (ppN or tgN at a depth) on a loaded model: a warm-up, then `reps`
@@ -82,29 +111,36 @@ std::string backend_now(const fish_model* m, fish_model_info* info) {
   return info->gpu_layers > 0 || info->gpu_output ? std::string(info->backend) : "CPU";
 }
 
-Result run_test(fish_model* m, bool prompt, int64_t n, int64_t depth, int reps, Progress& progress) {
+Result run_test(fish_model* m, bool prompt, int64_t n, int64_t depth, int64_t np, int reps, Progress& progress) {
   fish_model_info info{};
   const std::string backend = backend_now(m, &info);
-  const std::string test = (prompt ? "pp" : "tg") + std::to_string(n) + (depth > 0 ? " @ d" + std::to_string(depth) : "");
-  Result r{backend, info.n_threads, info.gpu_layers, test, prompt ? n : 0, prompt ? 0 : n, {}};
+  const std::string test = (prompt ? "pp" : "tg") + std::to_string(n) + (depth > 0 ? " @ d" + std::to_string(depth) : "") +
+                           (np > 1 ? " x" + std::to_string(np) : "");
+  Result r{backend, info.n_threads, info.gpu_layers, test, prompt ? n : 0, prompt ? 0 : n, np, {}};
   const std::string where = test + " on " + backend + ", " + std::to_string(info.n_threads) + " threads";
   const std::vector<int32_t> ctx = bench_tokens(depth + 1, info.n_vocab);
   const std::vector<int32_t> toks = bench_tokens(n, info.n_vocab);
   for (int rep = -1; rep < reps; ++rep) {  // rep -1 warms up
     if (rep < 0) progress.update("warm-up: " + where, -1);
     else progress.update(where, double(rep) / reps);
-    fill_depth(m, ctx, depth);
+    fill_depth(m, ctx, depth, np);
     // Generation's warm-up is a few tokens, not the whole test.
     const int64_t n_run = prompt || rep >= 0 ? n : std::min<int64_t>(n, 4);
     const double t0 = now_s();
-    if (prompt) {
+    if (np > 1) {  // np sequences in each forward: the prompt as one batch, generation a row per sequence
+      if (prompt) eval_parallel(m, toks, n, depth, np, "prompt eval");
+      else
+        for (int64_t i = 0; i < n_run; ++i)
+          eval_parallel(m, std::vector<int32_t>(toks.begin() + i, toks.begin() + i + 1), 1, depth + i, np,
+                        "generation eval");
+    } else if (prompt) {
       if (fish_eval(m, toks.data(), int32_t(n), int32_t(depth), 0) != 0) die(m, "prompt eval");
     } else {
       for (int64_t i = 0; i < n_run; ++i)
         if (fish_eval(m, &toks[size_t(i)], 1, int32_t(depth + i), 0) != 0) die(m, "generation eval");
     }
     const double dt = now_s() - t0;
-    if (rep >= 0) r.samples.push_back(double(n_run) / dt);
+    if (rep >= 0) r.samples.push_back(double(n_run * np) / dt);
   }
   progress.update(where, 1.0);
   // A backend failure falls back to the CPU: the row names what ran at the end.
@@ -170,12 +206,14 @@ static int cmd_bench(int argc, char** argv) {
   Args a(argc, argv);
   if (a.flag("-h", "--help")) {
     std::printf("usage: fish bench [-m MODEL] [-p 512] [-n 128] [-d 0] [-t N] [-r 5] [-ngl|--n-gpu-layers N]\n"
-                "                  [--requant MODE] [--json]\n"
+                "                  [-np 1] [--requant MODE] [--json]\n"
                 "       fish bench --kernels [--types Q4_K,Q6_K] [--shapes 4096x14336,...] [-r N] [--json]\n"
                 "  Prompt processing (ppN) and generation (tgN) tok/s, mean ± sd over -r repetitions;\n"
                 "  -d runs them after DEPTH tokens of context (filled untimed). -p, -n, -d and -t take\n"
                 "  comma lists (-p 128,512 -t 1,2), as llama-bench does; 0 skips that kind of test.\n"
                 "  With a GPU plugin: auto placement and CPU-only rows, and their ratio.\n"
+                "  -np N: N sequences at once (each its own prompt or generation, one forward for all rows);\n"
+                "  the row's t/s is their aggregate (\"tg128 x8\"), and a line gives it per sequence.\n"
                 "  Without -m: a Llama-3.2-1B-shaped Q4_K_M model is synthesised once and cached.\n"
                 "  Progress goes to stderr. FISH_GPU_PROFILE=2: the GPU's stage profile.\n"
                 "  --kernels: the GPU backend's matmul kernels on large matrices (GB/s), next to the CPU's.\n%s",
@@ -189,6 +227,7 @@ static int cmd_bench(int argc, char** argv) {
   const std::vector<int64_t> n_gs = int_list(a, {"-n", "--n-gen"}, "-n", {128}, 0);
   const std::vector<int64_t> depths = int_list(a, {"-d", "--depth"}, "-d", {0}, 0);
   const std::vector<int64_t> threads = int_list(a, {"-t", "--threads"}, "-t", {0}, 1);
+  const std::vector<int64_t> n_pars = int_list(a, {"-np", "--parallel"}, "-np", {1}, 1);
   const bool reps_given = a.int_value("-r", "--repetitions", reps);
   a.int_value({"-ngl", "--gpu-layers", "--n-gpu-layers"}, ngl);
   int32_t requant = -1;
@@ -233,6 +272,7 @@ static int cmd_bench(int argc, char** argv) {
   p.progress = &Progress::callback;
   p.progress_user = &progress;
   p.gpu_requant = requant;
+  p.n_seq = int32_t(*std::max_element(n_pars.begin(), n_pars.end()));
   std::vector<Result> results;  // per thread count: the GPU rows (if any), then the CPU rows
   fish_model_info info{};
   std::string detail;
@@ -253,12 +293,13 @@ static int cmd_bench(int argc, char** argv) {
     fish_model_get_info(m, &info);
     const bool on_gpu = info.gpu_layers > 0 || info.gpu_output;
     if (on_gpu) detail = info.gpu_detail;
-    for (int64_t d : depths) {
-      for (int64_t n : n_ps)
-        if (n > 0) results.push_back(run_test(m, true, n, d, int(reps), progress));
-      for (int64_t n : n_gs)
-        if (n > 0) results.push_back(run_test(m, false, n, d, int(reps), progress));
-    }
+    for (int64_t np : n_pars)
+      for (int64_t d : depths) {
+        for (int64_t n : n_ps)
+          if (n > 0) results.push_back(run_test(m, true, n, d, np, int(reps), progress));
+        for (int64_t n : n_gs)
+          if (n > 0) results.push_back(run_test(m, false, n, d, np, int(reps), progress));
+      }
     if (on_gpu) {  // the backend's stage profile of these runs ("" unless the plugin profiles: FISH_GPU_PROFILE)
       char* prof = fish_backend_profile();
       if (prof && *prof) std::fprintf(stderr, "%s\n", prof);
@@ -283,10 +324,10 @@ static int cmd_bench(int argc, char** argv) {
       const Result& r = results[i];
       std::printf("  {\"model\": \"%s\", \"model_size\": %llu, \"model_n_params\": %lld, \"backend\": \"%s\", "
                   "\"gpu_layers\": %d, \"n_threads\": %d, \"cpu_kernels\": \"%s\", \"test\": \"%s\", \"n_prompt\": %lld, "
-                  "\"n_gen\": %lld, \"avg_ts\": %.4f, \"stddev_ts\": %.4f, \"samples_ts\": [",
+                  "\"n_gen\": %lld, \"n_parallel\": %lld, \"avg_ts\": %.4f, \"stddev_ts\": %.4f, \"samples_ts\": [",
                   model.c_str(), (unsigned long long)info.file_bytes, (long long)info.n_params, r.backend.c_str(),
                   r.gpu_layers, r.threads, kernels.c_str(), r.test.c_str(), (long long)r.n_prompt,
-                  (long long)r.n_gen, r.mean(), r.sd());
+                  (long long)r.n_gen, (long long)r.n_par, r.mean(), r.sd());
       for (size_t k = 0; k < r.samples.size(); ++k) std::printf(k ? ", %.4f" : "%.4f", r.samples[k]);
       std::printf("]}%s\n", i + 1 < results.size() ? "," : "");
     }
@@ -304,6 +345,10 @@ static int cmd_bench(int argc, char** argv) {
     std::printf("| %s %s | %.2f MiB | %s | %s | %d | %d | %s | %.2f ± %.2f |\n", arch.c_str(), params_s, size_mib,
                 params_s, r.backend == "CPU" ? ("CPU " + kernels).c_str() : r.backend.c_str(), r.gpu_layers,
                 r.threads, r.test.c_str(), r.mean(), r.sd());
+  for (const Result& r : results)
+    if (r.n_par > 1)
+      std::printf("%s, %s, %d threads: %.2f tok/s per sequence\n", r.test.c_str(),
+                  r.backend == "CPU" ? "CPU" : r.backend.c_str(), r.threads, r.mean() / double(r.n_par));
   if (any_gpu) {
     std::printf("\n%s\n", detail.c_str());
     // Each GPU row against the CPU row of the same test and thread count.

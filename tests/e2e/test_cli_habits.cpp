@@ -160,6 +160,18 @@ TEST_CASE("fish bench: comma lists, a row per combination, progress on stderr", 
   CHECK(d.out.find("pp") == std::string::npos);
 }
 
+TEST_CASE("fish bench -np: sequences decoding together, their aggregate rate and per sequence", "[e2e][cli][bench]") {
+  const Out r = fish_cli("bench -m " + kModel + " -p 8 -n 4 -np 1,3 -d 0,5 -t 1 -r 1 -ngl 0");
+  REQUIRE(r.status == 0);
+  for (const char* row : {"| pp8 |", "| tg4 |", "| pp8 x3 |", "| tg4 x3 |", "| tg4 @ d5 x3 |"})
+    CHECK(r.out.find(row) != std::string::npos);
+  CHECK(r.out.find("tg4 x3, CPU, 1 threads: ") != std::string::npos);
+  CHECK(r.out.find("tok/s per sequence") != std::string::npos);
+  const Out bad = fish_cli("bench -m " + kModel + " -np 0");
+  CHECK(bad.status == 2);
+  CHECK(bad.err.find("-np") != std::string::npos);
+}
+
 TEST_CASE("fish bench: nothing to measure or a bad list is an error", "[e2e][cli][bench]") {
   Out r = fish_cli("bench -m " + kModel + " -p 0 -n 0");
   CHECK(r.status == 2);
