@@ -26,8 +26,9 @@ namespace {
 struct Model {
   fish_model* m = nullptr;
   int32_t n_vocab = 0;
-  Model(const char* file, int n_seq, int gpu_layers, int n_ctx = 512) {
+  Model(const char* file, int n_seq, int gpu_layers, int n_ctx = 512, int prefix_cache_mb = 256) {
     fish_model_params p = fish_model_default_params();
+    p.prefix_cache_mb = prefix_cache_mb;
     p.n_seq = n_seq;
     p.gpu_layers = gpu_layers;
     p.n_ctx = n_ctx;
@@ -222,6 +223,61 @@ TEST_CASE("sequences: a shared 300-token prefix uses its pages once; copy on wri
   std::vector<int32_t> a_next = a_tail;
   a_next.push_back(next);
   CHECK(m.row(0) == alone_last(a_next));
+}
+
+TEST_CASE("prefix cache: a repeated prompt reuses a released sequence's positions; LRU within its bound", "[seq]") {
+  const char* file = "stories260K.gguf";
+  Model m(file, 2, 0, 512, 1);  // a 1 MB bound
+  const std::vector<int32_t> prompt = stream(50, 300, m.n_vocab);
+  REQUIRE(fish_seq_reuse(m.m, 0, prompt.data(), 300) == 0);  // nothing cached yet
+  REQUIRE(fish_eval(m.m, prompt.data(), 300, 0, 0) == 0);
+  const std::vector<float> first = m.last();
+  REQUIRE(fish_seq_release(m.m, 0) == 0);
+  CHECK(fish_seq_len(m.m, 0) == 0);
+  const uint64_t kept = fish_prefix_cache_bytes(m.m);
+  CHECK(kept > 0);
+
+  // The same prompt in sequence 1: 299 positions come from the cache, one is evaluated.
+  std::vector<int32_t> again = prompt;
+  const int32_t reused = fish_seq_reuse(m.m, 1, again.data(), 300);
+  CHECK(reused == 299);
+  std::vector<int32_t> pos(1, reused), seq(1, 1);
+  fish_batch b{};
+  b.struct_size = sizeof b;
+  b.n_tokens = 1, b.token = &again[size_t(reused)], b.pos = pos.data(), b.seq_id = seq.data();
+  decode(m.m, b);
+  CHECK(m.row(0) == first);
+
+  // A prompt sharing 200 tokens: 200 reused, and its logits as a fresh run's.
+  std::vector<int32_t> other(prompt.begin(), prompt.begin() + 200);
+  const std::vector<int32_t> tail = stream(51, 40, m.n_vocab);
+  other.insert(other.end(), tail.begin(), tail.end());
+  const int32_t r2 = fish_seq_reuse(m.m, 0, other.data(), int32_t(other.size()));
+  CHECK(r2 == 200);
+  std::vector<int32_t> p2, s2(other.size() - size_t(r2), 0);
+  for (size_t i = size_t(r2); i < other.size(); ++i) p2.push_back(int32_t(i));
+  b.n_tokens = int32_t(p2.size()), b.token = other.data() + r2, b.pos = p2.data(), b.seq_id = s2.data();
+  decode(m.m, b);
+  const std::vector<float> got = m.row(int32_t(p2.size()) - 1);
+  {
+    Model one(file, 1, 0);
+    REQUIRE(fish_eval(one.m, other.data(), int32_t(other.size()), 0, 0) == 0);
+    CHECK(got == one.last());
+  }
+
+  // The bound: released 300-token sequences beyond 1 MB push the oldest out
+  // (`kept` is one such entry's pages).
+  const int fit = int((uint64_t(1) << 20) / kept), K = fit + 2;
+  for (int k = 0; k < K; ++k) {
+    const std::vector<int32_t> pk = stream(60 + k, 300, m.n_vocab);
+    REQUIRE(fish_seq_reuse(m.m, 0, pk.data(), 300) == 0);
+    REQUIRE(fish_eval(m.m, pk.data(), 300, 0, 0) == 0);
+    REQUIRE(fish_seq_release(m.m, 0) == 0);
+    CHECK(fish_prefix_cache_bytes(m.m) <= (uint64_t(1) << 20));
+  }
+  const std::vector<int32_t> newest = stream(60 + K - 1, 300, m.n_vocab), oldest = stream(60, 300, m.n_vocab);
+  CHECK(fish_seq_reuse(m.m, 0, oldest.data(), 300) == 0);
+  CHECK(fish_seq_reuse(m.m, 0, newest.data(), 300) == 299);
 }
 
 TEST_CASE("sequences: bad batches are refused, naming the row, and change nothing", "[seq]") {

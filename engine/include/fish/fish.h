@@ -61,6 +61,8 @@ typedef struct fish_model_params {
    * absent: 1. Each has its own positions in a paged KV cache; prefixes copied
    * with fish_seq_copy share their pages. */
   int32_t n_seq;
+  /* Bound of the prefix cache (fish_seq_release), MB; 0: keep nothing; absent: 256. */
+  int32_t prefix_cache_mb;
 } fish_model_params;
 
 FISH_API fish_model_params fish_model_default_params(void);
@@ -155,6 +157,15 @@ FISH_API int fish_seq_truncate(fish_model* m, int32_t seq, int32_t n);
 /* Sequence dst (its old positions dropped) = the first n positions of src,
  * sharing src's KV pages until either writes into them (copy on write). */
 FISH_API int fish_seq_copy(fish_model* m, int32_t src, int32_t dst, int32_t n);
+/* The prefix cache. fish_seq_release drops seq but keeps its positions for
+ * reuse (within prefix_cache_mb, least recently used out first; a model whose
+ * layers run in a GPU span keeps none). fish_seq_reuse makes dst the longest
+ * prefix of tokens[0..n) held by a live or released sequence (sharing its
+ * pages; at most n - 1 positions) and returns that length (-1 on error):
+ * evaluate tokens from there. */
+FISH_API int fish_seq_release(fish_model* m, int32_t seq);
+FISH_API int32_t fish_seq_reuse(fish_model* m, int32_t dst, const int32_t* tokens, int32_t n);
+FISH_API uint64_t fish_prefix_cache_bytes(const fish_model* m);
 /* Bytes of CPU KV pages allocated, and pages in use (shared pages count once). */
 FISH_API uint64_t fish_kv_bytes(const fish_model* m);
 FISH_API int32_t fish_kv_pages(const fish_model* m);

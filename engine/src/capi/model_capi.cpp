@@ -99,6 +99,7 @@ FISH_API fish_model_params fish_model_default_params(void) {
   p.config = nullptr;
   p.gpu_requant = -1;
   p.n_seq = 1;
+  p.prefix_cache_mb = 256;
   return p;
 }
 
@@ -130,6 +131,8 @@ FISH_API fish_model* fish_model_load(const char* path, const fish_model_params* 
     if (p.n_seq < 0 || p.n_seq > 4096)
       throw fish::Error("fish_model_params.n_seq: " + std::to_string(p.n_seq) + " (0..4096)");
     o.n_seq = p.n_seq > 0 ? p.n_seq : 1;
+    if (p.prefix_cache_mb < 0) throw fish::Error("fish_model_params.prefix_cache_mb: " + std::to_string(p.prefix_cache_mb) + " (>= 0)");
+    o.prefix_cache_mb = p.prefix_cache_mb;
     o.gpu_requant = p.gpu_requant;
     o.verbose = p.verbose != 0;
     o.vocab_only = p.vocab_only != 0;
@@ -254,6 +257,20 @@ FISH_API int fish_seq_copy(fish_model* m, int32_t src, int32_t dst, int32_t n) {
   if (!m) return 1;
   return run_status(m, [&] { m->m->seq_copy(src, dst, n); });
 }
+
+FISH_API int fish_seq_release(fish_model* m, int32_t seq) {
+  if (!m) return 1;
+  return run_status(m, [&] { m->m->seq_release(seq); });
+}
+
+FISH_API int32_t fish_seq_reuse(fish_model* m, int32_t dst, const int32_t* tokens, int32_t n) {
+  if (!m || n < 0 || (!tokens && n)) return -1;
+  int32_t got = -1;
+  if (run_status(m, [&] { got = m->m->seq_reuse(dst, tokens, n); }) != 0) return -1;
+  return got;
+}
+
+FISH_API uint64_t fish_prefix_cache_bytes(const fish_model* m) { return m ? m->m->prefix_cache_bytes() : 0; }
 
 FISH_API uint64_t fish_kv_bytes(const fish_model* m) { return m ? m->m->kv_cache().bytes() : 0; }
 FISH_API int32_t fish_kv_pages(const fish_model* m) { return m ? m->m->kv_cache().pages_in_use() : 0; }

@@ -18,6 +18,7 @@ void KvCache::init(int32_t n_layer, int32_t kv_dim, int32_t n_ctx, int32_t n_seq
   v_.resize(size_t(n_layer));
   refs_.clear();
   free_.clear();
+  retained_.clear();
   seqs_.assign(size_t(std::max(1, n_seq)), Seq{});
 }
 
@@ -85,7 +86,10 @@ void KvCache::truncate(int32_t seq, int32_t n) {
 void KvCache::copy_prefix(int32_t src, int32_t dst, int32_t n) {
   if (src == dst) return truncate(dst, n);
   truncate(dst, 0);
-  const Seq& s = seqs_[size_t(src)];
+  share_into(seqs_[size_t(src)], dst, n);
+}
+
+void KvCache::share_into(const Seq& s, int32_t dst, int32_t n) {
   n = std::max(0, std::min(n, s.len));
   Seq& d = seqs_[size_t(dst)];
   const size_t pages = size_t((n + kPage - 1) >> kPageShift);
@@ -94,6 +98,41 @@ void KvCache::copy_prefix(int32_t src, int32_t dst, int32_t n) {
     ++refs_[size_t(s.pages[i])];
   }
   d.len = n;
+}
+
+int32_t KvCache::retain(int32_t seq) {
+  const int32_t id = next_retained_++;
+  retained_.emplace_back(id, std::move(seqs_[size_t(seq)]));
+  seqs_[size_t(seq)] = Seq{};
+  return id;
+}
+
+void KvCache::copy_retained(int32_t entry, int32_t dst, int32_t n) {
+  truncate(dst, 0);
+  for (const auto& [id, s] : retained_)
+    if (id == entry) return share_into(s, dst, n);
+  throw Error("KV: no retained entry " + std::to_string(entry));
+}
+
+void KvCache::drop_retained(int32_t entry) {
+  for (size_t i = 0; i < retained_.size(); ++i)
+    if (retained_[i].first == entry) {
+      for (int32_t p : retained_[i].second.pages) release(p);
+      retained_.erase(retained_.begin() + std::ptrdiff_t(i));
+      return;
+    }
+}
+
+int32_t KvCache::retained_pages(int32_t entry) const {
+  for (const auto& [id, s] : retained_)
+    if (id == entry) return int32_t(s.pages.size());
+  return 0;
+}
+
+uint64_t KvCache::page_bytes() const {
+  uint64_t layers = 0;
+  for (bool on : on_cpu_) layers += on ? 1 : 0;
+  return layers * 2u * uint64_t(kPage) * uint64_t(kv_dim_) * sizeof(uint16_t);
 }
 
 void KvCache::set_layer_on_cpu(int32_t layer, bool on) {
@@ -123,9 +162,7 @@ int32_t KvCache::page_refs(int32_t seq, int32_t pos) const {
 }
 
 uint64_t KvCache::bytes() const {
-  uint64_t layers = 0;
-  for (size_t l = 0; l < k_.size(); ++l) layers += on_cpu_[l] ? 1 : 0;
-  return uint64_t(refs_.size()) * layers * 2u * uint64_t(kPage) * uint64_t(kv_dim_) * sizeof(uint16_t);
+  return uint64_t(refs_.size()) * page_bytes();
 }
 
 }  // namespace fish

@@ -41,6 +41,14 @@ class KvCache {
   void truncate(int32_t seq, int32_t n);
   // dst (its old contents dropped) = the first n positions of src, sharing pages.
   void copy_prefix(int32_t src, int32_t dst, int32_t n);
+  // Retained entries (the prefix cache): retain() moves seq's pages into a new
+  // entry (seq becomes empty) and returns its id; copy_retained() is
+  // copy_prefix from an entry; drop_retained() gives its pages back.
+  int32_t retain(int32_t seq);
+  void copy_retained(int32_t entry, int32_t dst, int32_t n);
+  void drop_retained(int32_t entry);
+  int32_t retained_pages(int32_t entry) const;
+  uint64_t page_bytes() const;  // one page over the CPU layers, K and V
 
   uint16_t* k_at(int32_t layer, int32_t seq, int32_t pos) { return at(k_, layer, seq, pos); }
   uint16_t* v_at(int32_t layer, int32_t seq, int32_t pos) { return at(v_, layer, seq, pos); }
@@ -75,6 +83,9 @@ class KvCache {
   std::vector<int32_t> refs_;  // per page: sequences holding it (0: free)
   std::vector<int32_t> free_;
   std::vector<Seq> seqs_;
+  std::vector<std::pair<int32_t, Seq>> retained_;  // (id, pages)
+  int32_t next_retained_ = 0;
+  void share_into(const Seq& from, int32_t dst, int32_t n);
   std::vector<std::vector<const uint16_t*>> kt_, vt_;  // scratch page tables for attention, per sequence
 };
 

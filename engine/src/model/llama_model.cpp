@@ -40,6 +40,7 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, const Mode
   if (opt.n_seq < 1) throw Error("load: n_seq " + std::to_string(opt.n_seq) + " (must be >= 1)");
   m->kv_.init(m->hp_.n_layer, m->hp_.kv_dim(), m->n_ctx_, opt.n_seq, std::vector<bool>(size_t(m->hp_.n_layer), true));
   m->history_.assign(size_t(opt.n_seq), {});
+  m->prefix_cache_limit_ = uint64_t(std::max(0, opt.prefix_cache_mb)) << 20;
   m->place_layers(opt);
   m->prepare_cpu_weights();
   m->progress_ = nullptr;
@@ -506,42 +507,6 @@ void LlamaModel::own_logits() {
   if (!logits_view_) return;
   std::memcpy(logits_.data(), logits_view_, size_t(n_logits_) * size_t(hp_.n_vocab) * sizeof(float));
   logits_view_ = nullptr;
-}
-
-int32_t LlamaModel::seq_len(int32_t seq) const {
-  if (seq < 0 || seq >= kv_.n_seq()) throw Error("sequence " + std::to_string(seq) + " outside 0.." + std::to_string(kv_.n_seq() - 1));
-  return kv_.len(seq);
-}
-
-void LlamaModel::seq_truncate(int32_t seq, int32_t n) {
-  n = std::max(0, std::min(n, seq_len(seq)));
-  own_logits();  // span_kv_truncate may invalidate a logits view
-  if (span_ && !backend_->span_kv_truncate(span_, seq, n)) fall_back_to_cpu("span_kv_truncate");
-  kv_.truncate(seq, n);
-  history_[size_t(seq)].resize(size_t(n));
-}
-
-void LlamaModel::seq_copy(int32_t src, int32_t dst, int32_t n) {
-  n = std::max(0, std::min(n, seq_len(src)));
-  seq_len(dst);  // range check
-  if (src == dst) return seq_truncate(dst, n);
-  seq_truncate(dst, 0);
-  if (n == 0) return;
-  if (span_ && !(backend_->has_span_kv_copy() && backend_->span_kv_copy(span_, src, dst, 0, n))) {
-    // The span cannot copy a sequence: dst computes the prefix itself.
-    if (backend_->last_status() != ComputeBackend::kUnsupported && backend_->has_span_kv_copy())
-      fall_back_to_cpu("span_kv_copy");
-    if (span_) {
-      const std::vector<int32_t> toks(history_[size_t(src)].begin(), history_[size_t(src)].begin() + n);
-      std::vector<int32_t> sq(static_cast<size_t>(n), dst), ps(static_cast<size_t>(n));
-      for (int32_t i = 0; i < n; ++i) ps[size_t(i)] = i;
-      std::vector<uint8_t> none(size_t(n), 0);
-      eval_batch(toks.data(), sq.data(), ps.data(), none.data(), n);
-      return;
-    }
-  }
-  kv_.copy_prefix(src, dst, n);
-  history_[size_t(dst)].assign(history_[size_t(src)].begin(), history_[size_t(src)].begin() + n);
 }
 
 }  // namespace fish

@@ -34,6 +34,8 @@ struct ModelOptions {
   // Sequences that can hold KV at once (ids 0..n_seq-1; eval_batch). A span
   // whose plugin holds fewer runs its layers per matmul instead.
   int32_t n_seq = 1;
+  // Bound of the prefix cache's retained positions (seq_release), MB.
+  int32_t prefix_cache_mb = 256;
   bool verbose = false;
   // The FISH_* configuration of this load (placement, spans, repacking);
   // null: EngineConfig::process(). Copied: it need not outlive the call.
@@ -97,6 +99,20 @@ class LlamaModel {
   void seq_truncate(int32_t seq, int32_t n);
   void seq_copy(int32_t src, int32_t dst, int32_t n);
   const KvCache& kv_cache() const { return kv_; }
+  // The prefix cache (sequences.cpp): seq_release drops seq but keeps its
+  // positions for reuse (within ModelOptions::prefix_cache_mb, least recently
+  // used out first; not kept when the model has a span, whose device KV goes);
+  // seq_reuse makes dst the longest prefix of tokens[0..n) found in a live
+  // sequence or a released one (at most n - 1 positions, so the prompt's last
+  // token is evaluated) and returns its length: evaluate from there.
+  void seq_release(int32_t seq);
+  int32_t seq_reuse(int32_t dst, const int32_t* tokens, int32_t n);
+  uint64_t prefix_cache_bytes() const;
+  int32_t prefix_cache_entries() const { return int32_t(prefix_cache_.size()); }
+  struct PrefixStats {
+    int64_t lookups = 0, hits = 0, reused_tokens = 0;
+  };
+  const PrefixStats& prefix_stats() const { return prefix_stats_; }
   int32_t kv_len() const { return kv_.len(0); }
   void kv_truncate(int32_t n) { seq_truncate(0, n); }
 
@@ -189,6 +205,15 @@ class LlamaModel {
   KvCache kv_;
   // Per sequence, the token at each position < its length (to rebuild KV after a fallback).
   std::vector<std::vector<int32_t>> history_;
+  struct PrefixEntry {
+    std::vector<int32_t> tokens;
+    int32_t kv = -1;        // KvCache retained entry
+    uint64_t last_use = 0;  // prefix_clock_ at its last use
+  };
+  std::vector<PrefixEntry> prefix_cache_;
+  uint64_t prefix_clock_ = 0, prefix_cache_limit_ = 0;
+  PrefixStats prefix_stats_;
+  void trim_prefix_cache();
   std::vector<int32_t> row_logit_;  // batch row -> index among the kept logits, or -1
   std::vector<int32_t> seq_zero_, pos_buf_;  // scratch: eval()'s rows
   std::vector<int32_t> seq_lo_, seq_hi_;     // scratch: a chunk's positions per sequence
