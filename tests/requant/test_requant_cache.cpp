@@ -76,7 +76,7 @@ TEST_CASE("checksum: every single-byte change and every length change is seen", 
   CHECK(Checksum64::of(zeros.data(), 32) != Checksum64::of(zeros.data(), 64));  // zero padding is not free
 }
 
-TEST_CASE("requant_rows: the pool's result is the serial one, bit for bit; bad rows are named", "[requant]") {
+TEST_CASE("requant_rows: the pool's result is the serial one, bit for bit, and bad rows are named", "[requant]") {
   auto file = gguf::File::open(test::model_path(kModel));
   ThreadPool pool(2);
   int converted = 0;

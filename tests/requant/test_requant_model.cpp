@@ -115,7 +115,7 @@ const char* kMixed = "5 x Q6_K->Q4_K 0.85 MB (from 1.2), 24 x Q4_K->FQ3 1.2 MB (
 
 }  // namespace
 
-TEST_CASE("requant model: the second load reads the cache; damaged entries are rebuilt with identical logits",
+TEST_CASE("requant model: the second load reads the cache, damaged entries are rebuilt with identical logits",
           "[requant][cache]") {
   fish_backend_use_file(FISH_TEST_REFERENCE);
   CacheHome home("rq_model");
@@ -209,7 +209,7 @@ TEST_CASE("requant model: auto takes the mildest mode that puts everything on a 
   CHECK(autom.logits == three.logits);  // auto's mode 3 is mode 3
 }
 
-TEST_CASE("requant model: bad values are load errors; an older caller's struct takes FISH_GPU_REQUANT", "[requant]") {
+TEST_CASE("requant model: bad values are load errors, an older caller's struct takes FISH_GPU_REQUANT", "[requant]") {
   CacheHome home("rq_params");
   fish_backend_use_file(FISH_TEST_REFERENCE);
   CHECK_THAT(load_error(5, nullptr), Catch::Contains("fish_model_params.gpu_requant: 5 is not"));
