@@ -158,7 +158,7 @@ TEST_CASE("sequences: a batch of 1, 3, 16 sequences gives each its logits alone,
   check_batched_equals_alone("synth-tiny-Q4_K_M.gguf", 0);
 }
 
-TEST_CASE("sequences: a shared 300-token prefix uses its pages once; copy on write after a truncate inside it",
+TEST_CASE("sequences: a shared 300-token prefix uses its pages once, copy on write after a truncate inside it",
           "[seq]") {
   const char* file = "stories260K.gguf";
   Model m(file, 2, 0);
@@ -225,7 +225,7 @@ TEST_CASE("sequences: a shared 300-token prefix uses its pages once; copy on wri
   CHECK(m.row(0) == alone_last(a_next));
 }
 
-TEST_CASE("prefix cache: a repeated prompt reuses a released sequence's positions; LRU within its bound", "[seq]") {
+TEST_CASE("prefix cache: a repeated prompt reuses a released sequence's positions, LRU within its bound", "[seq]") {
   const char* file = "stories260K.gguf";
   Model m(file, 2, 0, 512, 1);  // a 1 MB bound
   const std::vector<int32_t> prompt = stream(50, 300, m.n_vocab);
