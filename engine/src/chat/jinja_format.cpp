@@ -88,10 +88,10 @@ std::string c_int(const char* flags, int width, int prec, char conv, int64_t v) 
     m /= uint64_t(base);
   } while (m);
   while (int(d.size()) < prec) d.insert(d.begin(), '0');
-  std::string head = "";
-  if (v < 0) head = "-";
-  else if (fl.find('+') != std::string_view::npos) head = "+";
-  else if (fl.find(' ') != std::string_view::npos) head = " ";
+  std::string head;
+  if (v < 0) head.push_back('-');
+  else if (fl.find('+') != std::string_view::npos) head.push_back('+');
+  else if (fl.find(' ') != std::string_view::npos) head.push_back(' ');
   if (alt) head += conv == 'o' ? "0o" : (conv == 'X' ? "0X" : "0x");
   const bool left = fl.find('-') != std::string_view::npos;
   if (!left && fl.find('0') != std::string_view::npos)
@@ -221,7 +221,7 @@ std::string format_value(const Value& v, std::string_view spec) {
   }
   if (i < spec.size() && spec[i] == '0') {
     if (!align) {
-      fill = "0";
+      fill.assign(1, '0');  // not = "0": GCC 12 misreports that (-Wrestrict)
       align = '=';
     }
     ++i;
