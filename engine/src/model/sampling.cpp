@@ -23,7 +23,30 @@ void Sampler::accept(int32_t token) {
 int32_t Sampler::sample(const float* logits, int32_t n_vocab) {
   const bool penalise = p_.repeat_penalty != 1.0f && !recent_.empty();
   if (p_.temp <= 0 && !penalise) return argmax(logits, n_vocab);
+  const size_t n = chain(logits, n_vocab, penalise);
+  if (p_.temp <= 0) return cands_[0].id;
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  double r = u(rng_), cum = 0;
+  for (size_t i = 0; i < n; ++i) {
+    cum += cands_[i].p;
+    if (r < cum) return cands_[i].id;
+  }
+  return cands_[n - 1].id;
+}
 
+void Sampler::distribution(const float* logits, int32_t n_vocab, std::vector<TokenProb>& out) {
+  out.clear();
+  if (p_.temp <= 0) {
+    out.push_back({sample(logits, n_vocab), 1.0f});  // greedy: no random number drawn
+    return;
+  }
+  const size_t n = chain(logits, n_vocab, p_.repeat_penalty != 1.0f && !recent_.empty());
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) out.push_back({cands_[i].id, cands_[i].p});
+}
+
+// temp <= 0 (with a penalty): cands_[0] is the greedy choice; returns 1.
+size_t Sampler::chain(const float* logits, int32_t n_vocab, bool penalise) {
   cands_.resize(size_t(n_vocab));
   for (int32_t i = 0; i < n_vocab; ++i) cands_[size_t(i)] = {i, logits[i], 0.0f};
   if (penalise) {
@@ -38,7 +61,8 @@ int32_t Sampler::sample(const float* logits, int32_t n_vocab) {
   }
   if (p_.temp <= 0) {
     auto it = std::max_element(cands_.begin(), cands_.end(), [](const Cand& a, const Cand& b) { return a.logit < b.logit; });
-    return it->id;
+    std::swap(cands_[0], *it);
+    return 1;
   }
   auto by_logit = [](const Cand& a, const Cand& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); };
   size_t n = cands_.size();
@@ -76,13 +100,7 @@ int32_t Sampler::sample(const float* logits, int32_t n_vocab) {
   }
   for (size_t i = 0; i < n; ++i) cands_[i].logit /= p_.temp;
   softmax(n);
-  std::uniform_real_distribution<double> u(0.0, 1.0);
-  double r = u(rng_), cum = 0;
-  for (size_t i = 0; i < n; ++i) {
-    cum += cands_[i].p;
-    if (r < cum) return cands_[i].id;
-  }
-  return cands_[n - 1].id;
+  return n;
 }
 
 }  // namespace fish

@@ -19,11 +19,23 @@ struct SamplerParams {
   uint64_t seed = 0;
 };
 
+// A token and its probability under the sampler's chain.
+struct TokenProb {
+  int32_t id;
+  float p;
+};
+
 class Sampler {
  public:
   explicit Sampler(const SamplerParams& p);
   int32_t sample(const float* logits, int32_t n_vocab);
   void accept(int32_t token);  // remembered for the repetition penalty
+  // The distribution sample() draws from (the chain up to the draw; no random
+  // number used): the candidates left, the most probable first, probabilities
+  // summing to 1. temp <= 0: the one token sample() returns, p = 1.
+  // Speculative sampling needs it to accept or reject a proposed token.
+  void distribution(const float* logits, int32_t n_vocab, std::vector<TokenProb>& out);
+  const SamplerParams& params() const { return p_; }
 
  private:
   struct Cand {
@@ -31,6 +43,8 @@ class Sampler {
     float logit;
     float p;
   };
+  // temp > 0: the chain up to the draw; cands_[0, n) with p set; returns n.
+  size_t chain(const float* logits, int32_t n_vocab, bool penalise);
   SamplerParams p_;
   std::mt19937_64 rng_;
   std::deque<int32_t> recent_;
