@@ -15,9 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "bench_spec.h"
 #include "cli_model.h"
 #include "command.h"
 #include "fish/fish_bench.h"
+#include "fish/fish_spec.h"
 #include "progress.h"
 
 using namespace fish::cli;
@@ -32,6 +34,7 @@ struct Result {
   int64_t n_prompt = 0, n_gen = 0;
   int64_t n_par = 1;            // sequences run together (-np): the rate is their aggregate
   std::vector<double> samples;  // tok/s per repetition
+  SpecBenchRow spec;            // speculative rows (--model-draft / --lookup): spec.kind is not empty
   double mean() const {
     double s = 0;
     for (double x : samples) s += x;
@@ -116,7 +119,7 @@ Result run_test(fish_model* m, bool prompt, int64_t n, int64_t depth, int64_t np
   const std::string backend = backend_now(m, &info);
   const std::string test = (prompt ? "pp" : "tg") + std::to_string(n) + (depth > 0 ? " @ d" + std::to_string(depth) : "") +
                            (np > 1 ? " x" + std::to_string(np) : "");
-  Result r{backend, info.n_threads, info.gpu_layers, test, prompt ? n : 0, prompt ? 0 : n, np, {}};
+  Result r{backend, info.n_threads, info.gpu_layers, test, prompt ? n : 0, prompt ? 0 : n, np, {}, {}};
   const std::string where = test + " on " + backend + ", " + std::to_string(info.n_threads) + " threads";
   const std::vector<int32_t> ctx = bench_tokens(depth + 1, info.n_vocab);
   const std::vector<int32_t> toks = bench_tokens(n, info.n_vocab);
@@ -207,6 +210,7 @@ static int cmd_bench(int argc, char** argv) {
   if (a.flag("-h", "--help")) {
     std::printf("usage: fish bench [-m MODEL] [-p 512] [-n 128] [-d 0] [-t N] [-r 5] [-ngl|--n-gpu-layers N]\n"
                 "                  [-np 1] [--requant MODE] [--json]\n"
+                "                  [-md|--model-draft M [--draft 8[,N...]]] [--lookup N[,N...]] [--prompt-file F]\n"
                 "       fish bench --kernels [--types Q4_K,Q6_K] [--shapes 4096x14336,...] [-r N] [--json]\n"
                 "  Prompt processing (ppN) and generation (tgN) tok/s, mean ± sd over -r repetitions;\n"
                 "  -d runs them after DEPTH tokens of context (filled untimed). -p, -n, -d and -t take\n"
@@ -214,6 +218,11 @@ static int cmd_bench(int argc, char** argv) {
                 "  With a GPU plugin: auto placement and CPU-only rows, and their ratio.\n"
                 "  -np N: N sequences at once (each its own prompt or generation, one forward for all rows);\n"
                 "  the row's t/s is their aggregate (\"tg128 x8\"), and a line gives it per sequence.\n"
+                "  Speculative decoding: --model-draft M (--draft N proposals per step) and/or --lookup N (n-gram\n"
+                "  lookup) add rows per -n and -d: greedy generation from one prompt (--prompt-file's text, else\n"
+                "  -d pseudo-random tokens after BOS) one token per forward (\"tg128 greedy\") and with proposals\n"
+                "  (\"tg128 +draft8\", \"tg128 +lookup8\"); lines give the speed-up, the acceptance, whether the\n"
+                "  text is the same, and what one forward of 1..16 tokens costs (verifying N - 1 proposals).\n"
                 "  Without -m: a Llama-3.2-1B-shaped Q4_K_M model is synthesised once and cached.\n"
                 "  Progress goes to stderr. FISH_GPU_PROFILE=2: the GPU's stage profile.\n"
                 "  --kernels: the GPU backend's matmul kernels on large matrices (GB/s), next to the CPU's.\n%s",
@@ -229,6 +238,13 @@ static int cmd_bench(int argc, char** argv) {
   const std::vector<int64_t> threads = int_list(a, {"-t", "--threads"}, "-t", {0}, 1);
   const std::vector<int64_t> n_pars = int_list(a, {"-np", "--parallel"}, "-np", {1}, 1);
   const bool reps_given = a.int_value("-r", "--repetitions", reps);
+  std::string draft_path, prompt_file;
+  a.value({"-md", "--model-draft"}, draft_path);
+  std::vector<int64_t> n_drafts = int_list(a, {"--draft", "--draft-max", "--draft-n"}, "--draft", {}, 1);
+  const bool drafts_given = !n_drafts.empty();
+  if (n_drafts.empty()) n_drafts = {8};
+  const bool prompt_given = a.value(nullptr, "--prompt-file", prompt_file);
+  const std::vector<int64_t> lookups = int_list(a, {"--lookup"}, "--lookup", {}, 1);
   a.int_value({"-ngl", "--gpu-layers", "--n-gpu-layers"}, ngl);
   int32_t requant = -1;
   requant_flag(a, requant);
@@ -263,20 +279,97 @@ static int cmd_bench(int argc, char** argv) {
     return std::any_of(v.begin(), v.end(), [](int64_t x) { return x > 0; });
   };
   if (!any_positive(n_ps) && !any_positive(n_gs)) a.fail("nothing to measure: -p and -n are both 0");
+  if (drafts_given && draft_path.empty()) a.fail("--draft N needs --model-draft M (--lookup N drafts without a model)");
+  for (int64_t n : n_drafts)
+    if (n > 256) a.fail("--draft: at most 256 proposals per step");
+  for (int64_t n : lookups)
+    if (n > 256) a.fail("--lookup: at most 256 proposals per step");
+  std::vector<SpecMode> spec_modes;
+  if (!draft_path.empty())
+    for (int64_t n : n_drafts) spec_modes.push_back({false, n});
+  for (int64_t n : lookups) spec_modes.push_back({true, n});
+  const std::string prompt_text = prompt_given ? read_text_file(a, "--prompt-file", prompt_file) : "";
+  if (prompt_given && spec_modes.empty()) a.fail("--prompt-file is the prompt of --model-draft / --lookup rows: give one");
+  if (!spec_modes.empty() && !any_positive(n_gs)) a.fail("--model-draft / --lookup rows need a generation length: -n > 0");
   Progress progress("fish bench");
   if (model.empty()) model = default_model(int32_t(threads[0]), progress);
 
   const int64_t max_tok = std::max(*std::max_element(n_ps.begin(), n_ps.end()), *std::max_element(n_gs.begin(), n_gs.end()));
   fish_model_params p = fish_model_default_params();
   p.n_ctx = int32_t(*std::max_element(depths.begin(), depths.end()) + max_tok + 16);
+  if (!spec_modes.empty()) {  // the prompt (its tokens counted as bytes at most), generation, proposals
+    int64_t max_draft = 16;
+    for (const SpecMode& sm : spec_modes) max_draft = std::max(max_draft, sm.n_draft);
+    const int64_t prompt_max = std::max<int64_t>(int64_t(prompt_text.size()) + 2, *std::max_element(depths.begin(), depths.end()) + 1);
+    p.n_ctx = int32_t(std::max<int64_t>(p.n_ctx, prompt_max + max_tok + max_draft + 16));
+  }
   p.progress = &Progress::callback;
   p.progress_user = &progress;
   p.gpu_requant = requant;
   p.n_seq = int32_t(*std::max_element(n_pars.begin(), n_pars.end()));
   std::vector<Result> results;  // per thread count: the GPU rows (if any), then the CPU rows
+  std::vector<std::string> verify_lines;  // the cost of a forward of N tokens, per loaded model
   fish_model_info info{};
   std::string detail;
   bool any_gpu = false;
+  // The speculative rows on a loaded target (sequence 0; -np does not apply):
+  // the draft model loads with the same placement, per -d (or the prompt file)
+  // and -n; then the cost of verifying, after the first of those prompts.
+  auto run_spec = [&](fish_model* m, int32_t gpu_layers, int32_t n_threads) {
+    fish_model* dm = nullptr;
+    if (!draft_path.empty()) {
+      fish_model_params dp = p;
+      dp.gpu_layers = gpu_layers, dp.n_threads = n_threads, dp.n_seq = 1;
+      fish_error* err = nullptr;
+      dm = fish_model_load(draft_path.c_str(), &dp, &err);
+      if (!dm) {
+        progress.finish();
+        std::fprintf(stderr, "fish bench: --model-draft: %s\n", fish_error_message(err));
+        std::exit(1);
+      }
+      if (const char* why = fish_spec_vocab_check(m, dm)) {
+        progress.finish();
+        std::fprintf(stderr, "fish bench: --model-draft %s cannot draft for %s: %s\n", draft_path.c_str(),
+                     model.c_str(), why);
+        std::exit(1);
+      }
+    }
+    fish_model_info ti{};
+    const std::string backend = backend_now(m, &ti);
+    std::vector<std::pair<std::vector<int32_t>, std::string>> prompts;  // (tokens, " @ dN")
+    if (prompt_given) {
+      std::vector<int32_t> t = tokenize_or_exit("bench", m, prompt_text, true, false);
+      if (t.empty()) t.push_back(ti.bos >= 0 ? ti.bos : 0);
+      prompts.emplace_back(t, " @ d" + std::to_string(t.size()));
+    } else {
+      for (int64_t d : depths) {
+        std::vector<int32_t> t;
+        if (ti.bos >= 0 || d == 0) t.push_back(ti.bos >= 0 ? ti.bos : 3);
+        const std::vector<int32_t> rest = bench_tokens(d, ti.n_vocab);
+        t.insert(t.end(), rest.begin(), rest.end());
+        prompts.emplace_back(t, d > 0 ? " @ d" + std::to_string(d) : "");
+      }
+    }
+    for (const auto& [toks, label] : prompts)
+      for (int64_t n : n_gs) {
+        if (n <= 0) continue;
+        for (SpecBenchRow& row : bench_speculative(m, dm, spec_modes, toks, n, label, int(reps), progress)) {
+          Result r{backend, ti.n_threads, ti.gpu_layers, row.test, 0, n, 1, row.samples, row};
+          results.push_back(r);
+        }
+      }
+    const auto costs = verify_costs(m, prompts.front().first, int(reps), progress);
+    std::string line = "verify cost, " + backend + ", " + std::to_string(ti.n_threads) + " threads, after " +
+                       std::to_string(prompts.front().first.size()) + " tokens: one forward of";
+    char buf[96];
+    for (const auto& [k, ms] : costs) {
+      if (k == 1) std::snprintf(buf, sizeof buf, " 1 token %.3f ms", ms);
+      else std::snprintf(buf, sizeof buf, ", %d: %.3f ms (%.2fx)", k, ms, costs.front().second > 0 ? ms / costs.front().second : 0.0);
+      line += buf;
+    }
+    verify_lines.push_back(line);
+    fish_model_free(dm);
+  };
   // Every test on one loaded model (the thread count is fixed at load).
   auto run_all = [&](int32_t gpu_layers, int32_t n_threads) {
     p.gpu_layers = gpu_layers;
@@ -300,6 +393,7 @@ static int cmd_bench(int argc, char** argv) {
         for (int64_t n : n_gs)
           if (n > 0) results.push_back(run_test(m, false, n, d, np, int(reps), progress));
       }
+    if (!spec_modes.empty()) run_spec(m, int32_t(gpu_layers), n_threads);
     if (on_gpu) {  // the backend's stage profile of these runs ("" unless the plugin profiles: FISH_GPU_PROFILE)
       char* prof = fish_backend_profile();
       if (prof && *prof) std::fprintf(stderr, "%s\n", prof);
@@ -329,7 +423,13 @@ static int cmd_bench(int argc, char** argv) {
                   r.gpu_layers, r.threads, kernels.c_str(), r.test.c_str(), (long long)r.n_prompt,
                   (long long)r.n_gen, (long long)r.n_par, r.mean(), r.sd());
       for (size_t k = 0; k < r.samples.size(); ++k) std::printf(k ? ", %.4f" : "%.4f", r.samples[k]);
-      std::printf("]}%s\n", i + 1 < results.size() ? "," : "");
+      std::printf("]");
+      if (!r.spec.kind.empty())
+        std::printf(", \"spec\": \"%s\", \"n_draft\": %lld, \"proposed\": %lld, \"accepted\": %lld, "
+                    "\"target_forwards\": %lld, \"same_text\": %s",
+                    r.spec.kind.c_str(), (long long)r.spec.n_draft, (long long)r.spec.proposed,
+                    (long long)r.spec.accepted, (long long)r.spec.steps, r.spec.same_text ? "true" : "false");
+      std::printf("}%s\n", i + 1 < results.size() ? "," : "");
     }
     std::printf("]\n");
     return 0;
@@ -349,6 +449,22 @@ static int cmd_bench(int argc, char** argv) {
     if (r.n_par > 1)
       std::printf("%s, %s, %d threads: %.2f tok/s per sequence\n", r.test.c_str(),
                   r.backend == "CPU" ? "CPU" : r.backend.c_str(), r.threads, r.mean() / double(r.n_par));
+  // Each speculative row against the greedy row before it (same prompt, backend, threads).
+  const Result* greedy_row = nullptr;
+  for (const Result& r : results) {
+    if (r.spec.kind == "greedy") greedy_row = &r;
+    if (r.spec.kind.empty() || r.spec.kind == "greedy" || !greedy_row) continue;
+    const SpecBenchRow& sr = r.spec;
+    std::printf("%s, %s, %d threads: %.2fx %s; %lld of %lld proposals accepted (%.1f%%), %.2f tokens per target "
+                "forward; %s\n",
+                r.test.c_str(), r.backend == "CPU" ? "CPU" : r.backend.c_str(), r.threads,
+                greedy_row->mean() > 0 ? r.mean() / greedy_row->mean() : 0.0, greedy_row->test.c_str(),
+                (long long)sr.accepted, (long long)sr.proposed,
+                sr.proposed ? 100.0 * double(sr.accepted) / double(sr.proposed) : 0.0,
+                sr.steps ? double(sr.generated) / double(sr.steps) : 0.0,
+                sr.same_text ? "the same text" : "THE TEXT DIFFERS from greedy decoding");
+  }
+  for (const std::string& line : verify_lines) std::printf("%s\n", line.c_str());
   if (any_gpu) {
     std::printf("\n%s\n", detail.c_str());
     // Each GPU row against the CPU row of the same test and thread count.

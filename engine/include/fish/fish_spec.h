@@ -18,8 +18,8 @@
  * plain sampling with the same seed.
  *
  * A fish_spec drives sequence 0 of both models (fish_eval / fish_kv_*): while
- * it is in use, evaluate or truncate it nowhere else (a step that finds it
- * changed fails; fish_spec_start starts such a model afresh). The models must
+ * it is in use, evaluate or truncate it nowhere else (a step that finds its
+ * length changed fails; see fish_spec_start for starting over). The models must
  * outlive it. One thread at a time, as for the models. */
 #ifndef FISH_FISH_SPEC_H
 #define FISH_FISH_SPEC_H
@@ -62,8 +62,10 @@ FISH_API void fish_spec_free(fish_spec* s);
 FISH_API const char* fish_spec_last_error(const fish_spec* s);
 
 /* Starts a context (a prompt: 1 <= n <= the target's n_ctx tokens): the
- * sampler starts afresh and remembers them; the target evaluates all but the
- * last (positions already holding the same tokens are kept). 0 or a status. */
+ * sampler starts afresh and remembers them; the target and the draft model
+ * evaluate all but the last (positions that this fish_spec left holding the
+ * same tokens are kept; a model whose sequence 0 was changed elsewhere since
+ * must be truncated to 0 first, or use a new fish_spec). 0 or a status. */
 FISH_API int fish_spec_start(fish_spec* s, const int32_t* tokens, int32_t n);
 /* One step: writes 1..cap tokens to out (the kept proposals, then the
  * target's own token) and returns their count, or -1 (fish_spec_last_error).

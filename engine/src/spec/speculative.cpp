@@ -86,6 +86,8 @@ void SpecDecoder::start(const int32_t* tokens, int32_t n) {
     draft_kv_.clear();
   }
   sync(target_, target_kv_, n - 1, false);
+  // The draft too, so that its first proposal costs one forward, not the prompt.
+  if (draft_ && n - 1 <= draft_->n_ctx()) sync(*draft_, draft_kv_, n - 1, false);
 }
 
 void SpecDecoder::shift(int32_t n_keep, int32_t n_discard) {
@@ -94,7 +96,9 @@ void SpecDecoder::shift(int32_t n_keep, int32_t n_discard) {
     throw Error("speculative decoding: cannot drop " + std::to_string(n_discard) + " tokens after " +
                 std::to_string(n_keep) + " of a " + std::to_string(n) + "-token context (its last token stays)");
   ctx_.erase(ctx_.begin() + n_keep, ctx_.begin() + n_keep + n_discard);
-  sync(target_, target_kv_, int32_t(ctx_.size()) - 1, false);  // the draft catches up when it next drafts
+  const int32_t m = int32_t(ctx_.size()) - 1;
+  sync(target_, target_kv_, m, false);
+  if (draft_ && m <= draft_->n_ctx()) sync(*draft_, draft_kv_, m, false);
 }
 
 void SpecDecoder::propose(int32_t max_k, std::vector<int32_t>& d) {

@@ -15,7 +15,7 @@
 // the random draws differ from plain sampling with the same seed.
 //
 // Drafts: a second model of the same vocabulary (its own KV, kept in step with
-// the context lazily: before drafting it evaluates what it lacks), greedy or
+// the context: before drafting it evaluates what it lacks), greedy or
 // sampled with the target's sampler settings; or, with no draft model, n-gram
 // lookup in the context (ngram_lookup.h).
 #pragma once
@@ -53,8 +53,8 @@ class SpecDecoder {
   SpecDecoder(SpecModel& target, SpecModel* draft, const SpecParams& params, const SamplerParams& sampling);
 
   // Starts a context (1 <= n <= the target's n_ctx): the sampler starts afresh
-  // and remembers these tokens; the target evaluates all but the last. KV
-  // positions that already hold the same tokens are kept.
+  // and remembers these tokens; the target (and the draft model) evaluate all
+  // but the last. KV positions that already hold the same tokens are kept.
   void start(const int32_t* tokens, int32_t n);
   // Drops context tokens [n_keep, n_keep + n_discard) (a context shift: the
   // last token stays) and re-evaluates those after them at their new positions.

@@ -1,0 +1,212 @@
+// Speculative decoding through the C API (fish_spec.h) on every test model of
+// ../shared/models: greedy text identical to plain decoding with the model as
+// its own draft, with n-gram lookup, and with another model of the same
+// vocabulary (TinyStories-656K Q4_0 <-> Q8_0); refusals with their reasons.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+#include <catch2/catch.hpp>
+
+#include "fish/fish.h"
+#include "fish/fish_spec.h"
+#include "test_paths.h"
+
+using fish::test::model_path;
+
+namespace {
+
+const char* const kModels[] = {"stories260K.gguf", "TinyStories-656K-Q8_0.gguf", "TinyStories-656K-Q4_0.gguf",
+                               "llama-2-tiny-random.gguf", "synth-tiny-Q4_K_M.gguf"};
+
+// A repetitive prompt: lookup finds the pattern in it and in what follows.
+const char* const kPrompt =
+    "One day, Tom and Sue went to the park. Tom said: \"Hi Sue!\" Sue said: \"Hi Tom!\" "
+    "One day, Tom and Sue went to the park. Tom said: \"Hi Sue!\" Sue said: \"Hi Tom!\" "
+    "One day, Tom and Sue went to the park. Tom said:";
+
+struct Model {
+  fish_model* m = nullptr;
+  explicit Model(const std::string& name, int32_t n_ctx = 256) {
+    fish_model_params p = fish_model_default_params();
+    p.n_threads = 2;
+    p.gpu_layers = 0;
+    p.n_ctx = n_ctx;
+    fish_error* err = nullptr;
+    m = fish_model_load(model_path(name).c_str(), &p, &err);
+    INFO(name << ": " << (err ? fish_error_message(err) : ""));
+    REQUIRE(m);
+  }
+  ~Model() { fish_model_free(m); }
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+};
+
+std::vector<int32_t> tokenize(fish_model* m, const std::string& text) {
+  std::vector<int32_t> ids(text.size() + 8);
+  const int32_t n = fish_tokenize(m, text.data(), text.size(), 1, 0, ids.data(), int32_t(ids.size()));
+  REQUIRE(n > 0);
+  ids.resize(size_t(n));
+  return ids;
+}
+
+fish_sampler_params greedy() {
+  fish_sampler_params sp = fish_sampler_default_params();
+  sp.temp = 0;
+  return sp;
+}
+
+// Plain decoding: one token per fish_eval, the sampler's choice; stops at an end token.
+std::vector<int32_t> plain(fish_model* m, const std::vector<int32_t>& prompt, int n) {
+  fish_model_info info{};
+  info.struct_size = sizeof info;
+  fish_model_get_info(m, &info);
+  const fish_sampler_params sp = greedy();
+  fish_sampler* s = fish_sampler_new(&sp);
+  REQUIRE(fish_kv_truncate(m, 0) == 0);
+  REQUIRE(fish_eval(m, prompt.data(), int32_t(prompt.size()), 0, 0) == 0);
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) {
+    int32_t tok = fish_sampler_sample(s, fish_get_logits(m, -1), info.n_vocab);
+    if (fish_token_is_eog(m, tok)) break;
+    out.push_back(tok);
+    REQUIRE(fish_eval(m, &tok, 1, int32_t(prompt.size() + out.size()) - 1, 0) == 0);
+  }
+  fish_sampler_free(s);
+  return out;
+}
+
+struct SpecRun {
+  std::vector<int32_t> tokens;
+  fish_spec_stats stats{};
+};
+
+SpecRun speculative(fish_model* target, fish_model* draft, int32_t n_draft, const std::vector<int32_t>& prompt, int n,
+                    const fish_sampler_params& sp = greedy()) {
+  fish_spec_params p = fish_spec_default_params();
+  p.draft = draft;
+  p.n_draft = n_draft;
+  fish_error* err = nullptr;
+  fish_spec* s = fish_spec_new(target, &p, &sp, &err);
+  INFO((err ? fish_error_message(err) : ""));
+  REQUIRE(s);
+  REQUIRE(fish_spec_start(s, prompt.data(), int32_t(prompt.size())) == 0);
+  SpecRun r;
+  std::vector<int32_t> buf(size_t(n_draft) + 1);
+  bool done = false;
+  while (!done && int(r.tokens.size()) < n) {
+    const int32_t got = fish_spec_step(s, buf.data(), std::min<int32_t>(int32_t(buf.size()), n - int32_t(r.tokens.size())));
+    INFO(fish_spec_last_error(s));
+    REQUIRE(got >= 1);
+    for (int32_t i = 0; i < got && !done; ++i)
+      if (fish_token_is_eog(target, buf[size_t(i)])) done = true;
+      else r.tokens.push_back(buf[size_t(i)]);
+  }
+  CHECK(fish_spec_n_tokens(s) >= int32_t(prompt.size() + r.tokens.size()));
+  r.stats.struct_size = sizeof r.stats;
+  fish_spec_get_stats(s, &r.stats);
+  fish_spec_free(s);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("greedy speculative decoding gives plain decoding's text on every test model", "[spec][models]") {
+  for (const char* name : kModels) {
+    INFO(name);
+    Model target(name), self_draft(name);
+    const std::vector<int32_t> prompt = tokenize(target.m, kPrompt);
+    const std::vector<int32_t> want = plain(target.m, prompt, 48);
+    REQUIRE(want.size() > 8);
+    for (const int32_t n_draft : {1, 4, 9}) {
+      INFO("n_draft " << n_draft);
+      // The model as its own draft: every proposal is the target's own choice.
+      const SpecRun d = speculative(target.m, self_draft.m, n_draft, prompt, 48);
+      CHECK(d.tokens == want);
+      CHECK(d.stats.proposed > 0);
+      CHECK(d.stats.accepted == d.stats.proposed);
+      CHECK(d.stats.steps <= (int64_t(want.size()) + n_draft) / (n_draft + 1) + 1);
+      const SpecRun l = speculative(target.m, nullptr, n_draft, prompt, 48);
+      CHECK(l.tokens == want);
+      CHECK(l.stats.draft_forwards == 0);
+      CHECK(l.stats.accepted > 0);  // the prompt repeats itself, and so do these models
+      std::printf("%-28s n_draft %d: lookup %lld/%lld accepted, %lld forwards for %zu tokens\n", name, n_draft,
+                  (long long)l.stats.accepted, (long long)l.stats.proposed, (long long)l.stats.steps, want.size());
+    }
+  }
+}
+
+TEST_CASE("TinyStories-656K Q4_0 drafts for Q8_0 and back with the target's greedy text", "[spec][models]") {
+  for (const auto& [t, d] : {std::pair<const char*, const char*>{"TinyStories-656K-Q8_0.gguf", "TinyStories-656K-Q4_0.gguf"},
+                             {"TinyStories-656K-Q4_0.gguf", "TinyStories-656K-Q8_0.gguf"}}) {
+    INFO(t << " drafted by " << d);
+    Model target(t), draft(d);
+    CHECK(fish_spec_vocab_check(target.m, draft.m) == nullptr);
+    const std::vector<int32_t> prompt = tokenize(target.m, "Once upon a time");
+    const std::vector<int32_t> want = plain(target.m, prompt, 64);
+    const SpecRun r = speculative(target.m, draft.m, 6, prompt, 64);
+    CHECK(r.tokens == want);
+    CHECK(r.stats.accepted > 0);
+    std::printf("%s drafted by %s: %lld/%lld accepted\n", t, d, (long long)r.stats.accepted,
+                (long long)r.stats.proposed);
+  }
+}
+
+TEST_CASE("sampled speculative decoding is reproducible for a seed and stays in the vocabulary", "[spec][models]") {
+  Model target("TinyStories-656K-Q8_0.gguf"), draft("TinyStories-656K-Q4_0.gguf");
+  const std::vector<int32_t> prompt = tokenize(target.m, "Once upon a time");
+  fish_sampler_params sp = fish_sampler_default_params();
+  sp.temp = 0.8f;
+  sp.seed = 11;
+  for (fish_model* d : {draft.m, static_cast<fish_model*>(nullptr)}) {
+    const SpecRun a = speculative(target.m, d, 5, prompt, 60, sp), b = speculative(target.m, d, 5, prompt, 60, sp);
+    CHECK(a.tokens == b.tokens);
+    for (int32_t t : a.tokens) CHECK((t >= 0 && t < 2048));
+  }
+}
+
+TEST_CASE("fish_spec refuses a draft it cannot use, naming why", "[spec][models]") {
+  Model small("stories260K.gguf"), other("TinyStories-656K-Q8_0.gguf"), random("llama-2-tiny-random.gguf");
+  const char* why = fish_spec_vocab_check(other.m, small.m);
+  REQUIRE(why);
+  CHECK(std::string(why) == "n_vocab 2048 in the target, 512 in the draft");
+  fish_spec_params p = fish_spec_default_params();
+  p.draft = small.m;
+  fish_error* err = nullptr;
+  CHECK(fish_spec_new(other.m, &p, nullptr, &err) == nullptr);
+  REQUIRE(err);
+  CHECK(std::string(fish_error_message(err)) ==
+        "the draft model's vocabulary is not the target's: n_vocab 2048 in the target, 512 in the draft");
+  fish_error_free(err);
+  err = nullptr;
+  p.draft = other.m;
+  CHECK(fish_spec_new(other.m, &p, nullptr, &err) == nullptr);
+  REQUIRE(err);
+  CHECK(std::string(fish_error_message(err)).find("load the file a second time") != std::string::npos);
+  fish_error_free(err);
+  err = nullptr;
+  p.draft = nullptr;
+  p.n_draft = 0;
+  CHECK(fish_spec_new(other.m, &p, nullptr, &err) == nullptr);
+  REQUIRE(err);
+  CHECK(std::string(fish_error_message(err)) == "speculative decoding: n_draft must be >= 1 (it is 0)");
+  fish_error_free(err);
+  CHECK(fish_spec_new(nullptr, nullptr, nullptr, nullptr) == nullptr);
+
+  p = fish_spec_default_params();
+  fish_spec* s = fish_spec_new(random.m, &p, nullptr, nullptr);
+  REQUIRE(s);
+  int32_t out[4];
+  CHECK(fish_spec_step(s, out, 4) == -1);
+  CHECK(std::string(fish_spec_last_error(s)) == "speculative decoding: no context (start one first)");
+  const int32_t bad[2] = {1, 32000};
+  CHECK(fish_spec_start(s, bad, 2) != 0);
+  CHECK(std::string(fish_spec_last_error(s)).find("token 32000 at 1 is outside the vocabulary") != std::string::npos);
+  CHECK(fish_spec_start(s, bad, 1) == 0);
+  CHECK(fish_spec_step(s, out, 0) == -1);
+  CHECK(fish_spec_step(s, out, 4) >= 1);
+  CHECK(fish_spec_shift(s, 0, 5) != 0);
+  fish_spec_free(s);
+  fish_spec_free(nullptr);
+  CHECK(fish_spec_step(nullptr, out, 4) == -1);
+}
