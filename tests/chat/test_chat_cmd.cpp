@@ -111,7 +111,7 @@ std::string crlf(std::string s) {  // what a terminal shows for s (ONLCR)
 
 }  // namespace
 
-TEST_CASE("fish chat: a model without a chat template is refused; --fallback chats in ChatML", "[chat][e2e][cli]") {
+TEST_CASE("fish chat: a model without a chat template is refused, --fallback chats in ChatML", "[chat][e2e][cli]") {
   if (!have_model()) FISH_SKIP("no " + model_path(kStories));
   const std::string m = model_path(kStories);
   ProcResult r = run_fish(chat_args(m, {}), "Hello\n");
@@ -173,7 +173,7 @@ TEST_CASE("fish chat: /reset starts over (the cache still serves the same prompt
   CHECK(t[1].evaluated == 1);
 }
 
-TEST_CASE("fish chat: a line ending in a backslash goes on; \"\"\" blocks; --system", "[chat][e2e][cli]") {
+TEST_CASE("fish chat: a line ending in a backslash goes on, \"\"\" blocks, --system", "[chat][e2e][cli]") {
   if (!have_model()) FISH_SKIP("no " + model_path(kStories));
   const std::string m = model_path(kStories);
   const std::string input = "line one\\\nline two\n/reset\n\"\"\"\nline one\nline two\n\"\"\"\n";
@@ -222,7 +222,7 @@ TEST_CASE("fish chat: a real template from the GGUF (BOS once), and one that ref
   std::remove(gm.c_str());
 }
 
-TEST_CASE("fish chat: the context's end stops a reply; a conversation that does not fit is refused",
+TEST_CASE("fish chat: the context's end stops a reply, a conversation that does not fit is refused",
           "[chat][e2e][cli]") {
   if (!have_model()) FISH_SKIP("no " + model_path(kStories));
   const std::string m = model_path(kStories);

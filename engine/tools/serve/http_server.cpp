@@ -1,0 +1,430 @@
+// fish serve's routes: see http_server.h.
+#include "serve/http_server.h"
+
+#include <httplib.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <ctime>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
+
+#include "serve/metrics.h"
+#include "serve/openai_request.h"
+#include "serve/openai_response.h"
+
+namespace fish::serve {
+
+using nlohmann::json;
+
+namespace {
+
+// The label /metrics counts a request under (aliases to their /v1 names).
+std::string path_label(const std::string& path) {
+  static const char* known[] = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health",
+                                "/metrics", "/tokenize", "/detokenize"};
+  for (const char* k : known)
+    if (path == k || "/v1" + path == k) return k;
+  if (path.rfind("/v1/models/", 0) == 0) return "/v1/models";
+  return "other";
+}
+
+bool same_secret(const std::string& a, const std::string& b) {
+  // Compares every byte whatever differs first (no early exit to time).
+  unsigned diff = unsigned(a.size() != b.size());
+  for (size_t i = 0; i < a.size(); ++i) diff |= unsigned(uint8_t(a[i]) ^ uint8_t(i < b.size() ? b[i] : 0));
+  return diff == 0;
+}
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(dump(body), "application/json");
+}
+
+void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status, error_body(e)); }
+
+ApiError error(int status, const std::string& message, const std::string& type = "invalid_request_error",
+               const std::string& param = "", const std::string& code = "") {
+  ApiError e;
+  e.status = status;
+  e.message = message;
+  e.type = type;
+  e.param = param;
+  e.code = code;
+  return e;
+}
+
+// A JSON request body, or the 400 that explains why not.
+std::optional<ApiError> parse_body(const httplib::Request& req, json* out) {
+  try {
+    *out = json::parse(req.body);
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    if (const size_t p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+    return error(400, "the request body is not valid JSON: " + what);
+  }
+  if (!out->is_object()) return error(400, "the request body must be a JSON object");
+  return std::nullopt;
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  HttpOptions opt;
+  Scheduler* sched;
+  ServeCounters* counters;
+  fish_model* vocab;
+  const fish_chat_template* tmpl;
+  std::string no_template;
+  int32_t n_vocab = 0, n_ctx = 0, bos = -1;
+  int64_t started = std::time(nullptr);
+  std::atomic<uint64_t> next_id{1};
+  std::mutex tok_mu;  // the vocab model and the template: one HTTP thread at a time
+  httplib::Server svr;
+
+  // Text to token ids (BOS as the model adds it, once).
+  std::optional<ApiError> tokenize(const std::string& text, bool add_special, bool parse_special,
+                                   std::vector<int32_t>* ids) {
+    std::lock_guard<std::mutex> lk(tok_mu);
+    ids->assign(text.size() + 16, 0);
+    int32_t n = fish_tokenize(vocab, text.data(), text.size(), add_special, parse_special, ids->data(),
+                              int32_t(ids->size()));
+    if (n < 0 && n != -INT32_MAX) {
+      ids->assign(size_t(-n), 0);
+      n = fish_tokenize(vocab, text.data(), text.size(), add_special, parse_special, ids->data(), int32_t(ids->size()));
+    }
+    if (n < 0) return error(400, std::string("the text could not be tokenized: ") + fish_last_error(vocab));
+    ids->resize(size_t(n));
+    if (ids->size() >= 2 && bos >= 0 && (*ids)[0] == bos && (*ids)[1] == bos) ids->erase(ids->begin());
+    return std::nullopt;
+  }
+
+  std::optional<ApiError> render_chat(const json& input, std::string* text) {
+    if (!tmpl) return error(400, no_template, "invalid_request_error", "messages");
+    const std::string in = dump(input);
+    char* out = nullptr;
+    size_t n = 0;
+    fish_error* err = nullptr;
+    int st;
+    {
+      std::lock_guard<std::mutex> lk(tok_mu);
+      st = fish_chat_template_render_json(tmpl, in.data(), in.size(), &out, &n, &err);
+    }
+    if (st != FISH_CHAT_OK) {
+      ApiError e = error(400, st == FISH_CHAT_RAISED ? fish_error_message(err)
+                                                     : std::string("the chat template failed: ") + fish_error_message(err),
+                         "invalid_request_error", "messages");
+      fish_error_free(err);
+      return e;
+    }
+    text->assign(out, n);
+    fish_free(out);
+    return std::nullopt;
+  }
+
+  std::optional<ApiError> check_ids(const std::vector<int32_t>& ids, const char* param) const {
+    for (int32_t t : ids)
+      if (t < 0 || t >= n_vocab)
+        return error(400, "token id " + std::to_string(t) + " is outside the vocabulary (0.." +
+                              std::to_string(n_vocab - 1) + ")", "invalid_request_error", param);
+    return std::nullopt;
+  }
+
+  void generation(const httplib::Request& req, httplib::Response& res, bool chat);
+  void stream(httplib::Response& res, const std::shared_ptr<Job>& job, const ResponseMeta& meta, bool include_usage);
+  void routes();
+};
+
+void HttpServer::Impl::generation(const httplib::Request& req, httplib::Response& res, bool chat) {
+  json body;
+  if (auto e = parse_body(req, &body)) return send_error(res, *e);
+  ParsedRequest pr;
+  if (auto e = chat ? parse_chat_request(body, opt.defaults, opt.seed_fixed, &pr)
+                    : parse_completion_request(body, opt.defaults, opt.seed_fixed, &pr))
+    return send_error(res, *e);
+  std::vector<int32_t> prompt;
+  if (chat) {
+    std::string text;
+    if (auto e = render_chat(pr.template_input, &text)) return send_error(res, *e);
+    if (auto e = tokenize(text, true, true, &prompt)) return send_error(res, *e);
+  } else if (pr.prompt_is_tokens) {
+    prompt = pr.prompt_tokens;
+    if (auto e = check_ids(prompt, "prompt")) return send_error(res, *e);
+  } else if (auto e = tokenize(pr.prompt_text, true, true, &prompt)) {
+    return send_error(res, *e);
+  }
+  const char* param = chat ? "messages" : "prompt";
+  if (prompt.empty()) return send_error(res, error(400, "the prompt is empty", "invalid_request_error", param));
+  if (int32_t(prompt.size()) >= n_ctx)
+    return send_error(res, error(400,
+                                 "This model's maximum context length is " + std::to_string(n_ctx) +
+                                     " tokens. However, your prompt is " + std::to_string(prompt.size()) +
+                                     " tokens (one more at least is needed to generate).",
+                                 "invalid_request_error", param, "context_length_exceeded"));
+  auto job = std::make_shared<Job>(std::move(prompt), pr.gen);
+  switch (sched->submit(job)) {
+    case Scheduler::Submit::kOk:
+      break;
+    case Scheduler::Submit::kQueueFull:
+      res.set_header("Retry-After", "1");
+      return send_error(res, error(503, "the server is busy: every sequence is taken and the queue is full; retry later",
+                                   "server_error", "", "overloaded"));
+    case Scheduler::Submit::kDraining:
+      return send_error(res, error(503, "the server is shutting down", "server_error", "", "shutting_down"));
+  }
+  char id[48];
+  std::snprintf(id, sizeof id, "%s-%012llx", chat ? "chatcmpl" : "cmpl", (unsigned long long)next_id++);
+  ResponseMeta meta{chat, id, opt.model_id, int64_t(std::time(nullptr))};
+  if (pr.stream) return stream(res, job, meta, pr.include_usage);
+
+  std::string text;
+  std::vector<TokenLogprob> lps;
+  std::vector<Delta> ds;
+  for (bool done = false; !done;) {
+    ds.clear();
+    done = job->wait(std::chrono::milliseconds(1000), &ds);
+    for (Delta& d : ds) {
+      text += d.text;
+      for (TokenLogprob& t : d.logprobs) lps.push_back(std::move(t));
+    }
+  }
+  if (!job->error().empty())
+    return send_error(res, error(sched->draining() ? 503 : 500, job->error(), "server_error"));
+  size_t offset = 0;
+  json lj;
+  if (pr.gen.top_logprobs >= 0) lj = logprobs_json(chat, lps, pr.gen.top_logprobs > 0, &offset);
+  send_json(res, 200, full_response(meta, text, job->finish_reason(), job->usage(), pr.gen.top_logprobs >= 0 ? &lj : nullptr));
+}
+
+void HttpServer::Impl::stream(httplib::Response& res, const std::shared_ptr<Job>& job, const ResponseMeta& meta,
+                              bool include_usage) {
+  struct State {
+    bool first = true;
+    size_t offset = 0;  // completion text so far (completions' text_offset)
+  };
+  auto st = std::make_shared<State>();
+  const bool want_lp = job->params.top_logprobs >= 0, with_top = job->params.top_logprobs > 0;
+  Scheduler* s = sched;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [job, meta, include_usage, st, want_lp, with_top, s](size_t, httplib::DataSink& sink) {
+        std::vector<Delta> ds;
+        const bool done = job->wait(std::chrono::milliseconds(200), &ds);
+        std::string text;
+        std::vector<TokenLogprob> lps;
+        for (Delta& d : ds) {
+          text += d.text;
+          for (TokenLogprob& t : d.logprobs) lps.push_back(std::move(t));
+        }
+        std::string out;
+        if (!text.empty() || !lps.empty() || (st->first && meta.chat)) {
+          const json lj = want_lp ? logprobs_json(meta.chat, lps, with_top, &st->offset) : json(nullptr);
+          out += sse_event(stream_chunk(meta, text, st->first, "", lj, nullptr));
+          st->first = false;
+        }
+        if (done) {
+          if (!job->error().empty()) {
+            out += sse_event(error_body(error(500, job->error(), "server_error")));
+          } else {
+            out += sse_event(stream_chunk(meta, "", st->first, job->finish_reason(), want_lp ? logprobs_json(meta.chat, {}, with_top, &st->offset) : json(nullptr), &job->usage()));
+            if (include_usage) out += sse_event(usage_chunk(meta, job->usage()));
+          }
+          out += "data: [DONE]\n\n";
+        }
+        if (!out.empty() && !sink.write(out.data(), out.size())) {
+          s->cancel(job);  // the client went away: its sequence is freed at the next step
+          return false;
+        }
+        if (done) sink.done();
+        return true;
+      },
+      [job, s](bool success) {
+        if (!success) s->cancel(job);
+      });
+}
+
+void HttpServer::Impl::routes() {
+  svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (opt.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    const std::string auth = req.get_header_value("Authorization");
+    const std::string prefix = "Bearer ";
+    if (auth.rfind(prefix, 0) == 0 && same_secret(auth.substr(prefix.size()), opt.api_key))
+      return httplib::Server::HandlerResponse::Unhandled;
+    res.set_header("WWW-Authenticate", "Bearer");
+    send_error(res, error(401, auth.empty() ? "no API key: send it as 'Authorization: Bearer KEY'" : "invalid API key",
+                          "invalid_request_error", "", "invalid_api_key"));
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // Every answer of 400 and up without a body gets an OpenAI-style one (404, 413, ...).
+  svr.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    std::string msg = "HTTP " + std::to_string(res.status);
+    if (res.status == 404) msg = "unknown request URL: " + req.method + " " + req.path;
+    if (res.status == 405) msg = "method " + req.method + " not allowed on " + req.path;
+    if (res.status == 413) msg = "the request body is too large";
+    send_error(res, error(res.status, msg));
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown error";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    send_error(res, error(500, "internal error: " + what, "server_error"));
+  });
+  svr.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    counters->count_request(path_label(req.path), res.status);
+    if (opt.verbose) std::fprintf(stderr, "fish serve: %s %s %d\n", req.method.c_str(), req.path.c_str(), res.status);
+  });
+
+  auto chat = [this](const httplib::Request& req, httplib::Response& res) { generation(req, res, true); };
+  auto completions = [this](const httplib::Request& req, httplib::Response& res) { generation(req, res, false); };
+  for (const char* p : {"/v1/chat/completions", "/chat/completions"}) svr.Post(p, chat);
+  for (const char* p : {"/v1/completions", "/completions"}) svr.Post(p, completions);
+
+  auto model_json = [this] {
+    return json{{"id", opt.model_id}, {"object", "model"}, {"created", started}, {"owned_by", "fish"},
+                {"meta", {{"n_ctx", n_ctx}, {"n_vocab", n_vocab}, {"n_seq", sched->n_slots()}}}};
+  };
+  auto models = [model_json](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, json{{"object", "list"}, {"data", json::array({model_json()})}});
+  };
+  for (const char* p : {"/v1/models", "/models"}) svr.Get(p, models);
+  svr.Get(R"(/v1/models/(.+))", [this, model_json](const httplib::Request& req, httplib::Response& res) {
+    if (req.matches[1] == opt.model_id) return send_json(res, 200, model_json());
+    send_error(res, error(404, "the model '" + std::string(req.matches[1]) + "' does not exist (this server has '" +
+                                   opt.model_id + "')", "invalid_request_error", "model", "model_not_found"));
+  });
+
+  svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    if (sched->draining()) return send_json(res, 503, json{{"status", "shutting down"}});
+    send_json(res, 200, json{{"status", "ok"}});
+  });
+  svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(prometheus_text(*counters, sched->n_slots()), "text/plain; version=0.0.4");
+  });
+
+  svr.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    json body;
+    if (auto e = parse_body(req, &body)) return send_error(res, *e);
+    const auto c = body.find("content");
+    if (c == body.end() || !c->is_string())
+      return send_error(res, error(400, "'content' must be a string", "invalid_request_error", "content"));
+    bool add_special = true, parse_special = true, with_pieces = false;
+    for (auto [name, dst] : {std::pair{"add_special", &add_special}, {"parse_special", &parse_special},
+                             {"with_pieces", &with_pieces}}) {
+      const auto it = body.find(name);
+      if (it == body.end() || it->is_null()) continue;
+      if (!it->is_boolean())
+        return send_error(res, error(400, std::string("'") + name + "' must be a boolean", "invalid_request_error", name));
+      *dst = it->get<bool>();
+    }
+    std::vector<int32_t> ids;
+    if (auto e = tokenize(c->get<std::string>(), add_special, parse_special, &ids)) return send_error(res, *e);
+    json toks = json::array();
+    for (int32_t t : ids) {
+      if (!with_pieces) {
+        toks.push_back(t);
+        continue;
+      }
+      char buf[256];
+      std::lock_guard<std::mutex> lk(tok_mu);
+      int32_t n = fish_token_to_piece(vocab, t, buf, sizeof buf, 1);
+      toks.push_back(json{{"id", t}, {"piece", std::string(buf, size_t(n > 0 ? n : 0))}});
+    }
+    send_json(res, 200, json{{"tokens", toks}});
+  });
+  svr.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    json body;
+    if (auto e = parse_body(req, &body)) return send_error(res, *e);
+    const auto t = body.find("tokens");
+    if (t == body.end() || !t->is_array())
+      return send_error(res, error(400, "'tokens' must be an array of token ids", "invalid_request_error", "tokens"));
+    std::vector<int32_t> ids;
+    for (const json& x : *t) {
+      if (!x.is_number_integer() || x.get<int64_t>() < INT32_MIN || x.get<int64_t>() > INT32_MAX)
+        return send_error(res, error(400, "'tokens' must be an array of token ids", "invalid_request_error", "tokens"));
+      ids.push_back(int32_t(x.get<int64_t>()));
+    }
+    if (auto e = check_ids(ids, "tokens")) return send_error(res, *e);
+    std::string text;
+    {
+      std::lock_guard<std::mutex> lk(tok_mu);
+      int32_t n = fish_detokenize(vocab, ids.data(), int32_t(ids.size()), nullptr, 0, 0);
+      if (n < 0) {
+        text.resize(size_t(-n));
+        n = fish_detokenize(vocab, ids.data(), int32_t(ids.size()), text.data(), int32_t(text.size()), 0);
+      }
+      text.resize(size_t(n > 0 ? n : 0));
+    }
+    send_json(res, 200, json{{"content", text}});
+  });
+}
+
+HttpServer::HttpServer(const HttpOptions& opt, Scheduler* sched, ServeCounters* counters, fish_model* vocab,
+                       const fish_chat_template* tmpl, std::string no_template)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& i = *impl_;
+  i.opt = opt;
+  i.sched = sched;
+  i.counters = counters;
+  i.vocab = vocab;
+  i.tmpl = tmpl;
+  i.no_template = std::move(no_template);
+  fish_model_info info{};
+  info.struct_size = sizeof info;
+  fish_model_get_info(vocab, &info);
+  i.n_vocab = info.n_vocab;
+  i.bos = info.bos;
+  i.n_ctx = sched->n_ctx();
+  const int threads = opt.threads;
+  i.svr.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+  i.svr.set_payload_max_length(size_t(16) << 20);
+  i.svr.set_keep_alive_max_count(1000);
+  i.routes();
+}
+
+HttpServer::~HttpServer() = default;
+
+bool HttpServer::bind(std::string* error) {
+  Impl& i = *impl_;
+  // Our own socket options: SO_REUSEADDR only (httplib's default adds
+  // SO_REUSEPORT, which would let a second server share the port silently),
+  // and the socket kept to raise its backlog below.
+  int fd = -1;
+  i.svr.set_socket_options([&fd](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    fd = sock;
+  });
+  bool ok = false;
+  if (i.opt.port == 0) {
+    port_ = i.svr.bind_to_any_port(i.opt.host);
+    ok = port_ > 0;
+  } else if (i.svr.bind_to_port(i.opt.host, i.opt.port)) {
+    port_ = i.opt.port;
+    ok = true;
+  }
+  // This cpp-httplib listens with a backlog of 5: many clients connecting at
+  // once would have their SYNs dropped and retried a second later.
+  if (ok && fd >= 0) ::listen(fd, SOMAXCONN);
+  if (ok) return true;
+  *error = "cannot listen on " + i.opt.host + ":" + std::to_string(i.opt.port) + " (in use, or not an address of this machine)";
+  return false;
+}
+
+void HttpServer::listen() { impl_->svr.listen_after_bind(); }
+
+void HttpServer::stop() { impl_->svr.stop(); }
+
+}  // namespace fish::serve

@@ -1,0 +1,81 @@
+// One generation request as the scheduler runs it (a "job"): what to
+// generate, and the channel its results come back through. The HTTP thread
+// that made it waits on the channel; the scheduler thread fills it.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "fish/fish.h"
+
+namespace fish::serve {
+
+struct GenParams {
+  fish_sampler_params sampler = fish_sampler_default_params();
+  int32_t max_tokens = -1;         // < 0: until the context's end
+  std::vector<std::string> stop;   // stop strings (never part of the text)
+  int32_t top_logprobs = -1;       // < 0: no logprobs; n >= 0: the chosen token's and the n likeliest
+  bool ignore_eos = false;
+};
+
+// The log-probability of one generated token under the model (the logits
+// before temperature and truncation), and the likeliest alternatives.
+struct TokenLogprob {
+  int32_t id = 0;
+  std::string piece;
+  float logprob = 0;
+  std::vector<std::pair<std::string, float>> top;  // piece, logprob; likeliest first
+};
+
+// Text that can go out, and the tokens sampled since the previous delta.
+struct Delta {
+  std::string text;
+  std::vector<TokenLogprob> logprobs;  // empty unless logprobs were asked for
+};
+
+struct Usage {
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+  int32_t cached_tokens = 0;  // prompt tokens the prefix cache held (not evaluated)
+};
+
+class Job {
+ public:
+  Job(std::vector<int32_t> prompt, GenParams params) : prompt(std::move(prompt)), params(std::move(params)) {}
+
+  const std::vector<int32_t> prompt;
+  const GenParams params;
+  const std::chrono::steady_clock::time_point created = std::chrono::steady_clock::now();
+
+  // The client went away (or the server aborts): the scheduler frees the
+  // sequence at its next step. Callers use Scheduler::cancel, which wakes it.
+  std::atomic<bool> cancelled{false};
+
+  // ---- scheduler side ------------------------------------------------------
+  void push(Delta d);
+  // The end: "stop" or "length", or an error message (error non-empty).
+  void finish(const std::string& finish_reason, const Usage& usage, const std::string& error = "");
+
+  // ---- HTTP side -----------------------------------------------------------
+  // Waits up to timeout for news; moves out the deltas that came. True once
+  // the job has finished (and every delta has been taken).
+  bool wait(std::chrono::milliseconds timeout, std::vector<Delta>* out);
+  // After wait() returned true:
+  const std::string& finish_reason() const { return finish_reason_; }
+  const std::string& error() const { return error_; }
+  const Usage& usage() const { return usage_; }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Delta> pending_;
+  bool finished_ = false;
+  std::string finish_reason_, error_;
+  Usage usage_;
+};
+
+}  // namespace fish::serve

@@ -1,0 +1,50 @@
+// The OpenAI request bodies fish serve takes, checked field by field: a
+// known field of the wrong type or out of range is a 400 naming it (as
+// OpenAI's "param"); fields fish does not know are ignored, as clients send
+// many. /v1/chat/completions: messages (string content, null, or text parts),
+// tools (passed to the template), stream, stream_options.include_usage,
+// max_tokens / max_completion_tokens, temperature, top_p, top_k, min_p, seed,
+// stop, logprobs + top_logprobs (0..20), n (1 only), presence_penalty and
+// frequency_penalty (accepted, not applied), repeat_penalty, repeat_last_n,
+// ignore_eos. /v1/completions: prompt (a string, token ids, or a list of one
+// of those), the same sampling fields, logprobs (0..20), echo (false only),
+// suffix (empty only), best_of (1 only).
+#pragma once
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "serve/job.h"
+
+namespace fish::serve {
+
+// An error answer: HTTP status and OpenAI's error object.
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // "" -> null
+  std::string code;   // "" -> null
+};
+
+struct ParsedRequest {
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  // Chat: the template's input ({"messages", "add_generation_prompt", "tools"}).
+  nlohmann::json template_input;
+  // Completions: the prompt as text, or as token ids (prompt_is_tokens).
+  std::string prompt_text;
+  std::vector<int32_t> prompt_tokens;
+  bool prompt_is_tokens = false;
+  GenParams gen;
+};
+
+// defaults: the server's sampling flags (a request without "seed" gets
+// defaults.seed when seed_fixed, else a random one).
+std::optional<ApiError> parse_chat_request(const nlohmann::json& body, const fish_sampler_params& defaults,
+                                           bool seed_fixed, ParsedRequest* out);
+std::optional<ApiError> parse_completion_request(const nlohmann::json& body, const fish_sampler_params& defaults,
+                                                 bool seed_fixed, ParsedRequest* out);
+
+}  // namespace fish::serve

@@ -1,0 +1,111 @@
+// OpenAI answer bodies: see openai_response.h.
+#include "serve/openai_response.h"
+
+#include "fish/fish.h"
+
+namespace fish::serve {
+
+using nlohmann::json;
+
+namespace {
+
+json or_null(const std::string& s) { return s.empty() ? json(nullptr) : json(s); }
+
+json bytes_of(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(int(c));
+  return b;
+}
+
+std::string fingerprint() { return std::string("fish-") + fish_version(); }
+
+json choice_message(const ResponseMeta& meta, const std::string& text) {
+  if (!meta.chat) return text;
+  return json{{"role", "assistant"}, {"content", text}};
+}
+
+}  // namespace
+
+json error_body(const ApiError& e) {
+  return json{{"error", {{"message", e.message}, {"type", e.type}, {"param", or_null(e.param)}, {"code", or_null(e.code)}}}};
+}
+
+json usage_json(const Usage& u) {
+  return json{{"prompt_tokens", u.prompt_tokens},
+              {"completion_tokens", u.completion_tokens},
+              {"total_tokens", u.prompt_tokens + u.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+
+json logprobs_json(bool chat, const std::vector<TokenLogprob>& lps, bool with_top, size_t* offset) {
+  if (chat) {
+    json content = json::array();
+    for (const TokenLogprob& t : lps) {
+      json top = json::array();
+      for (const auto& [piece, lp] : t.top) top.push_back({{"token", piece}, {"logprob", lp}, {"bytes", bytes_of(piece)}});
+      content.push_back({{"token", t.piece}, {"logprob", t.logprob}, {"bytes", bytes_of(t.piece)}, {"top_logprobs", top}});
+    }
+    return json{{"content", content}, {"refusal", nullptr}};
+  }
+  json tokens = json::array(), lp = json::array(), top = json::array(), off = json::array();
+  for (const TokenLogprob& t : lps) {
+    tokens.push_back(t.piece);
+    lp.push_back(t.logprob);
+    json alt = json::object();
+    for (const auto& [piece, l] : t.top) alt[piece] = l;
+    top.push_back(alt);
+    off.push_back(*offset);
+    *offset += t.piece.size();
+  }
+  return json{{"tokens", tokens}, {"token_logprobs", lp}, {"top_logprobs", with_top ? top : json(nullptr)}, {"text_offset", off}};
+}
+
+json full_response(const ResponseMeta& meta, const std::string& text, const std::string& finish_reason,
+                   const Usage& usage, const json* lps) {
+  json choice{{"index", 0}, {"logprobs", lps ? *lps : json(nullptr)}, {"finish_reason", finish_reason}};
+  choice[meta.chat ? "message" : "text"] = choice_message(meta, text);
+  return json{{"id", meta.id},
+              {"object", meta.chat ? "chat.completion" : "text_completion"},
+              {"created", meta.created},
+              {"model", meta.model},
+              {"system_fingerprint", fingerprint()},
+              {"choices", json::array({choice})},
+              {"usage", usage_json(usage)}};
+}
+
+json stream_chunk(const ResponseMeta& meta, const std::string& text, bool first, const std::string& finish_reason,
+                  const json& lps, const Usage* usage) {
+  json choice{{"index", 0}, {"logprobs", lps}, {"finish_reason", or_null(finish_reason)}};
+  if (meta.chat) {
+    json delta = json::object();
+    if (first) delta["role"] = "assistant";
+    if (first || !text.empty()) delta["content"] = text;
+    choice["delta"] = delta;
+  } else {
+    choice["text"] = text;
+  }
+  json c{{"id", meta.id},
+         {"object", meta.chat ? "chat.completion.chunk" : "text_completion"},
+         {"created", meta.created},
+         {"model", meta.model},
+         {"system_fingerprint", fingerprint()},
+         {"choices", json::array({choice})}};
+  if (usage) c["usage"] = usage_json(*usage);
+  return c;
+}
+
+json usage_chunk(const ResponseMeta& meta, const Usage& usage) {
+  return json{{"id", meta.id},
+              {"object", meta.chat ? "chat.completion.chunk" : "text_completion"},
+              {"created", meta.created},
+              {"model", meta.model},
+              {"system_fingerprint", fingerprint()},
+              {"choices", json::array()},
+              {"usage", usage_json(usage)}};
+}
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string sse_event(const json& j) { return "data: " + dump(j) + "\n\n"; }
+
+}  // namespace fish::serve

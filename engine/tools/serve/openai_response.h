@@ -1,0 +1,45 @@
+// The OpenAI answer bodies fish serve writes: whole responses, stream chunks
+// (server-sent events), error objects, usage and logprobs in both the chat
+// and the completions shape.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "serve/job.h"
+#include "serve/openai_request.h"
+
+namespace fish::serve {
+
+struct ResponseMeta {
+  bool chat = false;   // chat.completion(.chunk) or text_completion
+  std::string id;      // "chatcmpl-..." / "cmpl-..."
+  std::string model;
+  int64_t created = 0; // Unix seconds
+};
+
+// {"error": {"message", "type", "param", "code"}}
+nlohmann::json error_body(const ApiError& e);
+nlohmann::json usage_json(const Usage& u);
+// Logprobs of tokens, as chat ({"content": [...]}) or completions ({"tokens",
+// "token_logprobs", "top_logprobs", "text_offset"}) want them; *offset: the
+// completion text's length before these tokens (advanced past them).
+nlohmann::json logprobs_json(bool chat, const std::vector<TokenLogprob>& lps, bool with_top, size_t* offset);
+
+// The non-streaming answer. lps: null when logprobs were not asked for.
+nlohmann::json full_response(const ResponseMeta& meta, const std::string& text, const std::string& finish_reason,
+                             const Usage& usage, const nlohmann::json* lps);
+// One stream chunk: text (chat: delta.content; the first chunk also carries
+// the role), finish_reason "" for none, usage null for none.
+nlohmann::json stream_chunk(const ResponseMeta& meta, const std::string& text, bool first,
+                            const std::string& finish_reason, const nlohmann::json& lps, const Usage* usage);
+// stream_options.include_usage: the last chunk, no choices.
+nlohmann::json usage_chunk(const ResponseMeta& meta, const Usage& usage);
+
+// JSON text; invalid UTF-8 (a token that is part of a character) becomes U+FFFD.
+std::string dump(const nlohmann::json& j);
+// "data: <json>\n\n"
+std::string sse_event(const nlohmann::json& j);
+
+}  // namespace fish::serve
