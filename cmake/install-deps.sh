@@ -2,11 +2,12 @@
 # Installs (Debian 12, apt) what building and testing fish needs, when missing.
 # Usage: cmake/install-deps.sh [--tests]   (--tests adds Catch2, Mesa's lavapipe
 # Vulkan driver, SPIRV-Tools, clang 14 with its sanitizer and libFuzzer
-# runtimes and ccache for the fuzz build, and Node.js with npm for fish serve's
-# tests with the openai package). Needs root or sudo only when something is missing.
+# runtimes and ccache for the fuzz build, Node.js with npm for fish serve's
+# tests with the openai package, and python3-venv/-setuptools/-pytest/-numpy
+# for the Python package's). Needs root or sudo only when something is missing.
 set -e
 pkgs="cmake ninja-build g++ pkg-config libvulkan-dev glslc libcpp-httplib-dev nlohmann-json3-dev"
-[ "${1:-}" = "--tests" ] && pkgs="$pkgs catch2 spirv-tools mesa-vulkan-drivers vulkan-tools clang-14 libclang-rt-14-dev ccache"
+[ "${1:-}" = "--tests" ] && pkgs="$pkgs catch2 spirv-tools mesa-vulkan-drivers vulkan-tools clang-14 libclang-rt-14-dev ccache python3-venv python3-setuptools python3-pytest python3-numpy"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -1,0 +1,65 @@
+"""Token sampling (fish_sampler_*): temperature, top-k, top-p, min-p and a
+repetition penalty; temperature 0 is greedy."""
+import ctypes as C
+import random
+
+from . import _lib
+from .errors import FishError
+
+
+class Sampler:
+    def __init__(self, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.0, repeat_last_n=64,
+                 seed=None):
+        L = _lib.lib()
+        p = L.fish_sampler_default_params()
+        p.temp = float(temperature)
+        p.top_k = int(top_k)
+        p.top_p = float(top_p)
+        p.min_p = float(min_p)
+        p.repeat_penalty = float(repeat_penalty)
+        p.repeat_last_n = int(repeat_last_n)
+        p.seed = random.getrandbits(64) if seed is None else int(seed) & (2**64 - 1)
+        why = L.fish_sampler_params_check(C.byref(p))
+        if why:
+            raise ValueError(why.decode())
+        self._h = L.fish_sampler_new(C.byref(p))
+        if not self._h:
+            raise FishError("fish_sampler_new failed")
+
+    def sample(self, model, i=-1):
+        """A token from the logits of token i of the model's last eval."""
+        ptr = _lib.lib().fish_get_logits(model.handle, int(i))
+        return self._sample_ptr(ptr, model.n_vocab)
+
+    def sample_ith(self, model, row):
+        """A token from the logits of row `row` of the model's last decode."""
+        ptr = _lib.lib().fish_get_logits_ith(model.handle, int(row))
+        return self._sample_ptr(ptr, model.n_vocab)
+
+    def sample_logits(self, logits):
+        """A token from a sequence of floats (a numpy array or a list)."""
+        arr = (C.c_float * len(logits))(*[float(x) for x in logits])
+        return self._sample_ptr(arr, len(logits))
+
+    def _sample_ptr(self, ptr, n):
+        if not ptr:
+            raise FishError("no logits for that row")
+        t = _lib.lib().fish_sampler_sample(self._h, C.cast(ptr, C.POINTER(C.c_float)), int(n))
+        if t < 0:
+            raise FishError("sampling failed")
+        return t
+
+    def accept(self, token):
+        """Records a token of the context (for the repetition penalty)."""
+        _lib.lib().fish_sampler_accept(self._h, int(token))
+
+    def close(self):
+        if self._h:
+            _lib.lib().fish_sampler_free(self._h)
+            self._h = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass

@@ -1,0 +1,65 @@
+"""Generation: greedy text against the reference and `fish run`, streaming
+pieces, stop strings, seeds, sampling errors, and the KV prefix kept between
+calls."""
+import pytest
+
+import fish
+from conftest import STORIES, STORIES_FROM_BOS, run_fish
+
+
+def test_greedy_from_bos_is_the_reference(stories):
+    g = stories.generate("", max_tokens=48, temperature=0)
+    pieces = list(g)
+    assert "".join(pieces) == STORIES_FROM_BOS
+    assert len(pieces) > 10  # it streamed
+    assert g.finish_reason == "length"
+    assert len(g.tokens) == 48
+    assert g.tokens[:5] == [403, 407, 261, 378, 432]  # SOURCES.md's ids
+
+
+def test_equal_to_fish_run(stories):
+    ref = run_fish("run", "-m", STORIES, "-p", "Once upon a time", "-n", "40", "--temp", "0", "-t", "2")
+    assert stories.generate("Once upon a time", max_tokens=40, temperature=0, stream=False) == ref[:-1]
+
+
+def test_the_prompt_prefix_stays_cached(stories):
+    a = stories.generate("Lily went to the park and", max_tokens=8, temperature=0)
+    text = "".join(a)
+    b = stories.generate("Lily went to the park and", max_tokens=8, temperature=0)
+    assert "".join(b) == text
+    assert b.reused_tokens == b.prompt_tokens - 1
+
+
+def test_stop_strings(stories):
+    cut = STORIES_FROM_BOS.index("Lily")
+    g = stories.generate("", max_tokens=48, temperature=0, stop=["Lily", "never"])
+    assert "".join(g) == STORIES_FROM_BOS[:cut]
+    assert g.finish_reason == "stop"
+    # A stop string spread over several tokens.
+    cut2 = STORIES_FROM_BOS.index("loved to")
+    assert stories.generate("", max_tokens=48, temperature=0, stop=["loved to"], stream=False) == STORIES_FROM_BOS[:cut2]
+
+
+def test_seeded_sampling_repeats_and_bad_parameters_are_refused(stories):
+    kw = dict(max_tokens=24, temperature=1.0, top_k=40, top_p=0.9, min_p=0.02, seed=11, stream=False)
+    assert stories.generate("Once", **kw) == stories.generate("Once", **kw)
+    with pytest.raises(ValueError, match="top_p"):
+        stories.generate("Once", top_p=2.0, stream=False)
+    with pytest.raises(ValueError, match="does not fit"):
+        stories.generate(list(range(3, 3 + 100)) * 30, stream=False)
+
+
+def test_ignore_eos_runs_to_max_tokens(stories):
+    g = stories.generate("", max_tokens=300, temperature=0, ignore_eos=True)
+    "".join(g)
+    assert len(g.tokens) == 300 and 2 not in g.tokens
+
+
+def test_sampler_alone(stories):
+    s = fish.Sampler(temperature=0)
+    stories.kv_truncate(0)
+    stories.eval([1])
+    assert s.sample(stories) == 403
+    assert s.sample_logits([0.0, 5.0, 1.0]) == 1
+    with pytest.raises(ValueError):
+        fish.Sampler(temperature=-1)
