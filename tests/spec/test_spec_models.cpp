@@ -27,10 +27,10 @@ const char* const kPrompt =
 
 struct Model {
   fish_model* m = nullptr;
-  explicit Model(const std::string& name, int32_t n_ctx = 256) {
+  explicit Model(const std::string& name, int32_t n_ctx = 256, int32_t gpu_layers = 0) {
     fish_model_params p = fish_model_default_params();
     p.n_threads = 2;
-    p.gpu_layers = 0;
+    p.gpu_layers = gpu_layers;
     p.n_ctx = n_ctx;
     fish_error* err = nullptr;
     m = fish_model_load(model_path(name).c_str(), &p, &err);
@@ -210,3 +210,26 @@ TEST_CASE("fish_spec refuses a draft it cannot use, naming why", "[spec][models]
   fish_spec_free(nullptr);
   CHECK(fish_spec_step(nullptr, out, 4) == -1);
 }
+
+#ifdef FISH_TEST_REFERENCE
+TEST_CASE("speculative decoding on the reference plugin's span gives its plain greedy text", "[spec][models][plugin]") {
+  // The verify forward of several rows and the truncation of the device's KV
+  // through a backend (the reference plugin stands in for a GPU).
+  fish_backend_use_file(FISH_TEST_REFERENCE);
+  for (const char* name : {"stories260K.gguf", "synth-tiny-Q4_K_M.gguf"}) {
+    INFO(name);
+    Model target(name, 256, -1), self_draft(name, 256, -1);
+    fish_model_info info{};
+    info.struct_size = sizeof info;
+    fish_model_get_info(target.m, &info);
+    CHECK(info.gpu_layers == info.n_layer);
+    const std::vector<int32_t> prompt = tokenize(target.m, kPrompt);
+    const std::vector<int32_t> want = plain(target.m, prompt, 32);
+    const SpecRun d = speculative(target.m, self_draft.m, 4, prompt, 32);
+    CHECK(d.tokens == want);
+    CHECK(d.stats.accepted == d.stats.proposed);
+    CHECK(speculative(target.m, nullptr, 4, prompt, 32).tokens == want);
+  }
+  fish_backend_use_file(nullptr);
+}
+#endif
