@@ -211,14 +211,11 @@ TEST_CASE("test-gpu with re-quantisation to Q4_K (FISH_GPU_REQUANT=2) on fish_vu
   test_gpu_requant("FISH_BACKEND=vulkan", "2", false);
 }
 
+// fish_vulkan takes FQ3 (its FQ3 kernels: shaders/fq3_codes.glsl): the FQ3
+// matrices go to the device, and test-gpu checks its kernels on their bytes
+// (28 blk.0 checks: test_gpu_requant fails without them).
 TEST_CASE("test-gpu with FQ3 (FISH_GPU_REQUANT=1, 3) on fish_vulkan", "[gpu][vulkan][requant][fq3]") {
   if (const std::string why = vulkan_unusable(); !why.empty()) FISH_SKIP(why);
-  // Whether fish_vulkan's supports(FQ3) says yes: test-gpu's FQ3 kernel checks
-  // say it, and are skipped with this reason when it does not.
-  const Out probe = run("FISH_BACKEND=vulkan FISH_GPU_REQUANT=1", "test-gpu " + model_path("synth-tiny-Q4_K_M.gguf") +
-                                                                      " --no-kernels --no-e2e -t 2");
-  if (probe.text.find("does not take FQ3 weights") != std::string::npos)
-    FISH_SKIP("fish_vulkan does not take FQ3 weights (its supports(FISH_TYPE_FQ3) is 0)");
   for (const char* mode : {"1", "3"}) test_gpu_requant("FISH_BACKEND=vulkan", mode, true);
 }
 

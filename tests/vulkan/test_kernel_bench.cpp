@@ -60,6 +60,39 @@ TEST_CASE("kernel bench measures every requested type through ComputeBackend", "
   CHECK(left == 0);  // every copy released
 }
 
+// `fish bench --kernels --types FQ3`: fish_vulkan takes FQ3 (fish's 3-bit
+// device layout), so its rows are measured; the CPU column stays empty (the
+// CPU multiplies FQ3 only in checks, with its scalar reference).
+TEST_CASE("kernel bench lists FQ3 rows on fish_vulkan, without a CPU column", "[vulkan][fq3]") {
+  fish::ComputeBackend* be = vulkan_backend();
+  if (!be) FISH_SKIP("kernel bench: no Vulkan backend: " + fish::backend::reason());
+  REQUIRE(be->supports(fish::GgmlType::FQ3));
+  fish::KernelBenchOptions o;
+  o.types = fish::parse_kernel_bench_types("FQ3");
+  o.shapes = fish::parse_kernel_bench_shapes("512x300,256x64");
+  o.prefill = 37;
+  o.reps = 1;
+  o.group_bytes = 1 << 20;
+  o.n_threads = 2;
+  o.warm_ms = 0;
+  const auto rep = fish::run_kernel_bench(*be, o);
+  REQUIRE(rep.rows.size() == 2);
+  for (const auto& r : rep.rows) {
+    INFO(r.type << " " << r.n_in << "x" << r.n_out << ": " << r.error);
+    CHECK(r.type == "FQ3");
+    CHECK(r.error.empty());
+    CHECK(r.matrix_bytes == uint64_t(r.n_in / 256 * 112 * r.n_out));
+    CHECK(r.matvec_gbs > 0);
+    CHECK(r.prefill_gflops > 0);
+    CHECK(r.cpu_matvec_gbs == 0);
+    CHECK(r.cpu_prefill_gflops == 0);
+  }
+  const std::string table = fish::format_kernel_bench(rep, false);
+  std::printf("%s", table.c_str());
+  CHECK(table.find("| FQ3   |       512x300 |") != std::string::npos);
+  CHECK(be->bytes_resident() == 0);
+}
+
 TEST_CASE("kernel bench refuses bad options with the reason", "[vulkan]") {
   CHECK_THROWS_WITH(fish::parse_kernel_bench_shapes("4096x"), Catch::Contains("bad shape '4096x'"));
   CHECK_THROWS_WITH(fish::parse_kernel_bench_shapes("4096x14336,0x5"), Catch::Contains("'0x5'"));
