@@ -92,6 +92,15 @@ static int cmd_chat(int argc, char** argv) {
   const bool verbose = mf.params.verbose != 0;
   const bool tty = isatty(STDIN_FILENO) == 1;
 
+  // The model first: its loader refuses what is no GGUF file (a folder, a FIFO) without reading it.
+  sigset_t sigint;
+  block_sigint(&sigint);
+  fish_model* m = load_or_exit("chat", mf);
+  if (sigint_pending(sigint)) {
+    fish_model_free(m);
+    return 130;
+  }
+
   fish_chat_template* tmpl = nullptr;
   fish_error* err = nullptr;
   const int st = fish_chat_template_load(mf.path.c_str(), fallback ? FISH_CHAT_TEMPLATE_FALLBACK : 0u, &tmpl, &err);
@@ -99,18 +108,11 @@ static int cmd_chat(int argc, char** argv) {
     std::fprintf(stderr, "fish chat: %s%s\n", fish_error_message(err),
                  st == FISH_CHAT_NO_TEMPLATE ? "; --fallback chats in ChatML instead" : "");
     fish_error_free(err);
+    fish_model_free(m);
     return 1;
   }
   if (fish_chat_template_is_fallback(tmpl))
     std::fprintf(stderr, "fish chat: %s has no chat template; using ChatML (--fallback)\n", mf.path.c_str());
-  sigset_t sigint;
-  block_sigint(&sigint);
-  fish_model* m = load_or_exit("chat", mf);
-  if (sigint_pending(sigint)) {
-    fish_model_free(m);
-    fish_chat_template_free(tmpl);
-    return 130;
-  }
 
   int status = 0;
   {

@@ -126,6 +126,13 @@ static int cmd_serve(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a client gone: a failed write, not a dead server
 
+  // The model first: its loader refuses what is no GGUF file (a folder, a FIFO) without reading it.
+  mf.params.n_seq = int32_t(np);
+  fish_model* m = load_or_exit("serve", mf);
+  ModelFlags vf = mf;  // the HTTP threads' tokenizer
+  vf.params.vocab_only = 1;
+  vf.params.verbose = 0;
+  fish_model* vocab = load_or_exit("serve", vf);
   fish_chat_template* tmpl = nullptr;
   fish_error* err = nullptr;
   std::string no_template;
@@ -137,20 +144,14 @@ static int cmd_serve(int argc, char** argv) {
   } else if (st != FISH_CHAT_OK) {
     std::fprintf(stderr, "fish serve: %s\n", fish_error_message(err));
     fish_error_free(err);
+    fish_model_free(vocab);
+    fish_model_free(m);
     return 1;
   } else if (fish_chat_template_is_fallback(tmpl)) {
     std::fprintf(stderr, "fish serve: %s has no chat template; chatting in ChatML (--fallback)\n", mf.path.c_str());
   }
   fish_error_free(err);
   err = nullptr;
-
-  mf.params.n_seq = int32_t(np);
-  fish_model* m = load_or_exit("serve", mf);
-  ModelFlags vf = mf;  // the HTTP threads' tokenizer
-  vf.params.vocab_only = 1;
-  vf.params.verbose = 0;
-  fish_model* vocab = load_or_exit("serve", vf);
-
 
   int status = 0;
   {

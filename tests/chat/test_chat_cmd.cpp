@@ -4,6 +4,7 @@
 // exactly the continuation `fish run` gives for the conversation rendered so
 // far, the second turn evaluates only what the KV cache lacks, /reset and
 // /quit, multi-line input, Ctrl-C stopping a reply, the context's end.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -305,4 +306,16 @@ TEST_CASE("fish chat: on a terminal Ctrl-C stops the reply and the chat goes on"
   CHECK(t[1].reused >= t[0].prompt);
   p.type("/quit\n");
   CHECK(p.wait_exit() == 0);
+}
+
+TEST_CASE("fish chat: a FIFO or a folder as the model is refused, not waited on", "[chat][e2e][cli]") {
+  const std::string fifo = tmp_path("fifo.gguf");
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  ProcResult r = run_fish({"chat", "-m", fifo, "--fallback"}, "Hello\n");
+  CHECK(r.status == 1);
+  CHECK(r.err == "fish chat: " + fifo + ": not a regular file (a FIFO)\n");
+  r = run_fish({"chat", "-m", "/tmp"}, "Hello\n");
+  CHECK(r.status == 1);
+  CHECK(r.err == "fish chat: /tmp: not a regular file (a directory)\n");
+  std::remove(fifo.c_str());
 }

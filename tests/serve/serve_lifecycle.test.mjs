@@ -1,10 +1,14 @@
 // fish serve under pressure and at its end: a full queue answers 503 with
 // Retry-After, a client that goes away mid-stream frees its sequence at once,
-// SIGTERM lets the running request finish (new ones get 503) and exits 0.
+// SIGTERM lets the running request finish (new ones get 503) and exits 0;
+// what is no model file, or a port in use, is a clear error.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { startServer, metrics, until } from './serve_util.mjs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startServer, metrics, until, FISH, STORIES } from './serve_util.mjs';
 
 // A reply that runs to the context's end unless stopped (stories260K: 2048 positions).
 const LONG = { model: 'x', prompt: 'Once upon a time', max_tokens: 2000, temperature: 0, ignore_eos: true };
@@ -90,6 +94,30 @@ test('SIGTERM: the running request finishes, new ones get 503, then the server e
     const [code] = await exited;
     assert.equal(code, 0);
     assert.match(srv.stderr(), /fish serve: stopped\n$/);
+  } finally {
+    await srv.stop();
+  }
+});
+
+test('a FIFO or a folder as the model is refused at once, and a port in use is an error', async () => {
+  const fifo = join(tmpdir(), `fish-serve-fifo-${process.pid}.gguf`);
+  execFileSync('mkfifo', [fifo]);
+  try {
+    const r = spawnSync(FISH, ['serve', '-m', fifo, '--port', '0'], { encoding: 'utf8', timeout: 20000 });
+    assert.equal(r.status, 1);
+    assert.equal(r.stderr, `fish serve: ${fifo}: not a regular file (a FIFO)\n`);
+  } finally {
+    execFileSync('rm', ['-f', fifo]);
+  }
+  const d = spawnSync(FISH, ['serve', '-m', tmpdir(), '--port', '0'], { encoding: 'utf8', timeout: 20000 });
+  assert.equal(d.status, 1);
+  assert.match(d.stderr, /not a regular file \(a directory\)/);
+  const srv = await startServer(['-np', '1']);
+  try {
+    const port = new URL(srv.url).port;
+    const r = spawnSync(FISH, ['serve', '-m', STORIES, '--port', port], { encoding: 'utf8', timeout: 20000 });
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, new RegExp(`fish serve: cannot listen on 127\\.0\\.0\\.1:${port} \\(in use`));
   } finally {
     await srv.stop();
   }
