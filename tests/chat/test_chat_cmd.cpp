@@ -317,5 +317,9 @@ TEST_CASE("fish chat: a FIFO or a folder as the model is refused, not waited on"
   r = run_fish({"chat", "-m", "/tmp"}, "Hello\n");
   CHECK(r.status == 1);
   CHECK(r.err == "fish chat: /tmp: not a regular file (a directory)\n");
+  // The template reader alone (fish template) does not wait on a FIFO either.
+  r = run_fish({"template", fifo, "--json", "-"}, R"({"messages": []})");
+  CHECK(r.status == 1);
+  CHECK(r.err == "fish template: " + fifo + ": not a regular file\n");
   std::remove(fifo.c_str());
 }

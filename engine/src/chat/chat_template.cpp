@@ -1,6 +1,8 @@
 // ChatTemplate and the GGUF / JSON inputs around it (see chat_template.h).
 #include "chat/chat_template.h"
 
+#include <sys/stat.h>
+
 #include <fstream>
 
 #include "chat/jinja_ast.h"
@@ -87,6 +89,9 @@ std::string ChatTemplate::render(const jinja::Value& messages, bool add_generati
 }
 
 bool is_gguf_file(const std::string& path) {
+  // Only a regular file is opened: opening a FIFO would wait for a writer.
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
   std::ifstream f(path, std::ios::binary);
   char magic[4] = {};
   return f.read(magic, 4) && std::string_view(magic, 4) == "GGUF";
