@@ -36,7 +36,13 @@
 // loop takes one item per invocation (G·D/4 <= 128) and gl_SubgroupSize >= 8,
 // else staged in shared memory and quantised by the workgroup.
 //
-// Specialisation: 0 = D (a multiple of 4, <= 512), 1 = G, 2 = KVH, 3 = FUSED, 4 = QOUT, 5 = GQ, 6 = VLATE.
+// MULTI (rows of several sequences, never FUSED): row t's position p and its
+// sequence's K/V base come from the row table (span_common.glsl), so rows of
+// different sequences and lengths share the dispatch; a split past a short
+// row's p is empty and weighs nothing in the combine.
+//
+// Specialisation: 0 = D (a multiple of 4, <= 512), 1 = G, 2 = KVH, 3 = FUSED, 4 = QOUT, 5 = GQ, 6 = VLATE,
+// 7 = MULTI.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -54,6 +60,7 @@ layout(constant_id = 4) const bool QOUT = false;
 // (from L2). The group's first workgroup stores the new K/V (FUSED).
 layout(constant_id = 5) const uint GQ = 4;
 layout(constant_id = 6) const bool VLATE = true;
+layout(constant_id = 7) const bool MULTI = false;
 const uint WG = 128u;
 #include "span_common.glsl"
 #define QB_X_SIZE (G * D)
@@ -132,10 +139,11 @@ void main() {
   const uint wgi = gl_WorkGroupID.x, s = gl_WorkGroupID.y, t = gl_WorkGroupID.z;
   const uint qh0 = wgi * G, g = qh0 / GQ, NWG = KVH * GQ / G;
   const uint n_split = AU[CTRL_SPLITS], split_len = AU[CTRL_SPLIT_LEN];
-  const uint p_last = AU[CTRL_POS0] + t;
+  const uint p_last = MULTI ? row_pos(t) : AU[CTRL_POS0] + t;
+  const uint kb = MULTI ? row_kv_base(t) : 0u;  // halves: where the row's sequence's K starts
   const uint j_begin = s * split_len, j_end = min(j_begin + split_len, p_last + 1u);
   const uint QD = KVH * GQ * D;
-  const uint vbase = pc.kv_cap * KD;
+  const uint vbase = kb + pc.kv_cap * KD;
   const uint dq = tid % DT, pp = tid / DT;
   const bool qsg = qout_in_subgroups();
 
@@ -148,9 +156,9 @@ void main() {
   if (j_begin < j_end) {
     const uint j = min(j_begin + tid, j_end - 1u);
     if (D % 8u == 0u) {
-      for (uint c = 0u; c < D / 8u; ++c) kw[c] = KV4[((j * KD + g * D) >> 3) + c];
+      for (uint c = 0u; c < D / 8u; ++c) kw[c] = KV4[((kb + j * KD + g * D) >> 3) + c];
     } else {
-      for (uint c = 0u; c < DQ; ++c) kw2[c] = KV2[((j * KD + g * D) >> 2) + c];
+      for (uint c = 0u; c < DQ; ++c) kw2[c] = KV2[((kb + j * KD + g * D) >> 2) + c];
     }
     if (!VLATE) load_v(j_begin, j_end, vbase, g, dq, pp);
   }
@@ -207,7 +215,7 @@ void main() {
       kv_sh[DQ + d / 4u][d % 4u] = vn[c] + bias(pc.bv_off, g * D + d);
     }
     prep_finish(1u, pc.kn_off, p_last, 1.0);
-    const uint kw = (p_last * KD + g * D) >> 1, vw = (vbase + p_last * KD + g * D) >> 1;
+    const uint kw = (kb + p_last * KD + g * D) >> 1, vw = (vbase + p_last * KD + g * D) >> 1;
     for (uint i = tid; i < DQ; i += WG) {
       const vec4 vv = kv_sh[DQ + i];
       const uvec2 kp = uvec2(packHalf2x16(vec2(prep_sh[4u * i], prep_sh[4u * i + 1u])),
@@ -237,9 +245,9 @@ void main() {
     if (j0 != j_begin) {  // later tiles: this tile's rows now
       const uint j = min(j0 + tid, j_end - 1u);
       if (D % 8u == 0u) {
-        for (uint c = 0u; c < D / 8u; ++c) kw[c] = KV4[((j * KD + g * D) >> 3) + c];
+        for (uint c = 0u; c < D / 8u; ++c) kw[c] = KV4[((kb + j * KD + g * D) >> 3) + c];
       } else {
-        for (uint c = 0u; c < DQ; ++c) kw2[c] = KV2[((j * KD + g * D) >> 2) + c];
+        for (uint c = 0u; c < DQ; ++c) kw2[c] = KV2[((kb + j * KD + g * D) >> 2) + c];
       }
       if (!VLATE) load_v(j0, j_end, vbase, g, dq, pp);
     }

@@ -13,6 +13,14 @@
 //   3  the RoPE table: [cap][n_rot/2] (cos θ, sin θ), computed on the host in double
 //   4  the arena again, coherent: the attention's partials and arrival counters,
 //      which one workgroup reads after others wrote them in the same dispatch
+//
+// A span of several sequences holds each one's K then V at its own base in
+// binding 1 (plugins/vulkan/span.h). A forward whose rows are of one
+// sequence binds that sequence's part (positions pos0 + t, the CTRL_POS0
+// block below); a forward of rows of several sequences (the MULTI variants of
+// span_rope_store / span_attention) reads each row's position and KV base from
+// the arena's row table: uvec2 (position, base in halves) per row at word
+// pc.meta_off + 2·t.
 layout(set = 0, binding = 0) buffer ArenaF { float A[]; };
 layout(set = 0, binding = 0) buffer ArenaF4 { vec4 A4[]; };
 layout(set = 0, binding = 0) buffer ArenaU { uint AU[]; };
@@ -60,4 +68,10 @@ layout(push_constant) uniform SpanParams {
   uint n_head;    // query heads
   uint q8_out;    // attention with QOUT: word index of token 0's B32 row of the output
   uint q8_stride; // QOUT: words between two tokens' rows
+  uint meta_off;  // MULTI: word index of the rows' (position, KV base) pairs; rmsnorm GATHER: of its row list
 } pc;
+
+// MULTI: row t's position and the half index where its sequence's K starts (its V
+// starts kv_cap·KD halves later).
+uint row_pos(uint t) { return AU[pc.meta_off + 2u * t]; }
+uint row_kv_base(uint t) { return AU[pc.meta_off + 2u * t + 1u]; }

@@ -2,16 +2,18 @@
 // rmsnorm for the span's prefill path: y[t] = x[t] / sqrt(mean(x[t]²) + eps) · w,
 // x, y: [n_tok][n_embd] regions of the arena, w = P[norm_off ..]. One workgroup
 // per token row. (Decode folds the norm into the next matvec instead.)
+// GATHER (the head's rows): output row t is input row AU[pc.meta_off + t].
 #extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x = 256) in;
+layout(constant_id = 0) const bool GATHER = false;
 #include "span_common.glsl"
 
 shared float red[256];
 
 void main() {
   const uint tid = gl_LocalInvocationID.x, t = gl_WorkGroupID.x;
-  const uint xb = pc.x_off + t * pc.n_embd, yb = pc.y_off + t * pc.n_embd;
+  const uint xb = pc.x_off + (GATHER ? AU[pc.meta_off + t] : t) * pc.n_embd, yb = pc.y_off + t * pc.n_embd;
   float s = 0.0;
   for (uint i = tid; i < pc.n_embd; i += 256u) s += A[xb + i] * A[xb + i];
   red[tid] = s;

@@ -630,26 +630,34 @@ bool VulkanBackend::span_set_head(Span* s, Weight* head, const float* norm) {
   });
 }
 
-bool VulkanBackend::span_kv_truncate(Span* s, int n) {
+bool VulkanBackend::span_kv_truncate(Span* s, int seq, int n) {
   if (!ensure_open()) return false;
   if (!s || !live(s)) return fail(FailKind::InvalidArgument, "span_kv_truncate: not a span of this backend");
   try {
-    s->truncate(n);
+    s->truncate(seq, n);
     return true;
   } catch (const Failure& f) {
     return fail(f);
   }
 }
 
+bool VulkanBackend::span_kv_copy(Span* s, int src, int dst, int p0, int p1) {
+  return span_call(s, "span_kv_copy", [&] { s->copy(src, dst, p0, p1); });
+}
+
 bool VulkanBackend::span_kv_reserve(Span* s, int n) {
   return span_call(s, "span_kv_reserve", [&] { s->reserve(n); });
 }
 
-bool VulkanBackend::span_kv_len(Span* s, int* out) {
+bool VulkanBackend::span_kv_len(Span* s, int seq, int* out) {
   if (!ensure_open()) return false;
   if (!s || !live(s) || !out) return fail(FailKind::InvalidArgument, "span_kv_len: not a span of this backend");
-  *out = s->kv_len();
-  return true;
+  try {
+    *out = s->kv_len(seq);
+    return true;
+  } catch (const Failure& f) {
+    return fail(f);
+  }
 }
 
 bool VulkanBackend::span_destroy(Span* s) {

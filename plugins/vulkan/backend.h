@@ -73,13 +73,16 @@ class VulkanBackend {
   // the span is destroyed.
   bool span_bytes(const SpanIn& in, uint64_t* out);
   Span* span_create(const SpanIn& in);  // nullptr on failure
-  // *logits: the head's logits when f.logits (Span::forward), else nullptr.
+  // *logits: the head's logits ([s->logits_count()][n_vocab]) when rows
+  // were asked for (Span::forward), else nullptr.
   bool span_forward(Span* s, const Span::Forward& f, const float** logits);
   // The output head in the span's submission (Span::set_head).
   bool span_set_head(Span* s, Weight* head, const float* norm);
-  bool span_kv_truncate(Span* s, int n);
+  // Per sequence (0 .. n_seq - 1; Span::truncate / copy / kv_len).
+  bool span_kv_truncate(Span* s, int seq, int n);
+  bool span_kv_copy(Span* s, int src, int dst, int p0, int p1);
   bool span_kv_reserve(Span* s, int n);
-  bool span_kv_len(Span* s, int* out);
+  bool span_kv_len(Span* s, int seq, int* out);
   bool span_destroy(Span* s);
 
   // ---- for tests and benchmarks -------------------------------------------------

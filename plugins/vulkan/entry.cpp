@@ -350,13 +350,6 @@ fish_status matmul_group(fish_backend* b, fish_weight* const* ws, int32_t n_w, c
 // ---- spans ------------------------------------------------------------------------------
 Span* SP(fish_span* s) { return reinterpret_cast<Span*>(s); }
 
-// The span's one sequence: any other id is out of range.
-void one_sequence(const char* what, int32_t seq) {
-  if (seq != 0)
-    throw Failure(FailKind::InvalidArgument,
-                  std::string(what) + ": sequence " + std::to_string(seq) + " of 1 (the span holds sequence 0 only)");
-}
-
 fish_status span_bytes(fish_backend* b, const fish_span_desc* d, uint64_t* out) {
   if (!out) return FISH_E_INVALID_ARGUMENT;
   return call(b, "span_bytes", [&](VulkanBackend& be) { return be.span_bytes(span_in_from_abi(d, false), out); });
@@ -377,9 +370,9 @@ fish_status span_forward(fish_backend* b, fish_span* s, fish_span_batch* batch) 
     const Span::Forward f = forward_from_abi(batch);
     const float* logits = nullptr;
     if (!be.span_forward(SP(s), f, &logits)) return false;
-    if (!f.logits) return true;
+    if (!logits) return true;
     if (batch->flags & FISH_FORWARD_LOGITS_VIEW) batch->logits_view = logits;
-    else std::memcpy(batch->logits, logits, size_t(SP(s)->head_rows()) * sizeof(float));
+    else std::memcpy(batch->logits, logits, size_t(SP(s)->logits_count()) * size_t(SP(s)->head_rows()) * sizeof(float));
     return true;
   });
 }
@@ -389,10 +382,11 @@ fish_status span_set_head(fish_backend* b, fish_span* s, fish_weight* head, cons
 }
 
 fish_status span_kv_truncate(fish_backend* b, fish_span* s, int32_t seq, int32_t n) {
-  return call(b, "span_kv_truncate", [&](VulkanBackend& be) {
-    one_sequence("span_kv_truncate", seq);
-    return be.span_kv_truncate(SP(s), n);
-  });
+  return call(b, "span_kv_truncate", [&](VulkanBackend& be) { return be.span_kv_truncate(SP(s), seq, n); });
+}
+
+fish_status span_kv_copy(fish_backend* b, fish_span* s, int32_t src, int32_t dst, int32_t p0, int32_t p1) {
+  return call(b, "span_kv_copy", [&](VulkanBackend& be) { return be.span_kv_copy(SP(s), src, dst, p0, p1); });
 }
 
 fish_status span_kv_reserve(fish_backend* b, fish_span* s, int32_t n) {
@@ -403,8 +397,7 @@ fish_status span_kv_len(fish_backend* b, fish_span* s, int32_t seq, int32_t* out
   if (!out) return FISH_E_INVALID_ARGUMENT;
   return call(b, "span_kv_len", [&](VulkanBackend& be) {
     int n = 0;
-    one_sequence("span_kv_len", seq);
-    if (!be.span_kv_len(SP(s), &n)) return false;
+    if (!be.span_kv_len(SP(s), seq, &n)) return false;
     *out = n;
     return true;
   });
@@ -443,7 +436,7 @@ fish_plugin_api full_table(uint32_t version) {
   t.span_forward = span_forward;
   t.span_kv_len = span_kv_len;
   t.span_kv_truncate = span_kv_truncate;
-  t.span_kv_copy = nullptr;  // one sequence per span: nothing to copy between
+  t.span_kv_copy = span_kv_copy;
   t.span_kv_reserve = span_kv_reserve;
   return t;
 }

@@ -1,13 +1,14 @@
-// Span: device resources, forward, KV truncate / reserve (see span.h). Which
-// steps a forward records: span_plan.cpp; recording them: span_record.cpp.
+// Span: shapes, validation, device resources and queries (see span.h). The
+// forward: span_forward.cpp (which steps it records: span_plan.cpp; recording
+// them: span_record.cpp); the KV cache per sequence: span_kv.cpp.
 #include "span.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 
 #include "commands.h"
+#include "span_buffers.h"
 
 namespace fish::vk {
 namespace {
@@ -22,14 +23,11 @@ constexpr uint32_t kNarrowMaxKv = 2048;
 
 uint32_t align_up(uint64_t v, uint64_t a) { return uint32_t((v + a - 1) / a * a); }
 std::string mb(uint64_t b) { return std::to_string((b + kMiB / 2) / kMiB) + " MB"; }
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
-constexpr VkBufferUsageFlags kStorageIn = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
-constexpr VkBufferUsageFlags kKvUsage =
-    VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
-constexpr VkBufferUsageFlags kArenaUsage = kStorageIn | VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT;
+using span_buffers::kArenaUsage;
+using span_buffers::kKvUsage;
+using span_buffers::kStorageIn;
+using span_buffers::rope_bytes;
 
 // The buffers of a span, as (size, kind, usage): one list for bytes_for() and the constructor.
 struct Planned {
@@ -51,14 +49,6 @@ uint64_t params_floats(const SpanIn& in) {
   if (l0 && l0->k_norm) add(uint64_t(in.head_dim));
   // + the head's norm weights (set_head), after the layers'.
   return per * uint64_t(in.n_layers) + align_up(E, 4);
-}
-
-uint64_t kv_bytes(const SpanIn& in, int capacity) {
-  return 2 * uint64_t(capacity) * uint64_t(in.n_head_kv) * uint64_t(in.head_dim) * 2;
-}
-
-uint64_t rope_bytes(const SpanIn& in, int capacity) {
-  return std::max<uint64_t>(16, uint64_t(capacity) * uint64_t(in.n_rot / 2) * 8);
 }
 
 }  // namespace
@@ -98,6 +88,8 @@ ArenaLayout Span::arena_layout(const SpanIn& in, uint32_t tokens, bool int8) {
   a.xqk = region(qt * wk);
   a.xql = region(qt * wl);
   a.xq2 = region(int8 ? uint64_t(MatmulKernels::kMaxMatvecTokens) * wk : 0);
+  a.meta_words = align_up(3 * uint64_t(tokens), 4);  // copied in 16-byte words
+  a.meta = region(a.meta_words);
   a.total = uint32_t(at);
   return a;
 }
@@ -108,8 +100,8 @@ void Span::validate(const SpanContext& ctx, const SpanIn& in, bool with_weights)
   auto bad = [&](const std::string& why) { throw Failure(FailKind::InvalidArgument, where + ": " + why); };
   auto unsupported = [&](const std::string& why) { throw Failure(FailKind::Unsupported, where + ": " + why); };
   if (in.n_layers < 1 || in.n_embd < 1 || in.n_head < 1 || in.n_head_kv < 1 || in.head_dim < 1 || in.n_ff < 1 ||
-      in.n_ctx < 1)
-    bad("n_layers, n_embd, n_head, n_head_kv, head_dim, n_ff and n_ctx must be >= 1");
+      in.n_ctx < 1 || in.n_seq < 1)
+    bad("n_layers, n_embd, n_head, n_head_kv, head_dim, n_ff, n_ctx and n_seq must be >= 1");
   if (int(in.layers.size()) != in.n_layers) bad("n_layers is " + std::to_string(in.n_layers) + " but " +
                                                 std::to_string(in.layers.size()) + " layers are given");
   if (in.n_head % in.n_head_kv != 0)
@@ -164,6 +156,16 @@ uint32_t Span::batch_tokens(const SpanContext& ctx) {
   return ctx.matmul->coopmat() ? 512u : 128u;
 }
 
+uint64_t Span::seq_stride(const SpanIn& in, int capacity) {
+  const uint64_t part = 2 * uint64_t(capacity) * uint64_t(in.n_head_kv) * uint64_t(in.head_dim) * 2;  // K + V, f16
+  // 256: the largest minStorageBufferOffsetAlignment Vulkan allows.
+  return in.n_seq > 1 ? (part + 255) / 256 * 256 : part;
+}
+
+uint64_t Span::staging_meta(const SpanIn& in, uint32_t tokens) {
+  return (ctrl::kWords * 4 + 2 * uint64_t(tokens) * uint64_t(in.n_embd) * 4 + 255) / 256 * 256;
+}
+
 uint64_t Span::bytes_for(const SpanContext& ctx, const SpanIn& in, int capacity) {
   const uint32_t tokens = batch_tokens(ctx);
   const ArenaLayout a = arena_layout(in, tokens, ctx.matmul->int8());
@@ -171,10 +173,11 @@ uint64_t Span::bytes_for(const SpanContext& ctx, const SpanIn& in, int capacity)
       {params_floats(in) * 4, MemKind::Device, kStorageIn},
       {rope_bytes(in, capacity), MemKind::Device, kStorageIn},
       {uint64_t(a.total) * 4, MemKind::Device, kArenaUsage},
-      {ctrl::kWords * 4 + 2 * uint64_t(tokens) * in.n_embd * 4, MemKind::Upload, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT},
+      {staging_meta(in, tokens) + uint64_t(a.meta_words) * 4, MemKind::Upload, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT},
       {uint64_t(tokens) * in.n_embd * 4, MemKind::Readback, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT},
   };
-  for (int l = 0; l < in.n_layers; ++l) plan.push_back({kv_bytes(in, capacity), MemKind::Device, kKvUsage});
+  const uint64_t kv = uint64_t(std::max(in.n_seq, 1)) * seq_stride(in, capacity);
+  for (int l = 0; l < in.n_layers; ++l) plan.push_back({kv, MemKind::Device, kKvUsage});
   uint64_t total = 0;
   for (const Planned& p : plan) total += ctx.mem->allocation_size(p.size, p.kind, p.usage, nullptr);
   return total;
@@ -208,10 +211,8 @@ const char* layer_weight_name(int k) {
 
 Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
   validate(ctx, in);
-  const int64_t kv_halves = int64_t(in.n_ctx) * in.n_head_kv * in.head_dim * 2;
-  if (kv_halves >= (int64_t(1) << 32))
-    throw Failure(FailKind::Unsupported, "span_create: " + std::to_string(in.n_ctx) + " positions exceed the kernels' 32-bit indices");
   shape_ = in;
+  check_kv_size(in.n_ctx, "span_create");
   if (in.rope_freqs) rope_freqs_.assign(in.rope_freqs, in.rope_freqs + in.n_rot / 2);
   shape_.rope_freqs = rope_freqs_.empty() ? nullptr : rope_freqs_.data();  // kept for reserve()
   shape_.layers.clear();
@@ -223,6 +224,10 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
   }
   int8_ = ctx.matmul->int8();
   arena_ = arena_layout(in, batch_tokens(ctx), int8_);
+  staging_meta_ = staging_meta(in, arena_.tokens);
+  kv_len_.assign(size_t(in.n_seq), 0);
+  first_pos_.assign(size_t(in.n_seq), -1);
+  last_pos_.assign(size_t(in.n_seq), -1);
   const DeviceFns& f = ctx_.dev->fns();
   const VkDevice d = ctx_.dev->handle();
   try {
@@ -258,12 +263,13 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     params_ = mem.create(params.size() * 4, MemKind::Device, kStorageIn, tag + " parameters");
     rope_ = mem.create(rope_bytes(in, in.n_ctx), MemKind::Device, kStorageIn, tag + " RoPE table");
     arena_buf_ = mem.create(uint64_t(arena_.total) * 4, MemKind::Device, kArenaUsage, tag + " arena");
-    staging_ = mem.create(ctrl::kWords * 4 + 2 * uint64_t(arena_.tokens) * E * 4, MemKind::Upload,
+    staging_ = mem.create(staging_meta_ + uint64_t(arena_.meta_words) * 4, MemKind::Upload,
                           VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, tag + " input staging");
     readback_ = mem.create(uint64_t(arena_.tokens) * E * 4, MemKind::Readback, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
                            tag + " output staging");
     std::vector<Buffer> kv;
     capacity_ = in.n_ctx;
+    seq_stride_ = seq_stride(in, capacity_);
     allocate_kv(capacity_, &kv);
     for (size_t l = 0; l < layers_.size(); ++l) layers_[l].kv = kv[l];
 
@@ -295,7 +301,10 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
       if (g->chunks.size() == 1 && u->chunks.size() == 1 && g->type == u->type)
         L.gu_set = mm_set(g->chunks[0], u->chunks[0]);
     }
-    for (Layer& L : layers_) L.aux_set = pl.allocate_set(ctx_.kernels->aux_layout());
+    for (Layer& L : layers_) {
+      L.aux_set = pl.allocate_set(ctx_.kernels->aux_layout());
+      for (int q = 1; q < in.n_seq; ++q) L.seq_sets.push_back(pl.allocate_set(ctx_.kernels->aux_layout()));
+    }
     write_aux_sets();
     quant_set_ = pl.allocate_set(ctx_.matmul->quant_layout());
     {
@@ -313,6 +322,10 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
       const VkBuffer bo[2] = {arena_buf_.buffer, readback_.buffer};
       const uint64_t oo[2] = {uint64_t(arena_.x) * 4, 0}, ro[2] = {xb, xb};
       pl.write_set(copy_out_set_, 2, bo, oo, ro);
+      copy_meta_set_ = pl.allocate_set(ctx_.kernels->copy_layout());
+      const uint64_t meta_bytes = uint64_t(arena_.meta_words) * 4;
+      const uint64_t om[2] = {staging_meta_, uint64_t(arena_.meta) * 4}, rm[2] = {meta_bytes, meta_bytes};
+      pl.write_set(copy_meta_set_, 2, bi, om, rm);
     }
     // The B32 decode (B32Decode): every matrix a K-quant on int8 x in one
     // chunk, E, n_ff and n_head·head_dim multiples of 256; on GPUs unless
@@ -332,8 +345,8 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     b32_.on = k_quants && (rows == DecodeRows::B32 || (rows == DecodeRows::Auto && !ctx_.dev->caps().cpu_device));
     b32_.attention = b32_.on && in.head_dim % 32 == 0;
     b32_.pair = b32_.on && pairs;
-    ctx_.kernels->warm_up(kshape_, b32_.attention);
-    if (narrow_heads_) ctx_.kernels->warm_up(attn_shape(true), b32_.attention);
+    ctx_.kernels->warm_up(kshape_, b32_.attention, in.n_seq > 1);
+    if (narrow_heads_) ctx_.kernels->warm_up(attn_shape(true), b32_.attention, in.n_seq > 1);
   } catch (...) {
     release_all();
     throw;
@@ -353,13 +366,14 @@ void Span::release_all() {
       for (VkDescriptorSet s : sets) pl.free_set(s);
     if (L.gu_set) pl.free_set(L.gu_set);
     if (L.aux_set) pl.free_set(L.aux_set);
+    for (VkDescriptorSet s : L.seq_sets) pl.free_set(s);
     ctx_.mem->destroy(L.kv);
   }
   layers_.clear();
-  if (copy_in_set_) pl.free_set(copy_in_set_);
-  if (copy_out_set_) pl.free_set(copy_out_set_);
-  if (quant_set_) pl.free_set(quant_set_);
-  copy_in_set_ = copy_out_set_ = quant_set_ = VK_NULL_HANDLE;
+  for (VkDescriptorSet* s : {&copy_in_set_, &copy_out_set_, &copy_meta_set_, &quant_set_}) {
+    if (*s) pl.free_set(*s);
+    *s = VK_NULL_HANDLE;
+  }
   release_head();
   for (Buffer* b : {&params_, &rope_, &arena_buf_, &staging_, &readback_}) ctx_.mem->destroy(*b);
   cached_.clear();
@@ -372,26 +386,17 @@ void Span::release_all() {
   pool_ = VK_NULL_HANDLE;
 }
 
-void Span::allocate_kv(int capacity, std::vector<Buffer>* out) const {
-  const uint64_t bytes = kv_bytes(shape_, capacity);
-  try {
-    for (int l = 0; l < shape_.n_layers; ++l)
-      out->push_back(ctx_.mem->create(bytes, MemKind::Device, kKvUsage,
-                                      "span KV cache, layer " + std::to_string(shape_.first_layer + l) + " (" +
-                                          std::to_string(capacity) + " positions)"));
-  } catch (...) {
-    for (Buffer& b : *out) ctx_.mem->destroy(b);
-    out->clear();
-    throw;
-  }
-}
-
+// Binding 1: the whole KV buffer (aux_set), or one sequence's part (seq_sets).
 void Span::write_aux_sets() {
   for (Layer& L : layers_) {
     const VkBuffer bufs[5] = {arena_buf_.buffer, L.kv.buffer, params_.buffer, rope_.buffer, arena_buf_.buffer};
-    const uint64_t offs[5] = {0, 0, 0, 0, 0};
-    const uint64_t ranges[5] = {arena_buf_.size, L.kv.size, params_.size, rope_.size, arena_buf_.size};
+    uint64_t offs[5] = {0, 0, 0, 0, 0};
+    uint64_t ranges[5] = {arena_buf_.size, L.kv.size, params_.size, rope_.size, arena_buf_.size};
     ctx_.pipelines->write_set(L.aux_set, 5, bufs, offs, ranges);
+    for (size_t q = 0; q < L.seq_sets.size(); ++q) {
+      offs[1] = uint64_t(q + 1) * seq_stride_, ranges[1] = seq_stride_;
+      ctx_.pipelines->write_set(L.seq_sets[q], 5, bufs, offs, ranges);
+    }
   }
 }
 
@@ -418,173 +423,6 @@ void Span::write_buffer(Buffer& dst, uint64_t offset, const void* src, uint64_t 
   ctx_.mem->destroy(stage);
 }
 
-// ---- forward ---------------------------------------------------------------------------
-
-const float* Span::forward(const Forward& fw) {
-  const int n_tok = fw.n_tok, pos0 = fw.pos0;
-  if (!fw.x || n_tok < 1 || pos0 < 0)
-    throw Failure(FailKind::InvalidArgument, "span_forward: needs x, n_tok >= 1 and positions >= 0");
-  if (fw.logits && !head_) throw Failure(FailKind::InvalidArgument, "span_forward: logits asked for, but no head is attached (span_set_head)");
-  if (pos0 > kv_len_)
-    throw Failure(FailKind::Range, "span_forward: position " + std::to_string(pos0) + " would leave a gap after the " +
-                                       std::to_string(kv_len_) + " cached positions");
-  if (int64_t(pos0) + n_tok > capacity_)
-    throw Failure(FailKind::Range, "span_forward: positions up to " + std::to_string(int64_t(pos0) + n_tok) +
-                                       " exceed the KV capacity " + std::to_string(capacity_) +
-                                       " (span_kv_reserve first)");
-  const double t0 = now_s();
-  kv_len_ = std::min(kv_len_, pos0);  // positions >= pos0 are about to be replaced
-  if (ctx_.cfg->bench_fill_kv && n_tok > 1) {  // FISH_VK_BENCH_FILL_KV: benchmarks only (vk_config.h)
-    fill_kv(pos0, n_tok);
-    kv_len_ = pos0 + n_tok;
-    return fw.logits ? static_cast<const float*>(head_rb_.mapped) : nullptr;
-  }
-  const size_t E = size_t(shape_.n_embd);
-  const int batch = int(arena_.tokens);
-  try {
-    if (n_tok <= batch) {
-      run_batch(fw.x, n_tok, pos0, nullptr, fw.logits);
-      const double tc = now_s();
-      if (fw.x_out) std::memcpy(fw.x_out, readback_.mapped, size_t(n_tok) * E * 4);
-      if (n_tok == 1) profile_->add_decode_host(0, 0, now_s() - tc);
-    } else {
-      // Several submissions; x_out is written only once all of them succeeded.
-      std::vector<float> out(fw.x_out ? size_t(n_tok) * E : 0);
-      for (int done = 0; done < n_tok; done += batch) {
-        const int n = std::min(batch, n_tok - done);
-        run_batch(fw.x + size_t(done) * E, n, pos0 + done, fw.x_out ? out.data() + size_t(done) * E : nullptr,
-                  fw.logits && done + n == n_tok);
-        kv_len_ = pos0 + done + n;
-      }
-      if (fw.x_out) std::memcpy(fw.x_out, out.data(), out.size() * 4);
-    }
-  } catch (...) {
-    kv_len_ = std::min(kv_len_, pos0);
-    throw;
-  }
-  kv_len_ = pos0 + n_tok;
-  profile_->add_forward(n_tok, now_s() - t0);
-  return fw.logits ? static_cast<const float*>(head_rb_.mapped) : nullptr;
-}
-
-bool Span::narrow_attention(int n_tok, int n_kv) const {
-  return narrow_heads_ && n_tok <= int(MatmulKernels::kMaxMatvecTokens) && uint32_t(n_kv) <= narrow_max_kv_;
-}
-
-void Span::run_batch(const float* x, int n, int pos0, float* out, bool head) {
-  const double t_prep = now_s();
-  const uint32_t n_kv = uint32_t(pos0 + n);
-  // Attention splits along the context: decode and small batches split so
-  // that ~attn_split positions go to each workgroup; prefill has a workgroup
-  // per (token, KV head) already.
-  uint32_t splits = 1;
-  if (n <= int(MatmulKernels::kMaxMatvecTokens)) {
-    const uint32_t cap = std::min<uint32_t>(uint32_t(ctx_.cfg->attn_max_splits), kPartSlots / uint32_t(n));
-    splits = std::clamp<uint32_t>((n_kv + uint32_t(ctx_.cfg->attn_split) - 1) / uint32_t(ctx_.cfg->attn_split), 1, cap);
-  }
-  const uint32_t split_len = (n_kv + splits - 1) / splits;
-  auto* c = static_cast<uint32_t*>(staging_.mapped);
-  std::memset(c, 0, ctrl::kWords * 4);
-  const bool narrow = narrow_attention(n, int(n_kv));
-  c[ctrl::kAttnArgs] = attn_shape(narrow).attn_groups();
-  c[ctrl::kAttnArgs + 1] = splits;
-  c[ctrl::kAttnArgs + 2] = uint32_t(n);
-  c[ctrl::kPos0] = uint32_t(pos0);
-  c[ctrl::kSplits] = splits;
-  c[ctrl::kSplitLen] = split_len;
-  const size_t E = size_t(shape_.n_embd);
-  std::memcpy(c + ctrl::kWords, x, size_t(n) * E * 4);
-  if (n <= int(MatmulKernels::kMaxMatvecTokens)) {
-    // Layer 0's attention rmsnorm, as the matvec epilogues hand it to later
-    // layers: x·attn_norm after the n rows of x, 1/rms per token in the ctrl block.
-    float* xg = reinterpret_cast<float*>(c + ctrl::kWords) + size_t(n) * E;
-    auto* inv = reinterpret_cast<float*>(c + ctrl::kInvAttn);
-    for (int t = 0; t < n; ++t) {
-      const float* xt = x + size_t(t) * E;
-      double ss = 0;
-      for (size_t i = 0; i < E; ++i) ss += double(xt[i]) * xt[i];
-      inv[t] = float(1.0 / std::sqrt(ss / double(E) + double(shape_.norm_eps)));
-      for (size_t i = 0; i < E; ++i) xg[size_t(t) * E + i] = xt[i] * norm0_[i];
-    }
-  }
-  VkCommandBuffer cmd = recording_for(n, head, narrow);
-  const double t_submit = now_s();
-  submit_wait(*ctx_.dev, cmd, fence_, ctx_.cfg->spin && !ctx_.dev->caps().cpu_device);
-  if (n == 1) profile_->add_decode_host(t_submit - t_prep, now_s() - t_submit, 0);
-  profile_->add_submit();
-  if (profile_->level() > 0) profile_->add_submission(n);
-  if (out) std::memcpy(out, readback_.mapped, size_t(n) * E * 4);
-}
-
-SpanKernelShape Span::attn_shape(bool narrow) const {
-  SpanKernelShape s = kshape_;
-  if (narrow) s.wg_heads = narrow_heads_;
-  return s;
-}
-
-// ---- KV cache ------------------------------------------------------------------------
-
-void Span::fill_kv(int pos0, int n) {
-  const DeviceFns& f = ctx_.dev->fns();
-  const uint64_t pp = uint64_t(shape_.n_head_kv) * shape_.head_dim * 2;  // bytes per position
-  VkCommandBuffer cmd = one_time_commands();
-  for (const Layer& L : layers_) {
-    f.vkCmdFillBuffer(cmd, L.kv.buffer, uint64_t(pos0) * pp, uint64_t(n) * pp, 0);
-    f.vkCmdFillBuffer(cmd, L.kv.buffer, uint64_t(capacity_ + pos0) * pp, uint64_t(n) * pp, 0);
-  }
-  check(f.vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
-  submit_wait(*ctx_.dev, cmd, fence_, false);
-}
-
-void Span::truncate(int n) {
-  if (n < 0 || n > kv_len_)
-    throw Failure(FailKind::Range, "span_kv_truncate: " + std::to_string(n) + " is outside 0.." + std::to_string(kv_len_));
-  kv_len_ = n;
-}
-
-void Span::reserve(int n) {
-  if (n < 0) throw Failure(FailKind::InvalidArgument, "span_kv_reserve: negative size");
-  if (n <= capacity_) return;
-  const int64_t kv_halves = int64_t(n) * shape_.n_head_kv * shape_.head_dim * 2;
-  if (kv_halves >= (int64_t(1) << 32))
-    throw Failure(FailKind::Unsupported, "span_kv_reserve: " + std::to_string(n) + " positions exceed the kernels' 32-bit indices");
-  std::vector<Buffer> kv;
-  allocate_kv(n, &kv);  // throws OutOfMemory with nothing allocated
-  Buffer rope;
-  const DeviceFns& f = ctx_.dev->fns();
-  try {
-    rope = ctx_.mem->create(rope_bytes(shape_, n), MemKind::Device, kStorageIn, "span RoPE table");
-    const std::vector<float> table = rope_table(shape_, n);
-    write_buffer(rope, 0, table.data(), std::min<uint64_t>(table.size() * 4, rope.size));
-    // K and V prefixes (positions < kv_len) into the new buffers.
-    if (kv_len_ > 0) {
-      const uint64_t KD2 = uint64_t(shape_.n_head_kv) * shape_.head_dim * 2;  // bytes per position
-      VkCommandBuffer cmd = one_time_commands();
-      for (size_t l = 0; l < layers_.size(); ++l) {
-        const VkBufferCopy regions[2] = {{0, 0, uint64_t(kv_len_) * KD2},
-                                         {uint64_t(capacity_) * KD2, uint64_t(n) * KD2, uint64_t(kv_len_) * KD2}};
-        f.vkCmdCopyBuffer(cmd, layers_[l].kv.buffer, kv[l].buffer, 2, regions);
-      }
-      check(f.vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
-      submit_wait(*ctx_.dev, cmd, fence_, false);
-    }
-  } catch (...) {
-    for (Buffer& b : kv) ctx_.mem->destroy(b);
-    ctx_.mem->destroy(rope);
-    throw;
-  }
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    ctx_.mem->destroy(layers_[l].kv);
-    layers_[l].kv = kv[l];
-  }
-  ctx_.mem->destroy(rope_);
-  rope_ = rope;
-  capacity_ = n;
-  write_aux_sets();
-  invalidate_recordings();  // the recorded sets were rewritten
-  if (ctx_.log) ctx_.log(3, "span KV grown: " + describe());
-}
-
 // ---- queries -----------------------------------------------------------------------------
 
 bool Span::uses(const Weight* w) const {
@@ -607,9 +445,17 @@ uint64_t Span::bytes() const {
 std::string Span::describe() const {
   const uint64_t kv = layers_.empty() ? 0 : uint64_t(layers_.size()) * layers_[0].kv.alloc_size;
   const int first = shape_.first_layer, last = first + shape_.n_layers - 1;
+  std::string held;  // "12" for one sequence; "3 sequences, 12 + 0 + 7" for several
+  if (shape_.n_seq > 1) {
+    held = std::to_string(shape_.n_seq) + " sequences, ";
+    for (size_t q = 0; q < kv_len_.size() && q < 8; ++q) held += (q ? " + " : "") + std::to_string(kv_len_[q]);
+    if (kv_len_.size() > 8) held += " + ...";
+  } else {
+    held = std::to_string(kv_len_.empty() ? 0 : kv_len_[0]);
+  }
   return "span " + std::to_string(shape_.n_layers) + " layers (" + std::to_string(first) + ".." + std::to_string(last) +
-         "), KV " + std::to_string(kv_len_) + " of " + std::to_string(capacity_) + " positions (" + mb(kv) +
-         " f16), arena " + mb(arena_buf_.alloc_size) + (int8_ ? ", int8 matmuls" : "") +
+         "), KV " + held + " of " + std::to_string(capacity_) + " positions" + (shape_.n_seq > 1 ? " each" : "") + " (" +
+         mb(kv) + " f16), arena " + mb(arena_buf_.alloc_size) + (int8_ ? ", int8 matmuls" : "") +
          (ctx_.matmul->coopmat() ? ", prefill: coopmat f16 128x64/128x128"
                                  : int8_ ? ", prefill: tiled int8 64x64" : ", prefill: tiled f32 64x64") +
          (b32_.on ? " (decode x in B32 rows)" : "") +

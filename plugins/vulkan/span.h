@@ -1,24 +1,40 @@
 // A span (stage 2): a contiguous range of decoder layers resident on the
-// device with its own f16 KV cache for one sequence, run by forward() as one
-// command buffer, one submit, one fence (plugin_abi.h spells out the math).
+// device with its own f16 KV cache for n_seq sequences, run by forward() as
+// one command buffer, one submit, one fence (plugin_abi.h spells out the math).
 //
 // Device memory (all through Memory, so bytes_resident() is exact):
 //   params   f32 vectors per layer: attn_norm, ffn_norm [, bq, bk, bv, q_norm, k_norm],
 //            then the head's norm
 //   rope     [capacity][n_rot/2] (cos θ, sin θ), computed on the host in double
-//   kv[l]    per layer K [capacity][n_head_kv][D] then V, f16: position-major, so
-//            growing the capacity copies two prefixes
-//   arena    ctrl block, x and the work regions for `tokens` tokens (ArenaLayout)
-//   staging  host-visible ctrl + x in, x out
-// The KV starts at the capacity span_create is given and grows on demand
-// (reserve); forward refuses a gap or a position past the capacity.
+//   kv[l]    per layer and sequence s, at s · seq_stride bytes: K [capacity][n_head_kv][D]
+//            then V, f16: position-major, so growing the capacity copies two
+//            prefixes per sequence
+//   arena    ctrl block, x, the work regions and the row table for `tokens` tokens (ArenaLayout)
+//   staging  host-visible ctrl + x (+ the row table) in, x out
+// The KV starts at the capacity span_create is given (for every sequence) and
+// grows on demand (reserve); forward refuses a gap or a position past the capacity.
+//
+// Sequences: each has a part of its own in every layer's KV buffer, capacity
+// positions long, rather than pages. The host (LlamaModel) keeps the page
+// tables and the prefix sharing; a device part per sequence keeps the kernels'
+// addressing a base plus position·KD (no page-table read per tile in the
+// attention's inner loop), lets the one-sequence forward run unchanged on
+// any sequence (its descriptor sets bind that sequence's part: the same
+// recorded decode, the same kernels), and makes span_kv_copy one
+// vkCmdCopyBuffer per layer. The price is n_seq · capacity positions of
+// memory, which span_bytes states up front.
 //
 // Per forward the host writes the ctrl block and x into the staging buffer and
-// submits one command buffer: the steps of plan() (span_plan.cpp says which,
-// per layer and forward shape), recorded by record() (span_record.cpp). A
-// decode (n_tok = 1) reuses a command buffer recorded once (the position lives
-// in the ctrl block, the attention grid is an indirect dispatch), so a token
-// costs the host two memcpys, a submit and a fence wait.
+// submits one command buffer per `tokens` rows: the steps of plan()
+// (span_plan.cpp says which, per layer and forward shape), recorded by
+// record() (span_record.cpp). A submission whose rows are of one sequence is
+// the one-sequence forward (positions pos0 + t in the ctrl block); rows of
+// several sequences add a row table (position and KV base per row) read by
+// the RoPE / KV-store and attention kernels, so the matrices are still read
+// once for all rows (span_forward.cpp). A decode (n_tok = 1) reuses a command
+// buffer recorded once (the position lives in the ctrl block, the attention
+// grid is an indirect dispatch), so a token costs the host two memcpys, a
+// submit and a fence wait.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -49,6 +65,7 @@ struct SpanLayerIn {
 struct SpanIn {
   int first_layer = 0, n_layers = 0;
   int n_embd = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0, n_ctx = 0;
+  int n_seq = 1;  // sequences, each with n_ctx positions of KV
   float norm_eps = 1e-5f;
   bool neox = false;
   int n_rot = 0;
@@ -70,6 +87,10 @@ struct ArenaLayout {
   // (empty without int8). xq2: the second B32 rows region of the decode.
   uint32_t x = 0, xn = 0, qkv = 0, qr = 0, att = 0, g = 0, u = 0, part = 0, cnt = 0, sq = 0;
   uint32_t xqk = 0, xql = 0, xq2 = 0;
+  // The row table (uint words, filled by the host when a submission needs
+  // it): [tokens] (position, KV base in halves) pairs for rows of several
+  // sequences, then at meta + 2·tokens the rows whose logits are wanted.
+  uint32_t meta = 0, meta_words = 0;
   uint32_t total = 0;  // floats
 };
 
@@ -102,40 +123,68 @@ class Span {
   Span(const Span&) = delete;
   Span& operator=(const Span&) = delete;
 
-  // One forward: n_tok consecutive positions from pos0 of the span's sequence.
+  // One forward: n_tok rows, row t of sequence seq[t] at position pos[t]
+  // (without them: sequence 0 at pos0 + t). Per sequence its rows come in
+  // order of position, consecutive, the first at or before its KV length.
   struct Forward {
     const float* x = nullptr;  // [n_tok][n_embd], the stream entering the first layer
     int n_tok = 0, pos0 = 0;
+    const int32_t* seq = nullptr;  // [n_tok] or null: every row is sequence 0
+    const int32_t* pos = nullptr;  // [n_tok] or null: pos0 + t
     float* x_out = nullptr;    // the stream leaving the last layer ([n_tok][n_embd], may be x), or null
     bool logits = false;       // the head's logits of the last row (needs set_head)
+    const uint8_t* logits_rows = nullptr;  // [n_tok], nonzero: these rows' logits, in row order (instead of `logits`)
   };
-  // Throws Failure (Range: a gap or past the capacity; InvalidArgument; Device).
-  // x_out is written only after the last submission succeeded. Returns the
-  // logits ([n_vocab], host-visible, valid until the next forward) when asked
-  // for, else nullptr.
+  // Throws Failure (Range: a gap or past the capacity; InvalidArgument: a bad
+  // sequence id or rows out of order; Device). x_out is written only after the
+  // last submission succeeded; on failure each sequence of the batch keeps
+  // the positions before its first row. Returns the logits
+  // ([logits_count()][n_vocab], host memory, valid until the next forward)
+  // when asked for, else nullptr.
   const float* forward(const Forward& f);
+  int logits_count() const { return logits_count_; }  // rows of the last forward's logits
   // The model's head after the last layer: logits = (rmsnorm(x) ∘ norm) · headᵀ
   // (head [n_vocab][n_embd], a weight of the same backend; norm copied to the
   // parameters). nullptr detaches. Throws Failure (InvalidArgument, OutOfMemory).
   void set_head(Weight* head, const float* norm);
-  void truncate(int n);  // Range when n > kv_len
-  void reserve(int n);   // grows the capacity (contents kept); OutOfMemory leaves the old KV
-  int kv_len() const { return kv_len_; }
+  // Sequence seq keeps its positions < n (Range when n > its length;
+  // InvalidArgument for a bad id).
+  void truncate(int seq, int n);
+  // Sequence dst's positions [p0, p1) become a copy of sequence src's (p1 <=
+  // src's length, p0 <= dst's, else Range); dst's length becomes p1. One
+  // vkCmdCopyBuffer per layer (K and V).
+  void copy(int src, int dst, int p0, int p1);
+  void reserve(int n);   // grows every sequence's capacity (contents kept); OutOfMemory leaves the old KV
+  int kv_len(int seq = 0) const;  // InvalidArgument for a bad id
+  int n_seq() const { return shape_.n_seq; }
   int64_t head_rows() const { return head_ ? head_->n_out : 0; }  // logits per forward
   int capacity() const { return capacity_; }
   bool uses(const Weight* w) const;
   uint64_t bytes() const;    // device bytes held (the budget heap)
   std::string describe() const;  // "span 16 layers (0..15), KV 12 of 512 positions (16 MB f16), arena 15 MB, ..."
   std::string profile();         // span part of describe(PROFILE), "" when nothing ran; resets
-  // The steps a forward of n_tok tokens records (with the head: also the logits).
+  // What a recorded submission is specialised on (and the key of the cache of them).
+  struct Shape {
+    int n_tok = 0;
+    int head_rows = 0;       // logits rows (0: none)
+    bool head_last = false;  // the one logits row is the last (the head reads the decode's x·norm)
+    bool narrow = false;     // decode attention with narrow_heads_ query heads per workgroup
+    bool multi = false;      // rows of several sequences (positions and KV bases from the row table)
+    int seq = 0;             // one sequence: which (its descriptor sets bind its KV part)
+    bool operator<(const Shape& o) const;
+  };
+  // The steps a forward of n_tok tokens of sequence 0 records (with the head:
+  // also the logits of the last row).
   SpanPlan plan(int n_tok, bool head) const;
+  SpanPlan plan(const Shape& shape) const;
 
  private:
   struct Layer {
     Weight* w[kLayerWeights] = {};
     uint32_t attn_norm = kNone, ffn_norm = kNone, bq = kNone, bk = kNone, bv = kNone, qn = kNone, kn = kNone;
     Buffer kv;
-    VkDescriptorSet aux_set = VK_NULL_HANDLE;
+    VkDescriptorSet aux_set = VK_NULL_HANDLE;   // binding 1: the whole KV buffer (sequence 0, and rows of several)
+    std::vector<VkDescriptorSet> seq_sets;      // binding 1: sequence s's part, s = 1 .. n_seq - 1
     std::vector<VkDescriptorSet> mm_sets[kLayerWeights];  // per weight chunk
     VkDescriptorSet gu_set = VK_NULL_HANDLE;  // gate (binding 0) and up (5) as a pair, when both are one chunk
   };
@@ -150,27 +199,49 @@ class Span {
     bool on = false, attention = false, pair = false;
   };
   class Planner;  // span_plan.cpp
+  // One submission's rows (span_forward.cpp): of sequence `seq` at pos0 + t,
+  // or (seq < 0) row t of sequence rseq[t] at rpos[t].
+  struct Submission {
+    const float* x = nullptr;
+    int n = 0;
+    int seq = 0, pos0 = 0;
+    const int32_t *rseq = nullptr, *rpos = nullptr;
+    const uint8_t* want = nullptr;  // [n] or null: the rows whose logits are wanted
+    int n_want = 0;
+  };
 
   static ArenaLayout arena_layout(const SpanIn& in, uint32_t tokens, bool int8);
   // Tokens per submission: FISH_VK_SPAN_TOKENS, else the device's default.
   static uint32_t batch_tokens(const SpanContext& ctx);
   static std::vector<float> rope_table(const SpanIn& in, int capacity);
+  // Bytes of one sequence's part of a layer's KV buffer (a multiple of 256
+  // with several sequences: a descriptor may start at any part).
+  static uint64_t seq_stride(const SpanIn& in, int capacity);
+  // Byte offset of the row table in the staging buffer.
+  static uint64_t staging_meta(const SpanIn& in, uint32_t tokens);
+  // Throws Unsupported / OutOfMemory when a KV buffer of this capacity would
+  // pass the kernels' 32-bit indices or the device's binding range.
+  void check_kv_size(int capacity, const char* what) const;
+  void check_seq(int seq, const char* what) const;
   void allocate_kv(int capacity, std::vector<Buffer>* out) const;
   void write_buffer(Buffer& dst, uint64_t offset, const void* src, uint64_t n);
   void write_aux_sets();
-  void fill_kv(int pos0, int n);  // FISH_VK_BENCH_FILL_KV
-  // One submission: tokens [pos0, pos0 + n) with x rows `x`; the result is
-  // left in the readback buffer (and copied to out when given).
-  void run_batch(const float* x, int n, int pos0, float* out, bool head);
+  void fill_kv(int seq, int pos0, int n);  // FISH_VK_BENCH_FILL_KV
+  // One submission; the result is left in the readback buffer (and copied to
+  // out when given), the logits of its wanted rows in head_rb_.
+  void run_batch(const Submission& b, float* out);
+  // The head's logits buffer holds at least n rows (grown on demand).
+  void ensure_head_rows(int n);
   // The decode attention with narrow_heads_ query heads per workgroup at this context.
   bool narrow_attention(int n_tok, int n_kv) const;
-  VkCommandBuffer recording_for(int n_tok, bool head, bool narrow);
+  VkCommandBuffer recording_for(const Shape& shape);
   VkCommandBuffer fresh_command_buffer();
   VkCommandBuffer one_time_commands();  // begun, for uploads and copies; the caller ends and submits it
   void record(VkCommandBuffer cmd, const SpanPlan& plan, bool stamps);
-  SpanPlan plan(int n_tok, bool head, bool narrow) const;
   SpanKernelShape attn_shape(bool narrow) const;
+  VkDescriptorSet aux_set(const Layer& L, const Shape& shape) const;
   VkDescriptorSet matmul_set(const WeightChunk& c, const WeightChunk& c2, const Buffer& y);
+  void write_head_sets();
   void release_head();
   void invalidate_recordings();
   void release_all();
@@ -186,26 +257,38 @@ class Span {
   // group per workgroup.
   uint32_t narrow_heads_ = 0;
   uint32_t narrow_max_kv_ = 0;
-  int capacity_ = 0, kv_len_ = 0;
+  int capacity_ = 0;
+  std::vector<int> kv_len_;  // per sequence
+  uint64_t seq_stride_ = 0;  // bytes between two sequences' parts of a layer's KV buffer
   ArenaLayout arena_{};
+  uint64_t staging_meta_ = 0;  // the row table's byte offset in staging_
   std::vector<Layer> layers_;
   Buffer params_, rope_, arena_buf_, staging_, readback_;
   VkDescriptorSet copy_in_set_ = VK_NULL_HANDLE, copy_out_set_ = VK_NULL_HANDLE;
+  VkDescriptorSet copy_meta_set_ = VK_NULL_HANDLE;  // the row table: staging -> arena
   VkDescriptorSet quant_set_ = VK_NULL_HANDLE;  // quantize_x over the arena (int8)
   bool int8_ = false;  // int8 matmuls (at creation: the arena has the int8 rows regions)
   B32Decode b32_;
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
   // The head (set_head): its norm's slot in params_ (reserved at creation),
-  // its logits (host-visible: the matvec writes them there), a descriptor set
-  // per weight chunk (binding 3 = head_rb_).
+  // its logits (host-visible, head_rb_rows_ rows of n_vocab: the matvec
+  // writes them there), a descriptor set per weight chunk (binding 3 = head_rb_).
   Weight* head_ = nullptr;
   uint32_t head_norm_ = kNone;
   Buffer head_rb_;
+  int head_rb_rows_ = 0;
   std::vector<VkDescriptorSet> head_sets_;
-  // Recorded command buffers, reused: key n_tok | kHeadKey | kNarrowKey.
-  std::map<int, VkCommandBuffer> cached_;
-  static constexpr int kHeadKey = 1 << 20, kNarrowKey = 1 << 21;
+  // A forward's logits gathered from several submissions, and how many rows.
+  std::vector<float> logits_host_;
+  int logits_count_ = 0;
+  // A forward's rows (the caller's, or sequence 0 at pos0 + t), and per
+  // sequence its first and last position in the batch (-1: none).
+  std::vector<int32_t> row_seq_, row_pos_;
+  std::vector<uint8_t> row_want_;  // 1: the row's logits are wanted
+  std::vector<int> first_pos_, last_pos_;
+  // Recorded command buffers, reused, by shape.
+  std::map<Shape, VkCommandBuffer> cached_;
   VkCommandBuffer scratch_cmd_ = VK_NULL_HANDLE;  // one-time recordings (uploads, FISH_GPU_PROFILE=2)
   std::vector<VkCommandBuffer> free_cmds_;
   std::unique_ptr<SpanProfile> profile_;

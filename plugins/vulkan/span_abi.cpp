@@ -63,7 +63,6 @@ const float* vector_of(const fish_layer_tensor* t, int64_t n, bool with_weights,
 SpanIn span_in_from_abi(const fish_span_desc* d, bool with_weights) {
   if (!d || !FISH_STRUCT_HAS(d, fish_span_desc, layers) || !d->layers || d->n_layers < 1 || d->n_layers > 100000)
     invalid("span: missing or short span description (or no layers)");
-  if (d->n_seq > 1) unsupported("a span holds one sequence (n_seq " + std::to_string(d->n_seq) + ")");
   if (d->n_seq < 1) invalid("span: n_seq " + std::to_string(d->n_seq) + " (must be >= 1)");
   const Arch a = read_arch(d->arch);
   if (a.norm != FISH_NORM_RMS) unsupported("norm kind " + std::to_string(a.norm) + " (it runs FISH_NORM_RMS)");
@@ -85,6 +84,7 @@ SpanIn span_in_from_abi(const fish_span_desc* d, bool with_weights) {
   in.head_dim = d->head_dim;
   in.n_ff = d->n_ff;
   in.n_ctx = d->n_ctx;
+  in.n_seq = d->n_seq;
   in.norm_eps = a.norm_eps;
   in.neox = a.rope == FISH_ROPE_NEOX;
   in.n_rot = a.n_rot;
@@ -141,29 +141,18 @@ Span::Forward forward_from_abi(const fish_span_batch* b) {
   const uint32_t known = FISH_FORWARD_X_OUT | FISH_FORWARD_LOGITS_VIEW;
   if (b->flags & ~known) unsupported("span_forward: flags " + std::to_string(b->flags & ~known) + " are not flags it knows");
   if (b->n_tok < 1 || !b->x || !b->pos) invalid("span_forward: needs n_tok >= 1, x and pos");
-  int wanted = -1;  // the one row whose logits are wanted
-  for (int t = 0; t < b->n_tok; ++t) {
-    if (b->seq && b->seq[t] != 0)
-      invalid("span_forward: row " + std::to_string(t) + " is sequence " + std::to_string(b->seq[t]) +
-              "; this span holds sequence 0 only");
-    if (t > 0 && b->pos[t] != b->pos[t - 1] + 1)
-      invalid("span_forward: row " + std::to_string(t) + " is at position " + std::to_string(b->pos[t]) + " after " +
-              std::to_string(b->pos[t - 1]) + " (a sequence's rows are consecutive positions)");
-    if (b->logits_rows && b->logits_rows[t]) {
-      if (t != b->n_tok - 1)
-        unsupported("span_forward: logits of row " + std::to_string(t) + " of " + std::to_string(b->n_tok) +
-                    " (it gives the logits of a batch's last row only)");
-      wanted = t;
-    }
-  }
-  if (wanted >= 0 && !(b->flags & FISH_FORWARD_LOGITS_VIEW) && !b->logits)
+  bool wanted = false;
+  for (int t = 0; t < b->n_tok && b->logits_rows && !wanted; ++t) wanted = b->logits_rows[t] != 0;
+  if (wanted && !(b->flags & FISH_FORWARD_LOGITS_VIEW) && !b->logits)
     invalid("span_forward: logits wanted, but no logits buffer and no FISH_FORWARD_LOGITS_VIEW");
   Span::Forward f;
   f.x = b->x;
   f.n_tok = b->n_tok;
+  f.seq = b->seq;
+  f.pos = b->pos;
   f.pos0 = b->pos[0];
   f.x_out = (b->flags & FISH_FORWARD_X_OUT) ? b->x : nullptr;
-  f.logits = wanted >= 0;
+  f.logits_rows = wanted ? b->logits_rows : nullptr;
   return f;
 }
 

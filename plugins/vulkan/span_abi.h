@@ -4,8 +4,7 @@
 // FISH_E_UNSUPPORTED and a message naming it, so the host runs those layers
 // (or that batch) itself: an unknown role, MoE (router and expert roles,
 // n_expert > 0), stacked matrices in a span role, a norm, activation, RoPE or
-// gating value other than those of plugin ABI 2.0's dense decoder, more than
-// one sequence per span, logits of any row but a batch's last.
+// gating value other than those of plugin ABI 2.0's dense decoder.
 #pragma once
 #include "fish/plugin_abi.h"
 #include "span.h"
@@ -17,9 +16,10 @@ namespace fish::vk {
 // (InvalidArgument: malformed; Unsupported: see above).
 SpanIn span_in_from_abi(const fish_span_desc* d, bool with_weights);
 
-// The batch as one forward of the span's sequence 0; also checks that its
-// rows are consecutive positions (else InvalidArgument: a gap before the
-// batch is the span's FISH_E_RANGE). Throws Failure as above.
+// The batch as one forward: its rows' sequences and positions, the rows
+// whose logits are wanted. Checks the batch itself (its size, flags, buffers);
+// Span::forward checks the rows against the span (sequence ids, consecutive
+// positions per sequence, gaps, capacity). Throws Failure as above.
 Span::Forward forward_from_abi(const fish_span_batch* b);
 
 }  // namespace fish::vk

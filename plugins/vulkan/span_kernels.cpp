@@ -28,19 +28,23 @@ void SpanKernels::bind(VkCommandBuffer cmd, VkPipeline p, const Layout& l, VkDes
   f.vkCmdPushConstants(cmd, l.pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, bytes, pc);
 }
 
-void SpanKernels::rmsnorm(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc) {
-  bind(cmd, pipelines_.get("span_rmsnorm", *aux_, {}), *aux_, set, &pc, sizeof pc);
+void SpanKernels::rmsnorm(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc, bool gather) {
+  bind(cmd, pipelines_.get("span_rmsnorm", *aux_, {gather ? 1u : 0u}), *aux_, set, &pc, sizeof pc);
   dev_.fns().vkCmdDispatch(cmd, pc.n_tok, 1, 1);
 }
 
-void SpanKernels::rope_store(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc, const SpanKernelShape& s) {
-  bind(cmd, pipelines_.get("span_rope_store", *aux_, {s.head_dim, s.n_head_kv}), *aux_, set, &pc, sizeof pc);
+void SpanKernels::rope_store(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc, const SpanKernelShape& s,
+                             bool multi) {
+  bind(cmd, pipelines_.get("span_rope_store", *aux_, {s.head_dim, s.n_head_kv, multi ? 1u : 0u}), *aux_, set, &pc,
+       sizeof pc);
   dev_.fns().vkCmdDispatch(cmd, pc.n_tok, pc.n_head + s.n_head_kv, 1);
 }
 
 void SpanKernels::attention(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc, const SpanKernelShape& s,
-                            bool fused, VkBuffer arena) {
-  bind(cmd, attention_pipeline(s, fused, pc.q8_out != kNone), *aux_, set, &pc, sizeof pc);
+                            bool fused, VkBuffer arena, bool multi) {
+  if (multi && (fused || pc.q8_out != kNone))
+    throw Failure(FailKind::Internal, "span attention: rows of several sequences are never fused nor B32 rows");
+  bind(cmd, attention_pipeline(s, fused, pc.q8_out != kNone, multi), *aux_, set, &pc, sizeof pc);
   dev_.fns().vkCmdDispatchIndirect(cmd, arena, ctrl::kAttnArgs * 4);
 }
 
@@ -49,17 +53,21 @@ void SpanKernels::copy(VkCommandBuffer cmd, VkDescriptorSet set, uint32_t n16) {
   dev_.fns().vkCmdDispatch(cmd, std::min(ceil_div(n16, 256), 1024u), 1, 1);
 }
 
-VkPipeline SpanKernels::attention_pipeline(const SpanKernelShape& s, bool fused, bool b32_out) {
+VkPipeline SpanKernels::attention_pipeline(const SpanKernelShape& s, bool fused, bool b32_out, bool multi) {
   return pipelines_.get("span_attention", *aux_,
                         {s.head_dim, s.heads_per_wg(), s.n_head_kv, fused ? 1u : 0u, b32_out ? 1u : 0u, s.group,
-                         v_rows_late(s, fused) ? 1u : 0u});
+                         v_rows_late(s, fused) ? 1u : 0u, multi ? 1u : 0u});
 }
 
-void SpanKernels::warm_up(const SpanKernelShape& s, bool b32_out) {
-  pipelines_.get("span_rmsnorm", *aux_, {});
-  pipelines_.get("span_rope_store", *aux_, {s.head_dim, s.n_head_kv});
-  attention_pipeline(s, false, false);
-  attention_pipeline(s, true, b32_out);
+void SpanKernels::warm_up(const SpanKernelShape& s, bool b32_out, bool multi) {
+  pipelines_.get("span_rmsnorm", *aux_, {0u});
+  pipelines_.get("span_rope_store", *aux_, {s.head_dim, s.n_head_kv, 0u});
+  attention_pipeline(s, false, false, false);
+  attention_pipeline(s, true, b32_out, false);
+  if (multi) {
+    pipelines_.get("span_rope_store", *aux_, {s.head_dim, s.n_head_kv, 1u});
+    attention_pipeline(s, false, false, true);
+  }
   pipelines_.get("copy_u4", *copy_, {});
 }
 

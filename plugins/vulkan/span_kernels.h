@@ -32,8 +32,11 @@ struct SpanPush {
   float scale = 1;
   uint32_t n_rot = 0, neox = 0, n_head = 0;
   uint32_t q8_out = kNone, q8_stride = 0;  // attention: its output as B32 rows too (QOUT), or none
+  // Rows of several sequences (rope_store / attention `multi`): word index of
+  // the rows' (position, KV base in halves) pairs; rmsnorm `gather`: of its row list.
+  uint32_t meta_off = 0;
 };
-static_assert(sizeof(SpanPush) == 104);
+static_assert(sizeof(SpanPush) == 108);
 
 // Shape constants the attention and RoPE kernels are specialised on.
 struct SpanKernelShape {
@@ -60,19 +63,23 @@ class SpanKernels {
   // Shared memory the attention kernel needs for this shape (bytes).
   static uint32_t attention_shared_bytes(const SpanKernelShape& s);
 
-  void rmsnorm(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc);
-  void rope_store(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc, const SpanKernelShape& s);
+  // gather: output row t normalises input row (the row list at pc.meta_off)[t].
+  void rmsnorm(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc, bool gather = false);
+  // multi: rows of several sequences (positions and KV bases from the row table at pc.meta_off).
+  void rope_store(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc, const SpanKernelShape& s,
+                  bool multi = false);
   // Grid from the ctrl block (indirect): arena = the buffer holding it.
   // fused: decode of one token (q/k/v arrive raw, the new K/V is stored here);
-  // pc.q8_out set: the output also as B32 rows.
+  // pc.q8_out set: the output also as B32 rows; multi: as rope_store's (never fused).
   void attention(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc, const SpanKernelShape& s, bool fused,
-                 VkBuffer arena);
+                 VkBuffer arena, bool multi = false);
   // dst[i] = src[i], n16 16-byte words, through the SMs.
   void copy(VkCommandBuffer cmd, VkDescriptorSet set, uint32_t n16);
 
   // Creates the pipelines of a shape now (the first forward is not slowed by compilation).
-  // b32_out: the decode attention's B32 output rows.
-  void warm_up(const SpanKernelShape& s, bool b32_out);
+  // b32_out: the decode attention's B32 output rows; multi: also the kernels of
+  // forwards with rows of several sequences.
+  void warm_up(const SpanKernelShape& s, bool b32_out, bool multi = false);
 
   // The attention loads a tile's V rows after its scores in the decode
   // attention with heads of >= 128 dims, where rows loaded with the K row
@@ -82,7 +89,7 @@ class SpanKernels {
 
  private:
   void bind(VkCommandBuffer cmd, VkPipeline p, const Layout& l, VkDescriptorSet set, const void* pc, uint32_t bytes);
-  VkPipeline attention_pipeline(const SpanKernelShape& s, bool fused, bool b32_out);
+  VkPipeline attention_pipeline(const SpanKernelShape& s, bool fused, bool b32_out, bool multi);
 
   const Device& dev_;
   Pipelines& pipelines_;

@@ -37,6 +37,7 @@ struct MatmulArgs {
   uint32_t norm_next = 0;        // EPI 3: P offset of the next norm's weights
   int rows_in = -1;              // int8: x is a producer's B32 rows in region 0/1; -1: a quantise step's rows
   int rows_out = -1;             // B32 decode: the output also as B32 rows into region 0/1; -1: no
+  uint32_t int8_tokens = 0;      // the tokens whose count decides int8 (coopmat prefill reads f32); 0: the forward's
 };
 
 // A matmul input to quantise: its f32 rows, scale and second factor.
@@ -46,17 +47,20 @@ struct QuantArgs {
   uint32_t x2 = 0;
   bool xprod = false;
   uint32_t n_tok = 0;  // 0: every token of the forward
+  uint32_t int8_tokens = 0;  // as MatmulArgs'
 };
 
 }  // namespace
 
 class Span::Planner {
  public:
-  Planner(const Span& s, int n_tok, bool head, bool narrow)
-      : s_(s), a_(s.arena_), n_(uint32_t(n_tok)), E_(uint32_t(s.shape_.n_embd)), F_(uint32_t(s.shape_.n_ff)),
-        QD_(uint32_t(s.shape_.n_head * s.shape_.head_dim)), KD_(uint32_t(s.shape_.n_head_kv * s.shape_.head_dim)),
-        tiled_(n_tok > int(MatmulKernels::kMaxMatvecTokens)), one_token_(n_tok == 1),
-        b32_(s.b32_.on && n_tok == 1), head_(head), narrow_(narrow) {}
+  Planner(const Span& s, const Shape& shape)
+      : s_(s), a_(s.arena_), sh_(shape), n_(uint32_t(shape.n_tok)), E_(uint32_t(s.shape_.n_embd)),
+        F_(uint32_t(s.shape_.n_ff)), QD_(uint32_t(s.shape_.n_head * s.shape_.head_dim)),
+        KD_(uint32_t(s.shape_.n_head_kv * s.shape_.head_dim)),
+        tiled_(shape.n_tok > int(MatmulKernels::kMaxMatvecTokens)), one_token_(shape.n_tok == 1 && !shape.multi),
+        b32_(s.b32_.on && shape.n_tok == 1 && !shape.multi), head_(shape.head_rows > 0), narrow_(shape.narrow),
+        meta_(shape.multi || (shape.head_rows > 0 && !shape.head_last)) {}
 
   SpanPlan build() {
     copy_in();
@@ -75,11 +79,15 @@ class Span::Planner {
     // ctrl block + x (decode: + layer 0's x·attn_norm), then also read as the attention's indirect grid.
     const uint32_t rows = tiled_ ? 1 : 2;
     add(CopyStep{s_.copy_in_set_, (ctrl::kWords * 4 + rows * n_ * E_ * 4) / 16}, {Region::Staging},
-        {Region::Ctrl, Region::X}, Barrier::ComputeDraw, "copy x in", "copy");
+        {Region::Ctrl, Region::X}, meta_ ? Barrier::None : Barrier::ComputeDraw, meta_ ? nullptr : "copy x in", "copy");
+    if (meta_)  // and the row table
+      add(CopyStep{s_.copy_meta_set_, a_.meta_words / 4}, {Region::Staging}, {Region::Meta}, Barrier::ComputeDraw,
+          "copy x in", "copy");
   }
 
   void attention_block(size_t li) {
     const Layer& L = s_.layers_[li];
+    const VkDescriptorSet aux = s_.aux_set(L, sh_);
     SpanPush p = layer_push(L);
     // Decode finds x·attn_norm in xn (layer 0: after x's rows, from the host)
     // with its 1/rms still to apply (layer 0: in the ctrl block; later: the
@@ -102,11 +110,15 @@ class Span::Planner {
     matmul(L, kAttnV, qkv, plain, Barrier::Compute, tiled_ ? "q/k/v tiled" : "q/k/v matvec", "matvec");
 
     p.q_off = a_.qkv;
+    std::vector<Region> rows_in = {Region::Ctrl};  // what says where each row is
+    if (sh_.multi) p.meta_off = a_.meta, rows_in.push_back(Region::Meta);
     if (!one_token_) {  // one token: the attention prepares q and k itself
       SpanPush r = p;
       r.qr_off = a_.qr;
-      add(RopeStoreStep{L.aux_set, r, s_.kshape_}, {Region::Ctrl, Region::Qkv}, {Region::QRoped, Region::Kv},
-          Barrier::Compute, "q/k prep, RoPE + KV store", "RoPE + KV store");
+      std::vector<Region> reads = rows_in;
+      reads.push_back(Region::Qkv);
+      add(RopeStoreStep{aux, r, s_.kshape_, sh_.multi}, reads, {Region::QRoped, Region::Kv}, Barrier::Compute,
+          "q/k prep, RoPE + KV store", "RoPE + KV store");
       p.q_off = a_.qr;
       p.q_stride = QD_;
     }
@@ -116,8 +128,10 @@ class Span::Planner {
       p.q8_out = rows_offset(other()), p.q8_stride = MatmulKernels::b32_row_words(QD_);
       writes.push_back(rows_region(other()));
     }
-    add(AttentionStep{L.aux_set, p, s_.attn_shape(narrow_), one_token_},
-        {Region::Ctrl, one_token_ ? Region::Qkv : Region::QRoped, Region::Kv}, writes, Barrier::Compute,
+    std::vector<Region> reads = rows_in;
+    reads.push_back(one_token_ ? Region::Qkv : Region::QRoped);
+    reads.push_back(Region::Kv);
+    add(AttentionStep{aux, p, s_.attn_shape(narrow_), one_token_, sh_.multi}, reads, writes, Barrier::Compute,
         one_token_ ? "attention (+q/k prep, RoPE, KV store)" : "attention", "attention");
     if (attention_rows) rows_ = other();
     else quantize({L.w[kAttnOut]}, QuantArgs{.x = a_.att, .x_stride = QD_});
@@ -177,8 +191,9 @@ class Span::Planner {
 
   // The head on the last token t: logits = (x_t / rms · norm) · headᵀ. Decode
   // finds x_t·norm in xn and its Σy² partials where the last down put them;
-  // prefill normalises row t here.
+  // prefill normalises row t here. Other rows (rows_logits): the listed rows.
   void logits() {
+    if (!sh_.head_last) return rows_logits();
     const uint32_t t = n_ - 1;
     uint32_t in = a_.xn + t * E_;
     Scale scale{a_.sq + t * norm_groups_, norm_groups_};
@@ -193,6 +208,24 @@ class Span::Planner {
     quantize({head}, QuantArgs{.x = in, .x_stride = E_, .scale = scale, .n_tok = 1});
     matmul(head, s_.head_sets_, 1, MatmulArgs{.x = in, .x_stride = E_, .y = 0, .y_stride = uint32_t(head->n_out), .scale = scale},
            SpanFusion{0, false, false, kRoleOther}, Barrier::None, "output head matvec", "matvec");
+  }
+
+  // The head on the k rows the row table lists (in row order): rmsnorm(x_row) ·
+  // norm into xn's first k rows, then the head's matmul on them (matvec for k
+  // <= 4, else tiled), logits row i of the i-th listed row.
+  void rows_logits() {
+    const uint32_t k = uint32_t(sh_.head_rows);
+    SpanPush r;
+    r.n_tok = k, r.n_embd = E_, r.eps = s_.shape_.norm_eps;
+    r.x_off = a_.x, r.y_off = a_.xn, r.norm_off = s_.head_norm_, r.meta_off = a_.meta + 2 * a_.tokens;
+    add(RmsNormStep{s_.layers_.back().aux_set, r, true}, {Region::X, Region::Meta}, {Region::XNorm}, Barrier::Compute,
+        "rmsnorm (head rows)", "rmsnorm");
+    const Weight* head = s_.head_;
+    quantize({head}, QuantArgs{.x = a_.xn, .x_stride = E_, .n_tok = k, .int8_tokens = k});
+    matmul(head, s_.head_sets_, k,
+           MatmulArgs{.x = a_.xn, .x_stride = E_, .y = 0, .y_stride = uint32_t(head->n_out), .int8_tokens = k},
+           SpanFusion{0, false, false, kRoleOther}, Barrier::None, k > MatmulKernels::kMaxMatvecTokens ? "output head tiled" : "output head matvec",
+           "matvec");
   }
 
   void copy_out() {
@@ -217,7 +250,10 @@ class Span::Planner {
     add(RmsNormStep{L.aux_set, p}, {Region::X}, {Region::XNorm}, Barrier::Compute, "rmsnorm", "rmsnorm");
   }
 
-  bool int8(const Weight* w) const { return s_.int8_ && s_.ctx_.matmul->int8_for(*w->type, n_); }
+  // Whether w's product runs on int8 x, decided on nt tokens (0: the forward's).
+  bool int8(const Weight* w, uint32_t nt = 0) const {
+    return s_.int8_ && s_.ctx_.matmul->int8_for(*w->type, nt ? nt : n_);
+  }
   static bool k_quant(const Weight* w) { return MatmulKernels::q8_block(*w->type) == 256; }
   // Words per token of w's int8 input rows: B32 rows for K-quants in the B32 decode, else the CPU's blocks.
   uint32_t row_words(const Weight* w) const {
@@ -232,7 +268,7 @@ class Span::Planner {
   void quantize(std::initializer_list<const Weight*> consumers, const QuantArgs& q) {
     bool done[2] = {false, false};  // blocks of 256 / of 32
     for (const Weight* w : consumers) {
-      if (!int8(w) || done[k_quant(w) ? 0 : 1]) continue;
+      if (!int8(w, q.int8_tokens) || done[k_quant(w) ? 0 : 1]) continue;
       done[k_quant(w) ? 0 : 1] = true;
       QuantPush qp;
       qp.n = uint32_t(w->n_in), qp.n_tok = q.n_tok ? q.n_tok : n_, qp.x_off = q.x, qp.x_stride = q.x_stride;
@@ -260,7 +296,7 @@ class Span::Planner {
   uint32_t matmul(const Weight* w, const std::vector<VkDescriptorSet>& sets, uint32_t nt, MatmulArgs m, SpanFusion fz,
                   Barrier b, const char* stage = nullptr, const char* category = nullptr) {
     std::vector<Region> reads, writes = {region_of(m.y)};
-    if (int8(w)) {
+    if (int8(w, m.int8_tokens)) {
       fz.int8 = true;
       fz.xb32 = b32_ && k_quant(w);
       fz.qb32 = m.rows_out >= 0;
@@ -298,6 +334,7 @@ class Span::Planner {
   // The arena region holding float offset off.
   Region region_of(uint32_t off) const {
     if (off < ctrl::kWords) return Region::Ctrl;
+    if (off >= a_.meta) return Region::Meta;
     if (off < a_.xn) return Region::X;
     if (off < a_.qkv) return Region::XNorm;
     if (off < a_.qr) return Region::Qkv;
@@ -312,20 +349,33 @@ class Span::Planner {
 
   const Span& s_;
   const ArenaLayout& a_;
+  const Shape sh_;
   const uint32_t n_, E_, F_, QD_, KD_;
   const bool tiled_;      // n > 4: tiled matmuls, separate rmsnorm and RoPE / KV-store kernels
   const bool one_token_;  // the attention prepares q/k/v itself
   const bool b32_;        // this forward's int8 matvecs read B32 rows their producers wrote
   const bool head_, narrow_;
+  const bool meta_;            // the row table comes in with x (rows of several sequences, or listed head rows)
   int rows_ = 0;               // which int8 rows region (0 / 1) holds the next consumer's input
   uint32_t norm_groups_ = 0;   // Σy² partials per token of the last norm epilogue
   SpanPlan plan_;
 };
 
-SpanPlan Span::plan(int n_tok, bool head, bool narrow) const { return Planner(*this, n_tok, head, narrow).build(); }
+SpanPlan Span::plan(const Shape& shape) const {
+  if (shape.n_tok < 1 || shape.n_tok > int(arena_.tokens) || shape.head_rows < 0 || shape.head_rows > shape.n_tok ||
+      (shape.head_rows > 0 && !head_) || (shape.head_last && shape.head_rows != 1) || shape.seq < 0 ||
+      shape.seq >= shape_.n_seq || (shape.multi && shape.n_tok < 2))
+    throw Failure(FailKind::InvalidArgument, "span plan: a forward shape this span cannot take");
+  return Planner(*this, shape).build();
+}
 
 SpanPlan Span::plan(int n_tok, bool head) const {
-  return plan(n_tok, head, narrow_attention(n_tok, kv_len_ + n_tok));
+  Shape sh;
+  sh.n_tok = n_tok;
+  sh.head_rows = head ? 1 : 0;
+  sh.head_last = head;
+  sh.narrow = narrow_attention(n_tok, kv_len_[0] + n_tok);
+  return plan(sh);
 }
 
 }  // namespace fish::vk

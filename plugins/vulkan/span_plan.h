@@ -32,6 +32,7 @@ enum class Region : uint8_t {
   RowsOther,  // B32 decode: the second int8 rows region (a producer writes the one its input is not in)
   Logits,     // host-visible: the head's output
   Readback,   // host-visible: x out
+  Meta,       // the row table: rows' positions and KV bases, the rows whose logits are wanted
 };
 
 // The kernels a step can run, each with its parameters.
@@ -42,6 +43,7 @@ struct CopyStep {  // copy_u4: n16 16-byte words between the staging buffers and
 struct RmsNormStep {  // span_rmsnorm.comp
   VkDescriptorSet set;
   SpanPush push;
+  bool gather = false;  // the rows listed in the row table (the head's)
 };
 struct QuantizeStep {  // quantize_x.comp: a matmul input to int8 rows
   QuantPush push;
@@ -59,12 +61,14 @@ struct RopeStoreStep {  // span_rope_store.comp
   VkDescriptorSet set;
   SpanPush push;
   SpanKernelShape shape;
+  bool multi = false;  // rows of several sequences (the row table)
 };
 struct AttentionStep {  // span_attention.comp
   VkDescriptorSet set;
   SpanPush push;
   SpanKernelShape shape;
   bool fused;
+  bool multi = false;
 };
 using SpanKernel = std::variant<CopyStep, RmsNormStep, QuantizeStep, MatmulStep, RopeStoreStep, AttentionStep>;
 

@@ -52,10 +52,12 @@ void Span::record(VkCommandBuffer cmd, const SpanPlan& plan, bool stamps) {
     MatmulKernels& mm;
     const Span& span;
     void operator()(const CopyStep& s) const { k.copy(cmd, s.set, s.n16); }
-    void operator()(const RmsNormStep& s) const { k.rmsnorm(cmd, s.set, s.push); }
+    void operator()(const RmsNormStep& s) const { k.rmsnorm(cmd, s.set, s.push, s.gather); }
     void operator()(const QuantizeStep& s) const { mm.record_quantize(cmd, span.quant_set_, s.push, s.block, s.xprod, s.b32); }
-    void operator()(const RopeStoreStep& s) const { k.rope_store(cmd, s.set, s.push, s.shape); }
-    void operator()(const AttentionStep& s) const { k.attention(cmd, s.set, s.push, s.shape, s.fused, span.arena_buf_.buffer); }
+    void operator()(const RopeStoreStep& s) const { k.rope_store(cmd, s.set, s.push, s.shape, s.multi); }
+    void operator()(const AttentionStep& s) const {
+      k.attention(cmd, s.set, s.push, s.shape, s.fused, span.arena_buf_.buffer, s.multi);
+    }
     void operator()(const MatmulStep& s) const {
       SpanMatmulPush pc = s.push;
       for (size_t c = 0; c < s.weight->chunks.size(); ++c) {
@@ -75,12 +77,12 @@ void Span::record(VkCommandBuffer cmd, const SpanPlan& plan, bool stamps) {
   if (stamps) profile_->end(cmd);
 }
 
-// A command buffer holding the forward of n tokens, recorded once per (n,
-// head, narrow attention) and reused. FISH_GPU_PROFILE=2 re-records every
-// forward (its stage names are collected while recording); level 1's two
-// stamps go into the cached recordings, so its wall time is an unprofiled
-// forward's.
-VkCommandBuffer Span::recording_for(int n, bool head, bool narrow) {
+// A command buffer holding a submission of this shape (n tokens, head rows,
+// narrow attention, one sequence or several), recorded once per shape and
+// reused. FISH_GPU_PROFILE=2 re-records every forward (its stage names are
+// collected while recording); level 1's two stamps go into the cached
+// recordings, so its wall time is an unprofiled forward's.
+VkCommandBuffer Span::recording_for(const Shape& shape) {
   const DeviceFns& f = ctx_.dev->fns();
   const int level = profile_->level();
   auto begin = [&](VkCommandBuffer cmd, bool once) {
@@ -90,23 +92,23 @@ VkCommandBuffer Span::recording_for(int n, bool head, bool narrow) {
   };
   if (level >= 2) {
     VkCommandBuffer cmd = one_time_commands();
-    record(cmd, plan(n, head, narrow), true);
+    record(cmd, plan(shape), true);
     check(f.vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
     return cmd;
   }
-  const int key = n | (head ? kHeadKey : 0) | (narrow ? kNarrowKey : 0);
-  if (auto it = cached_.find(key); it != cached_.end()) return it->second;
-  if (cached_.size() >= 16) invalidate_recordings();  // many batch sizes: keep the cache small
+  if (auto it = cached_.find(shape); it != cached_.end()) return it->second;
+  // Many batch sizes: keep the cache small (room for a decode per sequence).
+  if (cached_.size() >= size_t(16 + 2 * shape_.n_seq)) invalidate_recordings();
   VkCommandBuffer cmd = fresh_command_buffer();
   try {
     begin(cmd, false);
-    record(cmd, plan(n, head, narrow), level == 1);
+    record(cmd, plan(shape), level == 1);
     check(f.vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
   } catch (...) {
     free_cmds_.push_back(cmd);
     throw;
   }
-  cached_[key] = cmd;
+  cached_[shape] = cmd;
   return cmd;
 }
 

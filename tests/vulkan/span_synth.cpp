@@ -77,7 +77,7 @@ const fish_plugin_api& reference_api() {
 
 class ReferenceSpan : public TestSpan {
  public:
-  ReferenceSpan(const Synth& s, int n_ctx) : api_(reference_api()) {
+  ReferenceSpan(const Synth& s, int n_ctx, int n_seq) : api_(reference_api()) {
     fish_backend_config cfg{};
     cfg.struct_size = sizeof cfg;
     cfg.device_index = -1;
@@ -92,29 +92,27 @@ class ReferenceSpan : public TestSpan {
       }
       w.push_back(lw);
     }
-    const auto desc = describe_span(s, n_ctx, w);
+    const auto desc = describe_span(s, n_ctx, w, n_seq);
     check(api_.span_create(be_, &desc->desc, &span_));
   }
   ~ReferenceSpan() override {
     api_.span_destroy(be_, span_);
     api_.backend_destroy(be_);
   }
-  void forward(float* x, int n_tok, int pos0, float* logits) override {
-    std::vector<int32_t> pos(static_cast<size_t>(n_tok));
-    for (int t = 0; t < n_tok; ++t) pos[size_t(t)] = pos0 + t;
-    std::vector<uint8_t> want(static_cast<size_t>(n_tok), 0);
-    want.back() = logits != nullptr;
+  void forward_rows(float* x, int n_tok, const int32_t* seq, const int32_t* pos, const uint8_t* want,
+                    float* logits) override {
     fish_span_batch b{};
     b.struct_size = sizeof b;
     b.flags = FISH_FORWARD_X_OUT;
-    b.n_tok = n_tok, b.x = x, b.pos = pos.data(), b.logits_rows = want.data(), b.logits = logits;
+    b.n_tok = n_tok, b.x = x, b.seq = seq, b.pos = pos, b.logits_rows = want, b.logits = logits;
     check(api_.span_forward(be_, span_, &b));
   }
-  void truncate(int n) override { check(api_.span_kv_truncate(be_, span_, 0, n)); }
+  void truncate_seq(int seq, int n) override { check(api_.span_kv_truncate(be_, span_, seq, n)); }
+  void copy(int src, int dst, int p0, int p1) override { check(api_.span_kv_copy(be_, span_, src, dst, p0, p1)); }
   void reserve(int n) override { check(api_.span_kv_reserve(be_, span_, n)); }
-  int kv_len() override {
+  int kv_len_seq(int seq) override {
     int32_t n = -1;
-    check(api_.span_kv_len(be_, span_, 0, &n));
+    check(api_.span_kv_len(be_, span_, seq, &n));
     return n;
   }
   void set_head(const Synth& s) override {
@@ -137,7 +135,7 @@ class ReferenceSpan : public TestSpan {
 // ---- fish_vulkan, through VulkanBackend ----
 class VulkanSpan : public TestSpan {
  public:
-  VulkanSpan(std::unique_ptr<vk::VulkanBackend> be, const Synth& s, int n_ctx) : be_(std::move(be)) {
+  VulkanSpan(std::unique_ptr<vk::VulkanBackend> be, const Synth& s, int n_ctx, int n_seq) : be_(std::move(be)) {
     std::vector<std::array<fish_weight*, 7>> w;
     for (const auto& layer : s.w) {
       std::array<fish_weight*, 7> lw{};
@@ -148,22 +146,24 @@ class VulkanSpan : public TestSpan {
       }
       w.push_back(lw);
     }
-    const auto desc = describe_span(s, n_ctx, w);
+    const auto desc = describe_span(s, n_ctx, w, n_seq);
     span_ = be_->span_create(vk::span_in_from_abi(&desc->desc, true));
     check(span_ != nullptr);
   }
-  void forward(float* x, int n_tok, int pos0, float* logits) override {
+  void forward_rows(float* x, int n_tok, const int32_t* seq, const int32_t* pos, const uint8_t* want,
+                    float* logits) override {
     vk::Span::Forward f;
-    f.x = x, f.n_tok = n_tok, f.pos0 = pos0, f.x_out = x, f.logits = logits != nullptr;
+    f.x = x, f.n_tok = n_tok, f.seq = seq, f.pos = pos, f.x_out = x, f.logits_rows = want;
     const float* l = nullptr;
     check(be_->span_forward(span_, f, &l));
-    if (logits) std::memcpy(logits, l, size_t(span_->head_rows()) * sizeof(float));
+    if (l && logits) std::memcpy(logits, l, size_t(span_->logits_count()) * size_t(span_->head_rows()) * sizeof(float));
   }
-  void truncate(int n) override { check(be_->span_kv_truncate(span_, n)); }
+  void truncate_seq(int seq, int n) override { check(be_->span_kv_truncate(span_, seq, n)); }
+  void copy(int src, int dst, int p0, int p1) override { check(be_->span_kv_copy(span_, src, dst, p0, p1)); }
   void reserve(int n) override { check(be_->span_kv_reserve(span_, n)); }
-  int kv_len() override {
+  int kv_len_seq(int seq) override {
     int n = -1;
-    check(be_->span_kv_len(span_, &n));
+    check(be_->span_kv_len(span_, seq, &n));
     return n;
   }
   void set_head(const Synth& s) override {
@@ -183,6 +183,14 @@ class VulkanSpan : public TestSpan {
 };
 
 }  // namespace
+
+void TestSpan::forward(float* x, int n_tok, int pos0, float* logits) {
+  std::vector<int32_t> seq(static_cast<size_t>(n_tok), 0), pos(static_cast<size_t>(n_tok));
+  for (int t = 0; t < n_tok; ++t) pos[size_t(t)] = pos0 + t;
+  std::vector<uint8_t> want(static_cast<size_t>(n_tok), 0);
+  want.back() = logits != nullptr;
+  forward_rows(x, n_tok, seq.data(), pos.data(), want.data(), logits);
+}
 
 Synth make_synth(const SynthShape& v, uint64_t seed) {
   Synth s;
@@ -210,7 +218,8 @@ Synth make_synth(const SynthShape& v, uint64_t seed) {
   return s;
 }
 
-std::unique_ptr<SpanDescription> describe_span(const Synth& s, int n_ctx, const std::vector<std::array<fish_weight*, 7>>& w) {
+std::unique_ptr<SpanDescription> describe_span(const Synth& s, int n_ctx, const std::vector<std::array<fish_weight*, 7>>& w,
+                                               int n_seq) {
   const SynthShape& v = s.v;
   auto d = std::make_unique<SpanDescription>();
   d->arch.struct_size = sizeof d->arch;
@@ -248,18 +257,20 @@ std::unique_ptr<SpanDescription> describe_span(const Synth& s, int n_ctx, const 
   d->desc.n_layers = v.L;
   d->desc.n_embd = v.E, d->desc.n_head = v.H, d->desc.n_head_kv = v.KVH, d->desc.head_dim = v.D, d->desc.n_ff = v.F;
   d->desc.n_ctx = n_ctx;
-  d->desc.n_seq = 1;
+  d->desc.n_seq = n_seq;
   d->desc.arch = &d->arch;
   d->desc.layers = d->layers.data();
   return d;
 }
 
-std::unique_ptr<TestSpan> reference_span(const Synth& s, int n_ctx) { return std::make_unique<ReferenceSpan>(s, n_ctx); }
+std::unique_ptr<TestSpan> reference_span(const Synth& s, int n_ctx, int n_seq) {
+  return std::make_unique<ReferenceSpan>(s, n_ctx, n_seq);
+}
 
-std::unique_ptr<TestSpan> vulkan_span(const Synth& s, int n_ctx, const vk::VkConfig& cfg) {
+std::unique_ptr<TestSpan> vulkan_span(const Synth& s, int n_ctx, const vk::VkConfig& cfg, int n_seq) {
   auto be = open_backend("vulkan span", test_options(cfg));
   if (!be) return nullptr;
-  return std::make_unique<VulkanSpan>(std::move(be), s, n_ctx);
+  return std::make_unique<VulkanSpan>(std::move(be), s, n_ctx, n_seq);
 }
 
 vk::VulkanBackend& backend_of(TestSpan& t) { return dynamic_cast<VulkanSpan&>(t).backend(); }

@@ -42,26 +42,34 @@ struct SpanDescription {
   std::vector<fish_span_layer> layers;
   fish_span_desc desc{};
 };
-std::unique_ptr<SpanDescription> describe_span(const Synth& s, int n_ctx, const std::vector<std::array<fish_weight*, 7>>& w);
+std::unique_ptr<SpanDescription> describe_span(const Synth& s, int n_ctx, const std::vector<std::array<fish_weight*, 7>>& w,
+                                               int n_seq = 1);
 
 // A span of one plugin or the other, driven the same way.
 class TestSpan {
  public:
   virtual ~TestSpan() = default;
   // x [n_tok][E] in and out (the stream leaving the last layer); logits: the
-  // last row's (n_vocab), when not null and a head is attached.
-  virtual void forward(float* x, int n_tok, int pos0, float* logits = nullptr) = 0;
-  virtual void truncate(int n) = 0;
+  // last row's (n_vocab), when not null and a head is attached. Sequence 0.
+  void forward(float* x, int n_tok, int pos0, float* logits = nullptr);
+  // Rows of any sequences: row t of sequence seq[t] at pos[t]; logits
+  // [rows with want[t] != 0][n_vocab] in row order (want may be null: none).
+  virtual void forward_rows(float* x, int n_tok, const int32_t* seq, const int32_t* pos, const uint8_t* want,
+                            float* logits) = 0;
+  void truncate(int n) { truncate_seq(0, n); }
+  virtual void truncate_seq(int seq, int n) = 0;
+  virtual void copy(int src, int dst, int p0, int p1) = 0;
   virtual void reserve(int n) = 0;
-  virtual int kv_len() = 0;
+  int kv_len() { return kv_len_seq(0); }
+  virtual int kv_len_seq(int seq) = 0;
   virtual void set_head(const Synth& s) = 0;
 };
 
 // The reference plugin's span of s (REQUIREs every step).
-std::unique_ptr<TestSpan> reference_span(const Synth& s, int n_ctx);
+std::unique_ptr<TestSpan> reference_span(const Synth& s, int n_ctx, int n_seq = 1);
 // fish_vulkan's, through VulkanBackend with cfg and the ABI description
 // (span_abi.cpp); nullptr when no device opens (skip_reason() says why).
-std::unique_ptr<TestSpan> vulkan_span(const Synth& s, int n_ctx, const vk::VkConfig& cfg);
+std::unique_ptr<TestSpan> vulkan_span(const Synth& s, int n_ctx, const vk::VkConfig& cfg, int n_seq = 1);
 // The fish_vulkan backend and span behind a vulkan_span (profile, describe).
 vk::VulkanBackend& backend_of(TestSpan& t);
 vk::Span& span_of(TestSpan& t);

@@ -2,7 +2,8 @@
 // rmsnorm, q/k preparation + KV store (biases, q/k norms, normal / NeoX RoPE,
 // partial rotary dims, frequency factors), attention (plain and fused, one or
 // several context splits, one or several tokens, head dims 8..256, groups
-// 1..7, a KV group or one query head per workgroup, B32 output rows), and the
+// 1..7, a KV group or one query head per workgroup, B32 output rows; rows of
+// several sequences with the RoPE / KV store), and the
 // span variants of the matvec / tiled kernels (scaled x, residual add, silu
 // epilogue, x·x2 input, the norm epilogue; FQ3 among the weight types) with
 // the spec's matmul bound.
@@ -281,6 +282,104 @@ TEST_CASE("span attention kernel vs CPU: splits, tokens, head dims, groups, fuse
     CHECK(d <= 2e-5 * 8);  // |v| <= ~4 (N(0,1) in f16); f32 softmax and sums
     seed += 10;
   }
+}
+
+// Rows of several sequences (span_rope_store / span_attention MULTI): each
+// row's position and KV base come from the row table. Three sequences' parts
+// in one KV buffer, every position a row may not read NaN (the other
+// sequences' positions, its own past the row): the RoPE / KV store writes each
+// row's k and v at its sequence's position and nowhere else, and each row's
+// attention sees exactly its own sequence's positions 0..p (a later row of
+// the same sequence also the position an earlier row stored).
+TEST_CASE("span RoPE / KV store and attention over rows of several sequences vs CPU", "[vulkan][span][seq]") {
+  auto be = open_backend("span rows of several sequences");
+  if (!be) FISH_SKIP(skip_reason());
+  const int D = 32, H = 8, KVH = 2, QD = H * D, KD = KVH * D, QKV = QD + 2 * KD, S = 3, cap = 48;
+  const uint32_t stride = uint32_t(2 * cap * KD);  // halves per sequence: K then V
+  // Rows: (sequence, position); sequence s holds positions < filled[s] before the forward.
+  const int row_seq[4] = {1, 0, 2, 1}, row_pos[4] = {39, 4, 16, 40}, filled[S] = {4, 39, 16};
+  const int n_tok = 4;
+  const uint32_t meta_off = 64, qkv_off = 128, qr_off = qkv_off + uint32_t(n_tok * QKV);
+  const uint32_t att_off = qr_off + uint32_t(n_tok * QD), part_off = att_off + uint32_t(n_tok * QD);
+  const uint32_t cnt_off = part_off + uint32_t(KVH) * 128 * uint32_t((H / KVH) * (D + 2));
+  SpanRig rig(*be, cnt_off + 128 * KVH + 64, uint64_t(S) * stride / 2, 4, uint64_t(cap) * D);
+  // K/V: f16 random where a row may read it, NaN elsewhere.
+  std::vector<float> kf(size_t(S) * stride / 2), vf(kf.size());  // [s][pos][KD] as f32
+  std::vector<uint32_t> kvw(size_t(S) * stride / 2, 0x7E007E00u);
+  const auto rk = randn(kf.size(), 501, 1.0f), rv = randn(kf.size(), 502, 1.0f);
+  for (int q = 0; q < S; ++q)
+    for (int j = 0; j < filled[q] * KD; j += 2) {
+      const size_t i = size_t(q) * size_t(cap) * KD + size_t(j);
+      kf[i] = round_f16(rk[i]), kf[i + 1] = round_f16(rk[i + 1]);
+      vf[i] = round_f16(rv[i]), vf[i + 1] = round_f16(rv[i + 1]);
+      const size_t w = (size_t(q) * stride + size_t(j)) / 2;
+      kvw[w] = pack_half2(kf[i], kf[i + 1]);
+      kvw[w + size_t(cap) * KD / 2] = pack_half2(vf[i], vf[i + 1]);
+    }
+  const auto qkv = randn(size_t(n_tok) * QKV, 503, 1.0f);
+  const auto rope = rope_table(cap, D, 10000.0, 1.0, nullptr);
+  rig.put(rig.arena(), qkv_off, qkv);
+  rig.put(rig.rope(), 0, rope);
+  std::vector<uint32_t> meta;
+  for (int t = 0; t < n_tok; ++t) meta.push_back(uint32_t(row_pos[t])), meta.push_back(uint32_t(row_seq[t]) * stride);
+  rig.put(rig.arena(), meta_off, meta);
+  const float scale = 1.0f / std::sqrt(float(D));
+  for (const int heads : {0, 1})      // a KV group per workgroup, one query head
+    for (const int splits : {1, 4}) {  // a split past a short row's position is empty
+      rig.put(rig.kv(), 0, kvw);
+      SpanPush p;
+      p.n_tok = n_tok, p.q_off = qkv_off, p.q_stride = QKV, p.k_off = qkv_off + QD, p.v_off = qkv_off + QD + KD;
+      p.qr_off = qr_off, p.kv_cap = cap, p.eps = 1e-6f, p.n_rot = D, p.n_head = H, p.meta_off = meta_off;
+      p.att_off = att_off, p.part_off = part_off, p.cnt_off = cnt_off, p.scale = scale;
+      const vk::SpanKernelShape ks{uint32_t(D), uint32_t(H / KVH), uint32_t(KVH), uint32_t(heads)};
+      const uint32_t n_kv = 41, split_len = (n_kv + uint32_t(splits) - 1) / uint32_t(splits);
+      rig.put(rig.arena(), 0,
+              std::vector<uint32_t>{ks.attn_groups(), uint32_t(splits), uint32_t(n_tok), 0, 0, uint32_t(splits), split_len});
+      rig.run([&](VkCommandBuffer cmd) { be->span_kernels()->rope_store(cmd, rig.aux_set(), p, ks, true); });
+      SpanPush a = p;
+      a.q_off = qr_off, a.q_stride = QD;
+      rig.run([&](VkCommandBuffer cmd) {
+        be->span_kernels()->attention(cmd, rig.aux_set(), a, ks, false, rig.arena().buffer, true);
+      });
+      // The KV: each row's position of its sequence written (one f16 step from
+      // the reference's k, v), every other word as it was.
+      const auto after = rig.get_words(rig.kv(), 0, uint64_t(S) * stride / 2);
+      auto half_at = [&](size_t idx) { return fp16_to_fp32(uint16_t(after[idx / 2] >> (16 * (idx & 1)))); };
+      std::vector<float> ks_f = kf, vs_f = vf;
+      std::vector<uint8_t> written(after.size(), 0);
+      double dk = 0;
+      for (int t = 0; t < n_tok; ++t)
+        for (int g = 0; g < KVH; ++g) {
+          std::vector<float> k(&qkv[size_t(t) * QKV + QD + size_t(g) * D], &qkv[size_t(t) * QKV + QD + size_t(g + 1) * D]);
+          ref_prep_head(k.data(), D, nullptr, nullptr, 0, rope.data(), row_pos[t], D, false, 1.0f);
+          for (int i = 0; i < D; ++i) {
+            const size_t e = size_t(row_seq[t]) * size_t(cap) * KD + size_t(row_pos[t]) * KD + size_t(g) * D + size_t(i);
+            const size_t hk = size_t(row_seq[t]) * stride + size_t(row_pos[t]) * KD + size_t(g) * D + size_t(i);
+            const float vv = qkv[size_t(t) * QKV + QD + KD + size_t(g) * D + i];
+            dk = std::max(dk, double(std::fabs(half_at(hk) - k[size_t(i)])) / std::max(1e-3f, std::fabs(k[size_t(i)])));
+            CHECK(std::fabs(half_at(hk + size_t(cap) * KD) - vv) <= std::fabs(vv) / 1024 + 1e-7);
+            ks_f[e] = half_at(hk), vs_f[e] = half_at(hk + size_t(cap) * KD);
+            written[hk / 2] = written[(hk + size_t(cap) * KD) / 2] = 1;
+          }
+        }
+      CHECK(dk <= 1.0 / 1024);
+      int64_t stray = 0;
+      for (size_t w = 0; w < after.size(); ++w) stray += !written[w] && after[w] != kvw[w];
+      CHECK(stray == 0);
+      // The attention of each row over its own sequence's positions 0..p.
+      const auto out = rig.get(rig.arena(), att_off, size_t(n_tok) * QD);
+      double worst = 0;
+      for (int t = 0; t < n_tok; ++t) {
+        std::vector<float> q(&qkv[size_t(t) * QKV], &qkv[size_t(t) * QKV + QD]);
+        for (int h = 0; h < H; ++h) ref_prep_head(&q[size_t(h) * D], D, nullptr, nullptr, 0, rope.data(), row_pos[t], D, false, scale);
+        const size_t base = size_t(row_seq[t]) * size_t(cap) * KD;
+        std::vector<float> ref(static_cast<size_t>(QD));
+        ref_attention(q.data(), &ks_f[base], &vs_f[base], row_pos[t] + 1, H, KVH, D, ref.data());
+        worst = std::max(worst, max_diff(&out[size_t(t) * QD], ref.data(), size_t(QD)));
+      }
+      INFO("heads/workgroup " << heads << ", splits " << splits << ": max |out - ref| " << worst << ", K rel " << dk);
+      CHECK(worst <= 2e-5 * 8);  // as the one-sequence attention cases
+    }
 }
 
 namespace {
