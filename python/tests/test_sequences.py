@@ -10,12 +10,14 @@ def test_two_sequences_in_one_batch_equal_each_alone():
     np = pytest.importorskip("numpy")
     a = [1, 403, 407, 261, 378]
     b = [1, 346, 306]
-    with fish.Model(STORIES, n_threads=2, n_seq=2) as m:
+    # On the CPU (gpu_layers=0): bit for bit there; a GPU plugin (FISH_GPU=cpu
+    # in CI) runs a one-sequence model as a span and two sequences per matmul.
+    with fish.Model(STORIES, n_threads=2, n_seq=2, gpu_layers=0) as m:
         m.decode(a + b, list(range(len(a))) + list(range(len(b))), [0] * len(a) + [1] * len(b),
                  [0] * (len(a) - 1) + [1] + [0] * (len(b) - 1) + [1])
         la, lb = m.logits_ith(len(a) - 1), m.logits_ith(len(a) + len(b) - 1)
         assert (m.seq_len(0), m.seq_len(1)) == (5, 3)
-    with fish.Model(STORIES, n_threads=2) as alone:
+    with fish.Model(STORIES, n_threads=2, gpu_layers=0) as alone:
         alone.eval(a)
         assert np.array_equal(alone.logits(), la)
         alone.kv_truncate(0)
