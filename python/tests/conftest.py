@@ -29,6 +29,6 @@ def stories():
         pytest.skip(f"no {STORIES}")
     import fish
 
-    m = fish.Model(STORIES, n_threads=2, n_seq=4)
+    m = fish.Model(STORIES, n_threads=2, n_seq=4, gpu_layers=0)
     yield m
     m.close()

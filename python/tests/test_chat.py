@@ -16,7 +16,7 @@ def test_no_template_without_fallback(stories):
 
 
 def test_replies_equal_fish_chat(stories):
-    out = run_fish("chat", "-m", STORIES, "--fallback", "--temp", "0", "-n", "12", "-t", "2", input="Hello\nHow are you\n")
+    out = run_fish("chat", "-m", STORIES, "--fallback", "--temp", "0", "-n", "12", "-t", "2", "-ngl", "0", input="Hello\nHow are you\n")
     msgs = [{"role": "user", "content": "Hello"}]
     r1 = stories.chat(msgs, fallback=True, max_tokens=12, temperature=0)
     msgs += [{"role": "assistant", "content": r1}, {"role": "user", "content": "How are you"}]

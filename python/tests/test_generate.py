@@ -18,7 +18,7 @@ def test_greedy_from_bos_is_the_reference(stories):
 
 
 def test_equal_to_fish_run(stories):
-    ref = run_fish("run", "-m", STORIES, "-p", "Once upon a time", "-n", "40", "--temp", "0", "-t", "2")
+    ref = run_fish("run", "-m", STORIES, "-p", "Once upon a time", "-n", "40", "--temp", "0", "-t", "2", "-ngl", "0")
     assert stories.generate("Once upon a time", max_tokens=40, temperature=0, stream=False) == ref[:-1]
 
 

@@ -26,7 +26,7 @@ def test_two_sequences_in_one_batch_equal_each_alone():
 
 
 def test_copy_truncate_release_reuse():
-    with fish.Model(STORIES, n_threads=2, n_seq=3) as m:
+    with fish.Model(STORIES, n_threads=2, n_seq=3, gpu_layers=0) as m:
         ids = m.tokenize("Lily and Ben went to the park to play with a red ball.")
         m.decode(ids, list(range(len(ids))), [0] * len(ids))
         m.seq_copy(0, 1, 5)

@@ -38,7 +38,7 @@ ProcResult run_fish(std::vector<std::string> args, const std::string& input = ""
 }
 
 std::vector<std::string> chat_args(const std::string& model, std::vector<std::string> more) {
-  std::vector<std::string> a = {"chat", "-m", model, "--temp", "0", "-t", "2"};
+  std::vector<std::string> a = {"chat", "-m", model, "--temp", "0", "-t", "2", "-ngl", "0"};
   a.insert(a.end(), more.begin(), more.end());
   return a;
 }
@@ -51,7 +51,7 @@ std::string chatml(const std::vector<std::pair<std::string, std::string>>& msgs)
 
 // fish run's greedy continuation of prompt (its final newline removed).
 std::string run_greedy(const std::string& model, const std::string& prompt, int n) {
-  const ProcResult r = run_fish({"run", "-m", model, "-p", prompt, "-n", std::to_string(n), "--temp", "0", "-t", "2"});
+  const ProcResult r = run_fish({"run", "-m", model, "-p", prompt, "-n", std::to_string(n), "--temp", "0", "-t", "2", "-ngl", "0"});
   REQUIRE(r.status == 0);
   REQUIRE(!r.out.empty());
   REQUIRE(r.out.back() == '\n');
@@ -247,7 +247,7 @@ TEST_CASE("fish chat: on a terminal it prompts, streams, and leaves on /quit or 
   const std::string m = model_path(kStories);
   const std::string reply = run_greedy(m, chatml({{"user", "Hello"}}), 8);
   {
-    PtyProcess p({bin_path("fish"), "chat", "-m", m, "--fallback", "--temp", "0", "-t", "2", "-n", "8"});
+    PtyProcess p({bin_path("fish"), "chat", "-m", m, "--fallback", "--temp", "0", "-t", "2", "-ngl", "0", "-n", "8"});
     REQUIRE(p.wait_for("> ") != std::string::npos);
     CHECK(p.output().find("fish chat: " + m + "\r\n") != std::string::npos);  // the banner (stderr is the terminal too)
     CHECK(p.output().find("/reset starts a new conversation") != std::string::npos);
@@ -266,7 +266,7 @@ TEST_CASE("fish chat: on a terminal it prompts, streams, and leaves on /quit or 
     CHECK(p.wait_exit() == 0);
   }
   {
-    PtyProcess p({bin_path("fish"), "chat", "-m", m, "--fallback", "--temp", "0", "-t", "2", "-n", "8"});
+    PtyProcess p({bin_path("fish"), "chat", "-m", m, "--fallback", "--temp", "0", "-t", "2", "-ngl", "0", "-n", "8"});
     REQUIRE(p.wait_for("> ") != std::string::npos);
     p.type("\x04");  // Ctrl-D on an empty line: the end of input
     CHECK(p.wait_exit() == 0);
@@ -278,7 +278,7 @@ TEST_CASE("fish chat: on a terminal Ctrl-C stops the reply and the chat goes on"
   const std::string m = model_path(kStories);
   // --ignore-eos: the reply would run to the context's end (2048 positions),
   // far longer than the moment the test takes to press Ctrl-C.
-  PtyProcess p({bin_path("fish"), "chat", "-m", m, "--fallback", "--temp", "0", "-t", "2", "--ignore-eos", "--verbose"});
+  PtyProcess p({bin_path("fish"), "chat", "-m", m, "--fallback", "--temp", "0", "-t", "2", "-ngl", "0", "--ignore-eos", "--verbose"});
   REQUIRE(p.wait_for("> ") != std::string::npos);
   size_t at = p.output().size();
   p.type("Hello\n");

@@ -41,7 +41,7 @@ test('completions: greedy text from BOS is the reference text, with usage', asyn
 });
 
 test('completions: equal to fish run, streamed or not; stop strings', async () => {
-  const ref = fish(['run', '-m', STORIES, '-p', 'Once upon a time', '-n', '30', '--temp', '0', '-t', '2']).replace(/\n$/, '');
+  const ref = fish(['run', '-m', STORIES, '-p', 'Once upon a time', '-n', '30', '--temp', '0', '-t', '2', '-ngl', '0']).replace(/\n$/, '');
   const r = await client.completions.create({ model: 'x', prompt: 'Once upon a time', max_tokens: 30, temperature: 0 });
   assert.equal(r.choices[0].text, ref);
   assert.equal(r.usage.completion_tokens, 30);
@@ -66,7 +66,7 @@ test('completions: equal to fish run, streamed or not; stop strings', async () =
 });
 
 test('chat: the ChatML fallback; the same reply as fish chat and as the rendered prompt, streamed or not', async () => {
-  const ref = fish(['chat', '-m', STORIES, '--fallback', '--temp', '0', '-n', '16', '-t', '2'], 'Hello\n').replace(/\n$/, '');
+  const ref = fish(['chat', '-m', STORIES, '--fallback', '--temp', '0', '-n', '16', '-t', '2', '-ngl', '0'], 'Hello\n').replace(/\n$/, '');
   const msgs = [{ role: 'user', content: 'Hello' }];
   const r = await client.chat.completions.create({ model: 'x', messages: msgs, max_tokens: 16, temperature: 0 });
   assert.equal(r.object, 'chat.completion');

@@ -18,7 +18,7 @@ export const STORIES_FROM_BOS =
 
 // Starts `fish serve -m model --port 0 ...args`; resolves once it listens.
 export async function startServer(args = [], { model = STORIES } = {}) {
-  const proc = spawn(FISH, ['serve', '-m', model, '--port', '0', '-t', '2', ...args], {
+  const proc = spawn(FISH, ['serve', '-m', model, '--port', '0', '-t', '2', '-ngl', '0', ...args], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';

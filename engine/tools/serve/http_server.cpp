@@ -2,6 +2,8 @@
 #include "serve/http_server.h"
 
 #include <httplib.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <atomic>
@@ -400,11 +402,15 @@ bool HttpServer::bind(std::string* error) {
   Impl& i = *impl_;
   // Our own socket options: SO_REUSEADDR only (httplib's default adds
   // SO_REUSEPORT, which would let a second server share the port silently),
-  // and the socket kept to raise its backlog below.
+  // TCP_NODELAY (accepted sockets inherit it: a stream's small chunks go out
+  // at once instead of waiting for the client's delayed ACK), and the socket
+  // kept to raise its backlog below.
   int fd = -1;
+  i.svr.set_tcp_nodelay(true);
   i.svr.set_socket_options([&fd](socket_t sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
     fd = sock;
   });
   bool ok = false;
