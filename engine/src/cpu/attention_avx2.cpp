@@ -26,8 +26,8 @@ void attention_head_avx2(const float* q, const KvView& kv, int32_t n_kv, int32_t
     __m256 acc = _mm256_setzero_ps();
     int32_t d = 0;
     for (; d < hd8; d += 8) {
-      const __m256 kv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kj + d)));
-      acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), kv, acc);
+      const __m256 kf = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kj + d)));
+      acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), kf, acc);
     }
     float s = hsum256(acc);
     for (; d < hd; ++d) s += q[d] * fp16_to_fp32(kj[d]);
