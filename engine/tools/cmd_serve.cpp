@@ -106,7 +106,7 @@ static int cmd_serve(int argc, char** argv) {
   if (np < 1 || np > 256) a.fail("-np must be between 1 and 256");
   if (queue < 0 || queue > 100000) a.fail("--queue must be between 0 and 100000");
   if (batch < 1 || batch > 65536) a.fail("--batch-size must be between 1 and 65536");
-  if (threads < 0 || threads > 4096) a.fail("--http-threads must be between 1 and 4096");
+  if (threads < 0 || threads > 4096) a.fail("--http-threads must be between 1 and 4096 (0: the default)");
   if (ho.host.empty()) a.fail("--host must not be empty");
   ho.port = int(port);
   ho.verbose = mf.params.verbose != 0;
