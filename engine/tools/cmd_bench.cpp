@@ -209,13 +209,13 @@ static int cmd_bench(int argc, char** argv) {
   Args a(argc, argv);
   if (a.flag("-h", "--help")) {
     std::printf("usage: fish bench [-m MODEL] [-p 512] [-n 128] [-d 0] [-t N] [-r 5] [-ngl|--n-gpu-layers N]\n"
-                "                  [-np 1] [--requant MODE] [--json]\n"
+                "                  [-np 1] [--requant MODE] [--gpu-only] [--json]\n"
                 "                  [-md|--model-draft M [--draft 8[,N...]]] [--lookup N[,N...]] [--prompt-file F]\n"
                 "       fish bench --kernels [--types Q4_K,Q6_K] [--shapes 4096x14336,...] [-r N] [--json]\n"
                 "  Prompt processing (ppN) and generation (tgN) tok/s, mean ± sd over -r repetitions;\n"
                 "  -d runs them after DEPTH tokens of context (filled untimed). -p, -n, -d and -t take\n"
                 "  comma lists (-p 128,512 -t 1,2), as llama-bench does; 0 skips that kind of test.\n"
-                "  With a GPU plugin: auto placement and CPU-only rows, and their ratio.\n"
+                "  With a GPU plugin: auto placement and CPU-only rows, and their ratio (--gpu-only: no CPU rows).\n"
                 "  -np N: N sequences at once (each its own prompt or generation, one forward for all rows);\n"
                 "  the row's t/s is their aggregate (\"tg128 x8\"), and a line gives it per sequence.\n"
                 "  Speculative decoding: --model-draft M (--draft N proposals per step) and/or --lookup N (n-gram\n"
@@ -249,6 +249,7 @@ static int cmd_bench(int argc, char** argv) {
   int32_t requant = -1;
   requant_flag(a, requant);
   const bool json = a.flag(nullptr, "--json");
+  const bool gpu_only = a.flag(nullptr, "--gpu-only");
   if (a.flag(nullptr, "--kernels")) {  // the backend's kernels on large matrices, GB/s
     std::string types, shapes;
     a.value(nullptr, "--types", types);
@@ -407,7 +408,7 @@ static int cmd_bench(int argc, char** argv) {
     // CPU only, in the same process (when none did, those rows are the CPU's).
     const bool on_gpu = ngl != 0 && run_all(int32_t(ngl), int32_t(t));
     any_gpu = any_gpu || on_gpu;
-    if (on_gpu || ngl == 0) run_all(0, int32_t(t));
+    if ((on_gpu && !gpu_only) || ngl == 0) run_all(0, int32_t(t));
   }
   progress.finish();
   const std::string arch = info.arch, kernels = info.cpu_kernels;

@@ -208,6 +208,15 @@ TEST_CASE("fish bench: the GPU/CPU ratio is each GPU row over its CPU row", "[e2
   CHECK(ratios == 4);
 }
 
+TEST_CASE("fish bench --gpu-only: the GPU rows without the CPU rows", "[e2e][cli][bench]") {
+  const Out r = fish_cli("bench -m " + kModel + " -p 16 -n 4 -t 1 -r 1 --gpu-only", "FISH_BACKEND=reference");
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("| pp16 |") != std::string::npos);
+  CHECK(r.out.find("| tg4 |") != std::string::npos);
+  CHECK(r.out.find("| CPU") == std::string::npos);
+  CHECK(r.out.find("GPU/CPU") == std::string::npos);
+}
+
 TEST_CASE("fish run: an MoE model says MoE is not yet supported", "[e2e][cli]") {
   // stories260K with Mixtral's key (llama + expert_count), and as qwen3moe.
   auto f = fish::gguf::File::open(kModel);
