@@ -166,9 +166,11 @@ Span* Backend::span(fish_span* h) const {
   return s;
 }
 
-void Backend::matmul(const Weight& w, const float* x, int n_tok, float* y) const {
+void Backend::matmul(const Weight& w, const float* x, int n_tok, float* y, int64_t mat, bool allow_stack) const {
   if (!x || !y || n_tok < 1) fail(FISH_E_INVALID_ARGUMENT, "matmul " + w.name + ": n_tok must be >= 1 with x and y given");
-  if (w.n_mat != 1)
+  if (mat < 0 || mat >= w.n_mat)
+    fail(FISH_E_INVALID_ARGUMENT, "matmul " + w.name + ": matrix " + std::to_string(mat) + " of " + std::to_string(w.n_mat));
+  if (w.n_mat != 1 && !allow_stack)
     fail(FISH_E_INVALID_ARGUMENT, "matmul " + w.name + ": a stack of " + std::to_string(w.n_mat) +
                                       " matrices (matmul takes single matrices)");
   const int64_t n_in = w.n_in, n_out = w.n_out;
@@ -177,7 +179,8 @@ void Backend::matmul(const Weight& w, const float* x, int n_tok, float* y) const
   parallel_for(n_out, 16, [&](int64_t r0, int64_t r1) {
     std::vector<float> row(static_cast<size_t>(n_in));
     for (int64_t r = r0; r < r1; ++r) {
-      const fish_status st = host()->dequant_row(w.type, w.data.data() + uint64_t(r) * w.row_bytes, row.data(), n_in);
+      const uint64_t at = (uint64_t(mat) * uint64_t(n_out) + uint64_t(r)) * w.row_bytes;  // row r of matrix mat
+      const fish_status st = host()->dequant_row(w.type, w.data.data() + at, row.data(), n_in);
       if (st != FISH_OK) fail(st, "matmul " + w.name + ": the host could not decode row " + std::to_string(r));
       for (int t = 0; t < n_tok; ++t) {
         const float* xt = x + int64_t(t) * n_in;

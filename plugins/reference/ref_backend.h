@@ -37,8 +37,10 @@ class Backend {
 
   Weight* upload(const fish_weight_desc* d);
   void release(Weight* w);
-  // y = x · Wᵀ; x: [n_tok, n_in], y: [n_tok, n_out].
-  void matmul(const Weight& w, const float* x, int n_tok, float* y) const;
+  // y = x · Wᵀ; x: [n_tok, n_in], y: [n_tok, n_out]. mat: which matrix of a
+  // stack (MoE experts, n_mat > 1): the ABI's matmul() takes single matrices
+  // (allow_stack false), a span's expert products pick one (allow_stack true).
+  void matmul(const Weight& w, const float* x, int n_tok, float* y, int64_t mat = 0, bool allow_stack = false) const;
 
   // Handle checks: a handle this backend did not hand out is an error, not a crash.
   Weight* weight(fish_weight* h) const;

@@ -29,8 +29,9 @@ uint64_t Span::bytes_for(const SpanIn& in, int64_t capacity) {
   const uint64_t kv_dim = uint64_t(in.n_head_kv) * uint64_t(in.head_dim);
   const uint64_t q_dim = uint64_t(in.n_head) * uint64_t(in.head_dim);
   // Per layer: K and V of every sequence, two norm vectors, at most three biases and two head norms.
+  // (+ the shared expert's gate vector with MoE).
   const uint64_t per_layer = 2 * uint64_t(capacity) * kv_dim * uint64_t(in.n_seq) + 2 * uint64_t(in.n_embd) + q_dim +
-                             2 * kv_dim + 2 * uint64_t(in.head_dim);
+                             2 * kv_dim + 2 * uint64_t(in.head_dim) + (in.n_ff_shexp > 0 ? uint64_t(in.n_embd) : 0);
   return (uint64_t(in.n_layers) * per_layer + uint64_t(in.n_rot / 2)) * sizeof(float);
 }
 
@@ -41,6 +42,9 @@ Span::Span(Backend& be, const fish_span_desc* d) : be_(be), shape_(read_span_des
   for (const LayerIn& l : in.layers) {
     Layer L;
     L.wq = l.wq, L.wk = l.wk, L.wv = l.wv, L.wo = l.wo, L.gate = l.gate, L.up = l.up, L.down = l.down;
+    L.router = l.router, L.gate_exps = l.gate_exps, L.up_exps = l.up_exps, L.down_exps = l.down_exps;
+    L.gate_shexp = l.gate_shexp, L.up_shexp = l.up_shexp, L.down_shexp = l.down_shexp;
+    L.shexp_gate = copy_vec(l.shexp_gate, E);
     L.attn_norm = copy_vec(l.attn_norm, E);
     L.ffn_norm = copy_vec(l.ffn_norm, E);
     L.bq = copy_vec(l.bq, QD);
@@ -72,10 +76,16 @@ Span::Span(Backend& be, const fish_span_desc* d) : be_(be), shape_(read_span_des
 
 Span::~Span() { be_.uncharge(charged_); }
 
+std::vector<const Weight*> Span::Layer::weights() const {
+  return {wq, wk, wv, wo, gate, up, down, router, gate_exps, up_exps, down_exps, gate_shexp, up_shexp, down_shexp};
+}
+
 bool Span::uses(const Weight* w) const {
+  if (!w) return false;
   for (const auto& L : layers_)
-    if (L.wq == w || L.wk == w || L.wv == w || L.wo == w || L.gate == w || L.up == w || L.down == w) return true;
-  return w != nullptr && w == head_;
+    for (const Weight* lw : L.weights())
+      if (lw == w) return true;
+  return w == head_;
 }
 
 void Span::set_head(Weight* head, const float* norm) {
@@ -204,7 +214,8 @@ void Span::forward(fish_span_batch* b) {
 
 // One layer over every row of the batch: x [n_tok][n_embd] in and out.
 void Span::layer_forward(Layer& L, std::vector<float>& x, const int32_t* seq, const int32_t* pos, int n_tok) {
-  const int E = shape_.n_embd, H = shape_.n_head, KVH = shape_.n_head_kv, D = shape_.head_dim, F = shape_.n_ff;
+  const int E = shape_.n_embd, H = shape_.n_head, KVH = shape_.n_head_kv, D = shape_.head_dim;
+  const int F = shape_.n_expert > 0 ? 0 : shape_.n_ff;  // dense FFN rows
   const int QD = H * D, KD = KVH * D, group = H / KVH;
   const float eps = shape_.norm_eps;
   const float scale = shape_.attn_scale != 0.0f ? shape_.attn_scale : float(1.0 / std::sqrt(double(D)));
@@ -264,11 +275,69 @@ void Span::layer_forward(Layer& L, std::vector<float>& x, const int32_t* seq, co
   for (size_t i = 0; i < n * size_t(E); ++i) x[i] += o[i];
   // FFN block: x = h + (silu(n · gateᵀ) * (n · upᵀ)) · downᵀ with n = rmsnorm(h) * ffn_norm.
   for (size_t t = 0; t < n; ++t) rmsnorm(&x[t * E], L.ffn_norm.data(), &a[t * E], E, eps);
+  if (shape_.n_expert > 0) {  // MoE: x = h + the chosen experts' weighted sum [+ the gated shared expert]
+    moe_ffn(L, a.data(), n_tok, o.data());
+    for (size_t i = 0; i < n * size_t(E); ++i) x[i] += o[i];
+    return;
+  }
   be_.matmul(*L.gate, a.data(), n_tok, g.data());
   be_.matmul(*L.up, a.data(), n_tok, u.data());
   for (size_t i = 0; i < n * size_t(F); ++i) g[i] = silu(g[i]) * u[i];
   be_.matmul(*L.down, g.data(), n_tok, o.data());
   for (size_t i = 0; i < n * size_t(E); ++i) x[i] += o[i];
+}
+
+// The MoE FFN as plugin_abi.h writes it, row by row: r = softmax(n·routerᵀ)
+// (in double), the n_expert_used largest r (a tie: the lower expert index
+// first), w_e = r_e or r_e / Σ chosen r (FISH_GATING_SOFTMAX_TOPK_NORM), then
+// out = Σ w_e · (silu(n·gate_e ᵀ) * (n·up_e ᵀ))·down_e ᵀ [+ sigmoid(n·shexp_gate) · shared(n)].
+void Span::moe_ffn(const Layer& L, const float* a, int n_tok, float* out) const {
+  const int E = shape_.n_embd, NE = shape_.n_expert, K = shape_.n_expert_used, FE = shape_.n_ff_expert;
+  const int FS = shape_.n_ff_shexp;
+  std::vector<float> logits(size_t(n_tok) * size_t(NE));
+  be_.matmul(*L.router, a, n_tok, logits.data());
+  std::vector<float> g(static_cast<size_t>(std::max(FE, FS))), u(g.size()), y(static_cast<size_t>(E));
+  std::vector<double> r(static_cast<size_t>(NE));
+  std::vector<char> taken(static_cast<size_t>(NE));
+  for (int t = 0; t < n_tok; ++t) {
+    const float* at = a + size_t(t) * E;
+    float* ot = out + size_t(t) * E;
+    const float* lt = &logits[size_t(t) * NE];
+    double mx = -INFINITY, sum = 0.0;
+    for (int e = 0; e < NE; ++e) mx = std::max(mx, double(lt[e]));
+    for (int e = 0; e < NE; ++e) sum += (r[size_t(e)] = std::exp(double(lt[e]) - mx));
+    for (int e = 0; e < NE; ++e) r[size_t(e)] /= sum;
+    std::vector<int> chosen;
+    std::fill(taken.begin(), taken.end(), 0);
+    double chosen_sum = 0.0;
+    for (int k = 0; k < K; ++k) {
+      int best = -1;
+      for (int e = 0; e < NE; ++e)  // strict >: among equal r the lower index stays
+        if (!taken[size_t(e)] && (best < 0 || r[size_t(e)] > r[size_t(best)])) best = e;
+      taken[size_t(best)] = 1;
+      chosen.push_back(best);
+      chosen_sum += r[size_t(best)];
+    }
+    std::fill(ot, ot + E, 0.0f);
+    for (int e : chosen) {
+      const double w = shape_.gating == FISH_GATING_SOFTMAX_TOPK_NORM ? r[size_t(e)] / chosen_sum : r[size_t(e)];
+      be_.matmul(*L.gate_exps, at, 1, g.data(), e, true);
+      be_.matmul(*L.up_exps, at, 1, u.data(), e, true);
+      for (int i = 0; i < FE; ++i) g[size_t(i)] = silu(g[size_t(i)]) * u[size_t(i)];
+      be_.matmul(*L.down_exps, g.data(), 1, y.data(), e, true);
+      for (int i = 0; i < E; ++i) ot[i] += float(w * double(y[size_t(i)]));
+    }
+    if (FS > 0) {
+      double dot = 0.0;
+      for (int i = 0; i < E; ++i) dot += double(at[i]) * double(L.shexp_gate[size_t(i)]);
+      const double gate = 1.0 / (1.0 + std::exp(-dot));
+      be_.matmul(*L.gate_shexp, at, 1, g.data());
+      be_.matmul(*L.up_shexp, at, 1, u.data());
+      for (int i = 0; i < FS; ++i) g[size_t(i)] = silu(g[size_t(i)]) * u[size_t(i)];
+      be_.matmul(*L.down_shexp, g.data(), 1, y.data());
+      for (int i = 0; i < E; ++i) ot[i] += float(gate * double(y[size_t(i)]));
+    }
+  }
 }
 
 int Span::kv_len(int seq) const {

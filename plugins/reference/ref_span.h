@@ -41,7 +41,10 @@ class Span {
  private:
   struct Layer {
     Weight *wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr, *gate = nullptr, *up = nullptr, *down = nullptr;
-    std::vector<float> attn_norm, ffn_norm, bq, bk, bv, q_norm, k_norm;  // optional ones empty
+    Weight *router = nullptr, *gate_exps = nullptr, *up_exps = nullptr, *down_exps = nullptr;  // MoE
+    Weight *gate_shexp = nullptr, *up_shexp = nullptr, *down_shexp = nullptr;                  // shared expert
+    std::vector<float> attn_norm, ffn_norm, bq, bk, bv, q_norm, k_norm, shexp_gate;  // optional ones empty
+    std::vector<const Weight*> weights() const;  // every matrix it uses
     std::vector<std::vector<float>> k_cache, v_cache;  // per sequence: [capacity][kv_dim]
   };
   // Rows of one sequence in a batch: its first position and its last + 1.
@@ -53,6 +56,8 @@ class Span {
   std::vector<SeqRows> check_batch(const fish_span_batch* b, int* n_wanted) const;
   void layer_forward(Layer& L, std::vector<float>& x, const int32_t* seq, const int32_t* pos, int n_tok);
   void rope(float* v, int n_heads, int pos) const;
+  // The MoE FFN of n_tok rows: a [n_tok][n_embd] (normalised) in, out [n_tok][n_embd] (added to h by the caller).
+  void moe_ffn(const Layer& L, const float* a, int n_tok, float* out) const;
 
   Backend& be_;
   SpanIn shape_;                   // the description (its pointers are not kept)

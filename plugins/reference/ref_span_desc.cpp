@@ -45,6 +45,9 @@ void read_arch(const fish_arch* a, const std::string& where, SpanIn& in) {
   const uint32_t act = FISH_STRUCT_HAS(a, fish_arch, activation) ? a->activation : 0u;
   const uint32_t rope = FISH_STRUCT_HAS(a, fish_arch, rope) ? a->rope : 0u;
   const int32_t n_expert = FISH_STRUCT_HAS(a, fish_arch, n_expert) ? a->n_expert : 0;
+  const int32_t n_used = FISH_STRUCT_HAS(a, fish_arch, n_expert_used) ? a->n_expert_used : 0;
+  const uint32_t gating = FISH_STRUCT_HAS(a, fish_arch, gating) ? a->gating : 0u;
+  const int32_t n_ff_exp = FISH_STRUCT_HAS(a, fish_arch, n_ff_expert) ? a->n_ff_expert : 0;
   const int32_t n_shexp = FISH_STRUCT_HAS(a, fish_arch, n_ff_shexp) ? a->n_ff_shexp : 0;
   if (norm != FISH_NORM_RMS)
     fail(FISH_E_UNSUPPORTED, where + ": norm kind " + std::to_string(norm) + " is not implemented (RMS only)");
@@ -52,9 +55,24 @@ void read_arch(const fish_arch* a, const std::string& where, SpanIn& in) {
     fail(FISH_E_UNSUPPORTED, where + ": activation " + std::to_string(act) + " is not implemented (SiLU only)");
   if (rope != FISH_ROPE_NORMAL && rope != FISH_ROPE_NEOX)
     fail(FISH_E_UNSUPPORTED, where + ": RoPE kind " + std::to_string(rope) + " is not implemented (normal, NeoX)");
-  if (n_expert != 0 || n_shexp != 0)
-    fail(FISH_E_UNSUPPORTED, where + ": MoE (n_expert " + std::to_string(n_expert) + ", shared expert rows " +
-                                 std::to_string(n_shexp) + ") is not implemented by fish_reference");
+#ifdef FISH_REFERENCE_NO_MOE
+  // Test builds only (tests/plugin): a plugin without MoE refuses such spans.
+  if (n_expert != 0)
+    fail(FISH_E_UNSUPPORTED, where + ": MoE (n_expert " + std::to_string(n_expert) + ") is not implemented by this build");
+#endif
+  if (gating != FISH_GATING_SOFTMAX_TOPK && gating != FISH_GATING_SOFTMAX_TOPK_NORM)
+    fail(FISH_E_UNSUPPORTED, where + ": gating " + std::to_string(gating) + " is not implemented (softmax top-k, normalised or not)");
+  if (n_expert < 0 || n_shexp < 0 || (n_expert == 0 && n_shexp != 0))
+    fail(FISH_E_INVALID_ARGUMENT, where + ": n_expert " + std::to_string(n_expert) + " / n_ff_shexp " +
+                                      std::to_string(n_shexp) + ": a shared expert needs experts, neither may be negative");
+  if (n_expert > 0 && (n_used < 1 || n_used > n_expert || n_ff_exp < 1))
+    fail(FISH_E_INVALID_ARGUMENT, where + ": MoE needs 1 <= n_expert_used (" + std::to_string(n_used) + ") <= n_expert (" +
+                                      std::to_string(n_expert) + ") and n_ff_expert (" + std::to_string(n_ff_exp) + ") >= 1");
+  in.n_expert = n_expert;
+  in.n_expert_used = n_expert > 0 ? n_used : 0;
+  in.gating = gating;
+  in.n_ff_expert = n_expert > 0 ? n_ff_exp : 0;
+  in.n_ff_shexp = n_shexp;
   in.norm_eps = a->norm_eps;
   in.rope = rope;
   in.n_rot = FISH_STRUCT_HAS(a, fish_arch, n_rot) ? a->n_rot : 0;
@@ -81,9 +99,11 @@ LayerIn read_layer(const Backend& be, const fish_span_layer* l, const SpanIn& in
     const fish_layer_tensor* t = FISH_ARRAY_AT(fish_layer_tensor, l->tensors, j);
     const char* name = role_name(t->role);
     if (!name) fail(FISH_E_UNSUPPORTED, where + ": tensor role " + std::to_string(t->role) + " is not one fish_reference knows");
-    if (t->role >= FISH_ROLE_FFN_ROUTER)
-      fail(FISH_E_UNSUPPORTED, where + ": tensor role " + std::to_string(t->role) + " (" + name +
-                                   ") is not implemented by fish_reference");
+    const bool moe_role = t->role >= FISH_ROLE_FFN_ROUTER, shexp_role = t->role >= FISH_ROLE_FFN_GATE_SHEXP;
+    const bool dense_role = t->role >= FISH_ROLE_FFN_GATE && t->role <= FISH_ROLE_FFN_DOWN;
+    if ((moe_role && in.n_expert == 0) || (shexp_role && in.n_ff_shexp == 0) || (dense_role && in.n_expert > 0))
+      fail(FISH_E_INVALID_ARGUMENT, where + ": tensor role " + name + " in a span with n_expert " +
+                                        std::to_string(in.n_expert) + ", n_ff_shexp " + std::to_string(in.n_ff_shexp));
 #ifdef FISH_REFERENCE_NO_QK_NORM
     // Test builds only (tests/plugin): a plugin without qwen3's q/k norms refuses them.
     if (t->role == FISH_ROLE_ATTN_Q_NORM || t->role == FISH_ROLE_ATTN_K_NORM)
@@ -93,17 +113,18 @@ LayerIn read_layer(const Backend& be, const fish_span_layer* l, const SpanIn& in
     if (seen[t->role]) fail(FISH_E_INVALID_ARGUMENT, where + ": role " + name + " given twice");
     seen[t->role] = true;
     const std::string what = where + " " + name;
-    // A matrix role: an uploaded weight of the right shape.
-    auto matrix = [&](Weight*& slot, int64_t n_out, int64_t n_in) {
+    // A matrix role: an uploaded weight of the right shape (n_mat matrices).
+    auto matrix = [&](Weight*& slot, int64_t n_out, int64_t n_in, int64_t n_mat = 1) {
       if (!t->weight) {
         if (need_weights) fail(FISH_E_INVALID_ARGUMENT, what + ": no weight");
         return;
       }
       Weight* w = be.weight(t->weight);
-      if (w->n_out != n_out || w->n_in != n_in || w->n_mat != 1)
+      if (w->n_out != n_out || w->n_in != n_in || w->n_mat != n_mat)
         fail(FISH_E_INVALID_ARGUMENT, what + " (" + w->name + ") is " + std::to_string(w->n_mat) + " x [" +
                                           std::to_string(w->n_out) + " x " + std::to_string(w->n_in) +
-                                          "], the span needs [" + std::to_string(n_out) + " x " + std::to_string(n_in) + "]");
+                                          "], the span needs " + std::to_string(n_mat) + " x [" + std::to_string(n_out) +
+                                          " x " + std::to_string(n_in) + "]");
       slot = w;
     };
     // A vector role: n floats.
@@ -128,13 +149,26 @@ LayerIn read_layer(const Backend& be, const fish_span_layer* l, const SpanIn& in
       case FISH_ROLE_FFN_GATE: matrix(L.gate, in.n_ff, E); break;
       case FISH_ROLE_FFN_UP: matrix(L.up, in.n_ff, E); break;
       case FISH_ROLE_FFN_DOWN: matrix(L.down, E, in.n_ff); break;
+      case FISH_ROLE_FFN_ROUTER: matrix(L.router, in.n_expert, E); break;
+      case FISH_ROLE_FFN_GATE_EXPS: matrix(L.gate_exps, in.n_ff_expert, E, in.n_expert); break;
+      case FISH_ROLE_FFN_UP_EXPS: matrix(L.up_exps, in.n_ff_expert, E, in.n_expert); break;
+      case FISH_ROLE_FFN_DOWN_EXPS: matrix(L.down_exps, E, in.n_ff_expert, in.n_expert); break;
+      case FISH_ROLE_FFN_GATE_SHEXP: matrix(L.gate_shexp, in.n_ff_shexp, E); break;
+      case FISH_ROLE_FFN_UP_SHEXP: matrix(L.up_shexp, in.n_ff_shexp, E); break;
+      case FISH_ROLE_FFN_DOWN_SHEXP: matrix(L.down_shexp, E, in.n_ff_shexp); break;
+      case FISH_ROLE_FFN_SHEXP_GATE: vector(L.shexp_gate, E); break;
       default: break;
     }
   }
-  // Every layer needs these; the biases come as a set of three, the q/k norms as a pair.
-  const uint32_t required[] = {FISH_ROLE_ATTN_NORM, FISH_ROLE_ATTN_Q,    FISH_ROLE_ATTN_K,  FISH_ROLE_ATTN_V,
-                               FISH_ROLE_ATTN_OUT,  FISH_ROLE_FFN_NORM,  FISH_ROLE_FFN_GATE, FISH_ROLE_FFN_UP,
-                               FISH_ROLE_FFN_DOWN};
+  // Every layer needs these (the FFN's by kind: dense, MoE, MoE with a shared
+  // expert); the biases come as a set of three, the q/k norms as a pair.
+  std::vector<uint32_t> required = {FISH_ROLE_ATTN_NORM, FISH_ROLE_ATTN_Q, FISH_ROLE_ATTN_K,
+                                    FISH_ROLE_ATTN_V,    FISH_ROLE_ATTN_OUT, FISH_ROLE_FFN_NORM};
+  if (in.n_expert == 0) required.insert(required.end(), {FISH_ROLE_FFN_GATE, FISH_ROLE_FFN_UP, FISH_ROLE_FFN_DOWN});
+  else required.insert(required.end(), {FISH_ROLE_FFN_ROUTER, FISH_ROLE_FFN_GATE_EXPS, FISH_ROLE_FFN_UP_EXPS, FISH_ROLE_FFN_DOWN_EXPS});
+  if (in.n_ff_shexp > 0)
+    required.insert(required.end(), {FISH_ROLE_FFN_GATE_SHEXP, FISH_ROLE_FFN_UP_SHEXP, FISH_ROLE_FFN_DOWN_SHEXP,
+                                     FISH_ROLE_FFN_SHEXP_GATE});
   for (uint32_t r : required)
     if (!seen[r]) fail(FISH_E_INVALID_ARGUMENT, where + ": no " + role_name(r) + " tensor");
   if (seen[FISH_ROLE_ATTN_Q_BIAS] != seen[FISH_ROLE_ATTN_K_BIAS] || seen[FISH_ROLE_ATTN_Q_BIAS] != seen[FISH_ROLE_ATTN_V_BIAS])
@@ -175,8 +209,9 @@ SpanIn read_span_desc(const Backend& be, const fish_span_desc* d, bool need_weig
   in.n_ff = d->n_ff;
   in.n_ctx = d->n_ctx;
   in.n_seq = d->n_seq;
-  read_arch(d->arch, where, in);  // first: a MoE span is refused as such, whatever its n_ff
-  if (d->n_ff < 1) fail(FISH_E_INVALID_ARGUMENT, where + ": n_ff " + std::to_string(d->n_ff) + " must be >= 1 (a dense FFN)");
+  read_arch(d->arch, where, in);  // first: a MoE span (n_ff 0) is read as such
+  if (in.n_expert == 0 && d->n_ff < 1)
+    fail(FISH_E_INVALID_ARGUMENT, where + ": n_ff " + std::to_string(d->n_ff) + " must be >= 1 (a dense FFN)");
   if (in.n_rot < 0 || in.n_rot % 2 != 0 || in.n_rot > in.head_dim)
     fail(FISH_E_INVALID_ARGUMENT, where + ": n_rot " + std::to_string(in.n_rot) + " must be even and <= head_dim");
   if (!FISH_STRUCT_HAS(d->layers, fish_span_layer, tensors))

@@ -1,8 +1,8 @@
 // Reading a span description (fish_span_desc, plugin_abi.h): the shape, the
 // architecture block (fish_arch) and each layer's tensors by role. Everything
 // is checked here, before anything is allocated:
-//   - a role, an enum value or a feature this plugin does not implement (MoE,
-//     an unknown role or norm) is FISH_E_UNSUPPORTED with a message naming it,
+//   - a role, an enum value or a feature this plugin does not implement (an
+//     unknown role, norm or gating) is FISH_E_UNSUPPORTED with a message naming it,
 //     so the host runs those layers itself;
 //   - a malformed description (a missing tensor, a wrong shape, a role twice)
 //     is FISH_E_INVALID_ARGUMENT naming the layer and the field.
@@ -26,6 +26,11 @@ struct LayerIn {
   const float *attn_norm = nullptr, *ffn_norm = nullptr;
   const float *bq = nullptr, *bk = nullptr, *bv = nullptr;  // optional (qwen2)
   const float *q_norm = nullptr, *k_norm = nullptr;          // optional (qwen3)
+  // MoE (n_expert > 0) instead of gate/up/down: the router [n_expert, n_embd],
+  // the experts (n_mat = n_expert stacks), the shared expert (n_ff_shexp > 0).
+  Weight *router = nullptr, *gate_exps = nullptr, *up_exps = nullptr, *down_exps = nullptr;
+  Weight *gate_shexp = nullptr, *up_shexp = nullptr, *down_shexp = nullptr;
+  const float* shexp_gate = nullptr;  // [n_embd], with the shared expert
 };
 
 struct SpanIn {
@@ -33,13 +38,16 @@ struct SpanIn {
   int n_embd = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0;
   int n_ctx = 0;  // positions per sequence to reserve
   int n_seq = 1;
-  // fish_arch (FISH_NORM_RMS, FISH_ACT_SILU and a dense FFN are all this plugin runs)
+  // fish_arch (FISH_NORM_RMS and FISH_ACT_SILU are all this plugin runs)
   float norm_eps = 1e-5f;
   uint32_t rope = FISH_ROPE_NORMAL;
   int n_rot = 0;
   float rope_base = 10000.0f, rope_scale = 1.0f;
   const float* rope_freqs = nullptr;  // [n_rot / 2] or null
   float attn_scale = 0.0f;            // 0: 1/sqrt(head_dim)
+  int n_expert = 0, n_expert_used = 0;  // 0: a dense FFN
+  uint32_t gating = FISH_GATING_SOFTMAX_TOPK;
+  int n_ff_expert = 0, n_ff_shexp = 0;
   std::vector<LayerIn> layers;
 };
 

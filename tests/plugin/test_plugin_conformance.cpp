@@ -50,13 +50,31 @@ TEST_CASE("conformance - the reference plugin passes every check with none skipp
   CHECK(s.failed == 0);
   CHECK(s.skipped == 0);
   CHECK(s.passed >= 200);  // 13 types x 2 shapes x 4 n_tok alone are 104; 5 span shapes x 15; 10 on sequences
-  int seq = 0, refusals = 0;
+  int seq = 0, refusals = 0, moe = 0;
   for (const auto& r : s.results) {
     seq += r.name.rfind("sequences: ", 0) == 0;
     refusals += r.name.rfind("span refuses ", 0) == 0;
+    moe += r.name.rfind("moe ", 0) == 0 && r.outcome == CheckOutcome::Pass;
   }
   CHECK(seq == 10);
   CHECK(refusals == 3);
+  CHECK(moe == 16);  // 4 MoE shapes x (create, one sequence, several, destroy)
+}
+
+TEST_CASE("conformance - a plugin without MoE has the MoE checks skipped with its reason", "[plugin][conformance]") {
+  // fish_refnomoe refuses spans with n_expert > 0 (FISH_E_UNSUPPORTED); the rest passes.
+  const ConformanceSummary s = run_and_print(fish::test::test_plugin("refnomoe"));
+  CHECK(s.failed == 0);
+  int moe_skipped = 0;
+  for (const auto& r : s.results) {
+    if (r.outcome != CheckOutcome::Skip) continue;
+    INFO(r.name << ": " << r.detail);
+    CHECK(r.name.rfind("moe ", 0) == 0);
+    CHECK(contains(r.detail, "the plugin does not run MoE spans"));
+    CHECK(contains(r.detail, "MoE (n_expert"));
+    ++moe_skipped;
+  }
+  CHECK(moe_skipped == 16);
 }
 
 TEST_CASE("conformance - a filter reports only its checks, the span steps they build on run unreported", "[plugin][conformance]") {
@@ -93,7 +111,7 @@ TEST_CASE("conformance - a plugin holding one sequence per span skips the sequen
   CHECK(seq_other == 0);
   CHECK(rows_skipped == 10);  // 2 per span shape
   CHECK(rows_passed == 0);
-  CHECK(s.skipped == 20);
+  CHECK(s.skipped == 24);  // + each MoE shape's several-sequence check
 }
 
 TEST_CASE("conformance - a plugin running one sequence per forward skips the mixed-batch checks", "[plugin][conformance]") {
@@ -101,11 +119,14 @@ TEST_CASE("conformance - a plugin running one sequence per forward skips the mix
   const ConformanceSummary s = run_and_print(fish::test::test_plugin("refnomix"));
   CHECK(s.failed == 0);
   std::set<std::string> skipped;
+  int moe_mixed = 0;
   for (const auto& r : s.results) {
     if (r.outcome != CheckOutcome::Skip) continue;
     CHECK(contains(r.detail, "this build runs one per forward"));
-    skipped.insert(r.name);
+    if (r.name.rfind("moe ", 0) == 0) ++moe_mixed;  // each MoE shape's several-sequence check
+    else skipped.insert(r.name);
   }
+  CHECK(moe_mixed == 4);
   CHECK(skipped == std::set<std::string>{"sequences: several sequences in one batch",
                                          "sequences: rows of several sequences interleaved",
                                          "sequences: logits of each sequence's last row in one batch"});
@@ -130,18 +151,20 @@ TEST_CASE("conformance - a subtly wrong plugin is caught", "[plugin][conformance
   // fish_skewed is fish_reference with every product 5% too large and every
   // span output x scaled by 1.05: negotiation passes, the math fails.
   const ConformanceSummary s = run_conformance(fish::test::test_plugin("skewed"));
-  int matmul_fail = 0, matmul_total = 0, span_math_fail = 0, negotiate_pass = 0;
+  int matmul_fail = 0, matmul_total = 0, span_math_fail = 0, moe_math_fail = 0, negotiate_pass = 0;
   for (const auto& r : s.results) {
     if (r.name.rfind("matmul ", 0) == 0) {
       ++matmul_total;
       matmul_fail += r.outcome == CheckOutcome::Fail;
     }
     if (contains(r.name, "≡ per-matmul")) span_math_fail += r.outcome == CheckOutcome::Fail;
+    if (contains(r.name, "≡ f64 reference")) moe_math_fail += r.outcome == CheckOutcome::Fail;
     if (r.name.rfind("negotiate", 0) == 0) negotiate_pass += r.outcome == CheckOutcome::Pass;
   }
   CHECK(matmul_total == 112);  // 14 types (13 GGUF + FQ3) x 2 shapes x 4 token counts
   CHECK(matmul_fail == matmul_total);  // every type, every n_tok
   CHECK(span_math_fail == 5);          // every span variant
+  CHECK(moe_math_fail >= 4);           // every MoE shape's first forward (its later steps cascade)
   CHECK(negotiate_pass == 7);
 }
 

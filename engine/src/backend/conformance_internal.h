@@ -78,6 +78,7 @@ void run_matmul_checks(Runner& run, const PluginLibrary* lib, const std::string&
 void run_span_checks(Runner& run, const PluginLibrary* lib, const std::string& name);      // conformance_span.cpp
 void run_sequence_checks(Runner& run, const PluginLibrary* lib, const std::string& name);  // conformance_seq.cpp
 void run_refusal_checks(Runner& run, const PluginLibrary* lib, const std::string& name);   // conformance_refuse.cpp
+void run_moe_checks(Runner& run, const PluginLibrary* lib, const std::string& name);       // conformance_moe.cpp
 
 // A fresh backend of the plugin (the suite never uses the engine's global one).
 std::unique_ptr<PluginBackend> new_backend(const PluginLibrary* lib, const std::string& name, uint64_t budget = 0);

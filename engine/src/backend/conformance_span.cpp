@@ -319,6 +319,7 @@ void run_span_checks(Runner& run, const PluginLibrary* lib, const std::string& n
   }
   run_sequence_checks(run, lib, name);
   run_refusal_checks(run, lib, name);
+  run_moe_checks(run, lib, name);
 }
 
 }  // namespace fish::backend::conf
