@@ -14,7 +14,9 @@ static int cmd_synth(int argc, char** argv) {
   if (a.flag("-h", "--help")) {
     std::printf("usage: fish synth --shape SHAPE --type TYPE -o OUT.gguf [--seed S] [-t N]\n"
                 "  SHAPE: tiny, llama-1b (Llama 3.2 1B), llama-8b (Llama 3.1 8B),\n"
-                "         qwen2-0.5b (Qwen2.5 0.5B), qwen3-0.6b (Qwen3 0.6B)\n"
+                "         qwen2-0.5b (Qwen2.5 0.5B), qwen3-0.6b (Qwen3 0.6B),\n"
+                "         qwen3-30b-a3b (Qwen3 30B-A3B, MoE), mixtral-8x7b (Mixtral 8x7B, MoE),\n"
+                "         tiny-llama3, tiny-qwen2, tiny-qwen3, tiny-qwen3moe, tiny-mixtral (test models)\n"
                 "  TYPE:  F32, F16, Q8_0, Q4_0, Q4_K_M (llama.cpp's mix)\n"
                 "  Random weights (deterministic for a seed, default 0) with the real model's\n"
                 "  tensor names, shapes and metadata, and a synthetic SentencePiece vocabulary.\n"

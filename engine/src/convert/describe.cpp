@@ -148,6 +148,28 @@ std::string describe_file(const std::string& path) {
   else
     line("head dim", "-");
   line("feed forward", show(*f, a + "feed_forward_length"));
+  // Mixture of experts: the layout, the routing rule the loader applies
+  // (model/hparams.h MoeGating) and where the bytes are.
+  if (double n_exp = 0; number(*f, a + "expert_count", n_exp) && n_exp > 0) {
+    std::string moe = fmt_g(n_exp) + " experts, " + show(*f, a + "expert_used_count") + " used per token, expert FFN ";
+    moe += f->find(a + "expert_feed_forward_length") ? show(*f, a + "expert_feed_forward_length")
+                                                      : show(*f, a + "feed_forward_length");
+    if (f->find(a + "expert_shared_feed_forward_length"))
+      moe += ", shared expert " + show(*f, a + "expert_shared_feed_forward_length");
+    moe += arch == "qwen2moe" ? ", gating softmax-topk (+ sigmoid-gated shared expert)" : ", gating softmax-topk-norm";
+    line("experts", moe);
+    uint64_t exp_bytes = 0, other = 0;
+    for (auto& t : f->tensors()) {
+      const bool stacked = t.name.find("_exps.weight") != std::string::npos;
+      (stacked ? exp_bytes : other) += t.nbytes;
+    }
+    const double per_tok = n_exp > 0 ? double(exp_bytes) / n_exp : 0;
+    double used = 0;
+    number(*f, a + "expert_used_count", used);
+    line("expert bytes", std::to_string(exp_bytes) + " (" + human_bytes(double(exp_bytes)) + ") in experts, " +
+                             std::to_string(other) + " (" + human_bytes(double(other)) + ") the rest; a token reads " +
+                             human_bytes(per_tok * used + double(other)) + " at most");
+  }
 
   const gguf::Value* toks = f->find("tokenizer.ggml.tokens");
   const uint64_t n_tokens = toks && toks->type == gguf::ValueType::ARRAY ? toks->arr->size : 0;

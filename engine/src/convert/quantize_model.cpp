@@ -37,6 +37,9 @@ QuantizeSummary quantize_model(const std::string& in, const std::string& out, co
     throw Error(in + ": tensor 'token_embd.weight' has shape " + te->shape_str() + ": the vocabulary is empty");
   const int n_layer = block_count(*src);
   const bool tied = src->tensor("output.weight") == nullptr;
+  int n_expert = 0;  // the Q4_K_M mix differs for 8 experts (type_mix.h)
+  if (auto a = src->get_str("general.architecture"))
+    if (auto e = src->get_u32(std::string(*a) + ".expert_count")) n_expert = int(*e);
 
   gguf::Writer w;
   w.set_version(3);
@@ -48,7 +51,7 @@ QuantizeSummary quantize_model(const std::string& in, const std::string& out, co
   QuantizeSummary sum;
   for (const gguf::TensorInfo& t : src->tensors()) {
     const std::vector<int64_t> ne(t.ne, t.ne + t.n_dims);
-    const TypeChoice c = choose_type(*fmt, t.name, t.ne[0], t.n_dims, n_layer, tied, t.type);
+    const TypeChoice c = choose_type(*fmt, t.name, t.ne[0], t.n_dims, n_layer, tied, t.type, n_expert);
     if (!c.note.empty() && note) note(t.name + ": " + c.note);
     if (c.type == t.type) {
       w.add_tensor(t.name, t.type, ne, t.data);

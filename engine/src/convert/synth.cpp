@@ -47,6 +47,12 @@ void add_metadata(gguf::Writer& w, const SynthShape& s, Format f, uint64_t seed)
   w.set_f32(a + ".attention.layer_norm_rms_epsilon", s.rms_eps);
   w.set_f32(a + ".rope.freq_base", s.rope_base);
   w.set_u32(a + ".vocab_size", uint32_t(s.n_vocab));
+  if (s.n_expert > 0) {
+    w.set_u32(a + ".expert_count", uint32_t(s.n_expert));
+    w.set_u32(a + ".expert_used_count", uint32_t(s.n_expert_used));
+    // Mixtral's experts are feed_forward_length wide; qwen3moe says so apart.
+    if (a != "llama") w.set_u32(a + ".expert_feed_forward_length", uint32_t(s.n_ff_expert));
+  }
 
   const SynthVocab v = make_synth_vocab(s.n_vocab);
   w.set_str("tokenizer.ggml.model", "llama");
@@ -88,7 +94,7 @@ SynthSummary build(const SynthOptions& o, ThreadPool& pool, std::deque<std::vect
 
   auto add = [&](const std::string& name, std::vector<int64_t> ne, Init init) {
     const uint32_t n_dims = uint32_t(ne.size());
-    const TypeChoice choice = choose_type(*f, name, ne[0], n_dims, s->n_layer, s->tied, GgmlType::F32);
+    const TypeChoice choice = choose_type(*f, name, ne[0], n_dims, s->n_layer, s->tied, GgmlType::F32, s->n_expert);
     const GgmlType type = choice.type;
     if (!choice.note.empty()) sum.notes.push_back(name + ": " + choice.note);
     int64_t n_el = 1;
@@ -135,9 +141,19 @@ SynthSummary build(const SynthOptions& o, ThreadPool& pool, std::deque<std::vect
     }
     add(b + "attn_output.weight", {q_dim, E}, Init{0.f, attn_out_std});
     add(b + "ffn_norm.weight", {E}, norm);
-    add(b + "ffn_gate.weight", {E, F}, Init{0.f, in_std});
-    add(b + "ffn_up.weight", {E, F}, Init{0.f, in_std});
-    add(b + "ffn_down.weight", {F, E}, Init{0.f, ffn_down_std});
+    if (s->n_expert > 0) {
+      // Router logits of unit spread (std 1/sqrt(E) on a unit-RMS input), so
+      // the softmax has clear winners; each expert as a dense FFN of Fe rows.
+      const int64_t NE = s->n_expert, Fe = s->n_ff_expert;
+      add(b + "ffn_gate_inp.weight", {E, NE}, Init{0.f, in_std});
+      add(b + "ffn_gate_exps.weight", {E, Fe, NE}, Init{0.f, in_std});
+      add(b + "ffn_up_exps.weight", {E, Fe, NE}, Init{0.f, in_std});
+      add(b + "ffn_down_exps.weight", {Fe, E, NE}, Init{0.f, depth / std::sqrt(float(Fe))});
+    } else {
+      add(b + "ffn_gate.weight", {E, F}, Init{0.f, in_std});
+      add(b + "ffn_up.weight", {E, F}, Init{0.f, in_std});
+      add(b + "ffn_down.weight", {F, E}, Init{0.f, ffn_down_std});
+    }
   }
   add("output_norm.weight", {E}, norm);
   if (!s->tied) add("output.weight", {E, V}, Init{0.f, in_std});

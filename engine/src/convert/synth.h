@@ -13,7 +13,7 @@
 namespace fish::convert {
 
 struct SynthOptions {
-  std::string shape;   // "tiny", "llama-1b", "llama-8b", "qwen2-0.5b", "qwen3-0.6b"
+  std::string shape;   // one of synth_shape_ids(): "tiny", "llama-1b", "qwen3-30b-a3b", ...
   std::string type;    // "F32", "F16", "Q8_0", "Q4_0", "Q4_K_M"
   std::string out;     // written as OUT.tmp, then renamed
   uint64_t seed = 0;   // same seed, same bytes (for any thread count)

@@ -8,6 +8,7 @@ namespace fish::convert {
 namespace {
 // id, arch, model, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx,
 // rope_base, rms_eps, tied, qkv_bias, qk_norm, rope scaling (factor, low, high, orig ctx)
+// [, n_expert, n_expert_used, n_ff_expert]
 constexpr SynthShape kShapes[] = {
     {"tiny", "llama", "tiny", 256, 4, 8, 4, 32, 768, 4096, 2048, 10000.f, 1e-5f, false, false, false, 0, 0, 0, 0},
     {"llama-1b", "llama", "Llama 3.2 1B", 2048, 16, 32, 8, 64, 8192, 128256, 131072, 500000.f, 1e-5f, true, false,
@@ -26,6 +27,19 @@ constexpr SynthShape kShapes[] = {
      0, 0},
     {"tiny-qwen3", "qwen3", "tiny Qwen3", 256, 3, 4, 2, 128, 512, 4096, 4096, 1000000.f, 1e-6f, true, false, true, 0, 0,
      0, 0},
+    // Mixture of experts. Qwen3-30B-A3B (its config.json: 48 layers, hidden
+    // 2048, 32 / 4 heads of 128, moe_intermediate_size 768, 128 experts, 8 per
+    // token, intermediate_size 6144 as feed_forward_length, untied) and
+    // Mixtral 8x7B (32 layers, hidden 4096, 32 / 8 heads, 8 experts of 14336,
+    // 2 per token, vocabulary 32000); the tiny ones have their layouts.
+    {"qwen3-30b-a3b", "qwen3moe", "Qwen3 30B-A3B", 2048, 48, 32, 4, 128, 6144, 151936, 40960, 1000000.f, 1e-6f, false,
+     false, true, 0, 0, 0, 0, 128, 8, 768},
+    {"mixtral-8x7b", "llama", "Mixtral 8x7B", 4096, 32, 32, 8, 128, 14336, 32000, 32768, 1000000.f, 1e-5f, false, false,
+     false, 0, 0, 0, 0, 8, 2, 14336},
+    {"tiny-qwen3moe", "qwen3moe", "tiny Qwen3 MoE", 256, 4, 4, 2, 64, 768, 4096, 4096, 1000000.f, 1e-6f, false, false,
+     true, 0, 0, 0, 0, 8, 2, 256},
+    {"tiny-mixtral", "llama", "tiny Mixtral", 256, 4, 8, 4, 32, 256, 4096, 4096, 1000000.f, 1e-5f, false, false, false,
+     0, 0, 0, 0, 8, 2, 256},
 };
 }  // namespace
 

@@ -1,5 +1,5 @@
 // The model shapes `fish synth` can make: the exact hyper-parameters of real
-// Llama-family checkpoints (and "tiny", a 4-layer test model).
+// Llama-family checkpoints, dense and mixture-of-experts (and "tiny" ones, test models).
 #pragma once
 #include <string>
 #include <string_view>
@@ -20,6 +20,10 @@ struct SynthShape {
   // [head_dim/2]; factor 0 = none.
   float rope_scale_factor, rope_low_freq_factor, rope_high_freq_factor;
   int rope_orig_ctx;
+  // Mixture of experts (n_expert > 0): every layer's FFN is ffn_gate_inp (the
+  // router, kept F32 as llama.cpp's quantiser does) and the stacked
+  // ffn_{gate,up,down}_exps of n_ff_expert rows; "llama" with experts is Mixtral.
+  int n_expert = 0, n_expert_used = 0, n_ff_expert = 0;
 };
 
 // nullptr for an unknown id.

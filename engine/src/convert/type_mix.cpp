@@ -60,14 +60,18 @@ bool use_more_bits(int layer, int n_layer) {
 }
 
 TypeChoice choose_type(Format f, std::string_view name, int64_t ne0, uint32_t n_dims, int n_layer, bool tied,
-                       GgmlType keep) {
-  if (n_dims < 2) return {keep, ""};
+                       GgmlType keep, int n_expert) {
+  if (n_dims < 2 || ends_with(name, ".ffn_gate_inp.weight")) return {keep, ""};
   GgmlType want = row_of(f).matrix;
   if (f == Format::Q4_K_M) {
     const bool is_output = name == "output.weight" || (tied && name == "token_embd.weight");
     const int layer = layer_of(name);
-    const bool more_bits_kind = ends_with(name, ".attn_v.weight") || ends_with(name, ".ffn_down.weight");
+    const bool more_bits_kind = ends_with(name, ".attn_v.weight") || ends_with(name, ".ffn_down.weight") ||
+                                ends_with(name, ".ffn_down_exps.weight");
     if (is_output || (more_bits_kind && layer >= 0 && use_more_bits(layer, n_layer))) want = GgmlType::Q6_K;
+    if (n_expert == 8 && (ends_with(name, ".attn_v.weight") || ends_with(name, ".attn_k.weight")))
+      want = GgmlType::Q8_0;
+    if (n_expert == 8 && ends_with(name, ".attn_output.weight")) want = GgmlType::Q5_K;
   }
   if (ne0 % block_size(want) == 0) return {want, ""};
 

@@ -373,6 +373,12 @@ void matmul_ref_f32(const WeightView& w, const float* x, int n_tok, float* y) {
 
 const char* matmul_kernel_name() { return active_family().name; }
 
+const mm::KernelFamily& mm::active_kernel_family() { return active_family(); }
+
+mm::KernelEntry mm::resolve_kernel(const KernelFamily& fam, const WeightView& w, const char* what) {
+  return resolve(fam, w, what).e;
+}
+
 bool mm::active_family_has_strips() {
   const KernelFamily& f = active_family();
   return &f != mm::family_scalar() && f.entry[int(WType::Q4_K_S16)].fn && f.entry[int(WType::Q6_K_S16)].fn;

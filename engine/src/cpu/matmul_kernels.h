@@ -14,6 +14,10 @@
 #include <cstddef>
 #include <cstdint>
 
+namespace fish {
+struct WeightView;
+}
+
 namespace fish::mm {
 
 // How the activations x [n_tok, n_in] f32 are presented to a kernel, one row per
@@ -128,6 +132,13 @@ const KernelFamily* family_avx512();
 // Whether the kernel family in use has its own strip kernels (prepare_weight
 // repacks only then; the scalar family reads strips through a slow fallback).
 bool active_family_has_strips();
+
+// The driver's choice for a weight (matmul.cpp), for other drivers of the same
+// kernels (matmul_batch.cpp): the active family and its entry for w's type and
+// layout (the scalar one where the family has none). Throws fish::Error for a
+// weight matmul would refuse, `what` naming the caller.
+const KernelFamily& active_kernel_family();
+KernelEntry resolve_kernel(const KernelFamily& fam, const WeightView& w, const char* what);
 
 // Scalar quantisers of the ggml layouts (Q8_0, Q8_1, Q8_K) and F32 (a copy).
 void quantize_act_scalar(ActLayout l, const float* x, int64_t n_in, uint8_t* dst);

@@ -1,5 +1,6 @@
 #include "model/hparams.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/error.h"
@@ -12,8 +13,14 @@ const char* arch_name(Arch a) {
     case Arch::Llama: return "llama";
     case Arch::Qwen2: return "qwen2";
     case Arch::Qwen3: return "qwen3";
+    case Arch::Qwen2Moe: return "qwen2moe";
+    case Arch::Qwen3Moe: return "qwen3moe";
   }
   return "?";
+}
+
+const char* gating_name(MoeGating g) {
+  return g == MoeGating::SoftmaxTopK ? "softmax-topk" : "softmax-topk-norm";
 }
 
 namespace {
@@ -42,15 +49,11 @@ Hparams Hparams::from_gguf(const gguf::File& f) {
   if (h.arch_name == "llama") h.arch = Arch::Llama;
   else if (h.arch_name == "qwen2") h.arch = Arch::Qwen2;
   else if (h.arch_name == "qwen3") h.arch = Arch::Qwen3;
-  else if (h.arch_name.find("moe") != std::string::npos)
-    throw Error(f.path() + ": architecture '" + h.arch_name +
-                "' is a mixture-of-experts model; MoE is not yet supported (supported: llama, qwen2, qwen3)");
+  else if (h.arch_name == "qwen2moe") h.arch = Arch::Qwen2Moe;
+  else if (h.arch_name == "qwen3moe") h.arch = Arch::Qwen3Moe;
   else
-    throw Error(f.path() + ": unsupported architecture '" + h.arch_name + "' (supported: llama, qwen2, qwen3)");
-  // Mixtral is 'llama' with experts: say so before a missing dense tensor would.
-  if (auto e = f.get_u32(h.arch_name + ".expert_count"); e && *e > 0)
-    throw Error(f.path() + ": " + h.arch_name + ".expert_count = " + std::to_string(*e) +
-                ": a mixture-of-experts model (Mixtral style); MoE is not yet supported");
+    throw Error(f.path() + ": unsupported architecture '" + h.arch_name +
+                "' (supported: llama (and Mixtral), qwen2, qwen3, qwen2moe, qwen3moe)");
   if (auto n = f.get_str("general.name")) h.name = std::string(*n);
   const std::string p = h.arch_name + ".";
 
@@ -61,7 +64,9 @@ Hparams Hparams::from_gguf(const gguf::File& f) {
     throw Error(f.path() + ": metadata '" + p + "block_count' = " + std::to_string(h.n_layer) + ", but the file holds " +
                 std::to_string(f.tensors().size()) + " tensors (a layer has at least 9)");
   h.n_embd = req_i32(f, p + "embedding_length");
-  h.n_ff = req_i32(f, p + "feed_forward_length");
+  // MoE files may leave out the dense width (the experts have their own).
+  h.n_ff = h.arch == Arch::Qwen2Moe || h.arch == Arch::Qwen3Moe ? opt_i32(f, p + "feed_forward_length", 1)
+                                                                 : req_i32(f, p + "feed_forward_length");
   h.n_head = req_i32(f, p + "attention.head_count");
   h.n_head_kv = opt_i32(f, p + "attention.head_count_kv", h.n_head);
   h.n_ctx_train = opt_i32(f, p + "context_length", 2048);
@@ -96,8 +101,29 @@ Hparams Hparams::from_gguf(const gguf::File& f) {
     throw Error(f.path() + ": rope.scaling.type '" + scaling + "' is not supported");
 
   h.rope_type = h.arch == Arch::Llama ? RopeType::Normal : RopeType::NeoX;
-  h.has_qkv_bias = h.arch == Arch::Qwen2;
-  h.has_qk_norm = h.arch == Arch::Qwen3;
+  h.has_qkv_bias = h.arch == Arch::Qwen2 || h.arch == Arch::Qwen2Moe;
+  h.has_qk_norm = h.arch == Arch::Qwen3 || h.arch == Arch::Qwen3Moe;
+
+  // Experts: qwen2moe / qwen3moe always, llama when expert_count > 0 (Mixtral;
+  // its experts are feed_forward_length wide). Dense qwen2 / qwen3 have none.
+  const bool moe_arch = h.arch == Arch::Qwen2Moe || h.arch == Arch::Qwen3Moe;
+  if (moe_arch || (h.arch == Arch::Llama && f.find(p + "expert_count"))) {
+    h.n_expert = req_i32(f, p + "expert_count");
+    h.n_expert_used = req_i32(f, p + "expert_used_count");
+    if (h.n_expert_used > h.n_expert)
+      throw Error(f.path() + ": metadata '" + p + "expert_used_count' = " + std::to_string(h.n_expert_used) +
+                  " exceeds expert_count " + std::to_string(h.n_expert));
+    if (h.n_expert > 4096)
+      throw Error(f.path() + ": metadata '" + p + "expert_count' = " + std::to_string(h.n_expert) +
+                  ": more than 4096 experts is not supported");
+    // Without expert_feed_forward_length the experts are n_ff / n_expert_used
+    // wide (llama.cpp's rule for qwen moe files that lack the key).
+    h.n_ff_expert = h.arch == Arch::Llama ? h.n_ff
+                                          : opt_i32(f, p + "expert_feed_forward_length",
+                                                    std::max(1, h.n_ff / h.n_expert_used));
+    if (h.arch == Arch::Qwen2Moe) h.n_ff_shexp = opt_i32(f, p + "expert_shared_feed_forward_length", 0);
+    h.gating = h.arch == Arch::Qwen2Moe ? MoeGating::SoftmaxTopK : MoeGating::SoftmaxTopKNorm;
+  }
 
   if (auto v = f.get_u32(p + "vocab_size")) {
     if (*v == 0 || *v > (1u << 30))

@@ -86,6 +86,26 @@ Linear LlamaModel::matrix_tensor(const std::string& name, int64_t n_in, int64_t 
   return lin;
 }
 
+Experts LlamaModel::expert_tensor(const std::string& name, int64_t n_in, int64_t n_out) {
+  Experts ex;
+  const gguf::TensorInfo* t = file_->tensor(name);
+  const int64_t NE = hp_.n_expert;
+  if (!t) throw Error(file_->path() + ": tensor '" + name + "' is missing (an MoE layer's stacked experts)");
+  if (t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != NE)
+    throw Error(file_->path() + ": tensor '" + name + "' has shape " + t->shape_str() + ", expected [" +
+                std::to_string(n_in) + ", " + std::to_string(n_out) + ", " + std::to_string(NE) +
+                "] (n_in, n_out, expert_count)");
+  if (!can_dequantize(t->type))
+    throw Error(file_->path() + ": tensor '" + name + "' has unsupported type " + ggml_type_name(t->type));
+  ex.tensor = t;
+  const uint64_t per_expert = t->nbytes / uint64_t(NE);
+  ex.cpu.resize(size_t(NE));
+  for (int64_t e = 0; e < NE; ++e)
+    ex.cpu[size_t(e)] = WeightView{t->type, t->data + uint64_t(e) * per_expert, n_in, n_out, per_expert / uint64_t(n_out)};
+  n_params_ += n_in * n_out * NE;
+  return ex;
+}
+
 void LlamaModel::load_weights() {
   const Hparams& h = hp_;
   // Refuse any tensor of a type fish cannot compute, naming it (even if unused).
@@ -123,9 +143,22 @@ void LlamaModel::load_weights() {
     L.wk = matrix_tensor(p + "attn_k.weight", h.n_embd, h.kv_dim(), true);
     L.wv = matrix_tensor(p + "attn_v.weight", h.n_embd, h.kv_dim(), true);
     L.wo = matrix_tensor(p + "attn_output.weight", h.q_dim(), h.n_embd, true);
-    L.gate = matrix_tensor(p + "ffn_gate.weight", h.n_embd, h.n_ff, true);
-    L.up = matrix_tensor(p + "ffn_up.weight", h.n_embd, h.n_ff, true);
-    L.down = matrix_tensor(p + "ffn_down.weight", h.n_ff, h.n_embd, true);
+    if (h.moe()) {
+      L.router = matrix_tensor(p + "ffn_gate_inp.weight", h.n_embd, h.n_expert, true);
+      L.gate_exps = expert_tensor(p + "ffn_gate_exps.weight", h.n_embd, h.n_ff_expert);
+      L.up_exps = expert_tensor(p + "ffn_up_exps.weight", h.n_embd, h.n_ff_expert);
+      L.down_exps = expert_tensor(p + "ffn_down_exps.weight", h.n_ff_expert, h.n_embd);
+      if (h.n_ff_shexp > 0) {
+        L.gate_shexp = matrix_tensor(p + "ffn_gate_shexp.weight", h.n_embd, h.n_ff_shexp, true);
+        L.up_shexp = matrix_tensor(p + "ffn_up_shexp.weight", h.n_embd, h.n_ff_shexp, true);
+        L.down_shexp = matrix_tensor(p + "ffn_down_shexp.weight", h.n_ff_shexp, h.n_embd, true);
+        L.shexp_gate = vector_tensor(p + "ffn_gate_inp_shexp.weight", h.n_embd, true);
+      }
+    } else {
+      L.gate = matrix_tensor(p + "ffn_gate.weight", h.n_embd, h.n_ff, true);
+      L.up = matrix_tensor(p + "ffn_up.weight", h.n_embd, h.n_ff, true);
+      L.down = matrix_tensor(p + "ffn_down.weight", h.n_ff, h.n_embd, true);
+    }
     if (h.has_qkv_bias) {
       L.bq = vector_tensor(p + "attn_q.bias", h.q_dim(), true);
       L.bk = vector_tensor(p + "attn_k.bias", h.kv_dim(), true);
@@ -246,6 +279,10 @@ void LlamaModel::cpu_layer(int32_t l, float* x, const Rows& r) {
       rmsnorm(x + t * E, L.ffn_norm, xn + t * E, E, h.rms_eps);
     }
   });
+  if (h.moe()) {
+    moe_ffn(l, xn, x, n);
+    return;
+  }
   const Linear* gu[2] = {&L.gate, &L.up};
   float* gu_out[2] = {g_.data(), u_.data()};
   linear_group(gu, 2, xn, n, gu_out);
@@ -272,8 +309,9 @@ bool LlamaModel::eval_chunk(const Rows& r, const uint8_t* want, float* logits_ou
   grow(v_, int64_t(n) * h.kv_dim());
   grow(att_, int64_t(n) * h.q_dim());
   grow(o_, n * E);
-  grow(g_, int64_t(n) * h.n_ff);
-  grow(u_, int64_t(n) * h.n_ff);
+  const int64_t ff = h.moe() ? h.n_ff_shexp : h.n_ff;  // the experts have buffers of their own (moe_)
+  grow(g_, int64_t(n) * ff);
+  grow(u_, int64_t(n) * ff);
   grow(rope_cs_, int64_t(pool_->size()) * h.n_rot);
 
   // KV pages for every row's position (copies of pages shared with another

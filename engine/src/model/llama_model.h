@@ -13,6 +13,7 @@
 #include "common/engine_config.h"
 #include "cpu/attention.h"
 #include "cpu/matmul.h"
+#include "cpu/moe.h"
 #include "cpu/thread_pool.h"
 #include "model/hparams.h"
 #include "model/kv_cache.h"
@@ -56,12 +57,29 @@ struct Linear {
   uint64_t gpu_bytes = 0;             // ... and its bytes
 };
 
+// The experts of an MoE layer: one stacked GGUF tensor [n_in, n_out, n_expert]
+// (expert e's matrix at data + e * n_out * row_bytes). cpu[e] is expert e's
+// view (repacked per expert like a dense matrix, prepare_cpu_weights); gpu is
+// the whole stack uploaded as one weight of n_mat = n_expert (spans only).
+struct Experts {
+  const gguf::TensorInfo* tensor = nullptr;
+  std::vector<WeightView> cpu;
+  BackendWeight* gpu = nullptr;
+};
+
 struct Layer {
   const float* attn_norm = nullptr;  // [n_embd]
   const float* ffn_norm = nullptr;   // [n_embd]
   const float *bq = nullptr, *bk = nullptr, *bv = nullptr;  // qwen2
   const float *q_norm = nullptr, *k_norm = nullptr;          // qwen3 [head_dim]
-  Linear wq, wk, wv, wo, gate, up, down;
+  Linear wq, wk, wv, wo, gate, up, down;  // gate/up/down: dense FFN only
+  // MoE FFN (Hparams::moe()): router [n_embd -> n_expert] (ffn_gate_inp), the
+  // experts' gate/up [n_embd -> n_ff_expert] and down [n_ff_expert -> n_embd];
+  // qwen2moe's shared expert and its gate vector ffn_gate_inp_shexp [n_embd].
+  Linear router;
+  Experts gate_exps, up_exps, down_exps;
+  Linear gate_shexp, up_shexp, down_shexp;
+  const float* shexp_gate = nullptr;
 };
 
 struct ModelStats {
@@ -151,6 +169,7 @@ class LlamaModel {
   void report(const char* phase, double fraction) const {
     if (progress_) progress_(phase, fraction);
   }
+  void prepare_cpu_experts();  // ... and the experts on the host (per expert)
   void prepare_cpu_weights();  // repack the CPU-resident matrices (cpu/matmul.h prepare_weights)
   void release_backend();
   bool build_span();
@@ -184,6 +203,10 @@ class LlamaModel {
   void linear_group(const Linear* const* ws, int32_t n_w, const float* x, int32_t n, float* const* ys);
   const float* vector_tensor(const std::string& name, int64_t n, bool required);
   Linear matrix_tensor(const std::string& name, int64_t n_in, int64_t n_out, bool required);
+  Experts expert_tensor(const std::string& name, int64_t n_in, int64_t n_out);
+  // The MoE FFN of layer l on xn [n, n_embd] (normed), its result added to x
+  // (moe_ffn.cpp): router, routing, the chosen experts grouped by expert.
+  void moe_ffn(int32_t l, const float* xn, float* x, int32_t n);
 
   EngineConfig cfg_;  // ModelOptions::config or the process's
   std::unique_ptr<gguf::File> file_;
@@ -245,6 +268,7 @@ class LlamaModel {
 
   // Scratch, sized for the largest chunk seen (no allocation once warm).
   std::vector<float> x_, xn_, q_, k_, v_, att_, o_, g_, u_, logits_;
+  MoeScratch moe_;  // the MoE FFN's buffers (cpu/moe.h)
   std::vector<float> rope_cs_;
   AttentionScratch att_scratch_;
   int32_t n_logits_ = 0;

@@ -22,8 +22,12 @@ namespace {
 
 constexpr int32_t kSpanKvInitial = 512;  // positions of device KV a span starts with
 
+// A layer's single matrices (those absent in its kind of FFN have no tensor:
+// upload and release skip them). Experts are Layer::*_exps, placed apart.
+constexpr int kLayerMatrices = 11;
 Linear* layer_matrices(Layer& L, int i) {
-  Linear* m[7] = {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down};
+  Linear* m[kLayerMatrices] = {&L.wq,     &L.wk,         &L.wv,       &L.wo,      &L.gate,      &L.up,
+                               &L.down,   &L.router,     &L.gate_shexp, &L.up_shexp, &L.down_shexp};
   return m[i];
 }
 
@@ -141,7 +145,7 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
   // candidates' description is built once: span_bytes sizes suffixes of it
   // before anything is uploaded (weights null), and the span is created from
   // the suffix that was placed, its weights filled in.
-  bool span_ok = span_wanted && be->has_spans() && want > 0;
+  bool span_ok = span_wanted && be->has_spans() && want > 0 && !hp_.moe();
   std::vector<SpanLayer> span_layers;  // layers n_layer - want .. n_layer - 1
   SpanDesc sd;
   sd.n_embd = hp_.n_embd;
@@ -199,10 +203,10 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
     report(uploading.c_str(), double(placed) / double(want));
     Layer& L = layers_[size_t(l)];
     bool ok = true;
-    for (int i = 0; i < 7; ++i) upload(*layer_matrices(L, i), ok, false);
+    for (int i = 0; i < kLayerMatrices; ++i) upload(*layer_matrices(L, i), ok, false);
     if (ok && !fits_reserve(placed + 1)) ok = false;
     if (!ok) {
-      for (int i = 0; i < 7; ++i) release_linear(*layer_matrices(L, i));
+      for (int i = 0; i < kLayerMatrices; ++i) release_linear(*layer_matrices(L, i));
       break;
     }
     ++placed;
@@ -227,7 +231,7 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
       // refused alike; the placed layers run per matmul instead.
       if (be->last_status() == ComputeBackend::kUnsupported) break;
       Layer& L = layers_[size_t(hp_.n_layer - n_layer_gpu_)];
-      for (int i = 0; i < 7; ++i) release_linear(*layer_matrices(L, i));
+      for (int i = 0; i < kLayerMatrices; ++i) release_linear(*layer_matrices(L, i));
       --n_layer_gpu_;
     }
   }
@@ -252,7 +256,7 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
   };
   drop_pages(output_);
   for (int32_t l = hp_.n_layer - n_layer_gpu_; l < hp_.n_layer; ++l)
-    for (int i = 0; i < 7; ++i) drop_pages(*layer_matrices(layers_[size_t(l)], i));
+    for (int i = 0; i < kLayerMatrices; ++i) drop_pages(*layer_matrices(layers_[size_t(l)], i));
 
   // 5. What the placed weights became, and what the conversions cost.
   auto count_mix = [&](const Linear& lin) {
@@ -261,7 +265,7 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
   };
   count_mix(output_);
   for (int32_t l = hp_.n_layer - n_layer_gpu_; l < hp_.n_layer; ++l)
-    for (int i = 0; i < 7; ++i) count_mix(*layer_matrices(layers_[size_t(l)], i));
+    for (int i = 0; i < kLayerMatrices; ++i) count_mix(*layer_matrices(layers_[size_t(l)], i));
   if (requant) {
     requant_stats_ = requant->stats();
     const RequantStats& st = requant_stats_;
@@ -298,7 +302,7 @@ void LlamaModel::release_backend() {
   };
   rel(output_);
   for (auto& L : layers_)
-    for (int i = 0; i < 7; ++i) rel(*layer_matrices(L, i));
+    for (int i = 0; i < kLayerMatrices; ++i) rel(*layer_matrices(L, i));
   n_layer_gpu_ = 0;
   requant_mix_ = {};
   backend_ = nullptr;

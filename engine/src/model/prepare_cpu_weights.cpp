@@ -29,8 +29,11 @@ void LlamaModel::prepare_cpu_weights() {
   if (!output_.gpu) want(&output_);
   for (int32_t l = 0; l < hp_.n_layer - n_layer_gpu_; ++l) {
     Layer& L = layers_[size_t(l)];
-    for (Linear* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) want(m);
+    for (Linear* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down, &L.router, &L.gate_shexp, &L.up_shexp,
+                      &L.down_shexp})
+      want(m);
   }
+  prepare_cpu_experts();
   if (cpu.empty()) return;
   // In groups of a layer's worth (7 matrices), so a load can report progress.
   uint64_t total = 0, done = 0;
@@ -61,6 +64,45 @@ void LlamaModel::prepare_cpu_weights() {
   report("repacking CPU weights", 1.0);
   if (cfg_.gpu_verbose > 0 && repacked_bytes_)
     std::fprintf(stderr, "fish: %zu CPU matrices repacked (%.0f MB)\n", prepared_.size(), double(repacked_bytes_) / 1e6);
+}
+
+// The experts the CPU multiplies (every layer's whose stack is not resident in
+// a span): each expert repacked as a matrix of its own, one prepare_weights
+// call per stack; the stack's mmap pages go back once all of it is repacked.
+void LlamaModel::prepare_cpu_experts() {
+  if (!cfg_.cpu_repack || !hp_.moe()) return;
+  uint64_t total = 0, done = 0;
+  std::vector<Experts*> todo;
+  for (Layer& L : layers_)
+    for (Experts* ex : {&L.gate_exps, &L.up_exps, &L.down_exps})
+      if (ex->tensor && !ex->gpu && !ex->cpu.empty() && ex->cpu[0].layout == WeightLayout::Gguf) {
+        todo.push_back(ex);
+        total += ex->tensor->nbytes;
+      }
+  for (Experts* ex : todo) {
+    report("repacking CPU experts", total ? double(done) / double(total) : 0.0);
+    std::vector<PreparedWeight> prepared;
+    try {
+      prepared = prepare_weights(ex->cpu.data(), int(ex->cpu.size()), pool_.get());
+    } catch (const Error& e) {
+      std::fprintf(stderr, "fish: CPU experts stay in the GGUF layout: %s\n", e.what());
+      return;
+    }
+    done += ex->tensor->nbytes;
+    bool all = true;
+    for (size_t e = 0; e < prepared.size(); ++e) {
+      PreparedWeight& pw = prepared[e];
+      if (!pw.repacked()) {
+        all = false;
+        continue;
+      }
+      ex->cpu[e] = pw.view();
+      repacked_bytes_ += pw.owned_bytes();
+      prepared_.push_back(std::move(pw));
+    }
+    if (all) file_->release_pages(ex->tensor->data, ex->tensor->nbytes);
+  }
+  if (!todo.empty()) report("repacking CPU experts", 1.0);
 }
 
 }  // namespace fish
