@@ -179,7 +179,13 @@ uint64_t Span::bytes_for(const SpanContext& ctx, const SpanIn& in, int capacity)
   const uint64_t kv = uint64_t(std::max(in.n_seq, 1)) * seq_stride(in, capacity);
   for (int l = 0; l < in.n_layers; ++l) plan.push_back({kv, MemKind::Device, kKvUsage});
   uint64_t total = 0;
-  for (const Planned& p : plan) total += ctx.mem->allocation_size(p.size, p.kind, p.usage, nullptr);
+  // Only what lands in the budget heap, as bytes() counts it: on a discrete GPU
+  // the staging buffers live in host memory.
+  for (const Planned& p : plan) {
+    bool counted = false;
+    const uint64_t size = ctx.mem->allocation_size(p.size, p.kind, p.usage, &counted);
+    if (counted) total += size;
+  }
   return total;
 }
 

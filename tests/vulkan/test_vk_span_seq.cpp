@@ -199,7 +199,10 @@ TEST_CASE("span of several sequences: batches ≡ each sequence alone", "[vulkan
                   << " of max |x|, max |Δlogit| " << dl << " of max |logit|; " << span_of(*many).describe());
       std::printf("  batched vs alone %-34s %-16s max |dx| %.3g of max |x|, |dlogit| %.3g of max |logit|\n", v.name,
                   q8 ? "int8 (Q8_K rows)" : "f32", dx, dl);
-      const double tol = q8 ? 1e-2 : 1e-3;
+      // With tensor cores (the H200) prompt chunks multiply in f16: 3e-3, the
+      // bound test_vk_span_model holds coopmat spans to (measured 1.1e-3).
+      const bool coopmat = span_of(*many).describe().find("prefill: coopmat") != std::string::npos;
+      const double tol = q8 ? 1e-2 : coopmat ? 3e-3 : 1e-3;
       CHECK(dx <= tol);
       CHECK(dl <= tol);
     }
