@@ -69,6 +69,12 @@ layout(push_constant) uniform MatmulParams {
   uint q_out;     // QOUT (matvec_span.comp): word index of the output's B32 row
   uint q_stride;  // QOUT: words between two tokens' rows
 #endif
+#ifdef FISH_MOE
+  uint route_off; // moe_route.comp's words in the arena (moe_common.glsl)
+  uint n_expert;
+  uint k;         // experts per token
+  uint flags;     // moe_route: 1 = renormalise the k weights
+#endif
 } pc;
 
 // ---- unaligned reads --------------------------------------------------------

@@ -13,7 +13,13 @@ uvec4 wv4(uint r, uint i) { return second(r) ? WB4[i] : W4[i]; }
 #ifdef TYPE_FQ3
 uvec2 wv2(uint r, uint i) { return second(r) ? WB2[i] : W2[i]; }
 #endif
+#ifdef FISH_MOE
+// moe_matvec.comp: the chosen expert's first row in the stacked weight (set per expert).
+uint moe_row0 = 0u;
+uint mv_row(uint row0, uint r) { return moe_row0 + last_row(row0, second(r) ? r - ROWS : r); }
+#else
 uint mv_row(uint row0, uint r) { return last_row(row0, second(r) ? r - ROWS : r); }
+#endif
 #else
 const uint RT = ROWS;
 uint wv(uint r, uint i) { return W[i]; }

@@ -47,6 +47,7 @@ uint64_t params_floats(const SpanIn& in) {
   if (l0 && l0->bv) add(KD);
   if (l0 && l0->q_norm) add(uint64_t(in.head_dim));
   if (l0 && l0->k_norm) add(uint64_t(in.head_dim));
+  if (in.n_ff_shexp > 0) add(E);  // the shared expert's gate
   // + the head's norm weights (set_head), after the layers'.
   return per * uint64_t(in.n_layers) + align_up(E, 4);
 }
@@ -58,7 +59,8 @@ uint64_t params_floats(const SpanIn& in) {
 ArenaLayout Span::arena_layout(const SpanIn& in, uint32_t tokens, bool int8) {
   ArenaLayout a;
   a.tokens = tokens;
-  const uint64_t E = uint64_t(in.n_embd), F = uint64_t(in.n_ff), QD = uint64_t(in.n_head) * in.head_dim,
+  // F: the rows of gate / up (the dense FFN's, or the shared expert's).
+  const uint64_t E = uint64_t(in.n_embd), F = uint64_t(std::max(in.n_ff, in.n_ff_shexp)), QD = uint64_t(in.n_head) * in.head_dim,
                  KD = uint64_t(in.n_head_kv) * in.head_dim, G = uint64_t(in.n_head / in.n_head_kv);
   uint64_t at = ctrl::kWords;
   auto region = [&](uint64_t floats) {
@@ -88,6 +90,16 @@ ArenaLayout Span::arena_layout(const SpanIn& in, uint32_t tokens, bool int8) {
   a.xqk = region(qt * wk);
   a.xql = region(qt * wl);
   a.xq2 = region(int8 ? uint64_t(MatmulKernels::kMaxMatvecTokens) * wk : 0);
+  if (in.n_expert > 0) {
+    const uint64_t NE = uint64_t(in.n_expert), K = uint64_t(in.n_expert_used);
+    a.rl = region(tokens * NE);
+    a.route = region(moe_route_words(tokens, NE, K));
+    a.hx = region(tokens * K * uint64_t(in.n_ff_expert));
+    a.dx = region(tokens * K * E);
+    a.shx = region(in.n_ff_shexp > 0 ? tokens * E : 0);
+  } else {
+    a.rl = a.route = a.hx = a.dx = a.shx = uint32_t(at);
+  }
   a.meta_words = align_up(3 * uint64_t(tokens), 4);  // copied in 16-byte words
   a.meta = region(a.meta_words);
   a.total = uint32_t(at);
@@ -99,9 +111,12 @@ void Span::validate(const SpanContext& ctx, const SpanIn& in, bool with_weights)
                             std::to_string(in.first_layer + in.n_layers - 1) + ")";
   auto bad = [&](const std::string& why) { throw Failure(FailKind::InvalidArgument, where + ": " + why); };
   auto unsupported = [&](const std::string& why) { throw Failure(FailKind::Unsupported, where + ": " + why); };
-  if (in.n_layers < 1 || in.n_embd < 1 || in.n_head < 1 || in.n_head_kv < 1 || in.head_dim < 1 || in.n_ff < 1 ||
-      in.n_ctx < 1 || in.n_seq < 1)
-    bad("n_layers, n_embd, n_head, n_head_kv, head_dim, n_ff, n_ctx and n_seq must be >= 1");
+  const bool moe = in.n_expert > 0;
+  if (in.n_layers < 1 || in.n_embd < 1 || in.n_head < 1 || in.n_head_kv < 1 || in.head_dim < 1 ||
+      (!moe && in.n_ff < 1) || in.n_ctx < 1 || in.n_seq < 1)
+    bad("n_layers, n_embd, n_head, n_head_kv, head_dim, n_ff (dense), n_ctx and n_seq must be >= 1");
+  if (moe && (in.n_expert_used < 1 || in.n_expert_used > in.n_expert || in.n_ff_expert < 1 || in.n_ff_shexp < 0))
+    bad("MoE needs 1 <= n_expert_used <= n_expert, n_ff_expert >= 1 and n_ff_shexp >= 0");
   if (int(in.layers.size()) != in.n_layers) bad("n_layers is " + std::to_string(in.n_layers) + " but " +
                                                 std::to_string(in.layers.size()) + " layers are given");
   if (in.n_head % in.n_head_kv != 0)
@@ -118,6 +133,13 @@ void Span::validate(const SpanContext& ctx, const SpanIn& in, bool with_weights)
     unsupported("head_dim " + std::to_string(in.head_dim) + " (the kernels need a multiple of 4, at most 512)");
   if (in.n_embd % 8 != 0) unsupported("n_embd " + std::to_string(in.n_embd) + " is not a multiple of 8");
   if (in.n_ff % 4 != 0) unsupported("n_ff " + std::to_string(in.n_ff) + " is not a multiple of 4");
+  if (moe && (in.n_expert > int(MoeKernels::kMaxExperts) || in.n_expert_used > int(MoeKernels::kMaxUsed)))
+    unsupported("MoE with " + std::to_string(in.n_expert) + " experts, " + std::to_string(in.n_expert_used) +
+                " used (the routing kernel takes up to " + std::to_string(MoeKernels::kMaxExperts) + " and " +
+                std::to_string(MoeKernels::kMaxUsed) + ")");
+  if (moe && (in.n_ff_expert % 4 != 0 || in.n_ff_shexp % 4 != 0))
+    unsupported("n_ff_expert " + std::to_string(in.n_ff_expert) + " / n_ff_shexp " + std::to_string(in.n_ff_shexp) +
+                " is not a multiple of 4");
   const int group = in.n_head / in.n_head_kv;
   if (group > 32) unsupported("more than 32 query heads per KV head (" + std::to_string(group) + ")");
   SpanKernelShape ks{uint32_t(in.head_dim), uint32_t(group), uint32_t(in.n_head_kv)};
@@ -125,7 +147,18 @@ void Span::validate(const SpanContext& ctx, const SpanIn& in, bool with_weights)
     unsupported("attention for head_dim " + std::to_string(in.head_dim) + " x " + std::to_string(group) +
                 " heads per KV head needs more shared memory than the device has");
   const int64_t E = in.n_embd, QD = int64_t(in.n_head) * in.head_dim, KD = int64_t(in.n_head_kv) * in.head_dim;
-  const int64_t shapes[kLayerWeights][2] = {{QD, E}, {KD, E}, {KD, E}, {E, QD}, {in.n_ff, E}, {in.n_ff, E}, {E, in.n_ff}};
+  const int64_t FE = in.n_ff_expert, FS = in.n_ff_shexp;
+  const int64_t shapes[kLayerWeights][3] = {  // n_out, n_in, n_mat
+      {QD, E, 1},  {KD, E, 1},  {KD, E, 1},  {E, QD, 1}, {in.n_ff, E, 1}, {in.n_ff, E, 1}, {E, in.n_ff, 1},
+      {in.n_expert, E, 1}, {FE, E, in.n_expert}, {FE, E, in.n_expert}, {E, FE, in.n_expert},
+      {FS, E, 1}, {FS, E, 1}, {E, FS, 1}};
+  // Which matrices a layer of this span has.
+  auto present = [&](int k) {
+    if (k <= kAttnOut) return true;
+    if (k <= kFfnDown) return !moe;
+    if (k <= kDownExps) return moe;
+    return FS > 0;
+  };
   if (!with_weights) return;
   const SpanLayerIn& l0 = in.layers[0];
   for (int i = 0; i < in.n_layers; ++i) {
@@ -134,16 +167,32 @@ void Span::validate(const SpanContext& ctx, const SpanIn& in, bool with_weights)
     for (int k = 0; k < kLayerWeights; ++k) {
       const Weight* w = l.w[k];
       const std::string name = lw + " " + layer_weight_name(k);
+      if (!present(k)) {
+        if (w) bad(name + " is given to a " + (moe ? "MoE" : "dense") + " layer");
+        continue;
+      }
       if (!w) bad(name + " is missing");
-      if (w->n_mat != 1)
-        unsupported(name + " (" + w->name + ") holds " + std::to_string(w->n_mat) + " matrices; a span takes single matrices");
+      if (w->n_mat != shapes[k][2])
+        bad(name + " (" + w->name + ") holds " + std::to_string(w->n_mat) + " matrices, the span needs " +
+            std::to_string(shapes[k][2]));
       if (w->n_out != shapes[k][0] || w->n_in != shapes[k][1])
         bad(name + " (" + w->name + ") is [" + std::to_string(w->n_out) + " x " + std::to_string(w->n_in) +
             "], the span needs [" + std::to_string(shapes[k][0]) + " x " + std::to_string(shapes[k][1]) + "]");
     }
     if (!l.attn_norm || !l.ffn_norm) bad(lw + ": attn_norm / ffn_norm missing");
-    if (l.w[kAttnOut]->chunks.size() != 1 || l.w[kFfnDown]->chunks.size() != 1)
+    if (l.w[kAttnOut]->chunks.size() != 1 || (!moe && l.w[kFfnDown]->chunks.size() != 1) ||
+        (FS > 0 && l.w[kDownShexp]->chunks.size() != 1))
       unsupported(lw + ": attn_output / ffn_down do not fit one device buffer binding");
+    if (moe) {
+      // The experts' kernels index a stack as one binding, byte offsets in 32 bits.
+      for (int k : {kGateExps, kUpExps, kDownExps})
+        if (l.w[k]->chunks.size() != 1 || l.w[k]->nbytes >= (uint64_t(1) << 32))
+          unsupported(lw + " " + layer_weight_name(k) + " (" + l.w[k]->name + ", " + std::to_string(l.w[k]->nbytes) +
+                      " bytes) does not fit one device buffer binding of at most 4 GiB");
+      if (l.w[kGateExps]->type != l.w[kUpExps]->type)
+        unsupported(lw + ": ffn_gate_exps and ffn_up_exps differ in type (the kernel reads them as a pair)");
+      if (FS > 0 && !l.shexp_gate) bad(lw + ": the shared expert's gate vector is missing");
+    }
     if (!l.bq != !l0.bq || !l.bk != !l0.bk || !l.bv != !l0.bv || !l.q_norm != !l0.q_norm || !l.k_norm != !l0.k_norm)
       bad(lw + ": its optional vectors (biases, q/k norms) differ from the first layer's");
   }
@@ -211,7 +260,10 @@ std::vector<float> Span::rope_table(const SpanIn& in, int capacity) {
 // ---- creation ------------------------------------------------------------------------
 
 const char* layer_weight_name(int k) {
-  static const char* names[kLayerWeights] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
+  static const char* names[kLayerWeights] = {"attn_q",         "attn_k",        "attn_v",        "attn_output",
+                                             "ffn_gate",       "ffn_up",        "ffn_down",      "ffn_gate_inp",
+                                             "ffn_gate_exps",  "ffn_up_exps",   "ffn_down_exps", "ffn_gate_shexp",
+                                             "ffn_up_shexp",   "ffn_down_shexp"};
   return k >= 0 && k < kLayerWeights ? names[k] : "?";
 }
 
@@ -258,6 +310,7 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
       L.bv = put(li.bv, KD);
       L.qn = put(li.q_norm, size_t(in.head_dim));
       L.kn = put(li.k_norm, size_t(in.head_dim));
+      L.shexp_gate = put(li.shexp_gate, E);
       layers_.push_back(std::move(L));
     }
     head_norm_ = uint32_t(at);  // set_head writes the head's norm here
@@ -300,12 +353,20 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     Pipelines& pl = *ctx_.pipelines;
     // Binding 5 is a pair's second weight (gate|up: the up chunk), else the chunk again.
     auto mm_set = [&](const WeightChunk& c, const WeightChunk& c2) { return matmul_set(c, c2, arena_buf_); };
+    if (moe()) moe_ = std::make_unique<MoeKernels>(*ctx_.dev, pl);
     for (Layer& L : layers_) {
-      for (int k = 0; k < kLayerWeights; ++k)
+      for (int k = 0; k < kLayerWeights; ++k) {
+        if (!L.w[k] || k == kGateExps || k == kUpExps || k == kDownExps) continue;  // the stacks: moe sets below
         for (const WeightChunk& c : L.w[k]->chunks) L.mm_sets[k].push_back(mm_set(c, c));
+      }
       const Weight *g = L.w[kFfnGate], *u = L.w[kFfnUp];
-      if (g->chunks.size() == 1 && u->chunks.size() == 1 && g->type == u->type)
+      if (g && u && g->chunks.size() == 1 && u->chunks.size() == 1 && g->type == u->type)
         L.gu_set = mm_set(g->chunks[0], u->chunks[0]);
+      if (moe()) {
+        L.moe_gu = moe_set(L.w[kGateExps]->chunks[0].buf, L.w[kUpExps]->chunks[0].buf);
+        L.moe_down = moe_set(L.w[kDownExps]->chunks[0].buf, L.w[kDownExps]->chunks[0].buf);
+        L.moe_aux = moe_set(arena_buf_, arena_buf_);
+      }
     }
     for (Layer& L : layers_) {
       L.aux_set = pl.allocate_set(ctx_.kernels->aux_layout());
@@ -340,12 +401,14 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     // cost nothing there.
     bool k_quants = int8_ && ctx_.dev->caps().subgroup_size >= 4 && E % 256 == 0 && size_t(in.n_ff) % 256 == 0 &&
                     QD % 256 == 0;
+    // (Not in MoE spans: their layers normalise x by a step, the experts read f32 x.)
     bool pairs = true;
+    k_quants = k_quants && !moe();
     for (const Layer& L : layers_) {
       pairs = pairs && L.gu_set != VK_NULL_HANDLE;
       for (const Weight* w : L.w)
-        k_quants = k_quants && ctx_.matmul->int8_for(*w->type) && MatmulKernels::q8_block(*w->type) == 256 &&
-                   w->chunks.size() == 1;
+        k_quants = k_quants && (!w || (ctx_.matmul->int8_for(*w->type) && MatmulKernels::q8_block(*w->type) == 256 &&
+                                       w->chunks.size() == 1));
     }
     const DecodeRows rows = ctx_.cfg->decode_rows;
     b32_.on = k_quants && (rows == DecodeRows::B32 || (rows == DecodeRows::Auto && !ctx_.dev->caps().cpu_device));
@@ -353,6 +416,7 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     b32_.pair = b32_.on && pairs;
     ctx_.kernels->warm_up(kshape_, b32_.attention, in.n_seq > 1);
     if (narrow_heads_) ctx_.kernels->warm_up(attn_shape(true), b32_.attention, in.n_seq > 1);
+    if (moe_) moe_->warm_up(*layers_[0].w[kGateExps]->type, *layers_[0].w[kDownExps]->type);
   } catch (...) {
     release_all();
     throw;
@@ -371,6 +435,8 @@ void Span::release_all() {
     for (auto& sets : L.mm_sets)
       for (VkDescriptorSet s : sets) pl.free_set(s);
     if (L.gu_set) pl.free_set(L.gu_set);
+    for (VkDescriptorSet s : {L.moe_gu, L.moe_down, L.moe_aux})
+      if (s) pl.free_set(s);
     if (L.aux_set) pl.free_set(L.aux_set);
     for (VkDescriptorSet s : L.seq_sets) pl.free_set(s);
     ctx_.mem->destroy(L.kv);
@@ -432,10 +498,11 @@ void Span::write_buffer(Buffer& dst, uint64_t offset, const void* src, uint64_t 
 // ---- queries -----------------------------------------------------------------------------
 
 bool Span::uses(const Weight* w) const {
+  if (!w) return false;
   for (const Layer& L : layers_)
     for (const Weight* lw : L.w)
       if (lw == w) return true;
-  return w != nullptr && w == head_;
+  return w == head_;
 }
 
 uint64_t Span::bytes() const {
@@ -465,6 +532,12 @@ std::string Span::describe() const {
          (ctx_.matmul->coopmat() ? ", prefill: coopmat f16 128x64/128x128"
                                  : int8_ ? ", prefill: tiled int8 64x64" : ", prefill: tiled f32 64x64") +
          (b32_.on ? " (decode x in B32 rows)" : "") +
+         (moe() ? ", MoE " + std::to_string(shape_.n_expert) + " experts (" + std::to_string(shape_.n_expert_used) +
+                      " used" + (shape_.gating_norm ? ", renormalised" : "") +
+                      (shape_.n_ff_shexp > 0 ? ", + shared expert" : "") +
+                      "): routing on the device, experts grouped by expert, mvm_" +
+                      layers_[0].w[kGateExps]->type->name + " reading the chosen experts' rows"
+                : "") +
          (narrow_heads_ ? ", decode attention " + std::to_string(narrow_heads_) + " query head(s) per workgroup to " +
                               std::to_string(narrow_max_kv_) + " positions"
                         : "") +
@@ -473,6 +546,17 @@ std::string Span::describe() const {
 
 std::string Span::profile() {
   return profile_ ? profile_->report(shape_.first_layer, shape_.first_layer + shape_.n_layers - 1) : "";
+}
+
+// A MoE kernels' descriptor set (MoeKernels::layout): w0 at binding 0, the arena
+// as x (1), y (3) and routing words (4), the parameters (2), w5 at 5.
+VkDescriptorSet Span::moe_set(const Buffer& w0, const Buffer& w5) {
+  VkDescriptorSet set = ctx_.pipelines->allocate_set(moe_->layout());
+  const VkBuffer bufs[6] = {w0.buffer, arena_buf_.buffer, params_.buffer, arena_buf_.buffer, arena_buf_.buffer, w5.buffer};
+  const uint64_t offs[6] = {0, 0, 0, 0, 0, 0};
+  const uint64_t ranges[6] = {w0.size, arena_buf_.size, params_.size, arena_buf_.size, arena_buf_.size, w5.size};
+  ctx_.pipelines->write_set(set, 6, bufs, offs, ranges);
+  return set;
 }
 
 // A span matmul's descriptor set (MatmulKernels::span_layout): weight chunk c

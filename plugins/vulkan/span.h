@@ -44,6 +44,7 @@
 
 #include "kernels.h"
 #include "memory.h"
+#include "moe_kernels.h"
 #include "span_kernels.h"
 #include "span_plan.h"
 #include "span_profile.h"
@@ -51,8 +52,14 @@
 
 namespace fish::vk {
 
-// The matrices of a layer, by role (the ABI's FISH_ROLE_ATTN_Q .. FFN_DOWN).
-enum LayerWeight : int { kAttnQ, kAttnK, kAttnV, kAttnOut, kFfnGate, kFfnUp, kFfnDown, kLayerWeights };
+// The matrices of a layer, by role (the ABI's FISH_ROLE_ATTN_Q .. FFN_DOWN,
+// then MoE's: the router, the expert stacks, the shared expert). A dense layer
+// has the first seven, a MoE layer the attention's, the router and the
+// stacks (+ the shared expert's three); the others are null.
+enum LayerWeight : int {
+  kAttnQ, kAttnK, kAttnV, kAttnOut, kFfnGate, kFfnUp, kFfnDown,
+  kFfnRouter, kGateExps, kUpExps, kDownExps, kGateShexp, kUpShexp, kDownShexp, kLayerWeights
+};
 const char* layer_weight_name(int k);  // "attn_q" ...
 
 // What span_create gets (span_abi.cpp builds it from the ABI's fish_span_desc;
@@ -61,6 +68,7 @@ struct SpanLayerIn {
   Weight* w[kLayerWeights] = {};
   const float *attn_norm = nullptr, *ffn_norm = nullptr;
   const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *q_norm = nullptr, *k_norm = nullptr;
+  const float* shexp_gate = nullptr;  // [n_embd]: the shared expert's sigmoid gate (MoE)
 };
 struct SpanIn {
   int first_layer = 0, n_layers = 0;
@@ -72,6 +80,10 @@ struct SpanIn {
   float rope_freq_base = 10000, rope_freq_scale = 1;
   const float* rope_freqs = nullptr;  // [n_rot / 2] or null
   float attn_scale = 0;               // 0: 1/sqrt(head_dim)
+  // MoE (n_expert > 0; n_ff is then 0): softmax over the router, the top
+  // n_expert_used, renormalised with gating_norm; n_ff_shexp 0: no shared expert.
+  int n_expert = 0, n_expert_used = 0, n_ff_expert = 0, n_ff_shexp = 0;
+  bool gating_norm = false;
   std::vector<SpanLayerIn> layers;
 };
 
@@ -91,6 +103,10 @@ struct ArenaLayout {
   // it): [tokens] (position, KV base in halves) pairs for rows of several
   // sequences, then at meta + 2·tokens the rows whose logits are wanted.
   uint32_t meta = 0, meta_words = 0;
+  // MoE (empty for a dense span): the router's logits [tokens][n_expert], the
+  // routing words (moe_kernels.h), the experts' silu·up rows [tokens·k][n_ff_expert],
+  // their weighted down rows [tokens·k][n_embd], the shared expert's down [tokens][n_embd].
+  uint32_t rl = 0, route = 0, hx = 0, dx = 0, shx = 0;
   uint32_t total = 0;  // floats
 };
 
@@ -182,6 +198,9 @@ class Span {
   struct Layer {
     Weight* w[kLayerWeights] = {};
     uint32_t attn_norm = kNone, ffn_norm = kNone, bq = kNone, bk = kNone, bv = kNone, qn = kNone, kn = kNone;
+    uint32_t shexp_gate = kNone;  // MoE: the shared expert's gate vector
+    // MoE (MoeKernels::layout): gate|up stacks (bindings 0 / 5), the down stack, route + combine (no weight).
+    VkDescriptorSet moe_gu = VK_NULL_HANDLE, moe_down = VK_NULL_HANDLE, moe_aux = VK_NULL_HANDLE;
     Buffer kv;
     VkDescriptorSet aux_set = VK_NULL_HANDLE;   // binding 1: the whole KV buffer (sequence 0, and rows of several)
     std::vector<VkDescriptorSet> seq_sets;      // binding 1: sequence s's part, s = 1 .. n_seq - 1
@@ -246,7 +265,11 @@ class Span {
   void invalidate_recordings();
   void release_all();
 
+ VkDescriptorSet moe_set(const Buffer& w0, const Buffer& w5);
+  bool moe() const { return shape_.n_expert > 0; }
+
   SpanContext ctx_;
+  std::unique_ptr<MoeKernels> moe_;  // MoE spans only
   SpanIn shape_;                   // layers' host pointers are not kept (cleared)
   std::vector<float> rope_freqs_;  // shape_.rope_freqs points here
   std::vector<float> norm0_;       // layer 0's attn_norm (the host applies it for decode)

@@ -24,7 +24,7 @@ std::string role_name(uint32_t role) {
 struct Arch {
   uint32_t norm = 0, activation = 0, rope = 0, gating = 0;
   float norm_eps = 0, rope_freq_base = 0, rope_freq_scale = 0, attn_scale = 0;
-  int32_t n_rot = 0, n_expert = 0, n_ff_shexp = 0;
+  int32_t n_rot = 0, n_expert = 0, n_expert_used = 0, n_ff_expert = 0, n_ff_shexp = 0;
   const float* rope_freqs = nullptr;
 };
 
@@ -44,6 +44,8 @@ Arch read_arch(const fish_arch* a) {
   FISH_READ(attn_scale);
   FISH_READ(n_expert);
   FISH_READ(gating);
+  FISH_READ(n_expert_used);
+  FISH_READ(n_ff_expert);
   FISH_READ(n_ff_shexp);
 #undef FISH_READ
   return r;
@@ -72,8 +74,12 @@ SpanIn span_in_from_abi(const fish_span_desc* d, bool with_weights) {
     unsupported("RoPE kind " + std::to_string(a.rope) + " (it runs FISH_ROPE_NORMAL and FISH_ROPE_NEOX)");
   if (a.gating != FISH_GATING_SOFTMAX_TOPK && a.gating != FISH_GATING_SOFTMAX_TOPK_NORM)
     unsupported("gating " + std::to_string(a.gating) + " is not a gating it knows");
-  if (a.n_expert != 0) unsupported("MoE layers (n_expert " + std::to_string(a.n_expert) + ") are not supported");
-  if (a.n_ff_shexp != 0) unsupported("a shared expert (n_ff_shexp " + std::to_string(a.n_ff_shexp) + ") is not supported");
+  if (a.n_expert < 0 || a.n_ff_shexp < 0 || (a.n_expert == 0 && a.n_ff_shexp != 0))
+    invalid("span: n_expert " + std::to_string(a.n_expert) + " / n_ff_shexp " + std::to_string(a.n_ff_shexp) +
+            ": a shared expert needs experts, neither may be negative");
+  if (a.n_expert > 0 && (a.n_expert_used < 1 || a.n_expert_used > a.n_expert || a.n_ff_expert < 1))
+    invalid("span: MoE needs 1 <= n_expert_used (" + std::to_string(a.n_expert_used) + ") <= n_expert (" +
+            std::to_string(a.n_expert) + ") and n_ff_expert (" + std::to_string(a.n_ff_expert) + ") >= 1");
 
   SpanIn in;
   in.first_layer = d->first_layer;
@@ -92,6 +98,11 @@ SpanIn span_in_from_abi(const fish_span_desc* d, bool with_weights) {
   in.rope_freq_scale = a.rope_freq_scale;
   in.rope_freqs = a.rope_freqs;
   in.attn_scale = a.attn_scale;
+  in.n_expert = a.n_expert;
+  in.n_expert_used = a.n_expert > 0 ? a.n_expert_used : 0;
+  in.n_ff_expert = a.n_expert > 0 ? a.n_ff_expert : 0;
+  in.n_ff_shexp = a.n_ff_shexp;
+  in.gating_norm = a.gating == FISH_GATING_SOFTMAX_TOPK_NORM;
   const int64_t E = d->n_embd, QD = int64_t(d->n_head) * d->head_dim, KD = int64_t(d->n_head_kv) * d->head_dim;
   for (int i = 0; i < d->n_layers; ++i) {
     const std::string lw = "span: layer " + std::to_string(d->first_layer + i);
@@ -104,9 +115,13 @@ SpanIn span_in_from_abi(const fish_span_desc* d, bool with_weights) {
       const fish_layer_tensor* t = FISH_ARRAY_AT(fish_layer_tensor, l->tensors, j);
       if (!FISH_STRUCT_HAS(t, fish_layer_tensor, n)) invalid(lw + ": a short tensor description");
       const std::string where = lw + " " + role_name(t->role);
-      if (t->role >= FISH_ROLE_FFN_ROUTER && t->role <= FISH_ROLE_FFN_SHEXP_GATE)
-        unsupported(where.substr(6) + ": MoE is not supported");
-      if (t->role < FISH_ROLE_ATTN_NORM || t->role > FISH_ROLE_FFN_DOWN) unsupported(where.substr(6) + " is not a role it knows");
+      if (t->role < FISH_ROLE_ATTN_NORM || t->role > FISH_ROLE_FFN_SHEXP_GATE)
+        unsupported(where.substr(6) + " is not a role it knows");
+      const bool moe_role = t->role >= FISH_ROLE_FFN_ROUTER, shexp_role = t->role >= FISH_ROLE_FFN_GATE_SHEXP;
+      const bool dense_role = t->role >= FISH_ROLE_FFN_GATE && t->role <= FISH_ROLE_FFN_DOWN;
+      if ((moe_role && in.n_expert == 0) || (shexp_role && in.n_ff_shexp == 0) || (dense_role && in.n_expert > 0))
+        invalid(where + " in a span with n_expert " + std::to_string(in.n_expert) + ", n_ff_shexp " +
+                std::to_string(in.n_ff_shexp));
       if (seen & (1u << t->role)) invalid(where + " is given twice");
       seen |= 1u << t->role;
       auto weight = [&](int k) {
@@ -128,9 +143,18 @@ SpanIn span_in_from_abi(const fish_span_desc* d, bool with_weights) {
         case FISH_ROLE_FFN_GATE: weight(kFfnGate); break;
         case FISH_ROLE_FFN_UP: weight(kFfnUp); break;
         case FISH_ROLE_FFN_DOWN: weight(kFfnDown); break;
+        case FISH_ROLE_FFN_ROUTER: weight(kFfnRouter); break;
+        case FISH_ROLE_FFN_GATE_EXPS: weight(kGateExps); break;
+        case FISH_ROLE_FFN_UP_EXPS: weight(kUpExps); break;
+        case FISH_ROLE_FFN_DOWN_EXPS: weight(kDownExps); break;
+        case FISH_ROLE_FFN_GATE_SHEXP: weight(kGateShexp); break;
+        case FISH_ROLE_FFN_UP_SHEXP: weight(kUpShexp); break;
+        case FISH_ROLE_FFN_DOWN_SHEXP: weight(kDownShexp); break;
+        case FISH_ROLE_FFN_SHEXP_GATE: L.shexp_gate = vector_of(t, E, with_weights, where); break;
       }
     }
     if (!L.attn_norm || !L.ffn_norm) invalid(lw + ": FISH_ROLE_ATTN_NORM / FISH_ROLE_FFN_NORM missing");
+    if (in.n_ff_shexp > 0 && !L.shexp_gate) invalid(lw + ": FISH_ROLE_FFN_SHEXP_GATE missing (a shared expert)");
     in.layers.push_back(L);
   }
   return in;

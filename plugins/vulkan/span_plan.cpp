@@ -14,6 +14,11 @@
 // int8: a matmul step's input is quantised first (a quantise step + barrier),
 // except in the B32 decode (Span::B32Decode), where the producing kernels
 // write the next matvec's rows themselves.
+// MoE spans normalise x by a step before each attention and FFN (as prefill
+// does; the experts' kernels read f32 n), and their FFN is
+//   rmsnorm → router matmul → route (softmax, top-k, pairs grouped by expert)
+//   → [shared expert: gate (silu), up → down] → experts' gate|up (silu·up)
+//   → experts' down (weighted) → x += Σ of the k rows (+ the gated shared expert)
 #include <cmath>
 
 #include "span.h"
@@ -59,7 +64,8 @@ class Span::Planner {
         F_(uint32_t(s.shape_.n_ff)), QD_(uint32_t(s.shape_.n_head * s.shape_.head_dim)),
         KD_(uint32_t(s.shape_.n_head_kv * s.shape_.head_dim)),
         tiled_(shape.n_tok > int(MatmulKernels::kMaxMatvecTokens)), one_token_(shape.n_tok == 1 && !shape.multi),
-        b32_(s.b32_.on && shape.n_tok == 1 && !shape.multi), head_(shape.head_rows > 0), narrow_(shape.narrow),
+        b32_(s.b32_.on && shape.n_tok == 1 && !shape.multi), plain_norms_(tiled_ || s.moe()),
+        head_(shape.head_rows > 0), narrow_(shape.narrow),
         meta_(shape.multi || (shape.head_rows > 0 && !shape.head_last)) {}
 
   SpanPlan build() {
@@ -94,7 +100,7 @@ class Span::Planner {
     // previous down's partials); prefill normalises x here.
     uint32_t in = li == 0 ? a_.x + n_ * E_ : a_.xn;
     Scale scale = li == 0 ? Scale{ctrl::kInvAttn, 0} : Scale{a_.sq, norm_groups_};
-    if (tiled_) {
+    if (plain_norms_) {
       rmsnorm(L, p, L.attn_norm);
       in = a_.xn, scale = {};
     }
@@ -138,15 +144,17 @@ class Span::Planner {
 
     // wo + the residual (decode: + the FFN norm's x·ffn_norm and Σy² partials).
     MatmulArgs wo{.x = a_.att, .x_stride = QD_, .y = a_.x, .y_stride = E_};
-    if (!tiled_) wo.norm_next = L.ffn_norm;
+    if (!plain_norms_) wo.norm_next = L.ffn_norm;
     if (attention_rows) wo.rows_in = rows_;
     if (b32_) wo.rows_out = other();
-    norm_groups_ = matmul(L, kAttnOut, wo, SpanFusion{tiled_ ? 1u : 3u, false, false, kRoleWo}, Barrier::Compute,
-                          tiled_ ? "wo tiled (+add)" : "wo matvec (+add, FFN rmsnorm)", "matvec");
+    norm_groups_ = matmul(L, kAttnOut, wo, SpanFusion{plain_norms_ ? 1u : 3u, false, false, kRoleWo}, Barrier::Compute,
+                          tiled_ ? "wo tiled (+add)" : plain_norms_ ? "wo matvec (+add)" : "wo matvec (+add, FFN rmsnorm)",
+                          "matvec");
     if (b32_) rows_ = other();
   }
 
   void ffn_block(size_t li) {
+    if (s_.moe()) return moe_block(li);
     const Layer& L = s_.layers_[li];
     const bool last = li + 1 == s_.layers_.size();
     uint32_t in = a_.xn;
@@ -173,7 +181,7 @@ class Span::Planner {
     }
 
     // down + the residual (decode: + the next layer's or the head's x·norm and Σy² partials).
-    const bool norm_next = !tiled_ && (!last || head_);
+    const bool norm_next = !plain_norms_ && (!last || head_);
     if (!pair) quantize({L.w[kFfnDown]}, QuantArgs{.x = a_.g, .x_stride = F_, .x2 = a_.u, .xprod = true});
     MatmulArgs down{.x = a_.g, .x_stride = F_, .y = a_.x, .y_stride = E_, .x2 = a_.u};
     if (pair) down.rows_in = rows_;
@@ -197,7 +205,7 @@ class Span::Planner {
     const uint32_t t = n_ - 1;
     uint32_t in = a_.xn + t * E_;
     Scale scale{a_.sq + t * norm_groups_, norm_groups_};
-    if (tiled_) {
+    if (plain_norms_) {
       SpanPush r;
       r.n_tok = 1, r.n_embd = E_, r.eps = s_.shape_.norm_eps;
       r.x_off = a_.x + t * E_, r.y_off = a_.xn, r.norm_off = s_.head_norm_;
@@ -226,6 +234,52 @@ class Span::Planner {
            MatmulArgs{.x = a_.xn, .x_stride = E_, .y = 0, .y_stride = uint32_t(head->n_out), .int8_tokens = k},
            SpanFusion{0, false, false, kRoleOther}, Barrier::None, k > MatmulKernels::kMaxMatvecTokens ? "output head tiled" : "output head matvec",
            "matvec");
+  }
+
+  // The MoE FFN (see the top of this file). n: rmsnorm(x)·ffn_norm in xn.
+  void moe_block(size_t li) {
+    const Layer& L = s_.layers_[li];
+    const SpanIn& in = s_.shape_;
+    const uint32_t NE = uint32_t(in.n_expert), K = uint32_t(in.n_expert_used), FE = uint32_t(in.n_ff_expert);
+    const uint32_t FS = uint32_t(in.n_ff_shexp);
+    rmsnorm(L, layer_push(L), L.ffn_norm);
+    // The router's logits [n][n_expert].
+    quantize({L.w[kFfnRouter]}, QuantArgs{.x = a_.xn, .x_stride = E_});
+    matmul(L, kFfnRouter, MatmulArgs{.x = a_.xn, .x_stride = E_, .y = a_.rl, .y_stride = NE},
+           SpanFusion{0, false, false, kRoleOther}, Barrier::Compute, "router matmul", "matvec");
+    MoePush mp;
+    mp.n_expert = NE, mp.k = K, mp.route_off = a_.route, mp.flags = in.gating_norm ? 1u : 0u;
+    MoePush r = mp;
+    r.s.m = {NE, 0, n_, NE, a_.rl, 0, 0};
+    add(MoeRouteStep{L.moe_aux, r}, {Region::RouterLogits}, {Region::Route}, Barrier::None, "MoE routing", "MoE routing");
+    // The shared expert (a dense FFN into shx), beside the routing.
+    if (FS > 0) {
+      quantize({L.w[kGateShexp], L.w[kUpShexp]}, QuantArgs{.x = a_.xn, .x_stride = E_});
+      MatmulArgs gu{.x = a_.xn, .x_stride = E_, .y = a_.g, .y_stride = FS};
+      matmul(L, kGateShexp, gu, SpanFusion{2, false, false, kRoleGateUp}, Barrier::None);
+      gu.y = a_.u;
+      matmul(L, kUpShexp, gu, SpanFusion{0, false, false, kRoleGateUp}, Barrier::Compute, "shared expert gate/up (+silu)",
+             "matvec");
+      quantize({L.w[kDownShexp]}, QuantArgs{.x = a_.g, .x_stride = FS, .x2 = a_.u, .xprod = true});
+      matmul(L, kDownShexp, MatmulArgs{.x = a_.g, .x_stride = FS, .y = a_.shx, .y_stride = E_, .x2 = a_.u},
+             SpanFusion{0, true, false, kRoleDown}, Barrier::None, "shared expert down (+act·mul)", "matvec");
+    }
+    plan_.steps.back().barrier = Barrier::Compute;
+    // The chosen experts: gate|up → silu·up rows [n·k][FE], then down → weighted rows [n·k][E].
+    MoePush gu = mp;
+    gu.s.m = {E_, FE, n_, E_, a_.xn, FE, a_.hx};
+    add(MoeMatvecStep{L.w[kGateExps], L.moe_gu, gu, true}, {Region::XNorm, Region::Route}, {Region::ExpertHidden},
+        Barrier::Compute, "experts gate|up (+silu·up)", "MoE experts");
+    MoePush dn = mp;
+    dn.s.m = {FE, E_, n_, FE, a_.hx, E_, a_.dx};
+    add(MoeMatvecStep{L.w[kDownExps], L.moe_down, dn, false}, {Region::ExpertHidden, Region::Route},
+        {Region::ExpertOut}, Barrier::Compute, "experts down (+routing weight)", "MoE experts");
+    MoePush cb = mp;
+    cb.s.m = {E_, 0, n_, E_, a_.dx, E_, a_.x};
+    cb.s.x2_off = a_.shx, cb.s.xg_off = a_.xn, cb.s.norm_off = FS > 0 ? L.shexp_gate : kNone;
+    std::vector<Region> reads = {Region::ExpertOut, Region::X};
+    if (FS > 0) reads.push_back(Region::SharedOut), reads.push_back(Region::XNorm);
+    add(MoeCombineStep{L.moe_aux, cb}, reads, {Region::X}, Barrier::Compute, "MoE sum (+shared expert)", "MoE sum");
   }
 
   void copy_out() {
@@ -344,7 +398,13 @@ class Span::Planner {
     if (off < a_.part) return Region::Up;
     if (off < a_.sq) return Region::AttnParts;
     if (off < a_.xqk) return Region::NormSums;
-    return off < a_.xq2 ? Region::Rows : Region::RowsOther;
+    if (off < a_.xq2) return Region::Rows;
+    if (off < a_.rl) return Region::RowsOther;
+    if (off < a_.route) return Region::RouterLogits;
+    if (off < a_.hx) return Region::Route;
+    if (off < a_.dx) return Region::ExpertHidden;
+    if (off < a_.shx) return Region::ExpertOut;
+    return Region::SharedOut;
   }
 
   const Span& s_;
@@ -354,6 +414,7 @@ class Span::Planner {
   const bool tiled_;      // n > 4: tiled matmuls, separate rmsnorm and RoPE / KV-store kernels
   const bool one_token_;  // the attention prepares q/k/v itself
   const bool b32_;        // this forward's int8 matvecs read B32 rows their producers wrote
+  const bool plain_norms_;  // each norm a step of its own (prefill, MoE spans), no norm epilogues
   const bool head_, narrow_;
   const bool meta_;            // the row table comes in with x (rows of several sequences, or listed head rows)
   int rows_ = 0;               // which int8 rows region (0 / 1) holds the next consumer's input

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels.h"
+#include "moe_kernels.h"
 #include "span_kernels.h"
 #include "weight.h"
 
@@ -33,6 +34,11 @@ enum class Region : uint8_t {
   Logits,     // host-visible: the head's output
   Readback,   // host-visible: x out
   Meta,       // the row table: rows' positions and KV bases, the rows whose logits are wanted
+  RouterLogits,  // MoE: the router's logits
+  Route,         // MoE: the routing words (chosen experts, weights, pairs grouped by expert)
+  ExpertHidden,  // MoE: the chosen experts' silu(gate)·up rows
+  ExpertOut,     // MoE: their weighted down rows
+  SharedOut,     // MoE: the shared expert's down rows
 };
 
 // The kernels a step can run, each with its parameters.
@@ -70,7 +76,22 @@ struct AttentionStep {  // span_attention.comp
   bool fused;
   bool multi = false;
 };
-using SpanKernel = std::variant<CopyStep, RmsNormStep, QuantizeStep, MatmulStep, RopeStoreStep, AttentionStep>;
+struct MoeRouteStep {  // moe_route.comp
+  VkDescriptorSet set;
+  MoePush push;
+};
+struct MoeMatvecStep {  // moe_matvec.comp (mvm_<T>): gate|up (pair) or down of the chosen experts
+  const Weight* weight;
+  VkDescriptorSet set;
+  MoePush push;
+  bool pair;
+};
+struct MoeCombineStep {  // moe_combine.comp
+  VkDescriptorSet set;
+  MoePush push;
+};
+using SpanKernel = std::variant<CopyStep, RmsNormStep, QuantizeStep, MatmulStep, RopeStoreStep, AttentionStep,
+                                MoeRouteStep, MoeMatvecStep, MoeCombineStep>;
 
 // The dependency recorded after a step.
 enum class Barrier : uint8_t {

@@ -58,6 +58,9 @@ void Span::record(VkCommandBuffer cmd, const SpanPlan& plan, bool stamps) {
     void operator()(const AttentionStep& s) const {
       k.attention(cmd, s.set, s.push, s.shape, s.fused, span.arena_buf_.buffer, s.multi);
     }
+    void operator()(const MoeRouteStep& s) const { span.moe_->route(cmd, s.set, s.push); }
+    void operator()(const MoeMatvecStep& s) const { span.moe_->matvec(cmd, *s.weight->type, s.set, s.push, s.pair); }
+    void operator()(const MoeCombineStep& s) const { span.moe_->combine(cmd, s.set, s.push); }
     void operator()(const MatmulStep& s) const {
       SpanMatmulPush pc = s.push;
       for (size_t c = 0; c < s.weight->chunks.size(); ++c) {

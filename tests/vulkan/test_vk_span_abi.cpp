@@ -1,7 +1,7 @@
 // The plugin ABI's span structs into fish_vulkan's (span_abi.cpp), without a
 // device: a llama / qwen2 / qwen3 description by role becomes the SpanIn it
 // says, and everything fish_vulkan does not run is refused with
-// FISH_E_UNSUPPORTED naming it (an unknown role, MoE roles and fields, a norm,
+// FISH_E_UNSUPPORTED naming it (an unknown role, a norm,
 // activation, RoPE or gating value it lacks, several sequences, logits of a
 // row other than the batch's last), malformed structs with
 // FISH_E_INVALID_ARGUMENT.
@@ -104,8 +104,9 @@ TEST_CASE("span_abi: a description by role becomes the span it describes", "[vul
     // Every matrix role lands in its slot, whatever order the tensors came in.
     const uint32_t roles[] = {FISH_ROLE_ATTN_Q, FISH_ROLE_ATTN_K, FISH_ROLE_ATTN_V, FISH_ROLE_ATTN_OUT,
                               FISH_ROLE_FFN_GATE, FISH_ROLE_FFN_UP, FISH_ROLE_FFN_DOWN};
-    for (int k = 0; k < fish::vk::kLayerWeights; ++k)
+    for (int k = 0; k <= fish::vk::kFfnDown; ++k)
       CHECK(reinterpret_cast<uint64_t*>(L.w[k]) == &d.fake[size_t(l * 8) + roles[k]]);
+    for (int k = fish::vk::kFfnRouter; k < fish::vk::kLayerWeights; ++k) CHECK(L.w[k] == nullptr);  // MoE's
     CHECK((L.attn_norm == d.norm.data() && L.ffn_norm == d.norm.data() && L.bq == d.qbias.data()));
     CHECK((L.bk == d.kbias.data() && L.bv == nullptr && L.q_norm == nullptr && L.k_norm == d.qk.data()));
   }
@@ -124,16 +125,6 @@ TEST_CASE("span_abi: what fish_vulkan does not run is refused as unsupported, na
   }
   {
     Desc d;
-    d.tensors[1].push_back(Desc::tensor(FISH_ROLE_FFN_ROUTER, reinterpret_cast<fish_weight*>(&d.fake[0]), nullptr, 0));
-    refused(d, FailKind::Unsupported, "layer 4 FISH_ROLE_FFN_ROUTER: MoE is not supported");
-  }
-  {
-    Desc d;
-    d.tensors[0].push_back(Desc::tensor(FISH_ROLE_FFN_SHEXP_GATE, nullptr, d.norm.data(), E));
-    refused(d, FailKind::Unsupported, "FISH_ROLE_FFN_SHEXP_GATE: MoE");
-  }
-  {
-    Desc d;
     d.tensors[0].push_back(Desc::tensor(77, nullptr, d.norm.data(), E));
     refused(d, FailKind::Unsupported, "role 77 is not a role it knows");
   }
@@ -142,8 +133,6 @@ TEST_CASE("span_abi: what fish_vulkan does not run is refused as unsupported, na
       {[](fish_arch& a) { a.activation = 3; }, "activation 3"},
       {[](fish_arch& a) { a.rope = 1; }, "RoPE kind 1"},
       {[](fish_arch& a) { a.gating = 9; }, "gating 9"},
-      {[](fish_arch& a) { a.n_expert = 8, a.n_expert_used = 2, a.n_ff_expert = 32; }, "MoE layers (n_expert 8)"},
-      {[](fish_arch& a) { a.n_ff_shexp = 128; }, "a shared expert"},
   };
   for (const auto& [change, says] : arch_cases) {
     Desc d;
@@ -153,6 +142,32 @@ TEST_CASE("span_abi: what fish_vulkan does not run is refused as unsupported, na
 }
 
 TEST_CASE("span_abi: malformed descriptions are invalid arguments", "[vulkan]") {
+  // MoE roles in a dense span, a dense FFN in a MoE span, a shared expert without experts.
+  {
+    Desc d;
+    d.tensors[1].push_back(Desc::tensor(FISH_ROLE_FFN_ROUTER, reinterpret_cast<fish_weight*>(&d.fake[0]), nullptr, 0));
+    refused(d, FailKind::InvalidArgument, "layer 4 FISH_ROLE_FFN_ROUTER in a span with n_expert 0");
+  }
+  {
+    Desc d;
+    d.tensors[0].push_back(Desc::tensor(FISH_ROLE_FFN_SHEXP_GATE, nullptr, d.norm.data(), E));
+    refused(d, FailKind::InvalidArgument, "FISH_ROLE_FFN_SHEXP_GATE in a span with n_expert 0");
+  }
+  {
+    Desc d;
+    d.arch.n_expert = 8, d.arch.n_expert_used = 2, d.arch.n_ff_expert = 32;
+    refused(d, FailKind::InvalidArgument, "FISH_ROLE_FFN_GATE in a span with n_expert 8");
+  }
+  {
+    Desc d;
+    d.arch.n_expert = 8, d.arch.n_expert_used = 9, d.arch.n_ff_expert = 32;
+    refused(d, FailKind::InvalidArgument, "1 <= n_expert_used (9) <= n_expert (8)");
+  }
+  {
+    Desc d;
+    d.arch.n_ff_shexp = 128;
+    refused(d, FailKind::InvalidArgument, "a shared expert needs experts");
+  }
   {
     Desc d;
     d.desc.n_seq = 0;

@@ -4,7 +4,11 @@
 // matmul). Synthetic layers of both gatings, with and without a shared expert,
 // 8 experts / 2 used and 6 / 3; prefill and decode of one sequence, then rows
 // of several sequences in one batch. Compared as the span checks are: logits
-// through a random head, same argmax, max |Δlogit| <= 2% of max |logit|.
+// through a random head, same argmax, max |Δlogit| <= 2% of max |logit|,
+// except rows whose routing the reference sees as a near tie: the k-th and
+// the (k+1)-th router logit within 1% of the row's largest |logit| (int8
+// activations move router logits that much: such a row may take the other
+// expert, legitimately). Those rows are counted, not compared.
 // A plugin that refuses MoE spans (FISH_E_UNSUPPORTED) has these checks skipped
 // with its message.
 #include <algorithm>
@@ -178,6 +182,8 @@ class MoeRef {
   // Smallest gap between the k-th and the (k+1)-th router logit seen (how
   // clear the choices were; a plugin's rounding could flip a choice closer than that).
   double min_margin = INFINITY;
+  // Per row of the last forward: its routing had a near tie in some layer.
+  std::vector<char> near_tie;
 
   void forward(float* x_io, int n_tok, const int32_t* seq, const int32_t* pos) {
     const MoeVariant& v = s_.v;
@@ -185,6 +191,7 @@ class MoeRef {
     const size_t n = size_t(n_tok);
     for (size_t t = 0; t < n; ++t) expect(pos[t] < capacity_, "the MoE reference holds fewer positions than the check uses");
     std::vector<double> x(x_io, x_io + n * E), a(n * E), q(n * QD), k(n * KD), vv(n * KD), att(n * QD);
+    near_tie.assign(n, 0);
     for (size_t l = 0; l < s_.layers.size(); ++l) {
       const MoeLayer& L = s_.layers[l];
       for (size_t t = 0; t < n; ++t) rms(&x[t * E], L.attn_norm.data(), &a[t * E], E);
@@ -224,7 +231,7 @@ class MoeRef {
       for (size_t i = 0; i < n * E; ++i) x[i] += o[i];
       for (size_t t = 0; t < n; ++t) {
         rms(&x[t * E], L.ffn_norm.data(), &a[t * E], E);
-        moe_row(L, &a[t * E], &x[t * E]);
+        near_tie[t] |= moe_row(L, &a[t * E], &x[t * E]);
       }
     }
     for (size_t i = 0; i < n * E; ++i) x_io[i] = float(x[i]);
@@ -262,7 +269,8 @@ class MoeRef {
     }
   }
   // x_row += Σ_e w_e · expert_e(nrm) [+ sigmoid(nrm·shexp_gate) · shared(nrm)].
-  void moe_row(const MoeLayer& L, const double* nrm, double* x_row) {
+  // Returns whether the choice was a near tie.
+  bool moe_row(const MoeLayer& L, const double* nrm, double* x_row) {
     const MoeVariant& v = s_.v;
     const int NE = v.n_expert, K = v.n_used, E = v.n_embd;
     std::vector<double> logit(static_cast<size_t>(NE)), r(static_cast<size_t>(NE));
@@ -275,7 +283,9 @@ class MoeRef {
     for (int e = 0; e < NE; ++e) order[size_t(e)] = e;
     // Largest first; equal values: the lower index first (stable).
     std::stable_sort(order.begin(), order.end(), [&](int p, int q) { return r[size_t(p)] > r[size_t(q)]; });
-    if (K < NE) min_margin = std::min(min_margin, logit[size_t(order[size_t(K - 1)])] - logit[size_t(order[size_t(K)])]);
+    double gap = INFINITY, top = 0;
+    for (double l : logit) top = std::max(top, std::fabs(l));
+    if (K < NE) min_margin = std::min(min_margin, gap = logit[size_t(order[size_t(K - 1)])] - logit[size_t(order[size_t(K)])]);
     double chosen = 0;
     for (int j = 0; j < K; ++j) chosen += r[size_t(order[size_t(j)])];
     std::vector<double> y(static_cast<size_t>(E));
@@ -297,6 +307,7 @@ class MoeRef {
       for (int i = 0; i < E; ++i) dot += nrm[i] * double(L.shexp_gate[size_t(i)]);
       ffn(MoeLayer::kGateSh, MoeLayer::kUpSh, MoeLayer::kDownSh, 0, v.n_ff_shexp, 1.0 / (1.0 + std::exp(-dot)));
     }
+    return gap <= 0.01 * top;
   }
 
   const MoeSynth& s_;
@@ -326,6 +337,7 @@ void run_moe_variant(Runner& run, const PluginLibrary* lib, const std::string& n
   MoeSynth s;
   BackendSpan* span = nullptr;
   std::unique_ptr<MoeRef> ref;
+  int near_ties = 0;  // rows left out of the current step's comparison
   uint64_t resident0 = 0;
   bool ok = true;
   std::string no_span;
@@ -362,10 +374,17 @@ void run_moe_variant(Runner& run, const PluginLibrary* lib, const std::string& n
     }
     r.forward(xr.data(), rows.n(), rows.seq.data(), rows.pos.data());
     const auto la = moe_logits(s, xs.data(), rows.n()), lb = moe_logits(s, xr.data(), rows.n());
-    for (int t = 0; t < rows.n(); ++t)
+    for (int t = 0; t < rows.n(); ++t) {
+      if (r.near_tie[size_t(t)]) {
+        ++near_ties;
+        continue;
+      }
       cmp.add_logits(&la[size_t(t) * kVocab], &lb[size_t(t) * kVocab], what + " row " + std::to_string(t));
+    }
   };
-  auto margin = [&](const MoeRef& r) { return "; routing margin >= " + fmt(r.min_margin, 4); };
+  auto margin = [&](const MoeRef& r) {
+    return "; routing margin >= " + fmt(r.min_margin, 4) + ", " + std::to_string(near_ties) + " near-tie row(s) not compared";
+  };
 
   step("create", [&]() -> std::string {
     be = new_backend(lib, name);
@@ -402,6 +421,7 @@ void run_moe_variant(Runner& run, const PluginLibrary* lib, const std::string& n
 
   step("prefill 40 + decode 3 ≡ f64 reference", [&]() -> std::string {
     Compare cmp;
+    near_ties = 0;
     Rows pre;
     pre.add(0, 0, 40);
     both(span, *ref, pre, cmp, "prefill", false);
@@ -425,6 +445,7 @@ void run_moe_variant(Runner& run, const PluginLibrary* lib, const std::string& n
     expect(multi != nullptr, "span_create with 3 sequences: " + be->last_error());
     MoeRef r3(s, 3, kMoeCtx);
     Compare cmp;
+    near_ties = 0;
     std::string skipped;
     try {
       Rows a, b, mixed, dec;

@@ -1,0 +1,46 @@
+// Recording of the MoE kernels (see moe_kernels.h).
+#include "moe_kernels.h"
+
+#include <algorithm>
+#include <string>
+
+namespace fish::vk {
+
+MoeKernels::MoeKernels(const Device& dev, Pipelines& pipelines)
+    : dev_(dev), pipelines_(pipelines), layout_(&pipelines.layout(6, sizeof(MoePush))) {}
+
+void MoeKernels::bind(VkCommandBuffer cmd, VkPipeline p, VkDescriptorSet set, const MoePush& pc) {
+  const DeviceFns& f = dev_.fns();
+  f.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
+  f.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, layout_->pipeline_layout, 0, 1, &set, 0, nullptr);
+  f.vkCmdPushConstants(cmd, layout_->pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof pc, &pc);
+}
+
+void MoeKernels::route(VkCommandBuffer cmd, VkDescriptorSet set, const MoePush& pc) {
+  bind(cmd, pipelines_.get("moe_route", *layout_, {}), set, pc);
+  dev_.fns().vkCmdDispatch(cmd, 1, 1, 1);
+}
+
+void MoeKernels::matvec(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MoePush& pc, bool pair) {
+  const uint32_t nt = chunk_pairs(pc.s.m.n_tok, pc.n_expert, pc.k);
+  bind(cmd, pipelines_.get(std::string("mvm_") + t.name, *layout_, {kWg, kRows, nt, pair ? 1u : 0u}), set, pc);
+  const uint32_t groups = (pc.s.m.n_rows + kRows - 1) / kRows;
+  const uint32_t slots = std::min(pc.n_expert, pc.s.m.n_tok * pc.k);
+  dev_.fns().vkCmdDispatch(cmd, std::min(groups, dev_.caps().max_wg_count_x), slots, 1);
+}
+
+void MoeKernels::combine(VkCommandBuffer cmd, VkDescriptorSet set, const MoePush& pc) {
+  bind(cmd, pipelines_.get("moe_combine", *layout_, {}), set, pc);
+  dev_.fns().vkCmdDispatch(cmd, pc.s.m.n_tok, 1, 1);
+}
+
+void MoeKernels::warm_up(const MatmulType& gate_up, const MatmulType& down) {
+  pipelines_.get("moe_route", *layout_, {});
+  pipelines_.get("moe_combine", *layout_, {});
+  for (uint32_t nt : {1u, 4u}) {
+    pipelines_.get(std::string("mvm_") + gate_up.name, *layout_, {kWg, kRows, nt, 1u});
+    pipelines_.get(std::string("mvm_") + down.name, *layout_, {kWg, kRows, nt, 0u});
+  }
+}
+
+}  // namespace fish::vk

@@ -1,0 +1,57 @@
+// The mixture-of-experts kernels of a span (shaders/moe_*.comp, modules.txt):
+// routing on the device (moe_route), the experts' products over the pairs
+// grouped by expert (mvm_<T>: gate|up with silu·up, or down weighted by the
+// routing weight), and the sum of the k experts' rows (+ the sigmoid-gated
+// shared expert) into x (moe_combine). One layout for the three: the span
+// matmul's six bindings (0 W, 1 arena x, 2 parameters, 3 arena y, 4 arena
+// routing words, 5 the pair's second weight) and MoePush.
+#pragma once
+#include <cstdint>
+
+#include "kernels.h"
+
+namespace fish::vk {
+
+// MatmulParams with FISH_MOE (shaders/matmul_common.glsl): the span matmul's
+// push constants and the routing fields.
+struct MoePush {
+  SpanMatmulPush s;
+  uint32_t route_off = 0;  // word index of the routing words (shaders/moe_common.glsl)
+  uint32_t n_expert = 0;
+  uint32_t k = 0;          // experts per token
+  uint32_t flags = 0;      // moe_route: 1 = renormalise the chosen weights
+};
+static_assert(sizeof(MoePush) == 80);
+
+// Routing words of a forward of n_tok tokens (moe_common.glsl's layout).
+inline uint64_t moe_route_words(uint64_t n_tok, uint64_t n_expert, uint64_t k) { return 3 * n_tok * k + 2 * n_expert + 2; }
+
+class MoeKernels {
+ public:
+  static constexpr uint32_t kMaxExperts = 512;  // moe_route.comp's shared arrays
+  static constexpr uint32_t kMaxUsed = 16;      // its per-token choice list
+  static constexpr uint32_t kRows = 4;          // rows per moe_matvec workgroup
+  static constexpr uint32_t kWg = 64;           // its invocations
+
+  MoeKernels(const Device& dev, Pipelines& pipelines);
+  const Layout& layout() const { return *layout_; }
+
+  // pc.s.m: n_tok tokens, router logits at x_off (x_stride apart); writes the routing words.
+  void route(VkCommandBuffer cmd, VkDescriptorSet set, const MoePush& pc);
+  // Experts' products: pc.s.m.n_rows rows per expert, n_in inputs; pair (gate|up) or down.
+  // Grid: row groups x min(n_expert, n_tok·k) slots.
+  void matvec(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MoePush& pc, bool pair);
+  // x += the k rows per token (+ gate · shared): one workgroup per token.
+  void combine(VkCommandBuffer cmd, VkDescriptorSet set, const MoePush& pc);
+  // Pairs per chunk of moe_matvec: 1 for a decode (about one pair per expert), else 4.
+  static uint32_t chunk_pairs(uint32_t n_tok, uint32_t n_expert, uint32_t k) { return n_tok * k >= 2 * n_expert ? 4 : 1; }
+  void warm_up(const MatmulType& gate_up, const MatmulType& down);
+
+ private:
+  void bind(VkCommandBuffer cmd, VkPipeline p, VkDescriptorSet set, const MoePush& pc);
+  const Device& dev_;
+  Pipelines& pipelines_;
+  const Layout* layout_;
+};
+
+}  // namespace fish::vk

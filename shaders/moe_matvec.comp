@@ -1,0 +1,81 @@
+#version 450
+// The MoE experts' products over the pairs grouped by expert (moe_common.glsl),
+// reading only the chosen experts' rows of a stacked weight (n_expert matrices
+// of n_rows rows, GGUF layout, one after another):
+//   PAIR (gate|up, binding 0 / 5):  h[p][r] = silu(n[t]·gate_e[r]) · (n[t]·up_e[r])
+//   else (down):                    d[p][r] = w_p · (h[p]·down_e[r])
+// for every pair p = t·k + j routed to expert e, w_p its routing weight.
+// Grid: x = row groups of ROWS rows (grid-stride), y = active-expert slot s (a
+// slot past n_active returns at once). A workgroup takes its expert's pairs NT
+// at a time: its ROWS rows are read from memory once per chunk and from cache
+// for the next NT pairs, so a prefill reads each expert's weights once, a
+// decode (NT = 1, n_tok·k pairs) only the k experts' rows.
+// f32 x (the normalised FFN input, or h); the per-type units are
+// matvec_units.glsl's, their row index offset by the expert (FISH_MOE in
+// matvec_weights.glsl). Specialisation: 0 = workgroup size, 1 = ROWS, 2 = NT, 3 = PAIR.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint ROWS = 4;
+layout(constant_id = 2) const uint NT = 1;
+layout(constant_id = 3) const bool PAIR = false;
+const uint RT = PAIR ? 2u * ROWS : ROWS;
+
+#define FISH_MOE
+#include "matmul_common.glsl"
+layout(set = 0, binding = 4) readonly buffer ArenaR { uint AR[]; };
+#include "moe_common.glsl"
+
+float acc[RT * NT];  // acc[r * NT + t]
+uint moe_xb[NT];     // float index of each of the chunk's NT x rows
+
+vec4 x4_at(uint t, uint e) { return X4[(moe_xb[t] + e) >> 2]; }
+float x_at(uint t, uint e) { return X[moe_xb[t] + e]; }
+#include "matvec_units.glsl"
+
+shared float part_sh[RT * NT * 32u];
+
+void main() {
+  const uint lid = gl_LocalInvocationID.x, wgs = gl_WorkGroupSize.x;
+  const uint K = pc.k, NE = pc.n_expert, P = pc.n_tok * K;
+  const uint G = moe_group(pc.route_off, P), L = moe_list(G, NE);
+  const uint s = gl_WorkGroupID.y;
+  if (s >= AR[G]) return;  // uniform: the workgroup's slot has no expert
+  const uint e = AR[G + 1u + s], p0 = AR[G + 1u + NE + s], p1 = AR[G + 2u + NE + s];
+  moe_row0 = e * pc.n_rows;
+  const uint n_groups = (pc.n_rows + ROWS - 1u) / ROWS;
+  const uint units = mv_units();
+  for (uint g0 = gl_WorkGroupID.x; g0 < n_groups; g0 += gl_NumWorkGroups.x) {
+    const uint row0 = g0 * ROWS;
+    for (uint b = p0; b < p1; b += NT) {
+      uint pr[NT];
+      for (uint t = 0u; t < NT; ++t) {
+        pr[t] = AR[L + min(b + t, p1 - 1u)];  // past the group's end: its last pair again (not written)
+        moe_xb[t] = pc.x_off + (PAIR ? pr[t] / K : pr[t]) * pc.x_stride;
+      }
+      for (uint k = 0u; k < RT * NT; ++k) acc[k] = 0.0;
+      for (uint u = lid; u < units; u += wgs) mv_unit(u, row0);
+      for (uint k = 0u; k < RT * NT; ++k) {
+        const float v = subgroupAdd(acc[k]);
+        if (subgroupElect()) part_sh[k * 32u + gl_SubgroupID] = v;
+      }
+      barrier();
+      if (lid < ROWS * NT) {
+        const uint r = lid / NT, t = lid % NT, row = row0 + r;
+        if (row < pc.n_rows && b + t < p1) {
+          float v = 0.0, v2 = 0.0;
+          for (uint i = 0u; i < gl_NumSubgroups; ++i) {
+            v += part_sh[(r * NT + t) * 32u + i];
+            if (PAIR) v2 += part_sh[((ROWS + r) * NT + t) * 32u + i];
+          }
+          if (PAIR) v = v / (1.0 + exp(-v)) * v2;
+          else v *= uintBitsToFloat(AR[pc.route_off + 2u * pr[t] + 1u]);
+          Y[pc.y_off + pr[t] * pc.y_stride + row] = v;
+        }
+      }
+      barrier();  // part_sh is reused by the next chunk
+    }
+  }
+}
