@@ -13,13 +13,7 @@ set -e
 cd "$(dirname "$0")/.."
 cmake/install-deps.sh --tests
 jobs=$(nproc 2>/dev/null || echo 2)
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DFISH_BUILD_TESTS=ON >/dev/null
-[ "${1:-}" = "--configure-only" ] && { echo "configured build/ with the tests"; exit 0; }
-cmake --build build -j "$jobs"
-echo "== ctest"
-(export FISH_GPU="${FISH_GPU:-cpu}"; cd build && ctest --output-on-failure -j "$jobs")
-t0=$(date +%s)
-# ccache (installed with --tests) keeps the sanitizer build's objects between
+# ccache (installed with --tests) keeps both builds' objects between
 # runs: in /var/cache/fish-ci/ccache on the CI machine, else ccache's default.
 launcher=""
 if command -v ccache >/dev/null; then
@@ -27,6 +21,14 @@ if command -v ccache >/dev/null; then
   mkdir -p /var/cache/fish-ci/ccache 2>/dev/null && export CCACHE_DIR="${CCACHE_DIR:-/var/cache/fish-ci/ccache}"
   export CCACHE_BASEDIR="$(pwd)"
 fi
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DFISH_BUILD_TESTS=ON $launcher >/dev/null
+[ "${1:-}" = "--configure-only" ] && { echo "configured build/ with the tests"; exit 0; }
+cmake --build build -j "$jobs"
+echo "== ctest"
+(export FISH_GPU="${FISH_GPU:-cpu}"; cd build && ctest --output-on-failure -j "$jobs")
+echo "== the slowest tests (s)"  # CTest's own record: name, runs, seconds
+grep -v '^---' build/Testing/Temporary/CTestCostData.txt | awk '{t=$NF; $NF=""; printf "%8.1f %s\n", t, $0}' | sort -rn | head -12 || true
+t0=$(date +%s)
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
   -DFISH_FUZZ=ON -DFISH_VULKAN=OFF -DFISH_BUILD_TESTS=ON $launcher >/dev/null
 cmake --build build-fuzz -j "$jobs" --target fuzz_gguf make_fuzz_seeds test_gguf_corrupt test_fuzz_regressions
