@@ -40,6 +40,21 @@ constexpr const char* kRequantHelp =
     "  --requant MODE: smaller re-quantised weight copies on the GPU (FISH_GPU_REQUANT): 0 off, 1 K-quants\n"
     "  to FQ3 (3.5 bits), 2 Q6_K/Q5_K to Q4_K, 3 both of those, auto the mildest that fits every layer.\n";
 
+// --n-cpu-moe N (fish_model_params.n_cpu_moe): MoE models keep the experts of
+// their first N layers in host memory. False when not given (automatic).
+inline bool n_cpu_moe_flag(Args& a, int32_t& out) {
+  int64_t v = 0;
+  if (!a.int_value(nullptr, "--n-cpu-moe", v)) return false;
+  if (v < 0 || v > (1 << 20)) a.fail("--n-cpu-moe must be >= 0");
+  out = int32_t(v);
+  return true;
+}
+
+// The help line of --n-cpu-moe, for each command's usage text.
+constexpr const char* kNCpuMoeHelp =
+    "  --n-cpu-moe N: MoE models keep the experts of the first N layers in host memory (attention and\n"
+    "  router still on the GPU); default: as many layers' experts on the GPU as fit, the first layers' on the host.\n";
+
 inline ModelFlags parse_model_flags(Args& a, bool gpu_default_off = false) {
   ModelFlags f;
   if (!a.value("-m", "--model", f.path)) a.fail("missing -m MODEL");
@@ -59,6 +74,7 @@ inline ModelFlags parse_model_flags(Args& a, bool gpu_default_off = false) {
   }
   if (a.flag(nullptr, "--verbose")) f.params.verbose = 1;
   requant_flag(a, f.params.gpu_requant);
+  n_cpu_moe_flag(a, f.params.n_cpu_moe);
   return f;
 }
 

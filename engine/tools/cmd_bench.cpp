@@ -209,7 +209,7 @@ static int cmd_bench(int argc, char** argv) {
   Args a(argc, argv);
   if (a.flag("-h", "--help")) {
     std::printf("usage: fish bench [-m MODEL] [-p 512] [-n 128] [-d 0] [-t N] [-r 5] [-ngl|--n-gpu-layers N]\n"
-                "                  [-np 1] [--requant MODE] [--gpu-only] [--json]\n"
+                "                  [-np 1] [--requant MODE] [--n-cpu-moe N] [--gpu-only] [--json]\n"
                 "                  [-md|--model-draft M [--draft 8[,N...]]] [--lookup N[,N...]] [--prompt-file F]\n"
                 "       fish bench --kernels [--types Q4_K,Q6_K] [--shapes 4096x14336,...] [-r N] [--json]\n"
                 "  Prompt processing (ppN) and generation (tgN) tok/s, mean ± sd over -r repetitions;\n"
@@ -225,8 +225,8 @@ static int cmd_bench(int argc, char** argv) {
                 "  text is the same, and what one forward of 1..16 tokens costs (verifying N - 1 proposals).\n"
                 "  Without -m: a Llama-3.2-1B-shaped Q4_K_M model is synthesised once and cached.\n"
                 "  Progress goes to stderr. FISH_GPU_PROFILE=2: the GPU's stage profile.\n"
-                "  --kernels: the GPU backend's matmul kernels on large matrices (GB/s), next to the CPU's.\n%s",
-                kRequantHelp);
+                "  --kernels: the GPU backend's matmul kernels on large matrices (GB/s), next to the CPU's.\n%s%s",
+                kRequantHelp, kNCpuMoeHelp);
     return 0;
   }
   std::string model;
@@ -246,8 +246,9 @@ static int cmd_bench(int argc, char** argv) {
   const bool prompt_given = a.value(nullptr, "--prompt-file", prompt_file);
   const std::vector<int64_t> lookups = int_list(a, {"--lookup"}, "--lookup", {}, 1);
   a.int_value({"-ngl", "--gpu-layers", "--n-gpu-layers"}, ngl);
-  int32_t requant = -1;
+  int32_t requant = -1, n_cpu_moe = -1;
   requant_flag(a, requant);
+  n_cpu_moe_flag(a, n_cpu_moe);
   const bool json = a.flag(nullptr, "--json");
   const bool gpu_only = a.flag(nullptr, "--gpu-only");
   if (a.flag(nullptr, "--kernels")) {  // the backend's kernels on large matrices, GB/s
@@ -307,6 +308,7 @@ static int cmd_bench(int argc, char** argv) {
   p.progress = &Progress::callback;
   p.progress_user = &progress;
   p.gpu_requant = requant;
+  p.n_cpu_moe = n_cpu_moe;
   p.n_seq = int32_t(*std::max_element(n_pars.begin(), n_pars.end()));
   std::vector<Result> results;  // per thread count: the GPU rows (if any), then the CPU rows
   std::vector<std::string> verify_lines;  // the cost of a forward of N tokens, per loaded model

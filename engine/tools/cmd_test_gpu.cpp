@@ -160,7 +160,7 @@ static int cmd_test_gpu(int argc, char** argv) {
   if (a.flag("-h", "--help")) {
     std::printf(
         "usage: fish test-gpu MODEL [--no-kernels] [--no-e2e] [--no-cpu-compare] [-n 32] [-p PROMPT] [-t N]\n"
-        "                     [--min-agreement F] [--max-cpu-delta F] [--quality N] [--requant MODE]\n"
+        "                     [--min-agreement F] [--max-cpu-delta F] [--quality N] [--requant MODE] [--n-cpu-moe N]\n"
         "  Kernels: blk.0 projections on the GPU vs the CPU f32 product (spec bound).\n"
         "  End to end: auto (span) / FISH_GPU_SPAN=0 / FISH_GPU_LAYERS=0, teacher-forced on the first\n"
         "  run's greedy tokens; span must equal per-matmul (argmax, |dlogit| <= 2%% of max |logit|),\n"
@@ -187,6 +187,7 @@ static int cmd_test_gpu(int argc, char** argv) {
   int64_t t = 0;
   if (a.int_value("-t", "--threads", t)) mf.params.n_threads = int32_t(t);
   requant_flag(a, mf.params.gpu_requant);
+  n_cpu_moe_flag(a, mf.params.n_cpu_moe);
   auto pos = a.positional();
   if (pos.size() != 1) a.fail("usage: fish test-gpu MODEL [options]");
   mf.path = pos[0];

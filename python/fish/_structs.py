@@ -21,6 +21,7 @@ class ModelParams(C.Structure):
         ("gpu_requant", C.c_int32),
         ("n_seq", C.c_int32),
         ("prefix_cache_mb", C.c_int32),
+        ("n_cpu_moe", C.c_int32),
     ]
 
 

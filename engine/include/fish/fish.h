@@ -63,6 +63,13 @@ typedef struct fish_model_params {
   int32_t n_seq;
   /* Bound of the prefix cache (fish_seq_release), MB; 0: keep nothing; absent: 256. */
   int32_t prefix_cache_mb;
+  /* Mixture-of-experts models: the layers, from the first, whose experts stay
+   * in host memory (their attention and router still run on the device, per
+   * matmul; the later layers' experts go into the device span, as llama.cpp's
+   * --n-cpu-moe). -1 (default, or absent): as many layers' experts on the
+   * device as fit, the first layers' kept on the host first. Ignored for
+   * dense models. */
+  int32_t n_cpu_moe;
 } fish_model_params;
 
 FISH_API fish_model_params fish_model_default_params(void);

@@ -100,6 +100,7 @@ FISH_API fish_model_params fish_model_default_params(void) {
   p.gpu_requant = -1;
   p.n_seq = 1;
   p.prefix_cache_mb = 256;
+  p.n_cpu_moe = -1;
   return p;
 }
 
@@ -134,6 +135,8 @@ FISH_API fish_model* fish_model_load(const char* path, const fish_model_params* 
     if (p.prefix_cache_mb < 0) throw fish::Error("fish_model_params.prefix_cache_mb: " + std::to_string(p.prefix_cache_mb) + " (>= 0)");
     o.prefix_cache_mb = p.prefix_cache_mb;
     o.gpu_requant = p.gpu_requant;
+    if (p.n_cpu_moe < -1) throw fish::Error("fish_model_params.n_cpu_moe: " + std::to_string(p.n_cpu_moe) + " (>= -1)");
+    o.n_cpu_moe = p.n_cpu_moe;
     o.verbose = p.verbose != 0;
     o.vocab_only = p.vocab_only != 0;
     if (p.progress)

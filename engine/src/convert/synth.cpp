@@ -142,8 +142,8 @@ SynthSummary build(const SynthOptions& o, ThreadPool& pool, std::deque<std::vect
     add(b + "attn_output.weight", {q_dim, E}, Init{0.f, attn_out_std});
     add(b + "ffn_norm.weight", {E}, norm);
     if (s->n_expert > 0) {
-      // Router logits of unit spread (std 1/sqrt(E) on a unit-RMS input), so
-      // the softmax has clear winners; each expert as a dense FFN of Fe rows.
+      // Router logits of unit spread (std 1/sqrt(E) on a unit-RMS input);
+      // each expert a dense FFN of Fe rows.
       const int64_t NE = s->n_expert, Fe = s->n_ff_expert;
       add(b + "ffn_gate_inp.weight", {E, NE}, Init{0.f, in_std});
       add(b + "ffn_gate_exps.weight", {E, Fe, NE}, Init{0.f, in_std});

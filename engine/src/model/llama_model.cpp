@@ -330,7 +330,7 @@ bool LlamaModel::eval_chunk(const Rows& r, const uint8_t* want, float* logits_ou
 
   float* x = x_.data();
   embed(r.tok, n, x);
-  const int32_t n_cpu = span_ ? h.n_layer - n_layer_gpu_ : h.n_layer;
+  const int32_t n_cpu = span_ ? span_first_ : h.n_layer;  // per matmul or on the CPU, then the span
   for (int32_t l = 0; l < n_cpu; ++l) cpu_layer(l, x, r);
   if (span_) {
     // The span runs every remaining layer.

@@ -32,6 +32,11 @@ struct ModelOptions {
   // -1: the config's FISH_GPU_REQUANT (off by default); else a RequantMode
   // (0 off, 1, 2, 3, 4 auto): smaller re-quantised device copies (model/requant.h).
   int32_t gpu_requant = -1;
+  // MoE models: the layers (from the first) whose experts stay in host memory
+  // while their attention and router run on the backend per matmul (stage 1);
+  // the later layers' experts go into the span. -1: automatic (experts placed
+  // from the last layer back while they fit, the first layers' stay on the host).
+  int32_t n_cpu_moe = -1;
   // Sequences that can hold KV at once (ids 0..n_seq-1; eval_batch). A span
   // whose plugin holds fewer runs its layers per matmul instead.
   int32_t n_seq = 1;
@@ -148,6 +153,9 @@ class LlamaModel {
   int32_t gpu_layers() const { return n_layer_gpu_; }
   bool gpu_output() const { return output_.gpu != nullptr; }
   bool gpu_span() const { return span_ != nullptr; }
+  // Layers of the span (0 without one) and MoE layers whose experts are on the host.
+  int32_t span_layers() const { return span_ ? hp_.n_layer - span_first_ : 0; }
+  int32_t cpu_moe_layers() const { return hp_.moe() ? (span_ ? span_first_ : hp_.n_layer) : 0; }
   // The output norm + projection run in the span's own forward.
   bool gpu_span_head() const { return span_head_; }
   bool vocab_only() const { return vocab_only_; }
@@ -246,7 +254,9 @@ class LlamaModel {
   // GPU placement
   ComputeBackend* backend_ = nullptr;
   int32_t n_layer_gpu_ = 0;       // the last n_layer_gpu_ layers are on the backend
-  BackendSpan* span_ = nullptr;   // when set, those layers run as one span
+  BackendSpan* span_ = nullptr;   // when set, layers span_first_.. run as one span
+  int32_t span_first_ = 0;        // the span's first layer; the GPU layers before it run per matmul
+                                  // (an MoE layer whose experts stay in host memory)
   int32_t span_kv_cap_ = 0;       // positions the span's device KV holds now (grown on demand)
   bool span_head_ = false;        // the span's forward gives the logits (cfg_ FISH_GPU_SPAN_HEAD=0: off)
   bool span_head_all_rows_ = true;  // ... of any rows, not only the last (cleared when the plugin refuses)

@@ -41,12 +41,18 @@ Linear* layer_matrix(Layer& L, TensorRole role) {
     case TensorRole::FfnGate: return &L.gate;
     case TensorRole::FfnUp: return &L.up;
     case TensorRole::FfnDown: return &L.down;
+    case TensorRole::FfnRouter: return &L.router;
+    case TensorRole::FfnGateShexp: return &L.gate_shexp;
+    case TensorRole::FfnUpShexp: return &L.up_shexp;
+    case TensorRole::FfnDownShexp: return &L.down_shexp;
     default: return nullptr;
   }
 }
 
 // A layer of the model as a span sees it: its tensors by role. Matrices carry
 // their backend copies (null until uploaded), vectors point at the model's f32.
+// An MoE layer has the router and its three expert stacks (each one weight of
+// n_mat = n_expert) instead of the dense FFN, and qwen2moe's shared expert.
 SpanLayer span_layer(Layer& L, const Hparams& h) {
   SpanLayer sl;
   auto vec = [&](TensorRole r, const float* data, int64_t n) {
@@ -64,10 +70,36 @@ SpanLayer span_layer(Layer& L, const Hparams& h) {
   vec(TensorRole::AttnQNorm, L.q_norm, h.head_dim);
   vec(TensorRole::AttnKNorm, L.k_norm, h.head_dim);
   vec(TensorRole::FfnNorm, L.ffn_norm, h.n_embd);
+  if (h.moe()) {
+    mat(TensorRole::FfnRouter);
+    sl.tensors.push_back(SpanTensor{TensorRole::FfnGateExps, L.gate_exps.gpu, nullptr, 0});
+    sl.tensors.push_back(SpanTensor{TensorRole::FfnUpExps, L.up_exps.gpu, nullptr, 0});
+    sl.tensors.push_back(SpanTensor{TensorRole::FfnDownExps, L.down_exps.gpu, nullptr, 0});
+    if (L.gate_shexp.tensor) {
+      mat(TensorRole::FfnGateShexp);
+      mat(TensorRole::FfnUpShexp);
+      mat(TensorRole::FfnDownShexp);
+      vec(TensorRole::FfnShexpGate, L.shexp_gate, h.n_embd);
+    }
+    return sl;
+  }
   mat(TensorRole::FfnGate);
   mat(TensorRole::FfnUp);
   mat(TensorRole::FfnDown);
   return sl;
+}
+
+// The weights of a span tensor of layer L (its current backend copy).
+BackendWeight* span_weight(Layer& L, TensorRole role) {
+  switch (role) {
+    case TensorRole::FfnGateExps: return L.gate_exps.gpu;
+    case TensorRole::FfnUpExps: return L.up_exps.gpu;
+    case TensorRole::FfnDownExps: return L.down_exps.gpu;
+    default: {
+      Linear* m = layer_matrix(L, role);
+      return m ? m->gpu : nullptr;
+    }
+  }
 }
 
 }  // namespace
@@ -145,14 +177,14 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
   // candidates' description is built once: span_bytes sizes suffixes of it
   // before anything is uploaded (weights null), and the span is created from
   // the suffix that was placed, its weights filled in.
-  bool span_ok = span_wanted && be->has_spans() && want > 0 && !hp_.moe();
+  bool span_ok = span_wanted && be->has_spans() && want > 0;
   std::vector<SpanLayer> span_layers;  // layers n_layer - want .. n_layer - 1
   SpanDesc sd;
   sd.n_embd = hp_.n_embd;
   sd.n_head = hp_.n_head;
   sd.n_head_kv = hp_.n_head_kv;
   sd.head_dim = hp_.head_dim;
-  sd.n_ff = hp_.n_ff;
+  sd.n_ff = hp_.moe() ? 0 : hp_.n_ff;
   // The device KV starts small and grows on demand (grow_span_kv before each
   // forward) instead of taking n_ctx positions up front.
   sd.n_ctx = std::min(n_ctx_, kSpanKvInitial);
@@ -165,6 +197,13 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
   sd.arch.rope_freq_base = hp_.rope_freq_base;
   sd.arch.rope_freq_scale = hp_.rope_freq_scale;
   sd.arch.rope_freqs = rope_freqs_;
+  if (hp_.moe()) {
+    sd.arch.n_expert = hp_.n_expert;
+    sd.arch.n_expert_used = hp_.n_expert_used;
+    sd.arch.gating = hp_.gating == MoeGating::SoftmaxTopK ? Gating::SoftmaxTopK : Gating::SoftmaxTopKNorm;
+    sd.arch.n_ff_expert = hp_.n_ff_expert;
+    sd.arch.n_ff_shexp = hp_.n_ff_shexp;
+  }
   if (span_ok)
     for (int32_t l = hp_.n_layer - want; l < hp_.n_layer; ++l) span_layers.push_back(span_layer(layers_[size_t(l)], hp_));
   auto last_layers = [&](int32_t k) {  // the span of the model's last k layers
@@ -196,6 +235,41 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
   // 2. Layers from the last backwards while upload() succeeds and the span of
   // that many layers still has its reserve free (live memory_free(), i.e. the
   // bytes_resident() growth of each upload, not file sizes).
+  // MoE: a layer's expert stacks go to the backend only for the span (matmul
+  // takes no stacks). From the last layer back while they fit (and past
+  // n_cpu_moe); once a layer's do not, every earlier layer keeps its experts in
+  // host memory and runs per matmul: the first layers' experts go to the host first.
+  const int32_t n_cpu_moe = opt.n_cpu_moe >= 0 ? std::min(opt.n_cpu_moe, hp_.n_layer) : 0;
+  bool experts_on_device = span_ok && hp_.moe();
+  auto release_experts = [&](Layer& L) {
+    for (Experts* ex : {&L.gate_exps, &L.up_exps, &L.down_exps}) {
+      if (ex->gpu) be->release(ex->gpu);
+      ex->gpu = nullptr;
+    }
+  };
+  auto upload_experts = [&](Layer& L) {
+    bool ok = true;
+    for (Experts* ex : {&L.gate_exps, &L.up_exps, &L.down_exps}) {
+      const gguf::TensorInfo* t = ex->tensor;
+      if (!ok || !supports(t->type)) {
+        ok = false;
+        break;
+      }
+      WeightDesc d;
+      d.name = t->name.c_str();
+      d.type = t->type;
+      d.n_in = t->ne[0];
+      d.n_out = t->ne[1];
+      d.n_mat = t->ne[2];
+      d.data = t->data;
+      d.nbytes = t->nbytes;
+      ex->gpu = be->upload(d);
+      ok = ex->gpu != nullptr;
+    }
+    if (!ok) release_experts(L);
+    return ok;
+  };
+
   int32_t placed = 0;
   const std::string uploading =
       (requant_mode_ != RequantMode::Off ? "re-quantising and uploading to " : "uploading to ") + be->name();
@@ -204,38 +278,63 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
     Layer& L = layers_[size_t(l)];
     bool ok = true;
     for (int i = 0; i < kLayerMatrices; ++i) upload(*layer_matrices(L, i), ok, false);
+    if (ok && experts_on_device && (l < n_cpu_moe || !upload_experts(L) || !fits_reserve(placed + 1))) {
+      release_experts(L);
+      experts_on_device = false;
+      if (gpu_verbose_ && l >= n_cpu_moe)
+        std::fprintf(stderr, "fish: the experts of layers 0..%d stay in host memory (no room on %s)\n", l,
+                     be->name().c_str());
+    }
     if (ok && !fits_reserve(placed + 1)) ok = false;
     if (!ok) {
       for (int i = 0; i < kLayerMatrices; ++i) release_linear(*layer_matrices(L, i));
+      release_experts(L);
       break;
     }
     ++placed;
   }
   n_layer_gpu_ = placed;
+  // The span: the last layers whose every matrix is on the backend (an MoE
+  // layer's experts included); the GPU layers before it run per matmul.
+  span_first_ = hp_.n_layer - n_layer_gpu_;
+  if (hp_.moe())
+    while (span_first_ < hp_.n_layer && !layers_[size_t(span_first_)].gate_exps.gpu) ++span_first_;
 
   // 3. The span, retried with fewer layers when declined.
   if (span_ok) {
-    for (int32_t l = hp_.n_layer - n_layer_gpu_; l < hp_.n_layer; ++l)
+    for (int32_t l = span_first_; l < hp_.n_layer; ++l)
       for (SpanTensor& t : span_layers[size_t(l - (hp_.n_layer - want))].tensors)
-        if (Linear* m = layer_matrix(layers_[size_t(l)], t.role)) t.weight = m->gpu;
-    while (n_layer_gpu_ > 0) {
-      const SpanDesc d = last_layers(n_layer_gpu_);
+        if (!t.data) t.weight = span_weight(layers_[size_t(l)], t.role);
+    while (span_first_ < hp_.n_layer) {
+      const SpanDesc d = last_layers(hp_.n_layer - span_first_);
       span_ = be->span_create(d);
       if (span_) {
         span_kv_cap_ = d.n_ctx;
         break;
       }
       if (gpu_verbose_)
-        std::fprintf(stderr, "fish: span of %d layers declined: %s\n", n_layer_gpu_, be->last_error().c_str());
+        std::fprintf(stderr, "fish: span of %d layers declined: %s\n", hp_.n_layer - span_first_,
+                     be->last_error().c_str());
       // Not implemented (a role, a value, a feature): fewer layers would be
-      // refused alike; the placed layers run per matmul instead.
-      if (be->last_status() == ComputeBackend::kUnsupported) break;
-      Layer& L = layers_[size_t(hp_.n_layer - n_layer_gpu_)];
+      // refused alike; the placed layers run per matmul instead (an MoE
+      // layer's experts back in host memory: matmul takes no stacks).
+      if (be->last_status() == ComputeBackend::kUnsupported) {
+        for (int32_t l = span_first_; l < hp_.n_layer; ++l) release_experts(layers_[size_t(l)]);
+        span_first_ = hp_.n_layer;
+        break;
+      }
+      Layer& L = layers_[size_t(span_first_)];
+      if (hp_.moe()) {  // its experts to the host: the layer runs per matmul
+        release_experts(L);
+        ++span_first_;
+        continue;
+      }
       for (int i = 0; i < kLayerMatrices; ++i) release_linear(*layer_matrices(L, i));
       --n_layer_gpu_;
+      ++span_first_;
     }
   }
-  for (int32_t l = hp_.n_layer - n_layer_gpu_; l < hp_.n_layer; ++l)
+  for (int32_t l = span_first_; l < hp_.n_layer; ++l)
     if (span_) kv_.set_layer_on_cpu(l, false);
   // The output norm + projection in the span's own forward (FISH_GPU_SPAN_HEAD=0:
   // x comes back and the head is a second submission, through matmul).
@@ -255,8 +354,12 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
     if (lin.gpu && lin.tensor && lin.tensor != tok_embd_) file_->release_pages(lin.tensor->data, lin.tensor->nbytes);
   };
   drop_pages(output_);
-  for (int32_t l = hp_.n_layer - n_layer_gpu_; l < hp_.n_layer; ++l)
-    for (int i = 0; i < kLayerMatrices; ++i) drop_pages(*layer_matrices(layers_[size_t(l)], i));
+  for (int32_t l = hp_.n_layer - n_layer_gpu_; l < hp_.n_layer; ++l) {
+    Layer& L = layers_[size_t(l)];
+    for (int i = 0; i < kLayerMatrices; ++i) drop_pages(*layer_matrices(L, i));
+    for (Experts* ex : {&L.gate_exps, &L.up_exps, &L.down_exps})
+      if (ex->gpu) file_->release_pages(ex->tensor->data, ex->tensor->nbytes);
+  }
 
   // 5. What the placed weights became, and what the conversions cost.
   auto count_mix = [&](const Linear& lin) {
@@ -284,7 +387,12 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
   if (gpu_verbose_)
     std::fprintf(stderr, "fish: %s: %d of %d layers%s%s, %.0f MB resident; %s\n", be->name().c_str(), n_layer_gpu_,
                  hp_.n_layer, output_.gpu ? (span_head_ ? " + output (in the span)" : " + output") : "",
-                 span_ ? " as one span" : " per matmul",
+                 span_ ? (span_first_ > hp_.n_layer - n_layer_gpu_
+                              ? (" (" + std::to_string(hp_.n_layer - span_first_) + " as one span, " +
+                                 std::to_string(span_first_ - (hp_.n_layer - n_layer_gpu_)) +
+                                 " per matmul with their experts in host memory)").c_str()
+                              : " as one span")
+                       : " per matmul",
                  double(be->bytes_resident() - resident0) / 1e6, gpu_detail().c_str());
   if (n_layer_gpu_ == 0 && !output_.gpu) backend_ = nullptr;
 }
@@ -301,8 +409,13 @@ void LlamaModel::release_backend() {
     lin.gpu = nullptr;
   };
   rel(output_);
-  for (auto& L : layers_)
+  for (auto& L : layers_) {
     for (int i = 0; i < kLayerMatrices; ++i) rel(*layer_matrices(L, i));
+    for (Experts* ex : {&L.gate_exps, &L.up_exps, &L.down_exps}) {
+      if (ex->gpu) backend_->release(ex->gpu);
+      ex->gpu = nullptr;
+    }
+  }
   n_layer_gpu_ = 0;
   requant_mix_ = {};
   backend_ = nullptr;
@@ -313,7 +426,7 @@ void LlamaModel::fall_back_to_cpu(const char* what, const std::string& why) {
   const std::string reason = !why.empty() ? why : backend_ ? backend_->last_error() : std::string();
   std::fprintf(stderr, "fish: %s failed on %s (%s); continuing on the CPU\n", what,
                backend_ ? backend_->name().c_str() : "the backend", reason.c_str());
-  const int32_t first = hp_.n_layer - n_layer_gpu_;
+  const int32_t first = span_first_;  // the span's layers have no CPU KV
   const bool had_span = span_ != nullptr;
   release_backend();
   prepare_cpu_weights();  // the layers now on the CPU get the CPU's layout
