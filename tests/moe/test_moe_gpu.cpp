@@ -4,7 +4,8 @@
 //   - automatic placement (every layer's experts in the span),
 //   - --n-cpu-moe 2 (layers 0-1 per matmul with their experts in host memory,
 //     2-3 in the span),
-//   - --n-cpu-moe 4 (no span: every layer per matmul, experts on the host).
+//   - --n-cpu-moe 4 (no span: every layer per matmul, experts on the host),
+//   - a small VRAM budget (fish_vulkan): the first layers' experts stay on the host.
 // F32 weights keep the CPU's activations f32 too, so the paths differ only in
 // summation order and the spec's criterion applies (with int8 activations a
 // random tiny model's routing decisions flip between them and the whole-model
@@ -118,4 +119,23 @@ TEST_CASE("MoE test-gpu reports skipped where no Vulkan device exists", "[moe][g
   INFO(o.text);
   CHECK(o.status == 77);
   CHECK(o.text.find("SKIPPED: no GPU backend") != std::string::npos);
+}
+
+TEST_CASE("MoE automatic placement under a small VRAM budget: the first layers' experts stay on the host",
+          "[moe][gpu][vulkan]") {
+  if (!has_plugin("vulkan")) FISH_SKIP("fish_vulkan is not in the build folder");
+  // tiny-qwen3moe F32: 6.3 MB of experts per layer, 31 MB of weights in all;
+  // 22 MB holds the output head, two layers with their experts and one without.
+  const std::string env = "FISH_BACKEND=vulkan FISH_VRAM_BUDGET_MB=22";
+  const Out o = run(env, "run -m " + model("tiny-qwen3moe") + " -p hello -n 4 -t 2 --verbose");
+  if (o.text.find("backend vulkan") == std::string::npos && o.text.find("fish: vulkan:") == std::string::npos)
+    FISH_SKIP("fish_vulkan opens no Vulkan device here");
+  INFO(o.text);
+  REQUIRE(o.status == 0);
+  CHECK(o.text.find("stay in host memory (no room on vulkan)") != std::string::npos);
+  CHECK(o.text.find("per matmul with their experts in host memory)") != std::string::npos);
+  const Out t = run(env, "test-gpu " + model("tiny-qwen3moe") + " --no-kernels -n 16 -t 2");
+  INFO(t.text);
+  CHECK(t.status == 0);
+  CHECK(t.text.find("PASS span == per-matmul") != std::string::npos);
 }
