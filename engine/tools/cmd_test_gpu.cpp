@@ -31,6 +31,7 @@ struct Run {
   std::string label;
   std::vector<std::vector<float>> logits;  // per step: [n_vocab]
   int32_t gpu_layers = 0, gpu_span = 0, gpu_output = 0;
+  int32_t n_expert = 0, span_layers = 0, cpu_moe_layers = 0;
   std::string detail;
   std::string requant;  // "FISH_GPU_REQUANT=3: <mix>" or ""
   bool ok = true;
@@ -63,6 +64,9 @@ Run run_model(const std::string& label, const ModelFlags& base, int32_t gpu_laye
   r.gpu_layers = info.gpu_layers;
   r.gpu_span = info.gpu_span;
   r.gpu_output = info.gpu_output;
+  r.n_expert = info.n_expert;
+  r.span_layers = info.gpu_span_layers;
+  r.cpu_moe_layers = info.cpu_moe_layers;
   r.detail = info.gpu_detail;
   if (info.requant_detail && *info.requant_detail)
     r.requant = std::string("FISH_GPU_REQUANT=") + info.gpu_requant + ": " + info.requant_detail;
@@ -235,8 +239,12 @@ static int cmd_test_gpu(int argc, char** argv) {
     const uint64_t after_a = fish_backend_bytes_resident();
     report(after_a == resident0, "device memory freed after the auto run",
            std::to_string(after_a) + " bytes resident vs " + std::to_string(resident0) + " before");
-    std::printf("auto placement: %d layers%s%s; %s\n", span.gpu_layers, span.gpu_output ? " + output" : "",
-                span.gpu_span ? " as one span" : " per matmul", span.detail.c_str());
+    std::string moe;
+    if (span.n_expert > 0)
+      moe = " (MoE: " + std::to_string(span.span_layers) + " layers' experts in the span, " +
+            std::to_string(span.cpu_moe_layers) + " in host memory)";
+    std::printf("auto placement: %d layers%s%s%s; %s\n", span.gpu_layers, span.gpu_output ? " + output" : "",
+                span.gpu_span ? " as one span" : " per matmul", moe.c_str(), span.detail.c_str());
     Run pm = run_model("per-matmul", mf, -1, 0, prompt_ids, &toks, int(n));
     const uint64_t after_b = fish_backend_bytes_resident();
     report(after_b == resident0, "device memory freed after the per-matmul run",
@@ -259,9 +267,23 @@ static int cmd_test_gpu(int argc, char** argv) {
       // flip: at least 90% of the argmaxes equal (random-weight synth-tiny:
       // 95/101 on the H200; 25/25 on the 1B and 8B).
       const bool int8 = std::string(fish_backend_status()).find("matmul: int8") != std::string::npos;
-      const bool ok = int8 ? c.agree >= 0.9 * c.steps && c.max_rel <= 0.05 : c.agree == c.steps && c.max_rel <= 0.02;
+      // MoE: per matmul the experts run on the CPU (int8 activations for
+      // quantised experts) and in the span on the device, and a routing
+      // decision near a tie can go either way, which changes that token's
+      // FFN entirely: the logits of a whole model are then not comparable
+      // (random-weight tiny-qwen3moe Q4_K_M: 18% of max |logit| with 30/33
+      // argmax equal). So for MoE the argmax criterion alone (>= 90%), max
+      // |dlogit| reported; tests/moe checks F32 models, where the paths
+      // differ only in summation order, against 2%.
+      const bool moe = span.n_expert > 0;
+      const bool ok = moe    ? c.agree >= 0.9 * c.steps
+                      : int8 ? c.agree >= 0.9 * c.steps && c.max_rel <= 0.05
+                             : c.agree == c.steps && c.max_rel <= 0.02;
       report(ok && span.ok && pm.ok,
-             std::string("span == per-matmul") + (int8 ? " (int8 activations: >= 90% argmax, 5%)" : ""), buf);
+             std::string("span == per-matmul") +
+                 (moe ? " (MoE, experts on the host per matmul: >= 90% argmax)"
+                      : int8 ? " (int8 activations: >= 90% argmax, 5%)" : ""),
+             buf);
     }
     if (!no_cpu) {
       std::vector<int32_t> forced = toks;

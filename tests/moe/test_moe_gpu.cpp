@@ -48,6 +48,15 @@ Out run(const std::string& env, const std::string& args) {
   return o;
 }
 
+// The "x% of max |logit|" of test-gpu's "span == per-matmul" line, -1 if absent.
+double span_vs_matmul_pct(const std::string& text) {
+  const size_t at = text.find("span == per-matmul (MoE");
+  const size_t pct = at == std::string::npos ? at : text.find("% of max |logit|", at);
+  if (pct == std::string::npos) return -1;
+  const size_t open = text.rfind('(', pct);
+  return std::atof(text.c_str() + open + 1);
+}
+
 bool has_plugin(const std::string& name) { return access(bin_path("libfish_" + name + ".so").c_str(), R_OK) == 0; }
 
 // The tiny MoE model of `shape` in F32, synthesised once into a scratch folder.
@@ -86,7 +95,19 @@ bool check_placements(const std::string& env, const char* plugin) {
       CHECK(o.text.find("PASS device memory freed after the auto run") != std::string::npos);
       CHECK(o.text.find("auto placement: 4 layers") != std::string::npos);
       const bool span = o.text.find("PASS span == per-matmul") != std::string::npos;
+      const std::string layout = std::string(extra) == "" ? "(MoE: 4 layers' experts in the span, 0 in host memory)"
+                                 : std::string(extra) == "--n-cpu-moe 2"
+                                     ? "(MoE: 2 layers' experts in the span, 2 in host memory)"
+                                     : "(MoE: 0 layers' experts in the span, 4 in host memory)";
+      if (span) {
+        CHECK(o.text.find(layout) != std::string::npos);
+        // F32: the paths differ in summation order only; the spec's 2%.
+        const double pct = span_vs_matmul_pct(o.text);
+        CHECK(pct >= 0);
+        CHECK(pct <= 2.0);
+      }
       if (std::string(extra) == "--n-cpu-moe 4") {
+        CHECK(o.text.find(layout) != std::string::npos);
         CHECK(o.text.find("SKIP span == per-matmul: the backend placed no span") != std::string::npos);
       } else if (!span) {
         // A plugin that does not take MoE spans: every layer per matmul.

@@ -82,7 +82,7 @@ FISH_API const char* fish_last_error(const fish_model* m);
 
 typedef struct fish_model_info {
   uint32_t struct_size;
-  const char* arch;      /* "llama", "qwen2", "qwen3" */
+  const char* arch;      /* "llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe" */
   const char* name;      /* general.name or "" */
   const char* tokenizer; /* "spm" or "bpe" */
   int32_t n_vocab, n_ctx_train, n_ctx, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
@@ -105,6 +105,12 @@ typedef struct fish_model_info {
   int32_t requant_rejected;    /* cache entries found stale, truncated or corrupt, and rebuilt */
   double requant_seconds;      /* wall time of the conversions */
   double requant_ns_per_weight;
+  /* Mixture of experts (0 for a dense model): experts per layer, used per
+   * token, rows of each; MoE layers in the span (experts on the device) and
+   * MoE layers whose experts are in host memory (per matmul or on the CPU). */
+  int32_t n_expert, n_expert_used, n_ff_expert;
+  int32_t gpu_span_layers;
+  int32_t cpu_moe_layers;
 } fish_model_info;
 FISH_API void fish_model_get_info(const fish_model* m, fish_model_info* out);
 

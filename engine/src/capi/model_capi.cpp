@@ -81,6 +81,11 @@ static void model_info(const fish_model* fm, fish_model_info* out) {
   i.requant_rejected = rq.rejected;
   i.requant_seconds = rq.convert_seconds;
   i.requant_ns_per_weight = rq.ns_per_weight();
+  i.n_expert = h.n_expert;
+  i.n_expert_used = h.n_expert_used;
+  i.n_ff_expert = h.n_ff_expert;
+  i.gpu_span_layers = m.span_layers();
+  i.cpu_moe_layers = m.cpu_moe_layers();
   std::memcpy(out, &i, std::min<size_t>(out->struct_size ? out->struct_size : sizeof i, sizeof i));
 }
 
