@@ -11,6 +11,8 @@
 //   - routing ties: a copy whose router rows are all equal (every expert ties
 //     with every other): experts 0 and 1 are chosen, as the rule says;
 //   - moe_route itself on hand-made logits (ties, both gatings);
+//   - matmul_batch (all experts' products in one job) == matmul of each, bit
+//     for bit, for 1 to 3 threads and several types;
 //   - greedy tokens identical for 1, 2 and 3 threads;
 //   - several sequences in one batch == each alone;
 //   - corrupt expert tensors refused with a message naming the tensor.
@@ -26,7 +28,10 @@
 
 #include "common/error.h"
 #include "convert/synth.h"
+#include "cpu/matmul_batch.h"
 #include "cpu/moe_routing.h"
+#include "cpu/thread_pool.h"
+#include "quant/quant.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
 #include "model/llama_model.h"
@@ -155,6 +160,69 @@ TEST_CASE("moe_route: softmax, top-k with ties to the lower index, both gatings"
   CHECK((ids[0] == 1 && ids[1] == 2));
   // Renormalised over the chosen: the softmax of their two logits.
   CHECK(w[0] == Approx(1.0 / (1.0 + std::exp(-0.25))).epsilon(1e-6));
+}
+
+TEST_CASE("matmul_batch: every item equals its own matmul, bit for bit", "[moe]") {
+  // Items as an MoE layer makes them: experts of 256 / 512 rows on inputs of
+  // 1 .. 37 gathered rows, pairs (gate + up) and single weights.
+  uint32_t seed = 12345;
+  auto rnd = [&] {
+    seed = seed * 1664525u + 1013904223u;
+    return float(int32_t(seed >> 8) - (1 << 23)) / float(1 << 23);
+  };
+  for (fish::GgmlType type : {fish::GgmlType::F32, fish::GgmlType::Q8_0, fish::GgmlType::Q4_K, fish::GgmlType::Q6_K}) {
+    const int64_t n_in = 512;
+    const int n_items = 5;
+    const int n_tok[n_items] = {1, 3, 37, 2, 16};
+    const int64_t n_out[n_items] = {256, 512, 256, 256, 512};
+    std::vector<std::vector<uint8_t>> w(n_items * 2);
+    std::vector<std::vector<float>> x(n_items);
+    std::vector<fish::MatmulItem> items(n_items);
+    const uint64_t row = *fish::ggml_row_bytes(uint32_t(type), n_in);
+    for (int i = 0; i < n_items; ++i) {
+      std::vector<float> f(static_cast<size_t>(n_in));
+      for (int j = 0; j < 2; ++j) {
+        w[size_t(i * 2 + j)].resize(row * uint64_t(n_out[i]));
+        for (int64_t r = 0; r < n_out[i]; ++r) {
+          for (float& v : f) v = rnd();
+          fish::quantize_row(type, f.data(), w[size_t(i * 2 + j)].data() + uint64_t(r) * row, n_in);
+        }
+        items[size_t(i)].w[j] = fish::WeightView{type, w[size_t(i * 2 + j)].data(), n_in, n_out[i], row};
+      }
+      items[size_t(i)].n_w = i % 2 ? 1 : 2;
+      x[size_t(i)].resize(size_t(n_in * n_tok[i]));
+      for (float& v : x[size_t(i)]) v = rnd();
+      items[size_t(i)].x = x[size_t(i)].data();
+      items[size_t(i)].n_tok = n_tok[i];
+    }
+    // The GGUF layout, then each weight as prepare_weights leaves it (Q4_K /
+    // Q6_K become 16-row strips where the CPU has the AVX-512 VNNI kernels).
+    std::vector<fish::PreparedWeight> keep;
+    for (int pass = 0; pass < 2; ++pass)
+    for (int th : {1, 2, 3}) {
+      if (pass == 1 && th == 1)
+        for (auto& it : items)
+          for (int j = 0; j < it.n_w; ++j) {
+            keep.push_back(fish::prepare_weight(it.w[j]));
+            it.w[j] = keep.back().view();
+          }
+      fish::ThreadPool pool(th);
+      std::vector<std::vector<float>> y(n_items * 2), want(n_items * 2);
+      for (int i = 0; i < n_items; ++i)
+        for (int j = 0; j < items[size_t(i)].n_w; ++j) {
+          y[size_t(i * 2 + j)].assign(size_t(n_out[i] * n_tok[i]), -1.0f);
+          want[size_t(i * 2 + j)].assign(size_t(n_out[i] * n_tok[i]), -2.0f);
+          items[size_t(i)].y[j] = y[size_t(i * 2 + j)].data();
+          fish::matmul(pool, items[size_t(i)].w[j], x[size_t(i)].data(), n_tok[i], want[size_t(i * 2 + j)].data());
+        }
+      fish::matmul_batch(pool, items.data(), n_items);
+      for (int i = 0; i < n_items * 2; ++i) {
+        INFO(fish::ggml_type_name(type) << (pass ? " prepared" : "") << " threads " << th << " item " << i / 2
+                                         << " weight " << i % 2);
+        CHECK(y[size_t(i)] == want[size_t(i)]);
+      }
+    }
+  }
 }
 
 TEST_CASE("MoE tiny models: engine logits == the f64 forward (both layouts, F32 and Q4_K_M)", "[moe]") {
