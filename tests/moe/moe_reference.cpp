@@ -182,6 +182,18 @@ std::vector<std::vector<double>> MoeReference::forward(const std::vector<int32_t
         const double wj = m.norm_topk ? w[size_t(j)] / chosen : w[size_t(j)];
         for (int64_t i = 0; i < E; ++i) x[size_t(t)][size_t(i)] += wj * d[size_t(i)];
       }
+      // qwen2moe's shared expert, scaled by sigmoid(h · ffn_gate_inp_shexp).
+      if (m.f->tensor(b + "ffn_gate_inp_shexp.weight")) {
+        const std::vector<double> sg = m.vec(b + "ffn_gate_inp_shexp.weight");
+        std::vector<double> g = m.mat(b + "ffn_gate_shexp.weight").mul(h);
+        const std::vector<double> u = m.mat(b + "ffn_up_shexp.weight").mul(h);
+        for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+        const std::vector<double> d = m.mat(b + "ffn_down_shexp.weight").mul(g);
+        double z = 0;
+        for (int64_t i = 0; i < E; ++i) z += h[size_t(i)] * sg[size_t(i)];
+        const double gate = 1.0 / (1.0 + std::exp(-z));
+        for (int64_t i = 0; i < E; ++i) x[size_t(t)][size_t(i)] += gate * d[size_t(i)];
+      }
     }
   }
   const std::vector<double> on = m.vec("output_norm.weight");

@@ -1,10 +1,12 @@
-// A plain f64 forward of a Llama-family MoE model (qwen3moe or Mixtral layout),
+// A plain f64 forward of a Llama-family MoE model (qwen3moe, qwen2moe with its
+// shared expert, or the Mixtral layout),
 // written for the tests from the architectures'
 // definitions, independent of the engine's code paths: weights dequantised
 // to f32 once (the engine's dequant, the file's exact values), every product
 // and sum in double. K and V are rounded to f16 as the engine's KV cache
 // stores them. Routing: softmax over all experts, the k largest (equal ones:
-// the lower index first), weights renormalised for qwen3moe / Mixtral.
+// the lower index first), weights renormalised for qwen3moe / Mixtral, not
+// for qwen2moe (hparams.h MoeGating).
 #pragma once
 #include <cstdint>
 #include <memory>

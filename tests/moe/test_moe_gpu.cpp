@@ -1,4 +1,5 @@
-// `fish test-gpu` on the tiny MoE models (F32, both layouts), issue 26's GPU
+// `fish test-gpu` on the tiny MoE models (F32; the qwen3moe, Mixtral and
+// qwen2moe (shared expert) layouts), issue 26's GPU
 // host side: span == per-matmul (experts in the span vs experts on the host,
 // the router and attention per matmul), device memory freed, for
 //   - automatic placement (every layer's experts in the span),
@@ -85,7 +86,7 @@ std::string model(const std::string& shape) {
 
 // The three placements on both layouts; returns false when the backend opened no device.
 bool check_placements(const std::string& env, const char* plugin) {
-  for (const char* shape : {"tiny-qwen3moe", "tiny-mixtral"}) {
+  for (const char* shape : {"tiny-qwen3moe", "tiny-mixtral", "tiny-qwen2moe"}) {
     for (const char* extra : {"", "--n-cpu-moe 2", "--n-cpu-moe 4"}) {
       const Out o = run(env, "test-gpu " + model(shape) + " --no-kernels -n 16 -t 2 " + extra);
       if (o.status == 77) return false;

@@ -52,6 +52,7 @@ void add_metadata(gguf::Writer& w, const SynthShape& s, Format f, uint64_t seed)
     w.set_u32(a + ".expert_used_count", uint32_t(s.n_expert_used));
     // Mixtral's experts are feed_forward_length wide; qwen3moe says so apart.
     if (a != "llama") w.set_u32(a + ".expert_feed_forward_length", uint32_t(s.n_ff_expert));
+    if (s.n_ff_shexp > 0) w.set_u32(a + ".expert_shared_feed_forward_length", uint32_t(s.n_ff_shexp));
   }
 
   const SynthVocab v = make_synth_vocab(s.n_vocab);
@@ -149,6 +150,13 @@ SynthSummary build(const SynthOptions& o, ThreadPool& pool, std::deque<std::vect
       add(b + "ffn_gate_exps.weight", {E, Fe, NE}, Init{0.f, in_std});
       add(b + "ffn_up_exps.weight", {E, Fe, NE}, Init{0.f, in_std});
       add(b + "ffn_down_exps.weight", {Fe, E, NE}, Init{0.f, depth / std::sqrt(float(Fe))});
+      if (s->n_ff_shexp > 0) {  // qwen2moe's shared expert and its gate vector
+        const int64_t Fs = s->n_ff_shexp;
+        add(b + "ffn_gate_inp_shexp.weight", {E}, Init{0.f, in_std});
+        add(b + "ffn_gate_shexp.weight", {E, Fs}, Init{0.f, in_std});
+        add(b + "ffn_up_shexp.weight", {E, Fs}, Init{0.f, in_std});
+        add(b + "ffn_down_shexp.weight", {Fs, E}, Init{0.f, depth / std::sqrt(float(Fs))});
+      }
     } else {
       add(b + "ffn_gate.weight", {E, F}, Init{0.f, in_std});
       add(b + "ffn_up.weight", {E, F}, Init{0.f, in_std});

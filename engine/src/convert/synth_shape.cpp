@@ -8,7 +8,7 @@ namespace fish::convert {
 namespace {
 // id, arch, model, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx,
 // rope_base, rms_eps, tied, qkv_bias, qk_norm, rope scaling (factor, low, high, orig ctx)
-// [, n_expert, n_expert_used, n_ff_expert]
+// [, n_expert, n_expert_used, n_ff_expert[, n_ff_shexp]]
 constexpr SynthShape kShapes[] = {
     {"tiny", "llama", "tiny", 256, 4, 8, 4, 32, 768, 4096, 2048, 10000.f, 1e-5f, false, false, false, 0, 0, 0, 0},
     {"llama-1b", "llama", "Llama 3.2 1B", 2048, 16, 32, 8, 64, 8192, 128256, 131072, 500000.f, 1e-5f, true, false,
@@ -38,6 +38,8 @@ constexpr SynthShape kShapes[] = {
      false, 0, 0, 0, 0, 8, 2, 14336},
     {"tiny-qwen3moe", "qwen3moe", "tiny Qwen3 MoE", 256, 4, 4, 2, 64, 768, 4096, 4096, 1000000.f, 1e-6f, false, false,
      true, 0, 0, 0, 0, 8, 2, 256},
+    {"tiny-qwen2moe", "qwen2moe", "tiny Qwen2 MoE", 256, 4, 4, 4, 64, 768, 4096, 4096, 1000000.f, 1e-6f, false, true,
+     false, 0, 0, 0, 0, 8, 2, 256, 512},
     {"tiny-mixtral", "llama", "tiny Mixtral", 256, 4, 8, 4, 32, 256, 4096, 4096, 1000000.f, 1e-5f, false, false, false,
      0, 0, 0, 0, 8, 2, 256},
 };

@@ -24,6 +24,9 @@ struct SynthShape {
   // router, kept F32 as llama.cpp's quantiser does) and the stacked
   // ffn_{gate,up,down}_exps of n_ff_expert rows; "llama" with experts is Mixtral.
   int n_expert = 0, n_expert_used = 0, n_ff_expert = 0;
+  // qwen2moe's shared expert (ffn_{gate,up,down}_shexp of n_ff_shexp rows and
+  // its sigmoid gate ffn_gate_inp_shexp [n_embd]); 0: none.
+  int n_ff_shexp = 0;
 };
 
 // nullptr for an unknown id.
