@@ -228,7 +228,7 @@ TEST_CASE("matmul_batch: every item equals its own matmul, bit for bit", "[moe]"
   }
 }
 
-TEST_CASE("MoE tiny models: engine logits == the f64 forward (qwen3moe, Mixtral, qwen2moe; F32 .. Q4_K_M)", "[moe]") {
+TEST_CASE("MoE tiny models: engine logits == the f64 forward (qwen3moe, Mixtral, qwen2moe, F32 .. Q4_K_M)", "[moe]") {
   static Cleanup cleanup;
   struct Case {
     const char* shape;
