@@ -1,0 +1,352 @@
+// The MoE kernels of a span (plugins/vulkan/moe_kernels.h) one at a time
+// against plain CPU references, as test_vk_span_kernels does for the dense ones:
+//   moe_route    softmax, top-k (equal logits: the lower expert first), both
+//                gatings; the expert ids and the grouped lists word for word,
+//                the weights within f32 rounding;
+//   mvm_<T>      every weight type (F32, F16, Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, FQ3;
+//                the quantised ones from real quantize_row bytes), gate|up with
+//                silu·up and down × routing weight, decode (one chunk per pair)
+//                and prefill (4 pairs per chunk; on a CPU device F32 and Q4_K
+//                only, for compile time) routings, 6 experts of which 3
+//                are used, row counts that are not a multiple of the 4 rows of
+//                a workgroup; held to the spec's matmul bound 1e-3·Σ|w||x|/n_out
+//                on each product (propagated through silu·up and the weight);
+//   moe_combine  x += Σ_j d + sigmoid(n·g)·sh, with and without a shared expert.
+// The routing words the matvec and combine read are built here on the CPU
+// (moe_common.glsl's layout), so each kernel is judged on its own.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+
+#include "cpu/matmul.h"
+#include "moe_kernels.h"
+#include "quant/quant.h"
+#include "span_rig.h"
+#include "vk_test_math.h"
+#include "vk_test_util.h"
+
+using namespace fish;
+using namespace fish::vktest;
+
+namespace {
+
+// The routing of n_tok tokens: expert id and weight per pair p = t·k + j.
+struct Routing {
+  int n_tok = 0, n_expert = 0, k = 0;
+  std::vector<uint32_t> expert;
+  std::vector<double> weight;
+};
+
+// plugin_abi.h's routing: softmax over the router logits, the k largest (equal
+// logits: the lower index first), weights r_e or r_e / Σ_chosen r (renorm).
+Routing ref_route(const std::vector<float>& logits, int n_tok, int NE, int K, bool renorm) {
+  Routing r{n_tok, NE, K, {}, {}};
+  for (int t = 0; t < n_tok; ++t) {
+    const float* l = &logits[size_t(t) * NE];
+    std::vector<int> idx(static_cast<size_t>(NE));
+    std::iota(idx.begin(), idx.end(), 0);
+    std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return l[a] > l[b]; });  // stable: ties by index
+    const double mx = l[idx[0]];
+    double sum = 0, chosen = 0;
+    for (int e = 0; e < NE; ++e) sum += std::exp(double(l[e]) - mx);
+    for (int j = 0; j < K; ++j) chosen += std::exp(double(l[idx[size_t(j)]]) - mx);
+    for (int j = 0; j < K; ++j) {
+      r.expert.push_back(uint32_t(idx[size_t(j)]));
+      r.weight.push_back(std::exp(double(l[idx[size_t(j)]]) - mx) / (renorm ? chosen : sum));
+    }
+  }
+  return r;
+}
+
+// The routing words of moe_common.glsl for r (weights as f32 bits).
+std::vector<uint32_t> route_words(const Routing& r) {
+  const uint32_t P = uint32_t(r.n_tok * r.k), NE = uint32_t(r.n_expert);
+  std::vector<uint32_t> w(vk::moe_route_words(uint64_t(r.n_tok), NE, uint64_t(r.k)), 0);
+  for (uint32_t p = 0; p < P; ++p) {
+    const float f = float(r.weight[p]);
+    w[2 * p] = r.expert[p];
+    std::memcpy(&w[2 * p + 1], &f, 4);
+  }
+  const uint32_t G = 2 * P, L = G + 2 + 2 * NE;
+  uint32_t n = 0, run = 0;
+  for (uint32_t e = 0; e < NE; ++e) {
+    uint32_t c = 0;
+    for (uint32_t p = 0; p < P; ++p)
+      if (r.expert[p] == e) w[L + run + c++] = p;
+    if (c == 0) continue;
+    w[G + 1 + n] = e;
+    w[G + 1 + NE + n] = run;
+    run += c;
+    ++n;
+  }
+  w[G + 1 + NE + n] = run;
+  w[G] = n;
+  return w;
+}
+
+// MoeKernels on the test's backend, with a descriptor set of its layout over
+// {w0, arena, params, arena, arena, w5} (the span's moe_set).
+struct MoeRig {
+  vk::VulkanBackend& be;
+  SpanRig rig;
+  vk::MoeKernels moe;
+  std::vector<VkDescriptorSet> sets;
+  MoeRig(vk::VulkanBackend& b, uint64_t arena_words, uint64_t param_words)
+      : be(b), rig(b, arena_words, 4, param_words, 4), moe(*b.device(), *b.pipelines()) {}
+  ~MoeRig() {
+    for (VkDescriptorSet s : sets) be.pipelines()->free_set(s);
+  }
+  VkDescriptorSet set(const vk::Buffer& w0, const vk::Buffer& w5) {
+    VkDescriptorSet s = be.pipelines()->allocate_set(moe.layout());
+    const vk::Buffer& a = rig.arena();
+    const VkBuffer bufs[6] = {w0.buffer, a.buffer, rig.params().buffer, a.buffer, a.buffer, w5.buffer};
+    const uint64_t offs[6] = {0, 0, 0, 0, 0, 0};
+    const uint64_t ranges[6] = {w0.size, a.size, rig.params().size, a.size, a.size, w5.size};
+    be.pipelines()->write_set(s, 6, bufs, offs, ranges);
+    sets.push_back(s);
+    return s;
+  }
+  VkDescriptorSet aux() { return set(rig.arena(), rig.arena()); }
+};
+
+// Router logits with exact ties: multiples of 1/4 (many equal values), a row
+// of all-equal logits and a row whose k-th and k+1-th are equal.
+std::vector<float> tie_logits(int n_tok, int NE, uint64_t seed) {
+  auto l = randn(size_t(n_tok) * NE, seed, 1.5f);
+  for (auto& v : l) v = std::round(v * 4.0f) / 4.0f;
+  if (n_tok > 1) std::fill(&l[NE], &l[2 * size_t(NE)], 0.5f);
+  return l;
+}
+
+}  // namespace
+
+TEST_CASE("moe_route kernel vs CPU: top-k with ties, both gatings, grouped lists", "[vulkan][span][moe]") {
+  auto be = open_backend("moe_route");
+  if (!be) FISH_SKIP(skip_reason());
+  struct Case {
+    int NE, K, n_tok;
+    bool ties;
+  };
+  const Case cases[] = {{6, 3, 1, false}, {6, 3, 7, true},  {8, 2, 40, true},  {8, 2, 1, true},
+                        {128, 8, 5, false}, {60, 4, 300, true}, {16, 16, 3, false}, {512, 16, 2, false}};
+  uint64_t seed = 900;
+  for (const Case& c : cases)
+    for (const bool renorm : {false, true}) {
+      const uint32_t P = uint32_t(c.n_tok * c.K), words = uint32_t(vk::moe_route_words(uint64_t(c.n_tok), c.NE, c.K));
+      const uint32_t rl_off = 64, route_off = rl_off + uint32_t(c.n_tok * c.NE) + 4;
+      MoeRig m(*be, route_off + words + 64, 4);
+      const auto logits = c.ties ? tie_logits(c.n_tok, c.NE, seed++) : randn(size_t(c.n_tok) * c.NE, seed++, 2.0f);
+      m.rig.put(m.rig.arena(), rl_off, logits);
+      // Stale words from an earlier layer must not matter: fill the region first.
+      m.rig.put(m.rig.arena(), route_off, std::vector<uint32_t>(words, 0xDEADBEEFu));
+      vk::MoePush pc;
+      pc.n_expert = uint32_t(c.NE), pc.k = uint32_t(c.K), pc.route_off = route_off, pc.flags = renorm ? 1 : 0;
+      pc.s.m = {uint32_t(c.NE), 0, uint32_t(c.n_tok), uint32_t(c.NE), rl_off, 0, 0};
+      const VkDescriptorSet set = m.aux();
+      m.rig.run([&](VkCommandBuffer cmd) { m.moe.route(cmd, set, pc); });
+      const auto got = m.rig.get_words(m.rig.arena(), route_off, words);
+      const Routing r = ref_route(logits, c.n_tok, c.NE, c.K, renorm);
+      const auto want = route_words(r);
+      int64_t id_bad = 0, list_bad = 0;
+      double wrel = 0;
+      for (uint32_t p = 0; p < P; ++p) {
+        id_bad += got[2 * p] != want[2 * p];
+        float g;
+        std::memcpy(&g, &got[2 * p + 1], 4);
+        wrel = std::max(wrel, std::fabs(double(g) - r.weight[p]) / r.weight[p]);
+      }
+      // The grouped part: n_active, active experts, offsets (n_active + 1) and the list (P words).
+      const uint32_t G = 2 * P, n_act = want[G];
+      std::vector<uint32_t> idx = {G};
+      for (uint32_t s = 0; s < n_act; ++s) idx.push_back(G + 1 + s);
+      for (uint32_t s = 0; s <= n_act; ++s) idx.push_back(G + 1 + uint32_t(c.NE) + s);
+      for (uint32_t i = 0; i < P; ++i) idx.push_back(G + 2 + 2 * uint32_t(c.NE) + i);
+      for (uint32_t i : idx) list_bad += got[i] != want[i];
+      INFO(c.NE << " experts, " << c.K << " used, " << c.n_tok << " tokens" << (c.ties ? " (ties)" : "")
+                << (renorm ? ", renormalised" : ", softmax") << ": wrong ids " << id_bad << ", wrong list words "
+                << list_bad << ", max weight rel err " << wrel);
+      CHECK(id_bad == 0);
+      CHECK(list_bad == 0);
+      CHECK(wrel <= 2e-6);  // f32 exp / sum vs double: a few ulps
+    }
+}
+
+namespace {
+
+// A stack of n_expert random matrices [n_out x n_in] of one type, as one upload.
+struct Stack {
+  std::vector<Matrix> m;  // per expert (random_matrix: real quantised bytes)
+  std::vector<uint8_t> bytes;
+  vk::Weight* w = nullptr;
+};
+
+Stack make_stack(vk::VulkanBackend& be, GgmlType t, int NE, int64_t n_in, int64_t n_out, uint64_t seed) {
+  Stack s;
+  for (int e = 0; e < NE; ++e) {
+    s.m.push_back(random_matrix(t, n_in, n_out, seed + uint64_t(e)));
+    s.bytes.insert(s.bytes.end(), s.m.back().data.begin(), s.m.back().data.end());
+  }
+  vk::WeightUpload u = upload_desc(s.m[0]);
+  u.n_mat = NE, u.data = s.bytes.data(), u.nbytes = s.bytes.size();
+  s.w = be.upload(u);
+  REQUIRE(s.w);
+  REQUIRE(s.w->chunks.size() == 1);
+  return s;
+}
+
+// y = W·x in double-free f32 reference (matmul_ref_f32) and the spec's bound
+// 1e-3·Σ_r Σ_i |w_ri||x_i| / n_out of one x row.
+void product(const Matrix& w, const float* x, std::vector<float>& y, double& bound) {
+  WeightView v;
+  v.type = w.type, v.data = w.data.data(), v.n_in = w.n_in, v.n_out = w.n_out, v.row_bytes = w.row_bytes;
+  y.assign(size_t(w.n_out), 0.0f);
+  matmul_ref_f32(v, x, 1, y.data());
+  std::vector<float> row(static_cast<size_t>(w.n_in));
+  double s = 0;
+  for (int64_t r = 0; r < w.n_out; ++r) {
+    dequant_row(w.type, w.data.data() + uint64_t(r) * w.row_bytes, row.data(), w.n_in);
+    for (int64_t i = 0; i < w.n_in; ++i) s += std::fabs(double(row[size_t(i)]) * x[i]);
+  }
+  bound = 1e-3 * s / double(w.n_out);
+}
+
+double silu(double v) { return v / (1.0 + std::exp(-v)); }
+
+// Runs mvm_<T> gate|up (n_in E, FE rows per expert) and down (n_in FD, ER
+// rows) over one routing of n_tok tokens and checks every pair's rows; down
+// reads random rows of its own (h of FD values per pair), so the two shapes are
+// free. Returns the worst |err| / bound of the two.
+double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, int64_t E, int64_t FE, int64_t FD,
+                   int64_t ER, uint64_t seed) {
+  Stack gate = make_stack(be, t, NE, E, FE, seed), up = make_stack(be, t, NE, E, FE, seed + 100);
+  Stack down = make_stack(be, t, NE, FD, ER, seed + 200);
+  const uint32_t P = uint32_t(n_tok * K), words = uint32_t(vk::moe_route_words(uint64_t(n_tok), NE, K));
+  const uint32_t route_off = 64, x_off = route_off + (words + 3) / 4 * 4;
+  const uint32_t hx_off = x_off + uint32_t(n_tok * E), hd_off = hx_off + (P * uint32_t(FE) + 3) / 4 * 4;
+  const uint32_t dx_off = hd_off + P * uint32_t(FD), end = dx_off + P * uint32_t(ER);
+  MoeRig m(be, end + 64, 4);
+  const Routing r = ref_route(randn(size_t(n_tok) * NE, seed + 300, 2.0f), n_tok, NE, K, (seed & 1) != 0);
+  const auto x = randn(size_t(n_tok) * E, seed + 301, 1.0f), hd = randn(size_t(P) * FD, seed + 302, 0.5f);
+  m.rig.put(m.rig.arena(), route_off, route_words(r));
+  m.rig.put(m.rig.arena(), x_off, x);
+  m.rig.put(m.rig.arena(), hd_off, hd);
+  // NaN where nothing may be written: after gate|up's rows and after down's.
+  const std::vector<uint32_t> nan(64, 0x7FC00000u);
+  m.rig.put(m.rig.arena(), end, nan);
+  vk::MoePush mp;
+  mp.n_expert = uint32_t(NE), mp.k = uint32_t(K), mp.route_off = route_off;
+  vk::MoePush gu = mp, dn = mp;
+  gu.s.m = {uint32_t(E), uint32_t(FE), uint32_t(n_tok), uint32_t(E), x_off, uint32_t(FE), hx_off};
+  dn.s.m = {uint32_t(FD), uint32_t(ER), uint32_t(n_tok), uint32_t(FD), hd_off, uint32_t(ER), dx_off};
+  const VkDescriptorSet gs = m.set(gate.w->chunks[0].buf, up.w->chunks[0].buf);
+  const VkDescriptorSet ds = m.set(down.w->chunks[0].buf, down.w->chunks[0].buf);
+  m.rig.run([&](VkCommandBuffer cmd) { m.moe.matvec(cmd, *gate.w->type, gs, gu, true); });
+  m.rig.run([&](VkCommandBuffer cmd) { m.moe.matvec(cmd, *down.w->type, ds, dn, false); });
+  const auto h = m.rig.get(m.rig.arena(), hx_off, uint64_t(P) * FE);
+  const auto hd_after = m.rig.get_words(m.rig.arena(), hd_off, uint64_t(P) * FD);
+  const auto d = m.rig.get(m.rig.arena(), dx_off, uint64_t(P) * ER);
+  const auto tail = m.rig.get_words(m.rig.arena(), end, 64);
+  for (Stack* s : {&gate, &up, &down}) REQUIRE(be.release(s->w));
+  CHECK(tail == nan);
+  CHECK(std::memcmp(hd_after.data(), hd.data(), hd.size() * 4) == 0);  // gate|up stays within its P·FE rows
+  double worst_h = 0, worst_d = 0;
+  int64_t bad = 0;
+  std::vector<float> g, u, y;
+  for (uint32_t p = 0; p < P; ++p) {
+    const uint32_t e = r.expert[p], tok = p / uint32_t(K);
+    double bg, bu, bd;
+    product(gate.m[e], &x[size_t(tok) * E], g, bg);
+    product(up.m[e], &x[size_t(tok) * E], u, bu);
+    // gate|up: h = silu(g)·u; |silu'| < 1.1, so an error within bg on g and bu on
+    // u moves h by at most 1.1·bg·(|u| + bu) + |silu(g)|·bu.
+    for (int64_t i = 0; i < FE; ++i) {
+      const double ref = silu(g[size_t(i)]) * u[size_t(i)];
+      const double bound = 1.1 * bg * (std::fabs(u[size_t(i)]) + bu) + std::fabs(silu(g[size_t(i)])) * bu;
+      const double ratio = std::fabs(h[size_t(p) * FE + size_t(i)] - ref) / bound;
+      bad += !(ratio <= 1.0);
+      worst_h = std::max(worst_h, std::isnan(ratio) ? INFINITY : ratio);
+    }
+    // down: w_p · (W_e · h_p), w_p the routing weight as the kernel reads it (f32).
+    product(down.m[e], &hd[size_t(p) * FD], y, bd);
+    const double wp = double(float(r.weight[p]));
+    for (int64_t i = 0; i < ER; ++i) {
+      const double ratio = std::fabs(d[size_t(p) * ER + size_t(i)] - wp * y[size_t(i)]) / (wp * bd);
+      bad += !(ratio <= 1.0);
+      worst_d = std::max(worst_d, std::isnan(ratio) ? INFINITY : ratio);
+    }
+  }
+  INFO(type_name(t) << " " << NE << " experts, " << K << " used, " << n_tok << " tokens, gate|up " << FE << "x" << E
+                    << ", down " << ER << "x" << FD << ": worst |err|/bound gate|up " << worst_h << ", down " << worst_d);
+  CHECK(bad == 0);
+  return std::max(worst_h, worst_d);
+}
+
+}  // namespace
+
+TEST_CASE("mvm_<T> kernels vs CPU: the chosen experts' gate|up (silu·up) and down (× weight), every type",
+          "[vulkan][span][moe]") {
+  auto be = open_backend("mvm");
+  if (!be) FISH_SKIP(skip_reason());
+  uint64_t seed = 1000;
+  const bool cpu = be->device()->caps().cpu_device;
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K,
+                     GgmlType::Q6_K, GgmlType::FQ3}) {
+    const bool plain = t == GgmlType::F32 || t == GgmlType::F16;
+    // Inputs: the type's block (256 for the quantised, 4 for F32 / F16). Rows
+    // per expert not a multiple of a workgroup's 4 (70) or of 64 (132).
+    const int64_t E = plain ? 200 : 256, FD = plain ? 68 : 512;
+    double worst = 0;
+    worst = std::max(worst, run_experts(*be, t, 6, 3, 1, E, 70, FD, 132, seed += 400));   // decode: 1 pair per chunk
+    // Prefill (4 pairs per chunk): its pipelines take llvmpipe ~2 s each to
+    // compile, so on a CPU device two unit families only (F32, Q4_K); every type on a GPU.
+    if (!cpu || t == GgmlType::F32 || t == GgmlType::Q4_K)
+      worst = std::max(worst, run_experts(*be, t, 6, 3, 9, E, 70, FD, 132, seed += 400));
+    worst = std::max(worst, run_experts(*be, t, 8, 2, 3, E, 132, FD, 70, seed += 400));   // 6 pairs over 8: chunks of 1
+    std::printf("  mvm %-5s worst |err|/bound %.5f\n", type_name(t).c_str(), worst);
+  }
+}
+
+TEST_CASE("moe_combine kernel vs CPU: x += the k weighted rows (+ the gated shared expert)", "[vulkan][span][moe]") {
+  auto be = open_backend("moe_combine");
+  if (!be) FISH_SKIP(skip_reason());
+  const int E = 264, K = 3, n_tok = 5, NE = 6;
+  const uint32_t dx_off = 64, x_off = dx_off + uint32_t(n_tok * K * E), sh_off = x_off + uint32_t(n_tok * E);
+  const uint32_t n_off = sh_off + uint32_t(n_tok * E), end = n_off + uint32_t(n_tok * E);
+  for (const bool shexp : {false, true}) {
+    MoeRig m(*be, end + 64, E);
+    const auto dx = randn(size_t(n_tok) * K * E, 1200, 0.5f), x = randn(size_t(n_tok) * E, 1201, 2.0f);
+    const auto sh = randn(size_t(n_tok) * E, 1202, 0.5f), n = randn(size_t(n_tok) * E, 1203, 1.0f);
+    const auto gv = randn(size_t(E), 1204, 0.1f);
+    m.rig.put(m.rig.arena(), dx_off, dx);
+    m.rig.put(m.rig.arena(), x_off, x);
+    m.rig.put(m.rig.arena(), sh_off, sh);
+    m.rig.put(m.rig.arena(), n_off, n);
+    m.rig.put(m.rig.params(), 0, gv);
+    vk::MoePush pc;
+    pc.n_expert = NE, pc.k = K;
+    pc.s.m = {uint32_t(E), 0, uint32_t(n_tok), uint32_t(E), dx_off, uint32_t(E), x_off};
+    pc.s.x2_off = sh_off, pc.s.xg_off = n_off, pc.s.norm_off = shexp ? 0 : vk::kNone;
+    const VkDescriptorSet set = m.aux();
+    m.rig.run([&](VkCommandBuffer cmd) { m.moe.combine(cmd, set, pc); });
+    const auto y = m.rig.get(m.rig.arena(), x_off, size_t(n_tok) * E);
+    double worst = 0, mx = 0;
+    for (int t = 0; t < n_tok; ++t) {
+      double dot = 0;
+      for (int i = 0; i < E; ++i) dot += double(n[size_t(t) * E + i]) * gv[size_t(i)];
+      const double gate = 1.0 / (1.0 + std::exp(-dot));
+      for (int i = 0; i < E; ++i) {
+        double ref = x[size_t(t) * E + i];
+        for (int j = 0; j < K; ++j) ref += dx[(size_t(t) * K + size_t(j)) * E + size_t(i)];
+        if (shexp) ref += gate * sh[size_t(t) * E + i];
+        worst = std::max(worst, std::fabs(y[size_t(t) * E + i] - ref));
+        mx = std::max(mx, std::fabs(ref));
+      }
+    }
+    INFO((shexp ? "with" : "without") << " a shared expert: max |y - ref| " << worst << " of max |ref| " << mx);
+    CHECK(worst <= 1e-6 * mx);  // a few f32 additions and one f32 dot of 264
+  }
+}
