@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <dlfcn.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -22,11 +23,24 @@ const SynthShape kSynthShapes[4] = {
      GgmlType::Q4_K},
 };
 
+// name, E, H, KVH, D, F (unused), L, n_rot, rope, base, freqs, biases, qk_norm, type, NE, K, FE, FS, renormalised
+const SynthShape kSynthMoeShapes[3] = {
+    {"qwen3moe 8x2 F32", 64, 4, 2, 16, 0, 2, 16, FISH_ROPE_NEOX, 1000000.f, false, false, true, GgmlType::F32, 8, 2,
+     32, 0, true},
+    {"qwen2moe 6x3 + shared Q8_0", 64, 4, 1, 16, 0, 2, 16, FISH_ROPE_NEOX, 1000000.f, false, true, false,
+     GgmlType::Q8_0, 6, 3, 32, 64, false},
+    {"mixtral 8x2 Q4_K", 256, 4, 2, 64, 0, 1, 64, FISH_ROPE_NORMAL, 1000000.f, false, false, false, GgmlType::Q4_K, 8,
+     2, 256, 0, true},
+};
+
 namespace {
 
 constexpr int kVocab = 96;
-const uint32_t kMatrixRoles[7] = {FISH_ROLE_ATTN_Q,   FISH_ROLE_ATTN_K,  FISH_ROLE_ATTN_V,   FISH_ROLE_ATTN_OUT,
-                                  FISH_ROLE_FFN_GATE, FISH_ROLE_FFN_UP, FISH_ROLE_FFN_DOWN};
+const uint32_t kMatrixRoles[kSynthSlots] = {
+    FISH_ROLE_ATTN_Q,       FISH_ROLE_ATTN_K,       FISH_ROLE_ATTN_V,        FISH_ROLE_ATTN_OUT,
+    FISH_ROLE_FFN_GATE,     FISH_ROLE_FFN_UP,       FISH_ROLE_FFN_DOWN,      FISH_ROLE_FFN_ROUTER,
+    FISH_ROLE_FFN_GATE_EXPS, FISH_ROLE_FFN_UP_EXPS, FISH_ROLE_FFN_DOWN_EXPS, FISH_ROLE_FFN_GATE_SHEXP,
+    FISH_ROLE_FFN_UP_SHEXP, FISH_ROLE_FFN_DOWN_SHEXP};
 
 std::vector<float> randv(size_t n, float lo, float hi, std::mt19937_64& rng) {
   std::uniform_real_distribution<float> u(lo, hi);
@@ -44,14 +58,14 @@ fish_layer_tensor vector_tensor(uint32_t role, const std::vector<float>& v) {
   return t;
 }
 
-fish_weight_desc weight_desc(const Matrix& m) {
+fish_weight_desc weight_desc(const Matrix& m, int n_mat) {
   fish_weight_desc d{};
   d.struct_size = sizeof d;
   d.type = uint32_t(m.type);
   d.name = m.name.c_str();
   d.n_in = m.n_in;
   d.n_out = m.n_out;
-  d.n_mat = 1;
+  d.n_mat = n_mat;
   d.data = m.data.data();
   d.nbytes = m.data.size();
   return d;
@@ -83,11 +97,12 @@ class ReferenceSpan : public TestSpan {
     cfg.device_index = -1;
     REQUIRE(api_.backend_create(&cfg, &be_) == FISH_OK);
     check(api_.open(be_));
-    std::vector<std::array<fish_weight*, 7>> w;
+    std::vector<LayerWeights> w;
     for (const auto& layer : s.w) {
-      std::array<fish_weight*, 7> lw{};
-      for (int k = 0; k < 7; ++k) {
-        const fish_weight_desc d = weight_desc(layer[size_t(k)]);
+      LayerWeights lw{};
+      for (int k = 0; k < kSynthSlots; ++k) {
+        if (layer[size_t(k)].data.empty()) continue;
+        const fish_weight_desc d = weight_desc(layer[size_t(k)], n_mat_of(s, k));
         check(api_.upload(be_, &d, &lw[size_t(k)]));
       }
       w.push_back(lw);
@@ -116,7 +131,7 @@ class ReferenceSpan : public TestSpan {
     return n;
   }
   void set_head(const Synth& s) override {
-    const fish_weight_desc d = weight_desc(s.head);
+    const fish_weight_desc d = weight_desc(s.head, 1);
     fish_weight* head = nullptr;
     check(api_.upload(be_, &d, &head));
     check(api_.span_set_head(be_, span_, head, s.head_norm.data()));
@@ -136,11 +151,14 @@ class ReferenceSpan : public TestSpan {
 class VulkanSpan : public TestSpan {
  public:
   VulkanSpan(std::unique_ptr<vk::VulkanBackend> be, const Synth& s, int n_ctx, int n_seq) : be_(std::move(be)) {
-    std::vector<std::array<fish_weight*, 7>> w;
+    std::vector<LayerWeights> w;
     for (const auto& layer : s.w) {
-      std::array<fish_weight*, 7> lw{};
-      for (int k = 0; k < 7; ++k) {
-        vk::Weight* up = be_->upload(upload_desc(layer[size_t(k)]));
+      LayerWeights lw{};
+      for (int k = 0; k < kSynthSlots; ++k) {
+        if (layer[size_t(k)].data.empty()) continue;
+        vk::WeightUpload u = upload_desc(layer[size_t(k)]);
+        u.n_mat = n_mat_of(s, k);
+        vk::Weight* up = be_->upload(u);
         check(up != nullptr);
         lw[size_t(k)] = reinterpret_cast<fish_weight*>(up);
       }
@@ -197,12 +215,41 @@ Synth make_synth(const SynthShape& v, uint64_t seed) {
   s.v = v;
   std::mt19937_64 rng(seed);
   const int QD = v.H * v.D, KD = v.KVH * v.D;
-  const int64_t shapes[7][2] = {{QD, v.E}, {KD, v.E}, {KD, v.E}, {v.E, QD}, {v.F, v.E}, {v.F, v.E}, {v.E, v.F}};
+  const bool moe = v.n_expert > 0;
+  const int64_t shapes[kSynthSlots][2] = {{QD, v.E},   {KD, v.E},   {KD, v.E},   {v.E, QD},   {v.F, v.E},
+                                          {v.F, v.E},  {v.E, v.F},  {0, 0},      {v.FE, v.E}, {v.FE, v.E},
+                                          {v.E, v.FE}, {v.FS, v.E}, {v.FS, v.E}, {v.E, v.FS}};
   for (int l = 0; l < v.L; ++l) {
-    std::array<Matrix, 7> ws;
-    for (int k = 0; k < 7; ++k)
-      ws[size_t(k)] = random_matrix(v.type, shapes[k][1], shapes[k][0], seed + 100 * uint64_t(l) + uint64_t(k));
+    std::array<Matrix, kSynthSlots> ws;
+    for (int k = 0; k < kSynthSlots; ++k) {
+      const uint64_t sd = seed + 100 * uint64_t(l) + uint64_t(k);
+      if (k == kSlotRouter) {
+        // f32 as GGUF MoE files keep it; one scale for all experts, so that
+        // every expert is chosen now and then (logits ~ N(0, 2²) at |n_i| ~ 10).
+        if (!moe) continue;
+        Matrix& r = ws[size_t(k)];
+        r.type = GgmlType::F32, r.n_in = v.E, r.n_out = v.n_expert, r.row_bytes = uint64_t(v.E) * 4;
+        r.name = "router";
+        // Uniform ±0.35 (σ 0.2) / sqrt(E): logits of σ ≈ 2 over inputs of rms ~10.
+        std::vector<float> scaled = randv(size_t(v.n_expert) * size_t(v.E), -0.35f, 0.35f, rng);
+        for (auto& e : scaled) e /= std::sqrt(float(v.E));
+        r.data.resize(scaled.size() * 4);
+        std::memcpy(r.data.data(), scaled.data(), r.data.size());
+        continue;
+      }
+      const bool dense_ffn = k >= kSlotGate && k <= kSlotDown, exps = k >= kSlotGateExps && k <= kSlotDownExps;
+      if (moe ? dense_ffn || (k >= kSlotGateSh && v.FS == 0) : k > kSlotDown) continue;
+      Matrix& m = ws[size_t(k)];
+      m = random_matrix(v.type, shapes[k][1], shapes[k][0], sd);
+      for (int e = 1; exps && e < v.n_expert; ++e) {  // the stack: n_expert matrices one after another
+        const Matrix more = random_matrix(v.type, shapes[k][1], shapes[k][0], sd + 1000 * uint64_t(e));
+        m.data.insert(m.data.end(), more.data.begin(), more.data.end());
+      }
+    }
     s.w.push_back(std::move(ws));
+    // The shared expert's gate: n·g of σ ≈ 1 (sigmoid not saturated).
+    s.shexp_gate.push_back(v.FS > 0 ? randv(size_t(v.E), -0.2f, 0.2f, rng) : std::vector<float>{});
+    for (auto& e : s.shexp_gate.back()) e /= std::sqrt(float(v.E));
     // random_matrix's rows are small (0.0005..0.05 scale): norms of ~10 make the layers matter.
     s.attn_norm.push_back(randv(size_t(v.E), 8.f, 12.f, rng));
     s.ffn_norm.push_back(randv(size_t(v.E), 8.f, 12.f, rng));
@@ -218,7 +265,9 @@ Synth make_synth(const SynthShape& v, uint64_t seed) {
   return s;
 }
 
-std::unique_ptr<SpanDescription> describe_span(const Synth& s, int n_ctx, const std::vector<std::array<fish_weight*, 7>>& w,
+int n_mat_of(const Synth& s, int k) { return k >= kSlotGateExps && k <= kSlotDownExps ? s.v.n_expert : 1; }
+
+std::unique_ptr<SpanDescription> describe_span(const Synth& s, int n_ctx, const std::vector<LayerWeights>& w,
                                                int n_seq) {
   const SynthShape& v = s.v;
   auto d = std::make_unique<SpanDescription>();
@@ -226,10 +275,13 @@ std::unique_ptr<SpanDescription> describe_span(const Synth& s, int n_ctx, const 
   d->arch.norm = FISH_NORM_RMS, d->arch.norm_eps = 1e-5f, d->arch.activation = FISH_ACT_SILU;
   d->arch.rope = v.rope, d->arch.n_rot = v.n_rot, d->arch.rope_freq_base = v.base, d->arch.rope_freq_scale = 1;
   d->arch.rope_freqs = v.freqs ? s.freqs.data() : nullptr;
-  d->tensors.reserve(size_t(v.L) * 14);  // no reallocation: the layers point into it
+  d->arch.n_expert = v.n_expert, d->arch.n_expert_used = v.n_used, d->arch.n_ff_expert = v.FE, d->arch.n_ff_shexp = v.FS;
+  d->arch.gating = v.gating_norm ? FISH_GATING_SOFTMAX_TOPK_NORM : FISH_GATING_SOFTMAX_TOPK;
+  d->tensors.reserve(size_t(v.L) * 24);  // no reallocation: the layers point into it
   for (int l = 0; l < v.L; ++l) {
     const size_t first = d->tensors.size(), L = size_t(l);
-    for (int k = 0; k < 7; ++k) {
+    for (int k = 0; k < kSynthSlots; ++k) {
+      if (s.w[L][size_t(k)].data.empty()) continue;  // not in this layer (w[L][k] may be null: span_bytes)
       fish_layer_tensor t{};
       t.struct_size = sizeof t;
       t.role = kMatrixRoles[k];
@@ -247,6 +299,7 @@ std::unique_ptr<SpanDescription> describe_span(const Synth& s, int n_ctx, const 
       d->tensors.push_back(vector_tensor(FISH_ROLE_ATTN_Q_NORM, s.qn[L]));
       d->tensors.push_back(vector_tensor(FISH_ROLE_ATTN_K_NORM, s.kn[L]));
     }
+    if (v.FS > 0) d->tensors.push_back(vector_tensor(FISH_ROLE_FFN_SHEXP_GATE, s.shexp_gate[L]));
     fish_span_layer fl{};
     fl.struct_size = sizeof fl;
     fl.n_tensors = uint32_t(d->tensors.size() - first);
@@ -255,7 +308,7 @@ std::unique_ptr<SpanDescription> describe_span(const Synth& s, int n_ctx, const 
   }
   d->desc.struct_size = sizeof d->desc;
   d->desc.n_layers = v.L;
-  d->desc.n_embd = v.E, d->desc.n_head = v.H, d->desc.n_head_kv = v.KVH, d->desc.head_dim = v.D, d->desc.n_ff = v.F;
+  d->desc.n_embd = v.E, d->desc.n_head = v.H, d->desc.n_head_kv = v.KVH, d->desc.head_dim = v.D, d->desc.n_ff = v.n_expert > 0 ? 0 : v.F;
   d->desc.n_ctx = n_ctx;
   d->desc.n_seq = n_seq;
   d->desc.arch = &d->arch;

@@ -1,8 +1,9 @@
 // Synthetic span layers for the fish_vulkan span tests, with each
 // architecture's features (llama-3 frequency factors; qwen2 biases, NeoX
 // RoPE, one KV head; qwen3 q/k norms with head_dim != n_embd / n_head;
-// partial rotary dims; F32 / Q8_0 / Q4_K weights), their plugin-ABI
-// description (fish_span_desc by role), and the reference plugin (plain C++,
+// partial rotary dims; F32 / Q8_0 / Q4_K weights; MoE layers: router, expert
+// stacks, optional shared expert), their plugin-ABI description
+// (fish_span_desc by role), and the reference plugin (plain C++,
 // f32 math, f32 KV: plugins/reference) loaded through the ABI to compare with.
 #pragma once
 #include <array>
@@ -22,27 +23,43 @@ struct SynthShape {
   float base;
   bool freqs, biases, qk_norm;
   GgmlType type;
+  // MoE (n_expert > 0; F is then unused): experts, used per token, rows of an
+  // expert's gate/up, of the shared expert's (0: none), renormalised gating.
+  int n_expert = 0, n_used = 0, FE = 0, FS = 0;
+  bool gating_norm = false;
 };
 extern const SynthShape kSynthShapes[4];  // llama3 F32, qwen2 Q8_0, qwen3 F32, llama Q4_K partial rotary
+// qwen3moe-like 8x2 renormalised F32, qwen2moe-like 6x3 + shared expert Q8_0, mixtral-like 8x2 Q4_K (E 256)
+extern const SynthShape kSynthMoeShapes[3];
+
+// A layer's matrices by slot: the dense ones, then MoE's (fish::vk::kLayerWeights' order).
+enum SynthSlot { kSlotQ, kSlotK, kSlotV, kSlotO, kSlotGate, kSlotUp, kSlotDown, kSlotRouter, kSlotGateExps,
+                 kSlotUpExps, kSlotDownExps, kSlotGateSh, kSlotUpSh, kSlotDownSh, kSynthSlots };
+using LayerWeights = std::array<fish_weight*, kSynthSlots>;
 
 struct Synth {
   SynthShape v;
-  std::vector<std::array<Matrix, 7>> w;  // [layer][attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down]
-  std::vector<std::vector<float>> attn_norm, ffn_norm, bq, bk, bv, qn, kn;
+  // [layer][SynthSlot]: a layer's matrices; a slot the layer lacks is empty
+  // (no data). Expert stacks hold n_expert matrices of n_out rows one after another.
+  std::vector<std::array<Matrix, kSynthSlots>> w;
+  std::vector<std::vector<float>> attn_norm, ffn_norm, bq, bk, bv, qn, kn, shexp_gate;
   std::vector<float> freqs;
   Matrix head;                  // [vocab 96][E]
   std::vector<float> head_norm;
 };
 Synth make_synth(const SynthShape& v, uint64_t seed);
+// Matrices in slot k (n_expert for the expert stacks, else 1).
+int n_mat_of(const Synth& s, int k);
 
-// The ABI description of s's layers with the given weight handles ([layer][7]).
+
+// The ABI description of s's layers with the given weight handles ([layer][slot]).
 struct SpanDescription {
   fish_arch arch{};
   std::vector<fish_layer_tensor> tensors;
   std::vector<fish_span_layer> layers;
   fish_span_desc desc{};
 };
-std::unique_ptr<SpanDescription> describe_span(const Synth& s, int n_ctx, const std::vector<std::array<fish_weight*, 7>>& w,
+std::unique_ptr<SpanDescription> describe_span(const Synth& s, int n_ctx, const std::vector<LayerWeights>& w,
                                                int n_seq = 1);
 
 // A span of one plugin or the other, driven the same way.

@@ -298,8 +298,8 @@ TEST_CASE("a forward without x out, FISH_VK_BENCH_FILL_KV, a weight of several m
   std::vector<float> x(size_t(q.n_in)), y(size_t(2 * q.n_out));
   CHECK_FALSE(be.matmul(w, x.data(), 1, y.data()));
   CHECK(be.error_kind() == vk::FailKind::InvalidArgument);
-  std::vector<std::array<fish_weight*, 7>> ws(1);
-  for (int k = 0; k < 7; ++k) ws[0][size_t(k)] = reinterpret_cast<fish_weight*>(w);
+  std::vector<LayerWeights> ws(1);
+  for (int k = 0; k <= kSlotDown; ++k) ws[0][size_t(k)] = reinterpret_cast<fish_weight*>(w);
   const auto desc = describe_span(s, 64, ws);
   // A stack in a single-matrix role is a malformed description (MoE stacks have roles of their own).
   CHECK(be.span_create(vk::span_in_from_abi(&desc->desc, true)) == nullptr);

@@ -364,7 +364,7 @@ TEST_CASE("span of several sequences: span_bytes = the bytes the span holds", "[
   for (const int n_seq : {1, 3, 16}) {
     auto sp = vulkan_span(s, 48, test_config(), n_seq);
     if (!sp) FISH_SKIP(skip_reason());
-    const std::vector<std::array<fish_weight*, 7>> none(size_t(s.v.L));
+    const std::vector<LayerWeights> none(size_t(s.v.L));
     const auto desc = describe_span(s, 48, none, n_seq);
     uint64_t want = 0;
     REQUIRE(backend_of(*sp).span_bytes(vk::span_in_from_abi(&desc->desc, false), &want));

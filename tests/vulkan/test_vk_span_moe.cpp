@@ -1,0 +1,256 @@
+// fish_vulkan's MoE spans (router, moe_route, mvm_<T>, moe_combine in the
+// span's one submission) on the synthetic MoE layers of span_synth.h
+// (qwen3moe-like 8x2 renormalised F32, qwen2moe-like 6x3 + shared expert
+// Q8_0, mixtral-like 8x2 Q4_K), over a script of batches on 4 sequences:
+// interleaved prefills, decode rows of several sequences, a prefill chunk
+// among decode rows, a one-row decode, a truncate, 30 + 6 rows over three
+// submissions of 16. Every row is compared
+//   - with the reference plugin's span of the same layers fed the same
+//     batches (f32 math): within 1% of max |x| and of max |logit|, as
+//     test_vk_span_seq's dense comparison;
+//   - with the same rows of its sequence run alone in a fish_vulkan span of
+//     one sequence (other routings, other pairs per chunk, the same math up to
+//     summation order): within 1e-3, test_vk_span_seq's f32 bound.
+// Near ties (as conformance_moe.cpp): a row whose router logits, in some
+// layer, have the k-th and (k+1)-th largest within 1e-3 of the row's max
+// |logit| may take the other expert legitimately; such rows are counted, not
+// compared. The router logits come from the reference plugin run layer by
+// layer, each layer also in a copy whose experts' down projections are zero
+// (its x out is then the FFN's input h: logits = router · rmsnorm(h)·ffn_norm
+// in double). 1e-3, not conformance's 1%: activations are f32 here (int8 off),
+// so the two plugins' router logits agree to ~1e-5 of their size.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "span_synth.h"
+#include "vk_test_math.h"
+
+using namespace fish;
+using namespace fish::vktest;
+using vk::VkConfig;
+
+namespace {
+
+constexpr int kVocab = 96;  // span_synth.cpp's head
+constexpr int kCtx = 64;
+
+// Layer l of s as a one-layer Synth; zero_down: the experts' (and the shared
+// expert's) down projections all zero bytes (0 in every type), so the layer's
+// x out is its FFN input h = x + attention.
+Synth layer_of(const Synth& s, int l, bool zero_down) {
+  Synth o = s;
+  o.v.L = 1;
+  const size_t L = size_t(l);
+  o.w = {s.w[L]};
+  o.attn_norm = {s.attn_norm[L]}, o.ffn_norm = {s.ffn_norm[L]}, o.bq = {s.bq[L]}, o.bk = {s.bk[L]};
+  o.bv = {s.bv[L]}, o.qn = {s.qn[L]}, o.kn = {s.kn[L]}, o.shexp_gate = {s.shexp_gate[L]};
+  if (zero_down)
+    for (int k : {kSlotDownExps, kSlotDownSh}) std::fill(o.w[0][size_t(k)].data.begin(), o.w[0][size_t(k)].data.end(), 0);
+  return o;
+}
+
+// The reference plugin layer by layer: which rows of a batch route through a near tie.
+class TieWatch {
+ public:
+  TieWatch(const Synth& s, int n_seq) : s_(s) {
+    for (int l = 0; l < s.v.L; ++l) {
+      full_.push_back(reference_span(layer_of(s, l, false), kCtx, n_seq));
+      ffn_in_.push_back(reference_span(layer_of(s, l, true), kCtx, n_seq));
+    }
+  }
+  // Rows of x [n][E]; returns per row whether some layer's choice is a near tie.
+  std::vector<char> forward(std::vector<float> x, const std::vector<int32_t>& seq, const std::vector<int32_t>& pos) {
+    const int n = int(seq.size()), E = s_.v.E, NE = s_.v.n_expert, K = s_.v.n_used;
+    std::vector<char> tie(size_t(n), 0);
+    for (size_t l = 0; l < full_.size(); ++l) {
+      std::vector<float> h = x;
+      ffn_in_[l]->forward_rows(h.data(), n, seq.data(), pos.data(), nullptr, nullptr);
+      full_[l]->forward_rows(x.data(), n, seq.data(), pos.data(), nullptr, nullptr);
+      moe_move = std::max(moe_move, max_diff(x.data(), h.data(), x.size()));
+      // Near-tie test on router · rmsnorm(h)·ffn_norm.
+      const Matrix& router = s_.w[l][kSlotRouter];
+      const float* rw = reinterpret_cast<const float*>(router.data.data());
+      const std::vector<float>& g = s_.ffn_norm[l];
+      for (int t = 0; t < n; ++t) {
+        const float* hr = &h[size_t(t) * E];
+        double ss = 0;
+        for (int i = 0; i < E; ++i) ss += double(hr[i]) * hr[i];
+        const double inv = 1.0 / std::sqrt(ss / E + 1e-5);
+        std::vector<double> lg(static_cast<size_t>(NE));
+        double top = 0;
+        for (int e = 0; e < NE; ++e) {
+          double acc = 0;
+          for (int i = 0; i < E; ++i) acc += double(rw[size_t(e) * E + i]) * hr[i] * inv * g[size_t(i)];
+          top = std::max(top, std::fabs(lg[size_t(e)] = acc));
+        }
+        std::sort(lg.begin(), lg.end(), std::greater<double>());
+        const double gap = lg[size_t(K - 1)] - lg[size_t(K)];
+        min_gap = std::min(min_gap, gap / top);
+        if (gap <= 1e-3 * top) tie[size_t(t)] = 1;
+      }
+    }
+    return tie;
+  }
+  void truncate_seq(int q, int n) {
+    for (auto* v : {&full_, &ffn_in_})
+      for (auto& sp : *v) sp->truncate_seq(q, n);
+  }
+  double min_gap = INFINITY;  // smallest (k-th - (k+1)-th) / max |logit| seen
+  double moe_move = 0;        // largest |x out - h|: what the MoE FFNs add
+
+ private:
+  const Synth& s_;
+  std::vector<std::unique_ptr<TestSpan>> full_, ffn_in_;
+};
+
+// A batch: runs of (sequence, rows), interleaved round-robin or one after the
+// other, the logits of every row; or a truncate of runs[0] = (sequence, length).
+struct Batch {
+  std::vector<std::pair<int, int>> runs;
+  bool interleave = false;
+  bool truncate = false;
+};
+
+// Prefills of 7, 3, 12 interleaved; a decode row of three sequences; sequence
+// 3's 9-row prefill among decode rows; one row of sequence 2 (a one-sequence
+// decode); 4 rows of sequence 1 (the matvec's several tokens); a truncate and
+// on; 30 + 5 + 1 rows (three submissions of 16); every sequence's decode row.
+const std::vector<Batch> kScript = {
+    {{{0, 7}, {1, 3}, {2, 12}}, true},
+    {{{2, 1}, {0, 1}, {1, 1}}, false},
+    {{{0, 1}, {3, 9}, {1, 2}, {2, 1}}, true},
+    {{{2, 1}}, false},
+    {{{1, 4}}, false},
+    {{{1, 5}}, false, true},
+    {{{1, 3}, {0, 1}}, true},
+    {{{0, 30}, {2, 5}, {3, 1}}, true},
+    {{{3, 1}, {2, 1}, {1, 1}, {0, 1}}, false},
+};
+
+struct Rows {
+  std::vector<int32_t> seq, pos;
+};
+
+Rows rows_of(const Batch& b, std::vector<int>& len) {
+  Rows r;
+  auto add = [&](int q) { r.seq.push_back(q), r.pos.push_back(len[size_t(q)]++); };
+  if (b.interleave) {
+    for (int round = 0;; ++round) {
+      bool any = false;
+      for (const auto& run : b.runs)
+        if (round < run.second) add(run.first), any = true;
+      if (!any) break;
+    }
+  } else {
+    for (const auto& run : b.runs)
+      for (int k = 0; k < run.second; ++k) add(run.first);
+  }
+  return r;
+}
+
+struct Worst {
+  double d = 0, m = 0;  // max |Δ|, max |reference|
+  void add(const float* a, const float* b, size_t n) {
+    d = std::max(d, max_diff(a, b, n));
+    for (size_t i = 0; i < n; ++i) m = std::max(m, double(std::fabs(b[i])));
+  }
+  double rel() const { return m > 0 ? d / m : d; }
+};
+
+}  // namespace
+
+TEST_CASE("MoE span of several sequences vs the reference plugin's span and vs each sequence alone",
+          "[vulkan][span][moe]") {
+  VkConfig cfg = test_config();
+  cfg.int8 = 0;           // f32 activations: the two plugins compare within 1%
+  cfg.span_tokens = 16;   // 36 rows: three submissions
+  for (const SynthShape& v : kSynthMoeShapes) {
+    const Synth s = make_synth(v, 71);
+    auto many = vulkan_span(s, kCtx, cfg, 4);
+    if (!many) FISH_SKIP(skip_reason());
+    many->set_head(s);
+    auto ref = reference_span(s, kCtx, 4);
+    ref->set_head(s);
+    std::vector<std::unique_ptr<TestSpan>> alone;
+    for (int q = 0; q < 4; ++q) {
+      alone.push_back(vulkan_span(s, kCtx, cfg));
+      REQUIRE(alone.back());
+      alone.back()->set_head(s);
+    }
+    TieWatch ties(s, 4);
+    std::vector<int> len(4, 0);
+    Worst vx, vl, ax, al;
+    int rows = 0, tie_rows = 0, step = 0;
+    for (const Batch& b : kScript) {
+      ++step;
+      if (b.truncate) {
+        const auto [q, n] = b.runs[0];
+        many->truncate_seq(q, n), ref->truncate_seq(q, n), alone[size_t(q)]->truncate(n), ties.truncate_seq(q, n);
+        len[size_t(q)] = n;
+        continue;
+      }
+      const Rows r = rows_of(b, len);
+      const int n = int(r.seq.size()), E = v.E;
+      const std::vector<float> x0 = randn(size_t(n) * E, 300 + uint64_t(step), 0.2f);
+      const std::vector<uint8_t> want(size_t(n), 1);
+      std::vector<float> xv = x0, xr = x0, lv(size_t(n) * kVocab, NAN), lr(lv.size(), NAN);
+      many->forward_rows(xv.data(), n, r.seq.data(), r.pos.data(), want.data(), lv.data());
+      ref->forward_rows(xr.data(), n, r.seq.data(), r.pos.data(), want.data(), lr.data());
+      const std::vector<char> tie = ties.forward(x0, r.seq, r.pos);
+      // Each sequence's rows alone, in order.
+      std::vector<float> xa(x0.size()), la(lv.size(), NAN);
+      for (int q = 0; q < 4; ++q) {
+        std::vector<int> idx;
+        for (int t = 0; t < n; ++t)
+          if (r.seq[size_t(t)] == q) idx.push_back(t);
+        if (idx.empty()) continue;
+        const int m = int(idx.size());
+        std::vector<float> xq, lq(size_t(m) * kVocab);
+        std::vector<int32_t> sq(size_t(m), 0), pq;
+        for (int t : idx) {
+          xq.insert(xq.end(), x0.begin() + ptrdiff_t(size_t(t) * E), x0.begin() + ptrdiff_t(size_t(t + 1) * E));
+          pq.push_back(r.pos[size_t(t)]);
+        }
+        const std::vector<uint8_t> wq(size_t(m), 1);
+        alone[size_t(q)]->forward_rows(xq.data(), m, sq.data(), pq.data(), wq.data(), lq.data());
+        for (int i = 0; i < m; ++i) {
+          const size_t t = size_t(idx[size_t(i)]);
+          std::copy_n(&xq[size_t(i) * E], E, &xa[t * E]);
+          std::copy_n(&lq[size_t(i) * kVocab], kVocab, &la[t * kVocab]);
+        }
+      }
+      for (int t = 0; t < n; ++t) {
+        ++rows;
+        if (tie[size_t(t)]) {
+          ++tie_rows;
+          continue;
+        }
+        const size_t xo = size_t(t) * E, lo = size_t(t) * kVocab;
+        vx.add(&xv[xo], &xr[xo], size_t(E));
+        vl.add(&lv[lo], &lr[lo], kVocab);
+        ax.add(&xv[xo], &xa[xo], size_t(E));
+        al.add(&lv[lo], &la[lo], kVocab);
+      }
+      for (int q = 0; q < 4; ++q) CHECK(many->kv_len_seq(q) == ref->kv_len_seq(q));
+    }
+    INFO(v.name << ": vs reference max |Δx| " << vx.rel() << " of max |x|, |Δlogit| " << vl.rel()
+                << "; vs alone " << ax.rel() << ", " << al.rel() << "; " << tie_rows << " of " << rows
+                << " rows near a tie; the MoE FFNs move x by up to " << ties.moe_move << "; "
+                << span_of(*many).describe());
+    std::printf("  MoE %-28s vs reference |dx| %.3g%% |dlogit| %.3g%%; batched vs alone %.3g / %.3g; "
+                "%d of %d rows near a tie (min gap %.3g of max |logit|); MoE moves x by %.3g of max |x|\n",
+                v.name, 100 * vx.rel(), 100 * vl.rel(), ax.rel(), al.rel(), tie_rows, rows, ties.min_gap,
+                ties.moe_move / vx.m);
+    CHECK(rows - tie_rows >= rows * 9 / 10);  // the comparison covers nearly every row
+    CHECK(ties.moe_move > 0.1 * vx.m);        // the experts matter: a wrong one would show
+    CHECK(vx.rel() <= 0.01);
+    CHECK(vl.rel() <= 0.01);
+    // With tensor cores prompt chunks multiply in f16: 3e-3 (test_vk_span_seq's bound).
+    const double tol = span_of(*many).describe().find("prefill: coopmat") != std::string::npos ? 3e-3 : 1e-3;
+    CHECK(ax.rel() <= tol);
+    CHECK(al.rel() <= tol);
+  }
+}
