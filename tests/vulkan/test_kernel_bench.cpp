@@ -3,6 +3,7 @@
 // JSON, refuses bad options with a message, and works through the C API.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -58,6 +59,45 @@ TEST_CASE("kernel bench measures every requested type through ComputeBackend", "
   CHECK(json.find("\"type\": \"F16\", \"n_in\": 256, \"n_out\": 64") != std::string::npos);
   uint64_t left = be->bytes_resident();
   CHECK(left == 0);  // every copy released
+  CHECK(rep.moe_rows.empty());  // shapes given, no MoE shapes: no MoE rows
+}
+
+// MoE rows: a span of MoE layers per type (6 experts, 3 used, 3 layers cycling
+// over the stack copies 1 MB allows), decode and prefill through the span,
+// the CPU over one token's experts; the table's MoE section and JSON's moe_rows.
+TEST_CASE("kernel bench MoE rows: the chosen experts' bytes per token through a span", "[vulkan][moe]") {
+  fish::ComputeBackend* be = vulkan_backend();
+  if (!be) FISH_SKIP("kernel bench: no Vulkan backend: " + fish::backend::reason());
+  fish::KernelBenchOptions o;
+  o.types = fish::parse_kernel_bench_types("Q4_K,Q8_0,F32");
+  o.shapes = fish::parse_kernel_bench_shapes("256x64");
+  o.moe_shapes = {{"tiny", 256, 512, 6, 3, 3}};
+  o.prefill = 37;
+  o.reps = 1;
+  o.group_bytes = 1 << 20;
+  o.n_threads = 2;
+  o.warm_ms = 0;
+  const auto rep = fish::run_kernel_bench(*be, o);
+  REQUIRE(rep.moe_rows.size() == 2);  // F32 is not timed as experts
+  for (const auto& r : rep.moe_rows) {
+    INFO(r.type << ": " << r.error);
+    CHECK(r.error.empty());
+    // 3 layers x 3 experts x (gate + up [512 x 256] + down [256 x 512]).
+    const uint64_t rb256 = r.type == "Q4_K" ? 144 : 272, rb512 = 2 * rb256;
+    CHECK(r.token_bytes == 3ull * 3 * (2 * 512 * rb256 + 256 * rb512));
+    CHECK(r.copies == std::min(3, std::max(1, int((1 << 20) / (6 * (2 * 512 * rb256 + 256 * rb512))))));
+    CHECK(r.decode_gbs > 0);
+    CHECK(r.layer_us > 0);
+    CHECK(r.prefill_gflops > 0);
+    CHECK(r.cpu_gbs > 0);
+  }
+  const std::string table = fish::format_kernel_bench(rep, false);
+  std::printf("%s", table.c_str());
+  CHECK(table.find("| Q4_K  | tiny          |       256x512 |     3/6 |") != std::string::npos);
+  const std::string json = fish::format_kernel_bench(rep, true);
+  CHECK(json.find("\"moe_rows\": [") != std::string::npos);
+  CHECK(json.find("\"type\": \"Q8_0\", \"shape\": \"tiny\", \"n_embd\": 256, \"n_ff\": 512") != std::string::npos);
+  CHECK(be->bytes_resident() == 0);  // span and weights released
 }
 
 // `fish bench --kernels --types FQ3`: fish_vulkan takes FQ3 (fish's 3-bit

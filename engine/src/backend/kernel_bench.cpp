@@ -2,6 +2,7 @@
 #include "backend/kernel_bench.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -61,6 +62,130 @@ bool median_time(int reps, int warm_ms, Fn&& fn, double* out) {
   std::sort(t.begin(), t.end());
   *out = t[t.size() / 2];
   return true;
+}
+
+// One MoE row (see kernel_bench.h): uploads, the span, the timings; every
+// weight and the span released before it returns.
+KernelBenchMoeRow bench_moe(ComputeBackend& be, GgmlType t, const KernelBenchMoeShape& sh, const KernelBenchOptions& o,
+                            ThreadPool* pool, uint64_t& seed) {
+  KernelBenchMoeRow row;
+  row.type = ggml_type_name(t);
+  row.shape = sh;
+  const int64_t E = sh.n_embd, F = sh.n_ff, NE = sh.n_expert, K = sh.n_used, L = sh.n_layers;
+  constexpr int64_t kHead = 32;  // the attention: one head of 32 (F16), as little as a span takes
+  const auto rb_e = ggml_row_bytes(uint32_t(t), E), rb_f = ggml_row_bytes(uint32_t(t), F);
+  if (!rb_e || !rb_f) {
+    row.error = "n_embd " + std::to_string(E) + " / n_ff " + std::to_string(F) + " is not a whole number of " + row.type +
+                " blocks";
+    return row;
+  }
+  const uint64_t gate_bytes = uint64_t(F) * *rb_e, down_bytes = uint64_t(E) * *rb_f;
+  const uint64_t expert_bytes = 2 * gate_bytes + down_bytes;
+  row.token_bytes = uint64_t(L) * uint64_t(K) * expert_bytes;
+  // Host copies: one stack per matrix kind (gate and up share their bytes).
+  const std::vector<uint8_t> gu = make_matrix(t, E, F * NE, *rb_e, seed++);
+  const std::vector<uint8_t> dn = make_matrix(t, F, E * NE, *rb_f, seed++);
+  const std::vector<uint8_t> attn = make_matrix(GgmlType::F16, E, kHead, uint64_t(E) * 2, seed++);
+  const std::vector<uint8_t> attn_o = make_matrix(GgmlType::F16, kHead, E, uint64_t(kHead) * 2, seed++);
+  const std::vector<float> ones(size_t(E), 1.0f);
+
+  std::vector<BackendWeight*> all;
+  BackendSpan* span = nullptr;
+  auto up = [&](const char* name, GgmlType ty, int64_t n_in, int64_t n_out, int64_t n_mat, const std::vector<uint8_t>& b) {
+    WeightDesc d;
+    d.name = name, d.type = ty, d.n_in = n_in, d.n_out = n_out, d.n_mat = n_mat, d.data = b.data(), d.nbytes = b.size();
+    BackendWeight* w = be.upload(d);
+    if (!w) throw Error(std::string("upload ") + name + ": " + be.last_error());
+    all.push_back(w);
+    return w;
+  };
+  try {
+    BackendWeight* q = up("moe.attn_q", GgmlType::F16, E, kHead, 1, attn);
+    BackendWeight* k = up("moe.attn_k", GgmlType::F16, E, kHead, 1, attn);
+    BackendWeight* v = up("moe.attn_v", GgmlType::F16, E, kHead, 1, attn);
+    BackendWeight* out = up("moe.attn_output", GgmlType::F16, kHead, E, 1, attn_o);
+    const uint64_t set_bytes = uint64_t(NE) * expert_bytes;
+    const uint64_t want = std::min<uint64_t>(o.group_bytes, be.memory_free() / 2);
+    const int copies = int(std::clamp<uint64_t>(want / std::max<uint64_t>(1, set_bytes), 1, uint64_t(L)));
+    std::vector<std::array<BackendWeight*, 3>> sets;
+    for (int c = 0; c < copies; ++c)
+      sets.push_back({up("moe.ffn_gate_exps", t, E, F, NE, gu), up("moe.ffn_up_exps", t, E, F, NE, gu),
+                      up("moe.ffn_down_exps", t, F, E, NE, dn)});
+    row.copies = copies;
+    std::vector<SpanLayer> layers(static_cast<size_t>(L));
+    for (int64_t l = 0; l < L; ++l) {
+      // A router of its own per layer (f32, as GGUF MoE files keep it): each layer chooses its own experts.
+      const std::vector<uint8_t> r = make_matrix(GgmlType::F32, E, NE, uint64_t(E) * 4, seed++);
+      BackendWeight* router = up("moe.ffn_gate_inp", GgmlType::F32, E, NE, 1, r);
+      const auto& st = sets[size_t(l % copies)];
+      layers[size_t(l)].tensors = {
+          {TensorRole::AttnNorm, nullptr, ones.data(), E}, {TensorRole::FfnNorm, nullptr, ones.data(), E},
+          {TensorRole::AttnQ, q},  {TensorRole::AttnK, k},  {TensorRole::AttnV, v},  {TensorRole::AttnOut, out},
+          {TensorRole::FfnRouter, router}, {TensorRole::FfnGateExps, st[0]}, {TensorRole::FfnUpExps, st[1]},
+          {TensorRole::FfnDownExps, st[2]}};
+    }
+    SpanDesc d;
+    d.n_embd = int32_t(E), d.n_head = 1, d.n_head_kv = 1, d.head_dim = int32_t(kHead), d.n_ff = 0;
+    d.n_ctx = std::max(1, o.prefill) + 1;
+    d.arch.n_rot = int32_t(kHead);
+    d.arch.n_expert = int32_t(NE), d.arch.n_expert_used = int32_t(K), d.arch.gating = Gating::SoftmaxTopKNorm;
+    d.arch.n_ff_expert = int32_t(F);
+    d.layers = layers;
+    span = be.span_create(d);
+    if (!span) throw Error("span_create: " + be.last_error());
+
+    std::mt19937_64 rng(seed++);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    const int n_pp = std::max(1, o.prefill);
+    std::vector<float> x0(size_t(n_pp) * size_t(E)), x;
+    for (auto& e : x0) e = nd(rng);
+    std::vector<int32_t> pos(static_cast<size_t>(n_pp));
+    for (int i = 0; i < n_pp; ++i) pos[size_t(i)] = i;
+    auto forward = [&](int n) {
+      x.assign(x0.begin(), x0.begin() + ptrdiff_t(size_t(n) * size_t(E)));
+      SpanBatch b;
+      b.n_tok = n, b.x = x.data(), b.pos = pos.data(), b.x_out = true;
+      return be.span_forward(span, b) && be.span_kv_truncate(span, 0, 0);
+    };
+    double sec = 0;
+    if (!median_time(std::max(1, o.reps), o.warm_ms, [&] { return forward(1); }, &sec))
+      throw Error("span_forward (decode): " + be.last_error());
+    row.decode_gbs = double(row.token_bytes) / sec / 1e9;
+    row.layer_us = sec / double(L) * 1e6;
+    // The prefill where it takes seconds, not hours (a plain C++ backend: one
+    // token's ~0.1-1 s times the tokens): skipped (0) past 20 s by that estimate.
+    if (o.prefill > 4 && sec * o.prefill <= 20.0) {
+      if (!median_time(std::max(1, o.reps / 2), o.warm_ms / 3, [&] { return forward(o.prefill); }, &sec))
+        throw Error("span_forward (prefill): " + be.last_error());
+      row.prefill_gflops = 2.0 * 3.0 * double(E) * double(F) * double(K) * double(L) * o.prefill / sec / 1e9;
+    }
+  } catch (const Error& e) {
+    row.error = e.what();
+  }
+  if (span) be.span_destroy(span);
+  for (BackendWeight* w : all) be.release(w);
+  // The CPU: one token through k experts (their gate, up and down: the same bytes).
+  if (row.error.empty() && pool && t != GgmlType::FQ3) {
+    std::vector<float> xe(size_t(std::max(E, F)), 0.5f), y(size_t(std::max(E, F)));
+    auto view = [&](const std::vector<uint8_t>& b, int64_t n_in, int64_t n_out, uint64_t rb, int64_t e) {
+      WeightView w;
+      w.type = t, w.data = b.data() + uint64_t(e) * uint64_t(n_out) * rb, w.n_in = n_in, w.n_out = n_out, w.row_bytes = rb;
+      return w;
+    };
+    double sec = 0;
+    if (median_time(std::max(1, o.reps), 0,
+                    [&] {
+                      for (int64_t e = 0; e < K; ++e) {
+                        matmul(*pool, view(gu, E, F, *rb_e, e), xe.data(), 1, y.data());
+                        matmul(*pool, view(gu, E, F, *rb_e, e), xe.data(), 1, y.data());
+                        matmul(*pool, view(dn, F, E, *rb_f, e), xe.data(), 1, y.data());
+                      }
+                      return true;
+                    },
+                    &sec))
+      row.cpu_gbs = double(K) * double(expert_bytes) / sec / 1e9;
+  }
+  return row;
 }
 
 }  // namespace
@@ -198,6 +323,16 @@ KernelBenchReport run_kernel_bench(ComputeBackend& be, const KernelBenchOptions&
       rep.rows.push_back(row);
     }
   }
+  std::vector<KernelBenchMoeShape> moe = o.moe_shapes;
+  if (moe.empty() && o.shapes.empty())
+    moe = {{"qwen3-30b-a3b", 2048, 768, 128, 8, 48}, {"mixtral-8x7b", 4096, 14336, 8, 2, 32}};
+  if (be.has_spans())
+    for (const KernelBenchMoeShape& sh : moe) {
+      if (sh.n_embd < 8 || sh.n_ff < 1 || sh.n_expert < 1 || sh.n_used < 1 || sh.n_used > sh.n_expert || sh.n_layers < 1)
+        throw Error("kernel bench: bad MoE shape '" + sh.name + "'");
+      for (GgmlType t : types)
+        if (t != GgmlType::F32 && be.supports(t)) rep.moe_rows.push_back(bench_moe(be, t, sh, o, pool.get(), seed));
+    }
   return rep;
 }
 
@@ -217,6 +352,18 @@ std::string format_kernel_bench(const KernelBenchReport& r, bool json) {
                     i ? "," : "", w.type.c_str(), (long long)w.n_in, (long long)w.n_out, (unsigned long long)w.matrix_bytes,
                     w.copies, w.matvec_gbs, w.call_us, w.prefill_gflops, w.cpu_matvec_gbs, w.cpu_prefill_gflops,
                     w.error.c_str());
+      s += buf;
+    }
+    s += "\n], \"moe_rows\": [";
+    for (size_t i = 0; i < r.moe_rows.size(); ++i) {
+      const auto& w = r.moe_rows[i];
+      std::snprintf(buf, sizeof buf,
+                    "%s\n  {\"type\": \"%s\", \"shape\": \"%s\", \"n_embd\": %lld, \"n_ff\": %lld, \"n_expert\": %d, "
+                    "\"n_used\": %d, \"n_layers\": %d, \"token_bytes\": %llu, \"copies\": %d, \"decode_gbs\": %.2f, "
+                    "\"layer_us\": %.2f, \"prefill_gflops\": %.2f, \"cpu_gbs\": %.2f, \"error\": \"%s\"}",
+                    i ? "," : "", w.type.c_str(), w.shape.name.c_str(), (long long)w.shape.n_embd, (long long)w.shape.n_ff,
+                    w.shape.n_expert, w.shape.n_used, w.shape.n_layers, (unsigned long long)w.token_bytes, w.copies,
+                    w.decode_gbs, w.layer_us, w.prefill_gflops, w.cpu_gbs, w.error.c_str());
       s += buf;
     }
     s += "\n]}\n";
@@ -243,6 +390,33 @@ std::string format_kernel_bench(const KernelBenchReport& r, bool json) {
   }
   std::snprintf(buf, sizeof buf, "matvec: n_tok 1, all copies in one matmul_group (wall clock); pp: n_tok %d; CPU: %d threads\n",
                 r.prefill, r.cpu_threads);
+  s += buf;
+  if (r.moe_rows.empty()) return s;
+  std::snprintf(buf, sizeof buf, "\n| %-5s | %-13s | %13s | %7s | %8s | %6s | %11s | %8s | %10s | %8s | %7s |\n", "type",
+                "MoE", "n_embd x n_ff", "experts", "MB/token", "copies", "decode GB/s", "layer us", "pp GFLOP/s",
+                "CPU GB/s", "GPU/CPU");
+  s += buf;
+  s += "| ----- | ------------- | ------------- | ------- | -------- | ------ | ----------- | -------- | ---------- | -------- | ------- |\n";
+  for (const auto& w : r.moe_rows) {
+    const std::string shape = std::to_string(w.shape.n_embd) + "x" + std::to_string(w.shape.n_ff);
+    const std::string ex = std::to_string(w.shape.n_used) + "/" + std::to_string(w.shape.n_expert);
+    if (!w.error.empty()) {
+      std::snprintf(buf, sizeof buf, "| %-5s | %-13s | %13s | %7s | failed: %s\n", w.type.c_str(), w.shape.name.c_str(),
+                    shape.c_str(), ex.c_str(), w.error.c_str());
+      s += buf;
+      continue;
+    }
+    std::snprintf(buf, sizeof buf, "| %-5s | %-13s | %13s | %7s | %8.1f | %6d | %11.1f | %8.1f | %10.1f | %8.1f | %6.1fx |\n",
+                  w.type.c_str(), w.shape.name.c_str(), shape.c_str(), ex.c_str(), double(w.token_bytes) / 1048576.0,
+                  w.copies, w.decode_gbs, w.layer_us, w.prefill_gflops, w.cpu_gbs,
+                  w.cpu_gbs > 0 ? w.decode_gbs / w.cpu_gbs : 0.0);
+    s += buf;
+  }
+  std::snprintf(buf, sizeof buf,
+                "MoE: one token through all layers of k chosen experts (attention one F16 head, an f32 router per layer); "
+                "decode GB/s: the chosen experts' bytes / the forward's wall clock; pp: n_tok %d, the experts' FLOPs "
+                "(0: skipped, over 20 s); CPU: one layer's k experts\n",
+                r.prefill);
   s += buf;
   return s;
 }

@@ -8,6 +8,18 @@
 //   prefill  n_tok = `prefill` on one copy: GFLOP/s (2·n_in·n_out·n_tok)
 // and, for the ratio in the same run, the engine's CPU matmul on the same
 // matrix (int8-activation kernels, thread pool).
+// MoE rows (backends with spans): a span of a model's MoE layers whose experts
+// are the measured type (attention reduced to one F16 head of 32, an f32
+// router per layer, expert stacks cycled over as many copies as group_bytes
+// allows, so the chosen experts come from memory, not a cache):
+//   decode   one token through all layers: GB/s of the k chosen experts'
+//            gate/up/down bytes read per token over the forward's wall clock
+//            (router, routing, attention and submit included: a lower bound
+//            of the expert kernels' own rate; FISH_GPU_PROFILE splits it)
+//   layer    that forward's time per layer
+//   prefill  `prefill` tokens: GFLOP/s of the experts' products (2·3·E·F·k per token);
+//            skipped (0) where one token's time × prefill passes 20 s
+// and the CPU's matmul over one token's k experts (the same bytes).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -22,9 +34,20 @@ struct KernelBenchShape {
   int64_t n_in = 0, n_out = 0;
 };
 
+// An MoE layer shape: n_embd, rows of an expert's gate/up, experts, used per token, layers.
+struct KernelBenchMoeShape {
+  std::string name;
+  int64_t n_embd = 0, n_ff = 0;
+  int n_expert = 0, n_used = 0, n_layers = 0;
+};
+
 struct KernelBenchOptions {
   std::vector<GgmlType> types;          // empty: F32 F16 Q4_0 Q8_0 Q4_K Q5_K Q6_K FQ3, those supported
   std::vector<KernelBenchShape> shapes; // empty: the 8B's largest (4096->14336, 14336->4096, 4096->128256)
+  // MoE rows; empty: Qwen3-30B-A3B (2048 x 768, 8 of 128, 48 layers) and
+  // Mixtral 8x7B (4096 x 14336, 2 of 8, 32 layers) when `shapes` is empty too,
+  // none when shapes were given. F32 is not timed as experts.
+  std::vector<KernelBenchMoeShape> moe_shapes;
   int prefill = 256;                    // tokens of the prefill measurement; <= 4: skipped
   int reps = 5;                         // timed repetitions; the median is reported
   int warm_ms = 300;                    // repeat each measurement this long first (a GPU idles at a low clock)
@@ -47,11 +70,24 @@ struct KernelBenchRow {
   std::string error;           // non-empty: this row failed (upload refused, ...)
 };
 
+struct KernelBenchMoeRow {
+  std::string type;
+  KernelBenchMoeShape shape;
+  uint64_t token_bytes = 0;    // the k experts' gate/up/down bytes of all layers: read per token
+  int copies = 0;              // distinct expert stack sets the layers cycle over
+  double decode_gbs = 0;       // token_bytes / one-token forward
+  double layer_us = 0;         // one-token forward / layers
+  double prefill_gflops = 0;   // experts' FLOPs of `prefill` tokens / that forward
+  double cpu_gbs = 0;          // engine CPU: one token's k experts of one layer
+  std::string error;
+};
+
 struct KernelBenchReport {
   std::string backend;         // describe() of the backend
   int prefill = 0;
   int cpu_threads = 0;
   std::vector<KernelBenchRow> rows;
+  std::vector<KernelBenchMoeRow> moe_rows;
 };
 
 // Throws fish::Error for bad options; a failing row keeps its reason in .error.
