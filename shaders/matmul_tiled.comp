@@ -10,6 +10,16 @@
 // computed on clamped/zero inputs and never written.
 //
 // Grid: x = row tiles, y = token tiles.
+//
+// FISH_MOE (tlm_<T>, with FISH_SPAN): one MoE expert's product over its pairs
+// (moe_common.glsl's grouped lists), an expert per z = active-expert slot s (a
+// slot past n_active, or a token tile past the expert's pair count, returns at
+// once): weight rows offset by e · n_rows in the stacked weight, token j of the
+// tile is the expert's pair p = list[first + j]; x row p / k (GATE_UP: the
+// token's normalised input) or p (the hidden rows), y row p. EPI 2 silu (gate),
+// 4 y = y · v (up onto silu(gate): h = silu(g)·u in place), 5 v · w_p (down,
+// the pair's routing weight). So each expert's weights are read once per 64 of
+// its pairs, at the tiled kernel's efficiency.
 
 #extension GL_GOOGLE_include_directive : require
 
@@ -18,7 +28,27 @@ layout(local_size_x = 256) in;
 #include "matmul_common.glsl"
 #include "dequant.glsl"
 
-#ifdef FISH_SPAN
+#ifdef FISH_MOE
+layout(constant_id = 0) const uint EPI = 0;
+layout(constant_id = 1) const bool GATE_UP = false;
+layout(set = 0, binding = 4) readonly buffer ArenaR { uint AR[]; };
+#include "moe_common.glsl"
+uint moe_list0 = 0u;   // the expert's first list entry
+uint moe_count = 0u;   // its pairs
+// Tile token t -> its pair (t < moe_count).
+uint moe_pair(uint t) { return AR[moe_list0 + t]; }
+float x_load(uint tok, uint k) {
+  const uint p = moe_pair(tok);
+  return X[pc.x_off + (GATE_UP ? p / pc.k : p) * pc.x_stride + k];
+}
+// a = y_off + p · y_stride + row
+void store_y(uint a, float v, uint p) {
+  if (EPI == 2u) v = v / (1.0 + exp(-v));
+  if (EPI == 4u) v *= Y[a];
+  if (EPI == 5u) v *= uintBitsToFloat(AR[pc.route_off + 2u * p + 1u]);
+  Y[a] = v;
+}
+#elif defined(FISH_SPAN)
 // Span variant: x := x ∘ x2 on load (XPROD), and the epilogue EPI (0 store,
 // 1 add into y: the residual, 2 silu: the gate), as in matvec.comp.
 layout(constant_id = 0) const uint EPI = 0;
@@ -48,9 +78,21 @@ void main() {
   const uint tr = tid & 15u, tc = tid >> 4;
   // Loader roles: invocation tid fills 8 consecutive k of row/token tid / 4.
   const uint ld_row = tid >> 2, ld_k = (tid & 3u) * 8u;
+#ifdef FISH_MOE
+  const uint G = moe_group(pc.route_off, pc.n_tok * pc.k), s = gl_WorkGroupID.z;
+  if (s >= AR[G]) return;  // uniform: no expert in this slot
+  const uint e = AR[G + 1u + s];
+  moe_list0 = moe_list(G, pc.n_expert) + AR[G + 1u + pc.n_expert + s];
+  moe_count = AR[G + 2u + pc.n_expert + s] - AR[G + 1u + pc.n_expert + s];
+  if (tok_base >= moe_count) return;  // uniform: past the expert's pairs
+  const uint w_row = e * pc.n_rows + min(row_base + ld_row, pc.n_rows - 1u);
+  const uint n_tok = moe_count;
+#else
   const uint w_row = min(row_base + ld_row, pc.n_rows - 1u);
+  const uint n_tok = pc.n_tok;
+#endif
   const uint x_tok = tok_base + ld_row;
-  const bool x_ok = x_tok < pc.n_tok;
+  const bool x_ok = x_tok < n_tok;
 
   float acc[16];
   for (uint i = 0u; i < 16u; ++i) acc[i] = 0.0;
@@ -82,7 +124,14 @@ void main() {
     if (r >= pc.n_rows) continue;
     for (uint j = 0u; j < 4u; ++j) {
       const uint t = tok_base + tc + 16u * j;
-      if (t < pc.n_tok) store_y(pc.y_off + t * pc.y_stride + r, acc[i * 4u + j]);
+#ifdef FISH_MOE
+      if (t < n_tok) {
+        const uint p = moe_pair(t);
+        store_y(pc.y_off + p * pc.y_stride + r, acc[i * 4u + j], p);
+      }
+#else
+      if (t < n_tok) store_y(pc.y_off + t * pc.y_stride + r, acc[i * 4u + j]);
+#endif
     }
   }
 }

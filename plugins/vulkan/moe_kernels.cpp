@@ -29,18 +29,34 @@ void MoeKernels::matvec(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSe
   dev_.fns().vkCmdDispatch(cmd, std::min(groups, dev_.caps().max_wg_count_x), slots, 1);
 }
 
+void MoeKernels::tiled(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MoePush& pc, TiledEpi epi,
+                       bool gate_up) {
+  bind(cmd, pipelines_.get(std::string("tlm_") + t.name, *layout_, {uint32_t(epi), gate_up ? 1u : 0u}), set, pc);
+  const uint32_t gx = (pc.s.m.n_rows + MatmulKernels::kTileRows - 1) / MatmulKernels::kTileRows;
+  const uint32_t gy = (pc.s.m.n_tok + MatmulKernels::kTileTokens - 1) / MatmulKernels::kTileTokens;
+  const uint32_t slots = std::min(pc.n_expert, pc.s.m.n_tok * pc.k);
+  if (gx > dev_.caps().max_wg_count_x || gy > dev_.caps().max_wg_count_y)
+    throw Failure(FailKind::Internal, "MoE tiled grid " + std::to_string(gx) + " x " + std::to_string(gy) +
+                                          " exceeds the device's limits");
+  dev_.fns().vkCmdDispatch(cmd, gx, gy, slots);
+}
+
 void MoeKernels::combine(VkCommandBuffer cmd, VkDescriptorSet set, const MoePush& pc) {
   bind(cmd, pipelines_.get("moe_combine", *layout_, {}), set, pc);
   dev_.fns().vkCmdDispatch(cmd, pc.s.m.n_tok, 1, 1);
 }
 
-void MoeKernels::warm_up(const MatmulType& gate_up, const MatmulType& down) {
+void MoeKernels::warm_up(const MatmulType& gate_up, const MatmulType& down, bool tiled) {
   pipelines_.get("moe_route", *layout_, {});
   pipelines_.get("moe_combine", *layout_, {});
   for (uint32_t nt : {1u, 4u}) {
     pipelines_.get(std::string("mvm_") + gate_up.name, *layout_, {kWg, kRows, nt, 1u});
     pipelines_.get(std::string("mvm_") + down.name, *layout_, {kWg, kRows, nt, 0u});
   }
+  if (!tiled) return;
+  pipelines_.get(std::string("tlm_") + gate_up.name, *layout_, {uint32_t(kSilu), 1u});
+  pipelines_.get(std::string("tlm_") + gate_up.name, *layout_, {uint32_t(kMulY), 1u});
+  pipelines_.get(std::string("tlm_") + down.name, *layout_, {uint32_t(kRouteWeight), 0u});
 }
 
 }  // namespace fish::vk

@@ -1,7 +1,8 @@
 // The mixture-of-experts kernels of a span (shaders/moe_*.comp, modules.txt):
 // routing on the device (moe_route), the experts' products over the pairs
 // grouped by expert (mvm_<T>: gate|up with silu·up, or down weighted by the
-// routing weight), and the sum of the k experts' rows (+ the sigmoid-gated
+// routing weight), the same products as tiled matmuls per expert for prompt
+// chunks (tlm_<T>), and the sum of the k experts' rows (+ the sigmoid-gated
 // shared expert) into x (moe_combine). One layout for the three: the span
 // matmul's six bindings (0 W, 1 arena x, 2 parameters, 3 arena y, 4 arena
 // routing words, 5 the pair's second weight) and MoePush.
@@ -45,7 +46,21 @@ class MoeKernels {
   void combine(VkCommandBuffer cmd, VkDescriptorSet set, const MoePush& pc);
   // Pairs per chunk of moe_matvec: 1 for a decode (about one pair per expert), else 4.
   static uint32_t chunk_pairs(uint32_t n_tok, uint32_t n_expert, uint32_t k) { return n_tok * k >= 2 * n_expert ? 4 : 1; }
-  void warm_up(const MatmulType& gate_up, const MatmulType& down);
+  // Epilogues of tiled(): silu (gate), y·v (up onto silu(gate)), v·w_pair (down).
+  enum TiledEpi : uint32_t { kSilu = 2, kMulY = 4, kRouteWeight = 5 };
+  // The experts' products as tiled matmuls (matmul_tiled.comp FISH_MOE), one
+  // expert per z slot over its pairs in tiles of 64: gate_up = x rows by token
+  // (p / k), else by pair. Grid: row tiles x pair tiles (n_tok at most per expert) x slots.
+  void tiled(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MoePush& pc, TiledEpi epi, bool gate_up);
+  // The fixed rule between the two: a prompt-chunk shape (more than the
+  // matvec's 4 tokens) with at least 4 pairs per expert on average, where
+  // moe_matvec would read an expert's rows once per 4 pairs and the tiled
+  // kernel once per 64 of them.
+  static bool use_tiled(uint32_t n_tok, uint32_t n_expert, uint32_t k) {
+    return n_tok > MatmulKernels::kMaxMatvecTokens && n_tok * k >= 4 * n_expert;
+  }
+  // tiled: also the tlm_ pipelines (spans whose chunks may take them).
+  void warm_up(const MatmulType& gate_up, const MatmulType& down, bool tiled);
 
  private:
   void bind(VkCommandBuffer cmd, VkPipeline p, VkDescriptorSet set, const MoePush& pc);

@@ -365,6 +365,7 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
       if (moe()) {
         L.moe_gu = moe_set(L.w[kGateExps]->chunks[0].buf, L.w[kUpExps]->chunks[0].buf);
         L.moe_down = moe_set(L.w[kDownExps]->chunks[0].buf, L.w[kDownExps]->chunks[0].buf);
+        L.moe_up = moe_set(L.w[kUpExps]->chunks[0].buf, L.w[kUpExps]->chunks[0].buf);  // the tiled path's up
         L.moe_aux = moe_set(arena_buf_, arena_buf_);
       }
     }
@@ -416,7 +417,9 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     b32_.pair = b32_.on && pairs;
     ctx_.kernels->warm_up(kshape_, b32_.attention, in.n_seq > 1);
     if (narrow_heads_) ctx_.kernels->warm_up(attn_shape(true), b32_.attention, in.n_seq > 1);
-    if (moe_) moe_->warm_up(*layers_[0].w[kGateExps]->type, *layers_[0].w[kDownExps]->type);
+    if (moe_)
+      moe_->warm_up(*layers_[0].w[kGateExps]->type, *layers_[0].w[kDownExps]->type,
+                    MoeKernels::use_tiled(arena_.tokens, uint32_t(in.n_expert), uint32_t(in.n_expert_used)));
   } catch (...) {
     release_all();
     throw;
@@ -435,7 +438,7 @@ void Span::release_all() {
     for (auto& sets : L.mm_sets)
       for (VkDescriptorSet s : sets) pl.free_set(s);
     if (L.gu_set) pl.free_set(L.gu_set);
-    for (VkDescriptorSet s : {L.moe_gu, L.moe_down, L.moe_aux})
+    for (VkDescriptorSet s : {L.moe_gu, L.moe_up, L.moe_down, L.moe_aux})
       if (s) pl.free_set(s);
     if (L.aux_set) pl.free_set(L.aux_set);
     for (VkDescriptorSet s : L.seq_sets) pl.free_set(s);
@@ -536,7 +539,8 @@ std::string Span::describe() const {
                       " used" + (shape_.gating_norm ? ", renormalised" : "") +
                       (shape_.n_ff_shexp > 0 ? ", + shared expert" : "") +
                       "): routing on the device, experts grouped by expert, mvm_" +
-                      layers_[0].w[kGateExps]->type->name + " reading the chosen experts' rows"
+                      layers_[0].w[kGateExps]->type->name + " reading the chosen experts' rows, prompt chunks of >= 4 " +
+                      "pairs per expert tiled per expert (tlm_" + layers_[0].w[kGateExps]->type->name + ")"
                 : "") +
          (narrow_heads_ ? ", decode attention " + std::to_string(narrow_heads_) + " query head(s) per workgroup to " +
                               std::to_string(narrow_max_kv_) + " positions"

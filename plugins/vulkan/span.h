@@ -201,6 +201,7 @@ class Span {
     uint32_t shexp_gate = kNone;  // MoE: the shared expert's gate vector
     // MoE (MoeKernels::layout): gate|up stacks (bindings 0 / 5), the down stack, route + combine (no weight).
     VkDescriptorSet moe_gu = VK_NULL_HANDLE, moe_down = VK_NULL_HANDLE, moe_aux = VK_NULL_HANDLE;
+    VkDescriptorSet moe_up = VK_NULL_HANDLE;  // the up stack at binding 0 (tiled prompt chunks)
     Buffer kv;
     VkDescriptorSet aux_set = VK_NULL_HANDLE;   // binding 1: the whole KV buffer (sequence 0, and rows of several)
     std::vector<VkDescriptorSet> seq_sets;      // binding 1: sequence s's part, s = 1 .. n_seq - 1

@@ -268,12 +268,25 @@ class Span::Planner {
     // The chosen experts: gate|up → silu·up rows [n·k][FE], then down → weighted rows [n·k][E].
     MoePush gu = mp;
     gu.s.m = {E_, FE, n_, E_, a_.xn, FE, a_.hx};
-    add(MoeMatvecStep{L.w[kGateExps], L.moe_gu, gu, true}, {Region::XNorm, Region::Route}, {Region::ExpertHidden},
-        Barrier::Compute, "experts gate|up (+silu·up)", "MoE experts");
     MoePush dn = mp;
     dn.s.m = {FE, E_, n_, FE, a_.hx, E_, a_.dx};
-    add(MoeMatvecStep{L.w[kDownExps], L.moe_down, dn, false}, {Region::ExpertHidden, Region::Route},
-        {Region::ExpertOut}, Barrier::Compute, "experts down (+routing weight)", "MoE experts");
+    if (MoeKernels::use_tiled(n_, NE, K)) {
+      // A prompt chunk: tiled products per expert over its pairs (gate → silu
+      // into hx, up multiplied onto it, down × the routing weight).
+      add(MoeTiledStep{L.w[kGateExps], L.moe_gu, gu, MoeKernels::kSilu, true}, {Region::XNorm, Region::Route},
+          {Region::ExpertHidden}, Barrier::Compute, "experts gate tiled (+silu)", "MoE experts");
+      add(MoeTiledStep{L.w[kUpExps], L.moe_up, gu, MoeKernels::kMulY, true},
+          {Region::XNorm, Region::Route, Region::ExpertHidden}, {Region::ExpertHidden}, Barrier::Compute,
+          "experts up tiled (·silu(gate))", "MoE experts");
+      add(MoeTiledStep{L.w[kDownExps], L.moe_down, dn, MoeKernels::kRouteWeight, false},
+          {Region::ExpertHidden, Region::Route}, {Region::ExpertOut}, Barrier::Compute,
+          "experts down tiled (+routing weight)", "MoE experts");
+    } else {
+      add(MoeMatvecStep{L.w[kGateExps], L.moe_gu, gu, true}, {Region::XNorm, Region::Route}, {Region::ExpertHidden},
+          Barrier::Compute, "experts gate|up (+silu·up)", "MoE experts");
+      add(MoeMatvecStep{L.w[kDownExps], L.moe_down, dn, false}, {Region::ExpertHidden, Region::Route},
+          {Region::ExpertOut}, Barrier::Compute, "experts down (+routing weight)", "MoE experts");
+    }
     MoePush cb = mp;
     cb.s.m = {E_, 0, n_, E_, a_.dx, E_, a_.x};
     cb.s.x2_off = a_.shx, cb.s.xg_off = a_.xn, cb.s.norm_off = FS > 0 ? L.shexp_gate : kNone;

@@ -86,12 +86,19 @@ struct MoeMatvecStep {  // moe_matvec.comp (mvm_<T>): gate|up (pair) or down of 
   MoePush push;
   bool pair;
 };
+struct MoeTiledStep {  // matmul_tiled.comp FISH_MOE (tlm_<T>): one of a prompt chunk's expert products
+  const Weight* weight;
+  VkDescriptorSet set;
+  MoePush push;
+  MoeKernels::TiledEpi epi;
+  bool gate_up;  // x rows by token (gate, up), else by pair (down)
+};
 struct MoeCombineStep {  // moe_combine.comp
   VkDescriptorSet set;
   MoePush push;
 };
 using SpanKernel = std::variant<CopyStep, RmsNormStep, QuantizeStep, MatmulStep, RopeStoreStep, AttentionStep,
-                                MoeRouteStep, MoeMatvecStep, MoeCombineStep>;
+                                MoeRouteStep, MoeMatvecStep, MoeTiledStep, MoeCombineStep>;
 
 // The dependency recorded after a step.
 enum class Barrier : uint8_t {

@@ -60,6 +60,9 @@ void Span::record(VkCommandBuffer cmd, const SpanPlan& plan, bool stamps) {
     }
     void operator()(const MoeRouteStep& s) const { span.moe_->route(cmd, s.set, s.push); }
     void operator()(const MoeMatvecStep& s) const { span.moe_->matvec(cmd, *s.weight->type, s.set, s.push, s.pair); }
+    void operator()(const MoeTiledStep& s) const {
+      span.moe_->tiled(cmd, *s.weight->type, s.set, s.push, s.epi, s.gate_up);
+    }
     void operator()(const MoeCombineStep& s) const { span.moe_->combine(cmd, s.set, s.push); }
     void operator()(const MatmulStep& s) const {
       SpanMatmulPush pc = s.push;

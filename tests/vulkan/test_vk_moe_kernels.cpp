@@ -11,6 +11,9 @@
 //                are used, row counts that are not a multiple of the 4 rows of
 //                a workgroup; held to the spec's matmul bound 1e-3·Σ|w||x|/n_out
 //                on each product (propagated through silu·up and the weight);
+//   tlm_<T>      the same products as tiled matmuls per expert (prompt chunks:
+//                gate with silu, up multiplied onto it, down × weight), every
+//                type, an expert with more pairs than one tile, same bound;
 //   moe_combine  x += Σ_j d + sigmoid(n·g)·sh, with and without a shared expert.
 // The routing words the matvec and combine read are built here on the CPU
 // (moe_common.glsl's layout), so each kernel is judged on its own.
@@ -220,8 +223,11 @@ double silu(double v) { return v / (1.0 + std::exp(-v)); }
 // rows) over one routing of n_tok tokens and checks every pair's rows; down
 // reads random rows of its own (h of FD values per pair), so the two shapes are
 // free. Returns the worst |err| / bound of the two.
+// tiled: the prompt-chunk path instead (tlm_<T>: gate with silu, up multiplied
+// onto it, down × the weight), on a routing where every token also takes
+// expert 2 (n_tok pairs: more than one tile of 64).
 double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, int64_t E, int64_t FE, int64_t FD,
-                   int64_t ER, uint64_t seed) {
+                   int64_t ER, uint64_t seed, bool tiled = false) {
   Stack gate = make_stack(be, t, NE, E, FE, seed), up = make_stack(be, t, NE, E, FE, seed + 100);
   Stack down = make_stack(be, t, NE, FD, ER, seed + 200);
   const uint32_t P = uint32_t(n_tok * K), words = uint32_t(vk::moe_route_words(uint64_t(n_tok), NE, K));
@@ -229,7 +235,10 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
   const uint32_t hx_off = x_off + uint32_t(n_tok * E), hd_off = hx_off + (P * uint32_t(FE) + 3) / 4 * 4;
   const uint32_t dx_off = hd_off + P * uint32_t(FD), end = dx_off + P * uint32_t(ER);
   MoeRig m(be, end + 64, 4);
-  const Routing r = ref_route(randn(size_t(n_tok) * NE, seed + 300, 2.0f), n_tok, NE, K, (seed & 1) != 0);
+  auto logits = randn(size_t(n_tok) * NE, seed + 300, 2.0f);
+  if (tiled)
+    for (int tk = 0; tk < n_tok; ++tk) logits[size_t(tk) * NE + 2] += 10.0f;
+  const Routing r = ref_route(logits, n_tok, NE, K, (seed & 1) != 0);
   const auto x = randn(size_t(n_tok) * E, seed + 301, 1.0f), hd = randn(size_t(P) * FD, seed + 302, 0.5f);
   m.rig.put(m.rig.arena(), route_off, route_words(r));
   m.rig.put(m.rig.arena(), x_off, x);
@@ -243,9 +252,16 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
   gu.s.m = {uint32_t(E), uint32_t(FE), uint32_t(n_tok), uint32_t(E), x_off, uint32_t(FE), hx_off};
   dn.s.m = {uint32_t(FD), uint32_t(ER), uint32_t(n_tok), uint32_t(FD), hd_off, uint32_t(ER), dx_off};
   const VkDescriptorSet gs = m.set(gate.w->chunks[0].buf, up.w->chunks[0].buf);
+  const VkDescriptorSet us = m.set(up.w->chunks[0].buf, up.w->chunks[0].buf);
   const VkDescriptorSet ds = m.set(down.w->chunks[0].buf, down.w->chunks[0].buf);
-  m.rig.run([&](VkCommandBuffer cmd) { m.moe.matvec(cmd, *gate.w->type, gs, gu, true); });
-  m.rig.run([&](VkCommandBuffer cmd) { m.moe.matvec(cmd, *down.w->type, ds, dn, false); });
+  if (tiled) {
+    m.rig.run([&](VkCommandBuffer cmd) { m.moe.tiled(cmd, *gate.w->type, gs, gu, vk::MoeKernels::kSilu, true); });
+    m.rig.run([&](VkCommandBuffer cmd) { m.moe.tiled(cmd, *up.w->type, us, gu, vk::MoeKernels::kMulY, true); });
+    m.rig.run([&](VkCommandBuffer cmd) { m.moe.tiled(cmd, *down.w->type, ds, dn, vk::MoeKernels::kRouteWeight, false); });
+  } else {
+    m.rig.run([&](VkCommandBuffer cmd) { m.moe.matvec(cmd, *gate.w->type, gs, gu, true); });
+    m.rig.run([&](VkCommandBuffer cmd) { m.moe.matvec(cmd, *down.w->type, ds, dn, false); });
+  }
   const auto h = m.rig.get(m.rig.arena(), hx_off, uint64_t(P) * FE);
   const auto hd_after = m.rig.get_words(m.rig.arena(), hd_off, uint64_t(P) * FD);
   const auto d = m.rig.get(m.rig.arena(), dx_off, uint64_t(P) * ER);
@@ -279,7 +295,8 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
       worst_d = std::max(worst_d, std::isnan(ratio) ? INFINITY : ratio);
     }
   }
-  INFO(type_name(t) << " " << NE << " experts, " << K << " used, " << n_tok << " tokens, gate|up " << FE << "x" << E
+  INFO(type_name(t) << (tiled ? " tiled" : " matvec") << " " << NE << " experts, " << K << " used, " << n_tok
+                    << " tokens, gate|up " << FE << "x" << E
                     << ", down " << ER << "x" << FD << ": worst |err|/bound gate|up " << worst_h << ", down " << worst_d);
   CHECK(bad == 0);
   return std::max(worst_h, worst_d);
@@ -307,6 +324,22 @@ TEST_CASE("mvm_<T> kernels vs CPU: the chosen experts' gate|up (silu·up) and do
       worst = std::max(worst, run_experts(*be, t, 6, 3, 9, E, 70, FD, 132, seed += 400));
     worst = std::max(worst, run_experts(*be, t, 8, 2, 3, E, 132, FD, 70, seed += 400));   // 6 pairs over 8: chunks of 1
     std::printf("  mvm %-5s worst |err|/bound %.5f\n", type_name(t).c_str(), worst);
+  }
+}
+
+TEST_CASE("tlm_<T> kernels vs CPU: a prompt chunk's experts as tiled products per expert, every type",
+          "[vulkan][span][moe]") {
+  auto be = open_backend("tlm");
+  if (!be) FISH_SKIP(skip_reason());
+  uint64_t seed = 5000;
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K,
+                     GgmlType::Q6_K, GgmlType::FQ3}) {
+    const bool plain = t == GgmlType::F32 || t == GgmlType::F16;
+    const int64_t E = plain ? 200 : 256, FD = plain ? 68 : 512;
+    // 70 tokens x 3 of 6 experts, expert 2 in every token's choice: 70 pairs
+    // (two tiles of 64), the others ~28; rows 70 and 132 (not multiples of 64).
+    const double w = run_experts(*be, t, 6, 3, 70, E, 70, FD, 132, seed += 400, true);
+    std::printf("  tlm %-5s worst |err|/bound %.5f\n", type_name(t).c_str(), w);
   }
 }
 

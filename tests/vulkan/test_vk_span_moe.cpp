@@ -1,7 +1,8 @@
 // fish_vulkan's MoE spans (router, moe_route, mvm_<T>, moe_combine in the
 // span's one submission) on the synthetic MoE layers of span_synth.h
 // (qwen3moe-like 8x2 renormalised F32, qwen2moe-like 6x3 + shared expert
-// Q8_0, mixtral-like 8x2 Q4_K), over a script of batches on 4 sequences:
+// Q8_0, mixtral-like 8x2 Q4_K; chunks of 16 rows take the tiled per-expert
+// path, of 4 or fewer the matvec), over a script of batches on 4 sequences:
 // interleaved prefills, decode rows of several sequences, a prefill chunk
 // among decode rows, a one-row decode, a truncate, 30 + 6 rows over three
 // submissions of 16. Every row is compared
@@ -25,6 +26,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "span.h"
 #include "span_synth.h"
 #include "vk_test_math.h"
 
@@ -180,6 +182,18 @@ TEST_CASE("MoE span of several sequences vs the reference plugin's span and vs e
       REQUIRE(alone.back());
       alone.back()->set_head(s);
     }
+    // The plan's experts: a 16-row chunk (>= 4 pairs per expert) as tiled
+    // products per expert (gate, up, down), 4 rows as the matvec (gate|up, down).
+    auto count_steps = [&](int n_tok) {
+      std::pair<int, int> c{0, 0};
+      for (const vk::SpanStep& st : span_of(*many).plan(n_tok, false).steps) {
+        c.first += std::holds_alternative<vk::MoeTiledStep>(st.kernel);
+        c.second += std::holds_alternative<vk::MoeMatvecStep>(st.kernel);
+      }
+      return c;
+    };
+    CHECK(count_steps(16) == std::make_pair(3 * v.L, 0));
+    CHECK(count_steps(4) == std::make_pair(0, 2 * v.L));
     TieWatch ties(s, 4);
     std::vector<int> len(4, 0);
     Worst vx, vl, ax, al;
