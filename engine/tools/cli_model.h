@@ -21,7 +21,30 @@ namespace fish::cli {
 struct ModelFlags {
   std::string path;
   fish_model_params params = fish_model_default_params();
+  // --gpu-device / --tensor-split as given ("": not given); load_or_exit
+  // points params.gpu_devices / tensor_split at them.
+  std::string gpu_devices, tensor_split;
+  fish_model_params load_params() const {
+    fish_model_params p = params;
+    if (!gpu_devices.empty()) p.gpu_devices = gpu_devices.c_str();
+    if (!tensor_split.empty()) p.tensor_split = tensor_split.c_str();
+    return p;
+  }
 };
+
+// --gpu-device 0,1 and --tensor-split 3,1 (fish_model_params.gpu_devices /
+// tensor_split): the text goes to the load as it is, whose parser judges it
+// (FISH_GPU_DEVICE's and FISH_TENSOR_SPLIT's).
+inline void device_flags(Args& a, std::string& devices, std::string& split) {
+  if (a.value(nullptr, "--gpu-device", devices) && devices.empty()) a.fail("--gpu-device: an empty list");
+  if (a.value({"-ts", "--tensor-split"}, split) && split.empty()) a.fail("--tensor-split: an empty list");
+}
+
+// The help lines of --gpu-device and --tensor-split, for each command's usage text.
+constexpr const char* kDeviceHelp =
+    "  --gpu-device I[,J...]: the GPUs to use, as fish devices numbers them (FISH_GPU_DEVICE); several:\n"
+    "  the layers split across them, one span per device (0,0: one GPU opened as two logical devices).\n"
+    "  -ts, --tensor-split A,B...: the layers' proportions per device (default: their free memory).\n";
 
 // --requant MODE (fish_model_params.gpu_requant): 0|off, 1, 2, 3 or auto.
 // False when not given (the environment's FISH_GPU_REQUANT then decides).
@@ -75,6 +98,7 @@ inline ModelFlags parse_model_flags(Args& a, bool gpu_default_off = false) {
   if (a.flag(nullptr, "--verbose")) f.params.verbose = 1;
   requant_flag(a, f.params.gpu_requant);
   n_cpu_moe_flag(a, f.params.n_cpu_moe);
+  device_flags(a, f.gpu_devices, f.tensor_split);
   return f;
 }
 
@@ -96,7 +120,7 @@ inline std::string read_text_file(Args& a, const char* flag, const std::string& 
 inline fish_model* load_or_exit(const char* cmd, const ModelFlags& f) {
   fish_error* err = nullptr;
   Progress progress(std::string("fish ") + cmd, /*show_after_s=*/1.0);
-  fish_model_params p = f.params;
+  fish_model_params p = f.load_params();
   if (!p.progress) {
     p.progress = &Progress::callback;
     p.progress_user = &progress;

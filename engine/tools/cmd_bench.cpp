@@ -111,7 +111,12 @@ void eval_parallel(fish_model* m, const std::vector<int32_t>& toks, int64_t n, i
 std::string backend_now(const fish_model* m, fish_model_info* info) {
   info->struct_size = sizeof *info;
   fish_model_get_info(m, info);
-  return info->gpu_layers > 0 || info->gpu_output ? std::string(info->backend) : "CPU";
+  if (!(info->gpu_layers > 0 || info->gpu_output)) return "CPU";
+  // The devices used: "vulkan (device 0)", or with several each one's layers
+  // as device:first-last, "vulkan (0:0-15 0:16-31)".
+  const std::string layers = info->gpu_device_layers ? info->gpu_device_layers : "";
+  if (info->n_gpu_devices > 1) return std::string(info->backend) + " (" + layers + ")";
+  return std::string(info->backend) + " (device " + layers.substr(0, layers.find(':')) + ")";
 }
 
 Result run_test(fish_model* m, bool prompt, int64_t n, int64_t depth, int64_t np, int reps, Progress& progress) {
@@ -225,8 +230,8 @@ static int cmd_bench(int argc, char** argv) {
                 "  text is the same, and what one forward of 1..16 tokens costs (verifying N - 1 proposals).\n"
                 "  Without -m: a Llama-3.2-1B-shaped Q4_K_M model is synthesised once and cached.\n"
                 "  Progress goes to stderr. FISH_GPU_PROFILE=2: the GPU's stage profile.\n"
-                "  --kernels: the GPU backend's matmul kernels on large matrices (GB/s), next to the CPU's.\n%s%s",
-                kRequantHelp, kNCpuMoeHelp);
+                "  --kernels: the GPU backend's matmul kernels on large matrices (GB/s), next to the CPU's.\n%s%s%s",
+                kRequantHelp, kNCpuMoeHelp, kDeviceHelp);
     return 0;
   }
   std::string model;
@@ -249,6 +254,8 @@ static int cmd_bench(int argc, char** argv) {
   int32_t requant = -1, n_cpu_moe = -1;
   requant_flag(a, requant);
   n_cpu_moe_flag(a, n_cpu_moe);
+  std::string gpu_devices, tensor_split;
+  device_flags(a, gpu_devices, tensor_split);
   const bool json = a.flag(nullptr, "--json");
   const bool gpu_only = a.flag(nullptr, "--gpu-only");
   if (a.flag(nullptr, "--kernels")) {  // the backend's kernels on large matrices, GB/s
@@ -309,6 +316,8 @@ static int cmd_bench(int argc, char** argv) {
   p.progress_user = &progress;
   p.gpu_requant = requant;
   p.n_cpu_moe = n_cpu_moe;
+  if (!gpu_devices.empty()) p.gpu_devices = gpu_devices.c_str();
+  if (!tensor_split.empty()) p.tensor_split = tensor_split.c_str();
   p.n_seq = int32_t(*std::max_element(n_pars.begin(), n_pars.end()));
   std::vector<Result> results;  // per thread count: the GPU rows (if any), then the CPU rows
   std::vector<std::string> verify_lines;  // the cost of a forward of N tokens, per loaded model

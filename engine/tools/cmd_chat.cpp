@@ -75,8 +75,8 @@ static int cmd_chat(int argc, char** argv) {
         "  model ends it or the context is full). --fallback  a model without a chat template\n"
         "  chats in ChatML. --ignore-eos  never end a reply on an end-of-generation token.\n"
         "  --verbose  per turn on stderr: prompt tokens reused from the cache and evaluated,\n"
-        "  tokens generated, rates (and the model's placement at load).\n%s%s%s",
-        kInputHelp, kSamplingHelp, kRequantHelp, kNCpuMoeHelp);
+        "  tokens generated, rates (and the model's placement at load).\n%s%s%s%s",
+        kInputHelp, kSamplingHelp, kRequantHelp, kNCpuMoeHelp, kDeviceHelp);
     return 0;
   }
   ModelFlags mf = parse_model_flags(a);

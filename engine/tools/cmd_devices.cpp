@@ -34,7 +34,9 @@ static int cmd_devices(int argc, char** argv) {
                 "  or hangs there is listed as refused, with what happened and where.\n"
                 "  Environment: FISH_GPU=0 loads no plugin; FISH_BACKEND=<name> picks one;\n"
                 "  FISH_PLUGIN_DENY=a,b skips some; FISH_PLUGIN_ISOLATE=0 probes without the child;\n"
-                "  FISH_GPU_VERBOSE=1 prints the loader's decisions on stderr (2: every call).\n");
+                "  FISH_GPU_VERBOSE=1 prints the loader's decisions on stderr (2: every call).\n"
+                "  Every device of the plugin in use is opened to show its free memory; FISH_GPU_DEVICE=0,1\n"
+                "  (or --gpu-device 0,1 on the commands that load a model) splits a model across them.\n");
     return 0;
   }
   if (!a.positional().empty()) a.fail("unexpected argument");
@@ -63,6 +65,12 @@ static int cmd_devices(int argc, char** argv) {
           std::printf("      %d: %s (%s, score %d%s%s)\n", d, dev.name, dev.kind, dev.score,
                       dev.memory_total ? ", " : "", dev.memory_total ? bytes_text(dev.memory_total).c_str() : "");
           if (dev.detail && *dev.detail) std::printf("         %s\n", dev.detail);
+          if (info.chosen) {  // each device of the plugin in use, opened: its free memory (FISH_GPU_DEVICE=i uses it)
+            const char* why = nullptr;
+            const uint64_t free_bytes = fish_backend_device_memory_free(d, &why);
+            if (why && *why) std::printf("         memory free: unknown (%s)\n", why);
+            else std::printf("         memory free: %s\n", bytes_text(free_bytes).c_str());
+          }
         }
       }
     } else {

@@ -13,8 +13,8 @@ static int cmd_perplexity(int argc, char** argv) {
   Args a(argc, argv);
   if (a.flag("-h", "--help")) {
     std::printf("usage: fish perplexity -m MODEL -f TEXTFILE [-c CTX] [-t N] [--chunks N] [--requant MODE]\n"
-                "  Chunks of CTX tokens (default 512), second half of each scored; last line: PPL = <value>\n%s%s",
-                kRequantHelp, kNCpuMoeHelp);
+                "  Chunks of CTX tokens (default 512), second half of each scored; last line: PPL = <value>\n%s%s%s",
+                kRequantHelp, kNCpuMoeHelp, kDeviceHelp);
     return 0;
   }
   ModelFlags mf = parse_model_flags(a);

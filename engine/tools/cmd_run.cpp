@@ -79,8 +79,8 @@ static int cmd_run(int argc, char** argv) {
         "  early at a token it gives less than --draft-p-min P; -ngld: its GPU layers, default as -ngl).\n"
         "  --lookup N: no draft model; proposes up to N tokens that followed the last 3, 2 or 1 tokens\n"
         "  earlier in the prompt and output (n-gram lookup: repetitive text, code, edits).\n"
-        "  --verbose also reports proposed/accepted tokens and the speed-up over one token per forward.\n%s%s",
-        kRequantHelp, kNCpuMoeHelp);
+        "  --verbose also reports proposed/accepted tokens and the speed-up over one token per forward.\n%s%s%s",
+        kRequantHelp, kNCpuMoeHelp, kDeviceHelp);
     return 0;
   }
   ModelFlags mf = parse_model_flags(a);

@@ -82,8 +82,8 @@ static int cmd_serve(int argc, char** argv) {
         "  --verbose              one line per request on stderr (and the placement at load)\n"
         "  Sampling defaults for requests that leave them out:\n%s"
         "  SIGTERM or SIGINT: no new requests (503), those accepted finish, then it exits; a second one\n"
-        "  stops at once.\n%s%s",
-        kSamplingHelp, kRequantHelp, kNCpuMoeHelp);
+        "  stops at once.\n%s%s%s",
+        kSamplingHelp, kRequantHelp, kNCpuMoeHelp, kDeviceHelp);
     return 0;
   }
   ModelFlags mf = parse_model_flags(a);

@@ -192,6 +192,7 @@ static int cmd_test_gpu(int argc, char** argv) {
   if (a.int_value("-t", "--threads", t)) mf.params.n_threads = int32_t(t);
   requant_flag(a, mf.params.gpu_requant);
   n_cpu_moe_flag(a, mf.params.n_cpu_moe);
+  device_flags(a, mf.gpu_devices, mf.tensor_split);
   auto pos = a.positional();
   if (pos.size() != 1) a.fail("usage: fish test-gpu MODEL [options]");
   mf.path = pos[0];

@@ -79,14 +79,38 @@ const std::vector<Variable>& variables() {
          else return false;
          return true;
        }},
-      {"FISH_GPU_DEVICE", "a device index (0, 1, ...)", number(&VkConfig::device_index, 0, 1 << 20)},
+      // A list (0,1) is the engine's: one backend per listed device, each
+      // created with its index; the plugin's own default is the first.
+      {"FISH_GPU_DEVICE", "a device index (0, 1, ...) or a comma list of them",
+       [](const std::string& v, VkConfig& c) {
+         long long n = 0, first = -1;
+         for (size_t at = 0;;) {
+           const size_t comma = v.find(',', at);
+           if (!integer(v.substr(at, comma == std::string::npos ? std::string::npos : comma - at), 0, 1 << 20, &n))
+             return false;
+           if (first < 0) first = n;
+           if (comma == std::string::npos) break;
+           at = comma + 1;
+         }
+         c.device_index = int(first);
+         return true;
+       }},
       {"FISH_GPU_VERBOSE", "0, 1 or 2", number(&VkConfig::verbose, 0, 2)},
       {"FISH_GPU_PROFILE", "0, 1 or 2", number(&VkConfig::profile_level, 0, 2)},
-      {"FISH_VRAM_BUDGET_MB", "a positive number of MB",
+      // A list (one per device of FISH_GPU_DEVICE) is the engine's, which
+      // passes each backend its own (fish_backend_config.memory_budget).
+      {"FISH_VRAM_BUDGET_MB", "a positive number of MB or a comma list of them",
        [](const std::string& v, VkConfig& c) {
-         long long mb = 0;
-         if (!integer(v, 1, int64_t(1) << 40, &mb)) return false;
-         c.budget_bytes = uint64_t(mb) << 20;
+         long long mb = 0, first = -1;
+         for (size_t at = 0;;) {
+           const size_t comma = v.find(',', at);
+           if (!integer(v.substr(at, comma == std::string::npos ? std::string::npos : comma - at), 1, int64_t(1) << 40, &mb))
+             return false;
+           if (first < 0) first = mb;
+           if (comma == std::string::npos) break;
+           at = comma + 1;
+         }
+         c.budget_bytes = uint64_t(first) << 20;
          return true;
        }},
       {"FISH_VK_QUEUE", "compute or universal",

@@ -6,10 +6,12 @@
 //   FISH_GPU=0|off|false|no        no GPU: the plugin reports no device
 //   FISH_GPU=cpu                   CPU Vulkan implementations (lavapipe) only
 //   FISH_GPU=1|on|true|yes         (or unset) GPUs only, the best one
-//   FISH_GPU_DEVICE=<n>            the physical device with Vulkan index n
+//   FISH_GPU_DEVICE=<n>[,<m>...]   the physical device with Vulkan index n (a list is the engine's:
+//                                  one backend per listed device, each created with its index)
 //   FISH_GPU_VERBOSE=0|1|2         without a host logger: 1 warnings, 2 everything on stderr
 //   FISH_GPU_PROFILE=0|1|2         1: device time of every submission; 2: per span stage
-//   FISH_VRAM_BUDGET_MB=<n>        ceiling on the plugin's allocations (default 85% of free at open)
+//   FISH_VRAM_BUDGET_MB=<n>[,..]   ceiling on the plugin's allocations (default 85% of free at open;
+//                                  a list: the engine passes each device's own)
 //   FISH_VK_QUEUE=compute|universal  queue family (default: compute-only when there is one)
 //   FISH_VK_VALIDATE=0|1           VK_LAYER_KHRONOS_validation, its messages to the log
 //   FISH_VK_SPIN=0|1               0: wait on fences by blocking only (default: spin briefly on GPUs)

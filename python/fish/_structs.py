@@ -22,6 +22,8 @@ class ModelParams(C.Structure):
         ("n_seq", C.c_int32),
         ("prefix_cache_mb", C.c_int32),
         ("n_cpu_moe", C.c_int32),
+        ("gpu_devices", C.c_char_p),
+        ("tensor_split", C.c_char_p),
     ]
 
 

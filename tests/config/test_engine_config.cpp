@@ -126,6 +126,22 @@ TEST_CASE("engine config: defaults, and every variable's good values", "[config]
   CHECK(parse({{"FISH_GPU_LAYERS", "0"}}).c.gpu_layers == 0);
 }
 
+TEST_CASE("engine config: device lists, tensor split, per-device budgets, a span failure on one device", "[config]") {
+  CHECK(parse({{"FISH_GPU_DEVICE", "0,1"}}).c.gpu_devices == std::vector<int>{0, 1});
+  CHECK(parse({{"FISH_GPU_DEVICE", "0,0"}}).c.gpu_devices == std::vector<int>{0, 0});
+  CHECK(parse({{"FISH_GPU_DEVICE", "3"}}).c.gpu_devices == std::vector<int>{3});
+  CHECK(parse({{"FISH_TENSOR_SPLIT", "3,1"}}).c.tensor_split == std::vector<double>{3, 1});
+  CHECK(parse({{"FISH_TENSOR_SPLIT", "0.5,0,2"}}).c.tensor_split == std::vector<double>{0.5, 0, 2});
+  CHECK(parse({{"FISH_VRAM_BUDGET_MB", "100,200"}}).c.vram_budget_mb == std::vector<uint64_t>{100, 200});
+  const EngineConfig f = parse({{"FISH_TEST_SPAN_FAIL_AT", "12@1"}}).c;
+  CHECK((f.test_span_fail_at == 12 && f.test_span_fail_device == 1));
+  const EngineConfig g = parse({{"FISH_TEST_SPAN_FAIL_AT", "7"}}).c;
+  CHECK((g.test_span_fail_at == 7 && g.test_span_fail_device == -1));
+  std::string err;
+  EngineConfig().with("FISH_GPU_DEVICE=0,x", &err);
+  CHECK(err == "FISH_GPU_DEVICE='0,x' is not a device index or a comma list of them (0,1; 0,0: one device opened twice)");
+}
+
 TEST_CASE("engine config: a refused value is a warning naming the variable and what it accepts, and the default stays", "[config]") {
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"FISH_GPU", "maybe"},          {"FISH_BACKEND", "../x"},       {"FISH_BACKEND", "a b"},
@@ -138,6 +154,10 @@ TEST_CASE("engine config: a refused value is a warning naming the variable and w
       {"FISH_BACKEND_FAIL", ":3"},    {"FISH_BACKEND_FAIL", "open:x"}, {"FISH_TEST_SPAN_FAIL_AT", "-2"},
       {"FISH_GPU_REQUANT", "4"},      {"FISH_GPU_REQUANT", "fq3"},    {"FISH_GPU_REQUANT", "-1"},
       {"FISH_GPU_REQUANT_CACHE", "2"},
+      {"FISH_GPU_DEVICE", "0,x"},     {"FISH_GPU_DEVICE", "0,,1"},    {"FISH_GPU_DEVICE", "-1"},
+      {"FISH_GPU_DEVICE", "1,"},      {"FISH_TENSOR_SPLIT", "1,-1"},  {"FISH_TENSOR_SPLIT", "0,0"},
+      {"FISH_TENSOR_SPLIT", "a,1"},   {"FISH_VRAM_BUDGET_MB", "0"},   {"FISH_VRAM_BUDGET_MB", "100,x"},
+      {"FISH_TEST_SPAN_FAIL_AT", "3@"}, {"FISH_TEST_SPAN_FAIL_AT", "3@x"},
   };
   const EngineConfig dflt;
   for (const auto& [name, value] : bad) {
@@ -198,7 +218,7 @@ TEST_CASE("engine config: the README's configuration table lists exactly the var
   const std::vector<std::string> names = EngineConfig::variable_names();
   const std::set<std::string> parser(names.begin(), names.end());
   CHECK(parser.size() == names.size());
-  CHECK(names.size() == 16);
+  CHECK(names.size() == 19);
   for (const std::string& n : parser) {
     INFO(n);
     CHECK(readme.count(n) == 1);

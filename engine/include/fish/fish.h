@@ -70,6 +70,17 @@ typedef struct fish_model_params {
    * device as fit, the first layers' kept on the host first. Ignored for
    * dense models. */
   int32_t n_cpu_moe;
+  /* Several GPUs: the devices to use, as `fish devices` numbers them ("0,1";
+   * the same index twice, "0,0", opens one device as two logical devices),
+   * one backend and one span (with its own KV) per device, the layers split
+   * into consecutive ranges, the first device the first range. NULL (or
+   * absent): FISH_GPU_DEVICE, else the plugin's best device. A malformed
+   * list or an index the plugin does not have fails the load, naming it. */
+  const char* gpu_devices;
+  /* The layers' proportions per device ("3,1": three quarters on the first),
+   * as llama.cpp's --tensor-split; one value >= 0 per device, not all 0.
+   * NULL (or absent): FISH_TENSOR_SPLIT, else each device's free memory. */
+  const char* tensor_split;
 } fish_model_params;
 
 FISH_API fish_model_params fish_model_default_params(void);
@@ -111,6 +122,11 @@ typedef struct fish_model_info {
   int32_t n_expert, n_expert_used, n_ff_expert;
   int32_t gpu_span_layers;
   int32_t cpu_moe_layers;
+  /* The devices holding layers or the output projection (0: CPU only), and
+   * each one's layers on it as "device:first-last" separated by spaces
+   * ("0:0-13 0:14-27" for two logical devices of device 0; "1:-" for none). */
+  int32_t n_gpu_devices;
+  const char* gpu_device_layers;
 } fish_model_info;
 FISH_API void fish_model_get_info(const fish_model* m, fish_model_info* out);
 

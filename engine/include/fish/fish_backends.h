@@ -72,6 +72,11 @@ FISH_API const char* fish_backend_reason(void);
 FISH_API const char* fish_backend_status(void);
 FISH_API const char* fish_backend_summary(void);
 FISH_API uint64_t fish_backend_memory_free(void);
+/* The chosen plugin's device `device` (as fish_backend_get_device numbers
+ * them), opened as a model load with FISH_GPU_DEVICE listing it would:
+ * the bytes it could still allocate, or 0 with *why (optional; valid until the
+ * next call) set when it does not exist or did not open. */
+FISH_API uint64_t fish_backend_device_memory_free(int32_t device, const char** why);
 
 /* Use exactly this plugin file from now on (models loaded later use it), or,
  * with NULL/"", the normal discovery again. For tests and `fish plugin-test`. */

@@ -31,7 +31,23 @@ std::string reason();
 // Creates and opens the backend of rep.chosen; when that fails (backend_create
 // or open), records why and tries the next candidate. nullptr: CPU only, with
 // rep.reason saying why. fail_spec: FISH_BACKEND_FAIL for the adapter.
-std::unique_ptr<ComputeBackend> open_chosen(BackendReport& rep, const std::string& fail_spec = "");
+// device / budget: fish_backend_config's device_index (-1: the plugin's
+// default) and memory_budget (bytes, 0: the plugin's own rule).
+std::unique_ptr<ComputeBackend> open_chosen(BackendReport& rep, const std::string& fail_spec = "", int device = -1,
+                                            uint64_t budget = 0);
+
+// The backends of one model load's devices: one per entry of `devices`
+// (indices into the chosen plugin's devices, as `fish devices` lists them;
+// empty: the process's device alone), each with budgets_mb[k] MB (one value:
+// every device's; none: the plugin's own rule). The same index twice gives
+// two backends of that device (two logical devices). Backends live for the
+// process: a later load asking for the same device and budget gets the same
+// one, and get() is the first one opened. Empty without *err: CPU only; empty
+// with *err: a device that does not exist or did not open, or budgets that do
+// not match the devices (the message names the variable and the devices there are).
+// used (optional): the device index of each backend returned.
+std::vector<ComputeBackend*> open_devices(const std::vector<int>& devices, const std::vector<uint64_t>& budgets_mb,
+                                          std::string* err, std::vector<int>* used = nullptr);
 
 // From now on get() discovers again with `config` (its FISH_GPU, FISH_BACKEND,
 // FISH_PLUGIN_*, FISH_GPU_VERBOSE and FISH_BACKEND_FAIL), using exactly the

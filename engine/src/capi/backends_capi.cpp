@@ -3,11 +3,13 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "backend/conformance.h"
 #include "capi/capi_util.h"
 #include "common/error.h"
+#include "common/engine_config.h"
 #include "fish/plugin_abi.h"
 
 namespace {
@@ -164,6 +166,23 @@ FISH_API uint64_t fish_backend_memory_free(void) {
     fish::ComputeBackend* be = fish::backend::get();
     return be ? be->memory_free() : 0;
   } catch (...) {
+    return 0;
+  }
+}
+
+FISH_API uint64_t fish_backend_device_memory_free(int32_t device, const char** why) {
+  static std::string g_why;
+  try {
+    std::string err;
+    // Each device with the process's budget when it is one value for all (FISH_VRAM_BUDGET_MB=n).
+    std::vector<uint64_t> budget = fish::EngineConfig::process().vram_budget_mb;
+    if (budget.size() != 1) budget.clear();
+    const std::vector<fish::ComputeBackend*> bes = fish::backend::open_devices({int(device)}, budget, &err);
+    g_why = err.empty() && bes.empty() ? "CPU only: " + fish::backend::reason() : err;
+    if (why) *why = g_why.c_str();
+    return bes.empty() ? 0 : bes[0]->memory_free();
+  } catch (...) {
+    if (why) *why = "unexpected error";
     return 0;
   }
 }

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <algorithm>
 
 #include "capi/capi_util.h"
 #include "common/error.h"
@@ -16,7 +18,7 @@
 struct fish_model {
   std::unique_ptr<fish::LlamaModel> m;
   std::string error;
-  std::string backend_name, gpu_detail, requant_detail;
+  std::string backend_name, gpu_detail, requant_detail, device_layers;
   fish_stats stats{};
 };
 
@@ -86,6 +88,13 @@ static void model_info(const fish_model* fm, fish_model_info* out) {
   i.n_ff_expert = h.n_ff_expert;
   i.gpu_span_layers = m.span_layers();
   i.cpu_moe_layers = m.cpu_moe_layers();
+  self->device_layers.clear();
+  for (const fish::DevicePart& d : m.device_parts()) {
+    self->device_layers += (self->device_layers.empty() ? "" : " ") + std::to_string(d.device) + ":";
+    self->device_layers += d.n_gpu > 0 ? std::to_string(d.end - d.n_gpu) + "-" + std::to_string(d.end - 1) : "-";
+  }
+  i.n_gpu_devices = int32_t(m.device_parts().size());
+  i.gpu_device_layers = self->device_layers.c_str();
   std::memcpy(out, &i, std::min<size_t>(out->struct_size ? out->struct_size : sizeof i, sizeof i));
 }
 
@@ -106,6 +115,8 @@ FISH_API fish_model_params fish_model_default_params(void) {
   p.n_seq = 1;
   p.prefix_cache_mb = 256;
   p.n_cpu_moe = -1;
+  p.gpu_devices = nullptr;
+  p.tensor_split = nullptr;
   return p;
 }
 
@@ -125,6 +136,16 @@ FISH_API fish_model* fish_model_load(const char* path, const fish_model_params* 
       std::string why;
       cfg = cfg.with(p.config, &why);
       if (!why.empty()) throw fish::Error(std::string("fish_model_params.config: ") + why);
+    }
+    // The device list and the split go through the configuration's parser (one for both).
+    for (const auto& [field, var, text] : {std::tuple{"gpu_devices", "FISH_GPU_DEVICE", p.gpu_devices},
+                                           std::tuple{"tensor_split", "FISH_TENSOR_SPLIT", p.tensor_split}}) {
+      if (!text) continue;
+      if (!*text || std::strpbrk(text, " \t\r\n"))
+        throw fish::Error(std::string("fish_model_params.") + field + ": '" + text + "' is not a comma list");
+      std::string why;
+      cfg = cfg.with(std::string(var) + "=" + text, &why);
+      if (!why.empty()) throw fish::Error(std::string("fish_model_params.") + field + ": " + why);
     }
     o.config = &cfg;
     o.n_threads = p.n_threads;

@@ -67,6 +67,22 @@ bool comma_list(const std::string& s, std::vector<std::string>* out) {
   return true;
 }
 
+// Comma-separated items, none of them empty ("0,,1" and "0," are refused: a
+// list of devices or proportions with a hole in it is a typo, not a default).
+bool strict_list(const std::string& s, std::vector<std::string>* out) {
+  std::vector<std::string> items;
+  size_t at = 0;
+  for (;;) {
+    const size_t comma = s.find(',', at);
+    items.push_back(s.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+    if (items.back().empty()) return false;
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  *out = std::move(items);
+  return true;
+}
+
 using Setter = std::function<bool(const std::string&, EngineConfig&)>;
 
 // One variable: what it accepts and its default (for the warning), and how it sets the config.
@@ -109,6 +125,54 @@ const std::vector<Variable>& variables() {
        }},
       {"FISH_GPU_LAYERS", "a number of layers (0, 1, ...)", "as many as fit",
        number(&EngineConfig::gpu_layers, 0, 1 << 20)},
+      {"FISH_GPU_DEVICE", "a device index or a comma list of them (0,1; 0,0: one device opened twice)",
+       "the plugin's best device",
+       [](const std::string& v, EngineConfig& c) {
+         std::vector<std::string> items;
+         if (!strict_list(v, &items) || items.size() > 64) return false;
+         std::vector<int> ids;
+         for (const std::string& item : items) {
+           long long n = 0;
+           if (!integer(item, 0, 1 << 20, &n)) return false;
+           ids.push_back(int(n));
+         }
+         c.gpu_devices = std::move(ids);
+         return true;
+       }},
+      {"FISH_TENSOR_SPLIT", "a comma list of proportions >= 0, one per device, not all 0 (3,1)",
+       "by each device's free memory",
+       [](const std::string& v, EngineConfig& c) {
+         std::vector<std::string> items;
+         if (!strict_list(v, &items) || items.size() > 64) return false;
+         std::vector<double> parts;
+         double sum = 0;
+         for (const std::string& item : items) {
+           if (item.size() > 24 || item.find_first_not_of("0123456789.") != std::string::npos) return false;
+           char* end = nullptr;
+           errno = 0;
+           const double x = std::strtod(item.c_str(), &end);
+           if (errno || !end || *end || !std::isfinite(x) || x < 0) return false;
+           parts.push_back(x);
+           sum += x;
+         }
+         if (!(sum > 0)) return false;
+         c.tensor_split = std::move(parts);
+         return true;
+       }},
+      {"FISH_VRAM_BUDGET_MB", "a positive number of MB, or a comma list of them (one per device)",
+       "the plugin's own rule",
+       [](const std::string& v, EngineConfig& c) {
+         std::vector<std::string> items;
+         if (!strict_list(v, &items) || items.size() > 64) return false;
+         std::vector<uint64_t> mb;
+         for (const std::string& item : items) {
+           long long n = 0;
+           if (!integer(item, 1, 1ll << 40, &n)) return false;
+           mb.push_back(uint64_t(n));
+         }
+         c.vram_budget_mb = std::move(mb);
+         return true;
+       }},
       {"FISH_GPU_SPAN", kOnOff, "on", flag(&EngineConfig::gpu_span)},
       {"FISH_GPU_SPAN_HEAD", kOnOff, "on", flag(&EngineConfig::gpu_span_head)},
       {"FISH_GPU_LOGITS_VIEW", kOnOff, "on", flag(&EngineConfig::gpu_logits_view)},
@@ -156,8 +220,17 @@ const std::vector<Variable>& variables() {
          c.backend_fail = v;
          return true;
        }},
-      {"FISH_TEST_SPAN_FAIL_AT", "a position (0, 1, ...)", "never",
-       number(&EngineConfig::test_span_fail_at, 0, 1 << 30)},
+      {"FISH_TEST_SPAN_FAIL_AT", "a position (0, 1, ...), optionally @ the device's place in FISH_GPU_DEVICE (12@1)",
+       "never",
+       [](const std::string& v, EngineConfig& c) {
+         const size_t at = v.find('@');
+         long long pos = 0, dev = -1;
+         if (!integer(v.substr(0, at), 0, 1 << 30, &pos)) return false;
+         if (at != std::string::npos && !integer(v.substr(at + 1), 0, 63, &dev)) return false;
+         c.test_span_fail_at = int(pos);
+         c.test_span_fail_device = int(dev);
+         return true;
+       }},
   };
   return vars;
 }

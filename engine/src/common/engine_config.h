@@ -7,6 +7,12 @@
 //                                let plugins run (cpu: a plugin's CPU devices too, e.g. lavapipe)
 //   FISH_BACKEND=<name>          use the plugin file fish_<name> and no other
 //   FISH_GPU_LAYERS=<n>          layers on the backend (default: as many as fit)
+//   FISH_GPU_DEVICE=<i>[,<j>...] the devices to use, as `fish devices` numbers them; several:
+//                                the layers split across them (the same index twice: two
+//                                logical devices on one GPU); default: the plugin's best
+//   FISH_TENSOR_SPLIT=<a>,<b>... the layers' proportions per device (default: their free memory)
+//   FISH_VRAM_BUDGET_MB=<n>[,<m>...]   each device's budget (one value: every device's); also
+//                                read by the plugins themselves
 //   FISH_GPU_SPAN=0|1            0: the GPU layers per matmul instead of as one span
 //   FISH_GPU_SPAN_HEAD=0|1       0: the output projection as its own submission
 //   FISH_GPU_LOGITS_VIEW=0|1     0: copy the span's logits instead of reading them in place
@@ -19,7 +25,7 @@
 //   FISH_PLUGIN_ISOLATE=0|1      0: probe plugins in this process (debugging), not in a child
 //   FISH_PLUGIN_TIMEOUT=<s>      seconds a plugin's probe in the child may take (default 10)
 //   FISH_BACKEND_FAIL=<call>[:<n>],...   tests: the n-th call of that backend method fails
-//   FISH_TEST_SPAN_FAIL_AT=<pos> tests: the span fails at that position
+//   FISH_TEST_SPAN_FAIL_AT=<pos>[@<k>]  tests: the span (of the k-th device used) fails at that position
 // (the 0|1 variables also take off|on, false|true, no|yes). A value the table
 // does not accept is a warning that names the variable, the value and what is
 // accepted, and the default is kept: never a silent default.
@@ -53,6 +59,9 @@ struct EngineConfig {
   std::string backend_fail;         // FISH_BACKEND_FAIL (the adapter checks the call names)
   // Placement (read at each model load).
   int gpu_layers = -1;              // FISH_GPU_LAYERS, -1: as many as fit
+  std::vector<int> gpu_devices;     // FISH_GPU_DEVICE (empty: the plugin's default device)
+  std::vector<double> tensor_split; // FISH_TENSOR_SPLIT (empty: by free memory)
+  std::vector<uint64_t> vram_budget_mb;  // FISH_VRAM_BUDGET_MB (empty: the plugin's own rule)
   bool gpu_span = true;             // FISH_GPU_SPAN
   bool gpu_span_head = true;        // FISH_GPU_SPAN_HEAD
   bool gpu_logits_view = true;      // FISH_GPU_LOGITS_VIEW
@@ -60,6 +69,7 @@ struct EngineConfig {
   RequantMode gpu_requant = RequantMode::Off;  // FISH_GPU_REQUANT
   bool gpu_requant_cache = true;    // FISH_GPU_REQUANT_CACHE
   int test_span_fail_at = -1;       // FISH_TEST_SPAN_FAIL_AT, -1: never
+  int test_span_fail_device = -1;   // ... @k: the span of the k-th device used only (-1: any)
   // CPU.
   bool cpu_repack = true;           // FISH_CPU_REPACK
   CpuKernels cpu_kernels = CpuKernels::Auto;  // FISH_CPU_KERNELS

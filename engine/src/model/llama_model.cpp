@@ -181,7 +181,7 @@ void LlamaModel::embed(const int32_t* tokens, int32_t n, float* x) {
 void LlamaModel::linear(const Linear& w, const float* x, int32_t n, float* y) {
   if (w.gpu) {
     ++stats_.gpu_submits;
-    if (backend_->matmul(w.gpu, x, n, y)) return;
+    if (w.gpu_be->matmul(w.gpu, x, n, y)) return;
     fall_back_to_cpu("matmul");
   }
   matmul(*pool_, w.cpu, x, n, y);
@@ -191,10 +191,10 @@ void LlamaModel::linear_group(const Linear* const* ws, int32_t n_w, const float*
   if (ws[0]->gpu) {
     BackendWeight* gw[4];
     bool all = true;
-    for (int32_t i = 0; i < n_w; ++i) all = all && (gw[i] = ws[i]->gpu) != nullptr;
+    for (int32_t i = 0; i < n_w; ++i) all = all && (gw[i] = ws[i]->gpu) != nullptr && ws[i]->gpu_be == ws[0]->gpu_be;
     if (all) {
       ++stats_.gpu_submits;
-      if (backend_->matmul_group(gw, n_w, x, n, ys)) return;
+      if (ws[0]->gpu_be->matmul_group(gw, n_w, x, n, ys)) return;
       fall_back_to_cpu("matmul_group");
     }
   }
@@ -295,7 +295,7 @@ void LlamaModel::cpu_layer(int32_t l, float* x, const Rows& r) {
   });
 }
 
-bool LlamaModel::eval_chunk(const Rows& r, const uint8_t* want, float* logits_out, bool may_view) {
+bool LlamaModel::eval_chunk(const Rows& r, const uint8_t* want, float* logits_out, bool may_view, int32_t layer_end) {
   const Hparams& h = hp_;
   const int64_t E = h.n_embd;
   const int32_t n = r.n;
@@ -330,22 +330,38 @@ bool LlamaModel::eval_chunk(const Rows& r, const uint8_t* want, float* logits_ou
 
   float* x = x_.data();
   embed(r.tok, n, x);
-  const int32_t n_cpu = span_ ? span_first_ : h.n_layer;  // per matmul or on the CPU, then the span
-  for (int32_t l = 0; l < n_cpu; ++l) cpu_layer(l, x, r);
-  if (span_) {
-    // The span runs every remaining layer.
-    if (span_fail_at_ >= 0 && max_pos + 1 > span_fail_at_) {  // test-only knob: FISH_TEST_SPAN_FAIL_AT
-      span_fail_reason_ = "simulated by FISH_TEST_SPAN_FAIL_AT=" + std::to_string(span_fail_at_);
+  // The layers in order: on the CPU (or per matmul), then each device's span
+  // (x [n, n_embd] f32 goes in and comes back through host memory between
+  // them); the last span may end with the head. A replay stops at layer_end.
+  const bool replay = layer_end >= 0 && layer_end < h.n_layer;
+  if (!replay) layer_end = h.n_layer;
+  failed_part_ = -1;
+  int32_t l = 0;
+  for (size_t k = 0; k < parts_.size() && l < layer_end; ++k) {
+    DevicePart& d = parts_[k];
+    if (!d.span) continue;
+    if (d.span_first >= layer_end) break;
+    for (; l < d.span_first; ++l) cpu_layer(l, x, r);
+    failed_part_ = int32_t(k);
+    if (span_fail_at_ >= 0 && max_pos + 1 > span_fail_at_ &&
+        (span_fail_dev_ < 0 || span_fail_dev_ == d.slot)) {  // test-only knob: FISH_TEST_SPAN_FAIL_AT
+      span_fail_reason_ = "simulated by FISH_TEST_SPAN_FAIL_AT=" + std::to_string(span_fail_at_) +
+                          (span_fail_dev_ >= 0 ? "@" + std::to_string(span_fail_dev_) : "");
       return false;
     }
-    if (!grow_span_kv(max_pos + 1)) {
-      span_fail_reason_ = "span_kv_reserve(" + std::to_string(max_pos + 1) + "): " + backend_->last_error();
+    if (!grow_span_kv(d, max_pos + 1)) {
+      span_fail_reason_ = "span_kv_reserve(" + std::to_string(max_pos + 1) + "): " + d.be->last_error();
       return false;
     }
-    const SpanOut out = run_span(x, r, want, logits_out, may_view);
+    const bool last = d.end == h.n_layer && !replay;
+    const SpanOut out = run_span(d, last, x, r, last ? want : nullptr, last ? logits_out : nullptr, may_view);
     if (out == SpanOut::Failed) return false;  // x is untouched; eval() falls back and replays
+    failed_part_ = -1;
+    l = d.end;
     if (out == SpanOut::Logits) return true;
   }
+  for (; l < layer_end; ++l) cpu_layer(l, x, r);
+  if (replay) return true;
 
   // Final norm and LM head for the rows whose logits are wanted (none for a
   // chunk of a longer prompt whose logits nobody reads).
@@ -358,9 +374,10 @@ bool LlamaModel::eval_chunk(const Rows& r, const uint8_t* want, float* logits_ou
   return true;
 }
 
-LlamaModel::SpanOut LlamaModel::run_span(float* x, const Rows& r, const uint8_t* want, float* logits_out,
-                                         bool may_view) {
+LlamaModel::SpanOut LlamaModel::run_span(DevicePart& d, bool last, float* x, const Rows& r, const uint8_t* want,
+                                         float* logits_out, bool may_view) {
   const int32_t n = r.n;
+  ComputeBackend* be = d.be;
   int32_t n_want = 0;
   for (int32_t t = 0; t < n && want; ++t) n_want += want[t] ? 1 : 0;
   const bool last_only = n_want == 1 && want[n - 1];
@@ -371,27 +388,27 @@ LlamaModel::SpanOut LlamaModel::run_span(float* x, const Rows& r, const uint8_t*
   b.pos = r.pos;
   // The head in the span's own forward when it is attached and the plugin
   // gives these rows' logits; x comes back only when the head runs here.
-  const bool head = span_head_ && logits_out && n_want > 0 && (last_only || span_head_all_rows_);
+  const bool head = last && span_head_ && logits_out && n_want > 0 && (last_only || span_head_all_rows_);
   if (head) {
     b.logits_rows = want;
     b.logits_view = span_view_ && may_view;
     b.logits = logits_out;
   } else {
-    b.x_out = logits_out != nullptr && n_want > 0;
+    b.x_out = !last || (logits_out != nullptr && n_want > 0);  // the next span or the head takes x
   }
   ++stats_.gpu_submits;
-  if (backend_->span_forward(span_, b)) {
+  if (be->span_forward(d.span, b)) {
     if (b.logits_view) logits_view_ = b.view;
     return head ? SpanOut::Logits : SpanOut::Stream;
   }
-  if (head && backend_->last_status() == ComputeBackend::kUnsupported) {
+  if (head && be->last_status() == ComputeBackend::kUnsupported) {
     // The plugin cannot give these rows' logits (a refusal changes nothing):
     // from now on it gives only what it can, and x comes back for the head here.
     if (!last_only) span_head_all_rows_ = false;
     else span_head_ = false;
     if (gpu_verbose_)
       std::fprintf(stderr, "fish: the span gives no logits for %s (%s): x back, the head as its own step\n",
-                   span_head_ ? "several rows" : "its rows", backend_->last_error().c_str());
+                   span_head_ ? "several rows" : "its rows", be->last_error().c_str());
     SpanBatch again;
     again.n_tok = n;
     again.x = x;
@@ -399,9 +416,9 @@ LlamaModel::SpanOut LlamaModel::run_span(float* x, const Rows& r, const uint8_t*
     again.pos = r.pos;
     again.x_out = true;
     ++stats_.gpu_submits;
-    if (backend_->span_forward(span_, again)) return SpanOut::Stream;
+    if (be->span_forward(d.span, again)) return SpanOut::Stream;
   }
-  span_fail_reason_ = backend_->last_error();
+  span_fail_reason_ = be->last_error();
   return SpanOut::Failed;
 }
 
@@ -476,15 +493,17 @@ void LlamaModel::eval_batch(const int32_t* tokens, const int32_t* seq, const int
     for (int32_t i = done; i < done + c && slot < 0; ++i) slot = row_logit_[size_t(i)];
     float* out = slot >= 0 ? logits_.data() + int64_t(slot) * V : nullptr;
     const bool may_view = first_kept >= done && last_kept < done + c;
-    if (kv_replay_needed_) replay_history();
-    if (!eval_chunk(r, out ? want + done : nullptr, out, may_view)) {
-      // The span failed (x untouched): its layers move to the CPU, whose KV for
-      // them lacks the cached positions; replay_history rebuilds it, then this
-      // chunk runs again.
-      fall_back_to_cpu("the span", span_fail_reason_);  // the reason names the call
-      replay_history();
-      if (!eval_chunk(r, out ? want + done : nullptr, out, may_view))
+    if (kv_replay_end_ > 0) replay_history(kv_replay_end_);
+    // A span that fails (x untouched) moves its device's layers to the CPU,
+    // whose KV for them lacks the cached positions: replay_history rebuilds
+    // it (through the layers before them, the other devices' spans included),
+    // then this chunk runs again. Each device falls back at most once.
+    const size_t n_parts = parts_.size();
+    for (size_t attempt = 0; !eval_chunk(r, out ? want + done : nullptr, out, may_view); ++attempt) {
+      if (failed_part_ < 0 || attempt >= n_parts)
         throw Error("eval: the backend failed again after falling back to the CPU");
+      fall_back_part(size_t(failed_part_), "the span", span_fail_reason_);  // the reason names the call
+      replay_history(kv_replay_end_);
     }
     for (int32_t i = done; i < done + c; ++i) {
       std::vector<int32_t>& hist = history_[size_t(seq[i])];
@@ -496,25 +515,27 @@ void LlamaModel::eval_batch(const int32_t* tokens, const int32_t* seq, const int
   }
 }
 
-bool LlamaModel::grow_span_kv(int32_t n) {
-  if (n <= span_kv_cap_) return true;
+bool LlamaModel::grow_span_kv(DevicePart& d, int32_t n) {
+  if (n <= d.kv_cap) return true;
   // Grow geometrically (at least 1024 more positions), never past n_ctx.
-  const int32_t want = std::min(n_ctx_, std::max(n, std::max(span_kv_cap_ * 2, span_kv_cap_ + 1024)));
-  if (backend_->span_kv_reserve(span_, want)) {
-    span_kv_cap_ = want;
+  const int32_t want = std::min(n_ctx_, std::max(n, std::max(d.kv_cap * 2, d.kv_cap + 1024)));
+  if (d.be->span_kv_reserve(d.span, want)) {
+    d.kv_cap = want;
     return true;
   }
-  if (want > n && backend_->span_kv_reserve(span_, n)) {  // the doubled size did not fit: exactly enough
-    span_kv_cap_ = n;
+  if (want > n && d.be->span_kv_reserve(d.span, n)) {  // the doubled size did not fit: exactly enough
+    d.kv_cap = n;
     return true;
   }
   return false;
 }
 
-void LlamaModel::replay_history() {
+void LlamaModel::replay_history(int32_t layer_end) {
   // Layers that ran in a span have no CPU KV: evaluate each sequence's history
-  // again on the CPU (CPU layers recompute identical values) so no position is missing.
-  kv_replay_needed_ = false;
+  // again through layers < layer_end (CPU layers recompute identical values;
+  // the spans before them rewrite their KV at the same positions) so no
+  // position is missing.
+  kv_replay_end_ = 0;
   for (int32_t s = 0; s < kv_.n_seq(); ++s) {
     const int32_t p = kv_.len(s);
     if (p == 0) continue;
@@ -523,8 +544,13 @@ void LlamaModel::replay_history() {
     for (int32_t r = 0; r < p; r += kMaxChunk) {
       const int32_t c = std::min(kMaxChunk, p - r);
       for (int32_t i = 0; i < c; ++i) ps[size_t(i)] = r + i;
-      if (!eval_chunk(Rows{hist.data() + r, sq.data(), ps.data(), c}, nullptr, nullptr, false))
-        throw Error("eval: the backend failed again after falling back to the CPU");
+      if (!eval_chunk(Rows{hist.data() + r, sq.data(), ps.data(), c}, nullptr, nullptr, false, layer_end)) {
+        // Another device's span failed during the replay: it falls back too,
+        // and the replay starts over through its layers as well.
+        if (failed_part_ < 0) throw Error("eval: the backend failed again after falling back to the CPU");
+        fall_back_part(size_t(failed_part_), "the span", span_fail_reason_);
+        return replay_history(std::max(layer_end, kv_replay_end_));
+      }
     }
   }
 }

@@ -58,6 +58,7 @@ struct Linear {
   const gguf::TensorInfo* tensor = nullptr;
   WeightView cpu;
   BackendWeight* gpu = nullptr;
+  ComputeBackend* gpu_be = nullptr;   // the backend (device) holding gpu
   GgmlType gpu_type = GgmlType::F32;  // the type uploaded (tensor->type, or a re-quantised one)
   uint64_t gpu_bytes = 0;             // ... and its bytes
 };
@@ -70,6 +71,7 @@ struct Experts {
   const gguf::TensorInfo* tensor = nullptr;
   std::vector<WeightView> cpu;
   BackendWeight* gpu = nullptr;
+  ComputeBackend* gpu_be = nullptr;
 };
 
 struct Layer {
@@ -85,6 +87,21 @@ struct Layer {
   Experts gate_exps, up_exps, down_exps;
   Linear gate_shexp, up_shexp, down_shexp;
   const float* shexp_gate = nullptr;
+};
+
+// One device's part of the GPU layers (place_devices.cpp): layers [first, end)
+// were given to it (consecutive ranges, device after device); [end - n_gpu,
+// end) have their weights on it, and [span_first, end) run as its span, with
+// the span's own KV for every sequence. The layers before end - n_gpu run on
+// the CPU, those in [end - n_gpu, span_first) per matmul on this device (MoE
+// layers whose experts stay in host memory, or a span the plugin refused).
+struct DevicePart {
+  ComputeBackend* be = nullptr;
+  int32_t device = 0;   // the plugin's device index (FISH_GPU_DEVICE, else its default)
+  int32_t slot = 0;     // its place in that list (FISH_TEST_SPAN_FAIL_AT=pos@slot)
+  int32_t first = 0, end = 0, n_gpu = 0, span_first = 0;
+  BackendSpan* span = nullptr;
+  int32_t kv_cap = 0;   // positions the span's device KV holds now (grown on demand)
 };
 
 struct ModelStats {
@@ -149,18 +166,21 @@ class LlamaModel {
   void reset_stats() { stats_ = {}; }
 
   // Placement (see place_layers.cpp).
+  // The backend of the first device in use (null: CPU only); every device's part.
   ComputeBackend* backend() const { return backend_; }
-  int32_t gpu_layers() const { return n_layer_gpu_; }
+  const std::vector<DevicePart>& device_parts() const { return parts_; }
+  int32_t gpu_layers() const;
   bool gpu_output() const { return output_.gpu != nullptr; }
-  bool gpu_span() const { return span_ != nullptr; }
-  // Layers of the span (0 without one) and MoE layers whose experts are on the host.
-  int32_t span_layers() const { return span_ ? hp_.n_layer - span_first_ : 0; }
-  int32_t cpu_moe_layers() const { return hp_.moe() ? (span_ ? span_first_ : hp_.n_layer) : 0; }
+  bool gpu_span() const;
+  // Layers in spans (0 without one) and MoE layers whose experts are on the host.
+  int32_t span_layers() const;
+  int32_t cpu_moe_layers() const { return hp_.moe() ? hp_.n_layer - span_layers() : 0; }
   // The output norm + projection run in the span's own forward.
   bool gpu_span_head() const { return span_head_; }
   bool vocab_only() const { return vocab_only_; }
   // The backend's describe() line, and the re-quantisation mix after it.
   std::string gpu_detail() const;
+  std::string detail_of(ComputeBackend* be) const;  // one device's describe() + the re-quantisation
   // Re-quantised device copies (model/requant.h): the mode in effect (auto
   // resolved), what the placed weights became ("" for none: requant_mix_.str()),
   // and what the conversions cost at this load.
@@ -172,6 +192,13 @@ class LlamaModel {
   LlamaModel() = default;
   void load_weights();
   void place_layers(const ModelOptions& opt);
+  // One device's layers [d.first, d.end) (and the output projection first when
+  // with_output), the body of the placement: place_layers.cpp.
+  void place_on_device(const ModelOptions& opt, DevicePart& d, bool with_output, std::unique_ptr<Requantizer>& requant);
+  // Several devices (FISH_GPU_DEVICE=0,1): ranges by free memory or
+  // FISH_TENSOR_SPLIT, the output projection on the device with the most room.
+  void place_devices(const ModelOptions& opt, const std::vector<ComputeBackend*>& bes,
+                     const std::vector<int32_t>& devices, int32_t want, std::unique_ptr<Requantizer>& requant);
   // The load's progress callback (ModelOptions::progress), set while load() runs.
   std::function<void(const char*, double)> progress_;
   void report(const char* phase, double fraction) const {
@@ -180,11 +207,15 @@ class LlamaModel {
   void prepare_cpu_experts();  // ... and the experts on the host (per expert)
   void prepare_cpu_weights();  // repack the CPU-resident matrices (cpu/matmul.h prepare_weights)
   void release_backend();
-  bool build_span();
   // Releases every backend resource and continues on the CPU (why: for the message).
   void fall_back_to_cpu(const char* what, const std::string& why = "");
-  bool grow_span_kv(int32_t n);  // span_kv_reserve so positions < n fit
-  void replay_history();  // rebuild every sequence's CPU KV after a span fallback
+  // Releases part k's span and weights (the output projection too when on
+  // its backend): its layers continue on the CPU, the other parts as they were.
+  void fall_back_part(size_t k, const char* what, const std::string& why);
+  void release_part(DevicePart& d);
+  bool grow_span_kv(DevicePart& d, int32_t n);  // span_kv_reserve so positions < n fit
+  // Rebuilds every sequence's CPU KV of layers < layer_end after a span fallback.
+  void replay_history(int32_t layer_end);
 
   // false: the span failed and x is untouched (nothing else was changed).
   // logits_out null: no final norm / LM head (a prompt chunk before the last).
@@ -197,14 +228,17 @@ class LlamaModel {
     const int32_t* pos;
     int32_t n;
   };
-  bool eval_chunk(const Rows& r, const uint8_t* want, float* logits_out, bool may_view);
+  // layer_end < n_layer: only layers < layer_end run (a replay), no head.
+  bool eval_chunk(const Rows& r, const uint8_t* want, float* logits_out, bool may_view, int32_t layer_end = -1);
   // The span's layers on x [n, n_embd] (positions pos..pos+n-1, sequence 0).
   enum class SpanOut {
     Failed,  // x untouched, span_fail_reason_ says why
     Logits,  // the head ran in the span: logits_out (or logits_view_) hold the wanted rows
     Stream,  // x holds the stream leaving the last layer (when logits_out wants it)
   };
-  SpanOut run_span(float* x, const Rows& r, const uint8_t* want, float* logits_out, bool may_view);
+  // The span of part d on x; last: its forward ends the model (may give the logits).
+  SpanOut run_span(DevicePart& d, bool last, float* x, const Rows& r, const uint8_t* want, float* logits_out,
+                   bool may_view);
   void embed(const int32_t* tokens, int32_t n, float* x);
   void cpu_layer(int32_t l, float* x, const Rows& r);
   void linear(const Linear& w, const float* x, int32_t n, float* y);
@@ -252,12 +286,10 @@ class LlamaModel {
   std::vector<AttentionRow> att_rows_;  // scratch: a chunk's attention rows
 
   // GPU placement
-  ComputeBackend* backend_ = nullptr;
-  int32_t n_layer_gpu_ = 0;       // the last n_layer_gpu_ layers are on the backend
-  BackendSpan* span_ = nullptr;   // when set, layers span_first_.. run as one span
-  int32_t span_first_ = 0;        // the span's first layer; the GPU layers before it run per matmul
-                                  // (an MoE layer whose experts stay in host memory)
-  int32_t span_kv_cap_ = 0;       // positions the span's device KV holds now (grown on demand)
+  ComputeBackend* backend_ = nullptr;  // the first part's (null: CPU only)
+  std::vector<DevicePart> parts_;      // one per device in use, in layer order
+  int32_t failed_part_ = -1;           // the part whose span failed in the last eval_chunk
+  std::string part_label_;             // place_on_device's name for the device ("": one device)
   bool span_head_ = false;        // the span's forward gives the logits (cfg_ FISH_GPU_SPAN_HEAD=0: off)
   bool span_head_all_rows_ = true;  // ... of any rows, not only the last (cleared when the plugin refuses)
   bool span_view_ = false;        // ... left in the backend's memory, no copy (cfg_ FISH_GPU_LOGITS_VIEW=0: copied)
@@ -265,8 +297,9 @@ class LlamaModel {
   bool gpu_verbose_ = false;            // ModelOptions::verbose or cfg_ FISH_GPU_VERBOSE: say why placement changes
   void own_logits();  // copies logits_view_ into logits_ before a call that may invalidate it
   int32_t span_fail_at_ = -1;     // cfg_ FISH_TEST_SPAN_FAIL_AT: a simulated span failure (tests)
+  int32_t span_fail_dev_ = -1;    // ... of this part only (-1: any)
   std::string span_fail_reason_;
-  bool kv_replay_needed_ = false;  // a span fell back: the CPU KV of its layers is empty
+  int32_t kv_replay_end_ = 0;  // a span fell back: the CPU KV of layers < this is to be rebuilt
   RequantMode requant_mode_ = RequantMode::Off;
   RequantMix requant_mix_;      // of the weights on the backend now
   RequantStats requant_stats_;  // of this load's conversions

@@ -107,15 +107,87 @@ BackendWeight* span_weight(Layer& L, TensorRole role) {
 void LlamaModel::place_layers(const ModelOptions& opt) {
   int32_t want = opt.gpu_layers >= 0 ? opt.gpu_layers : cfg_.gpu_layers >= 0 ? cfg_.gpu_layers : hp_.n_layer;
   want = std::max(0, std::min(want, hp_.n_layer));
-  const bool span_wanted = opt.gpu_span >= 0 ? opt.gpu_span != 0 : cfg_.gpu_span;
   // CPU only (FISH_GPU=off in this load's configuration, or no layer wanted):
   // no plugin is even loaded.
   if (cfg_.gpu_off || (want == 0 && (opt.gpu_layers == 0 || cfg_.gpu_layers == 0))) return;
   span_fail_at_ = cfg_.test_span_fail_at;
+  span_fail_dev_ = cfg_.test_span_fail_device;
   gpu_verbose_ = opt.verbose || cfg_.gpu_verbose > 0;
-  ComputeBackend* be = acquire_backend();
-  if (!be) return;
-  backend_ = be;
+  // One backend per listed device (FISH_GPU_DEVICE=0,1; the same index twice:
+  // two logical devices), each with its budget (FISH_VRAM_BUDGET_MB=a,b).
+  std::string why;
+  std::vector<int> used;  // each backend's device index
+  const std::vector<ComputeBackend*> bes = acquire_backends(cfg_.gpu_devices, cfg_.vram_budget_mb, &why, &used);
+  if (!why.empty()) throw Error(why);
+  if (bes.empty()) return;
+  // Re-quantised device copies (requant.h): this load's mode (auto is
+  // resolved on the first device placed, once its span's reserve is known);
+  // the converter is made on the first conversion.
+  requant_mode_ = opt.gpu_requant >= 0 && opt.gpu_requant <= int32_t(RequantMode::Auto) ? RequantMode(opt.gpu_requant)
+                                                                                        : cfg_.gpu_requant;
+  requant_mix_ = {};
+  requant_stats_ = {};
+  span_head_ = false;
+  span_head_all_rows_ = true;
+  std::unique_ptr<Requantizer> requant;
+  if (bes.size() == 1) {
+    DevicePart d;
+    d.be = bes[0];
+    d.device = used[0];
+    d.first = hp_.n_layer - want;
+    d.end = hp_.n_layer;
+    place_on_device(opt, d, true, requant);
+    parts_.push_back(d);
+  } else {
+    place_devices(opt, bes, used, want, requant);
+  }
+  // 5. What the conversions cost.
+  if (requant) {
+    requant_stats_ = requant->stats();
+    const RequantStats& st = requant_stats_;
+    const std::string dir = requant->cache_dir();
+    const std::string rebuilt = st.rejected ? " (" + std::to_string(st.rejected) + " bad entries rebuilt)" : "";
+    char cost[160] = "";
+    if (st.converted)
+      std::snprintf(cost, sizeof cost, " in %.2f s (%.2f ns/weight, %d threads)", st.convert_seconds,
+                    st.ns_per_weight(), st.threads);
+    std::fprintf(stderr, "fish: re-quantised for %s (FISH_GPU_REQUANT=%s): %s; %d converted%s, %d read from the cache%s%s%s\n",
+                 bes[0]->name().c_str(), requant_mode_name(requant_mode_),
+                 requant_mix_.entries.empty() ? "nothing placed" : requant_mix_.str().c_str(), st.converted, cost,
+                 st.cached, rebuilt.c_str(), dir.empty() ? "" : " ", dir.c_str());
+  }
+  // The parts with nothing on their device are dropped; backend() is the first one's.
+  std::vector<DevicePart> kept;
+  for (const DevicePart& d : parts_)
+    if (d.n_gpu > 0 || output_.gpu_be == d.be) kept.push_back(d);
+  parts_ = std::move(kept);
+  backend_ = parts_.empty() ? nullptr : parts_[0].be;
+}
+
+int32_t LlamaModel::gpu_layers() const {
+  int32_t n = 0;
+  for (const DevicePart& d : parts_) n += d.n_gpu;
+  return n;
+}
+
+bool LlamaModel::gpu_span() const {
+  for (const DevicePart& d : parts_)
+    if (d.span) return true;
+  return false;
+}
+
+int32_t LlamaModel::span_layers() const {
+  int32_t n = 0;
+  for (const DevicePart& d : parts_)
+    if (d.span) n += d.end - d.span_first;
+  return n;
+}
+
+void LlamaModel::place_on_device(const ModelOptions& opt, DevicePart& part, bool with_output,
+                                 std::unique_ptr<Requantizer>& requant) {
+  ComputeBackend* be = part.be;
+  const int32_t want = part.end - part.first;  // the layers given to this device: [first, end)
+  const bool span_wanted = opt.gpu_span >= 0 ? opt.gpu_span != 0 : cfg_.gpu_span;
   const uint64_t resident0 = be->bytes_resident();
 
   // The types the backend takes, asked once each.
@@ -125,18 +197,10 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
     if (it == supported.end()) it = supported.emplace(t, be->supports(t)).first;
     return it->second;
   };
-  // Re-quantised device copies (requant.h): this load's mode (auto is
-  // resolved below, once the span's reserve is known); the converter is made
-  // on the first conversion.
-  requant_mode_ = opt.gpu_requant >= 0 && opt.gpu_requant <= int32_t(RequantMode::Auto) ? RequantMode(opt.gpu_requant)
-                                                                                        : cfg_.gpu_requant;
-  requant_mix_ = {};
-  requant_stats_ = {};
-  std::unique_ptr<Requantizer> requant;
-
   auto release_linear = [&](Linear& lin) {
     if (lin.gpu) be->release(lin.gpu);
     lin.gpu = nullptr;
+    lin.gpu_be = nullptr;
   };
   // output: the output projection (never made 3-bit, requant_target).
   auto upload = [&](Linear& lin, bool& ok, bool output) {
@@ -168,6 +232,7 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
       return;
     }
     lin.gpu = be->upload(d);
+    lin.gpu_be = lin.gpu ? be : nullptr;
     lin.gpu_type = d.type;
     lin.gpu_bytes = d.nbytes;
     ok = lin.gpu != nullptr;
@@ -178,7 +243,7 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
   // before anything is uploaded (weights null), and the span is created from
   // the suffix that was placed, its weights filled in.
   bool span_ok = span_wanted && be->has_spans() && want > 0;
-  std::vector<SpanLayer> span_layers;  // layers n_layer - want .. n_layer - 1
+  std::vector<SpanLayer> span_layers;  // layers first .. end - 1
   SpanDesc sd;
   sd.n_embd = hp_.n_embd;
   sd.n_head = hp_.n_head;
@@ -205,10 +270,10 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
     sd.arch.n_ff_shexp = hp_.n_ff_shexp;
   }
   if (span_ok)
-    for (int32_t l = hp_.n_layer - want; l < hp_.n_layer; ++l) span_layers.push_back(span_layer(layers_[size_t(l)], hp_));
-  auto last_layers = [&](int32_t k) {  // the span of the model's last k layers
+    for (int32_t l = part.first; l < part.end; ++l) span_layers.push_back(span_layer(layers_[size_t(l)], hp_));
+  auto last_layers = [&](int32_t k) {  // the span of this device's last k layers
     SpanDesc d = sd;
-    d.first_layer = hp_.n_layer - k;
+    d.first_layer = part.end - k;
     d.layers = std::span<const SpanLayer>(span_layers).last(size_t(k));
     return d;
   };
@@ -227,7 +292,7 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
                  be->name().c_str(), requant_mode_name(requant_mode_));
 
   // 1. The output projection (if a one-layer span would still fit beside it).
-  {
+  if (with_output) {
     bool ok = true;
     upload(output_, ok, true);
     if (!ok || !fits_reserve(want > 0 ? 1 : 0)) release_linear(output_);
@@ -245,6 +310,7 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
     for (Experts* ex : {&L.gate_exps, &L.up_exps, &L.down_exps}) {
       if (ex->gpu) be->release(ex->gpu);
       ex->gpu = nullptr;
+      ex->gpu_be = nullptr;
     }
   };
   auto upload_experts = [&](Layer& L) {
@@ -264,6 +330,7 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
       d.data = t->data;
       d.nbytes = t->nbytes;
       ex->gpu = be->upload(d);
+      ex->gpu_be = ex->gpu ? be : nullptr;
       ok = ex->gpu != nullptr;
     }
     if (!ok) release_experts(L);
@@ -273,7 +340,7 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
   int32_t placed = 0;
   const std::string uploading =
       (requant_mode_ != RequantMode::Off ? "re-quantising and uploading to " : "uploading to ") + be->name();
-  for (int32_t l = hp_.n_layer - 1; l >= hp_.n_layer - want; --l) {
+  for (int32_t l = part.end - 1; l >= part.first; --l) {
     report(uploading.c_str(), double(placed) / double(want));
     Layer& L = layers_[size_t(l)];
     bool ok = true;
@@ -293,55 +360,55 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
     }
     ++placed;
   }
-  n_layer_gpu_ = placed;
+  part.n_gpu = placed;
   // The span: the last layers whose every matrix is on the backend (an MoE
   // layer's experts included); the GPU layers before it run per matmul.
-  span_first_ = hp_.n_layer - n_layer_gpu_;
+  int32_t& span_first = part.span_first;
+  span_first = part.end - part.n_gpu;
   if (hp_.moe())
-    while (span_first_ < hp_.n_layer && !layers_[size_t(span_first_)].gate_exps.gpu) ++span_first_;
+    while (span_first < part.end && !layers_[size_t(span_first)].gate_exps.gpu) ++span_first;
 
   // 3. The span, retried with fewer layers when declined.
   if (span_ok) {
-    for (int32_t l = span_first_; l < hp_.n_layer; ++l)
-      for (SpanTensor& t : span_layers[size_t(l - (hp_.n_layer - want))].tensors)
+    for (int32_t l = span_first; l < part.end; ++l)
+      for (SpanTensor& t : span_layers[size_t(l - part.first)].tensors)
         if (!t.data) t.weight = span_weight(layers_[size_t(l)], t.role);
-    while (span_first_ < hp_.n_layer) {
-      const SpanDesc d = last_layers(hp_.n_layer - span_first_);
-      span_ = be->span_create(d);
-      if (span_) {
-        span_kv_cap_ = d.n_ctx;
+    while (span_first < part.end) {
+      const SpanDesc d = last_layers(part.end - span_first);
+      part.span = be->span_create(d);
+      if (part.span) {
+        part.kv_cap = d.n_ctx;
         break;
       }
       if (gpu_verbose_)
-        std::fprintf(stderr, "fish: span of %d layers declined: %s\n", hp_.n_layer - span_first_,
+        std::fprintf(stderr, "fish: span of %d layers declined: %s\n", part.end - span_first,
                      be->last_error().c_str());
       // Not implemented (a role, a value, a feature): fewer layers would be
       // refused alike; the placed layers run per matmul instead (an MoE
       // layer's experts back in host memory: matmul takes no stacks).
       if (be->last_status() == ComputeBackend::kUnsupported) {
-        for (int32_t l = span_first_; l < hp_.n_layer; ++l) release_experts(layers_[size_t(l)]);
-        span_first_ = hp_.n_layer;
+        for (int32_t l = span_first; l < part.end; ++l) release_experts(layers_[size_t(l)]);
+        span_first = part.end;
         break;
       }
-      Layer& L = layers_[size_t(span_first_)];
+      Layer& L = layers_[size_t(span_first)];
       if (hp_.moe()) {  // its experts to the host: the layer runs per matmul
         release_experts(L);
-        ++span_first_;
+        ++span_first;
         continue;
       }
       for (int i = 0; i < kLayerMatrices; ++i) release_linear(*layer_matrices(L, i));
-      --n_layer_gpu_;
-      ++span_first_;
+      --part.n_gpu;
+      ++span_first;
     }
   }
-  for (int32_t l = span_first_; l < hp_.n_layer; ++l)
-    if (span_) kv_.set_layer_on_cpu(l, false);
+  for (int32_t l = span_first; l < part.end; ++l)
+    if (part.span) kv_.set_layer_on_cpu(l, false);
   // The output norm + projection in the span's own forward (FISH_GPU_SPAN_HEAD=0:
-  // x comes back and the head is a second submission, through matmul).
-  span_head_ = false;
-  span_head_all_rows_ = true;
-  if (span_ && output_.gpu && cfg_.gpu_span_head) {
-    span_head_ = be->span_set_head(span_, output_.gpu, output_norm_);
+  // x comes back and the head is a second submission, through matmul): the
+  // span that ends the model, when the output projection is on its device.
+  if (part.span && part.end == hp_.n_layer && output_.gpu && output_.gpu_be == be && cfg_.gpu_span_head) {
+    span_head_ = be->span_set_head(part.span, output_.gpu, output_norm_);
     if (!span_head_ && gpu_verbose_)
       std::fprintf(stderr, "fish: output head stays a separate submission: %s\n", be->last_error().c_str());
   }
@@ -353,70 +420,78 @@ void LlamaModel::place_layers(const ModelOptions& opt) {
   auto drop_pages = [&](const Linear& lin) {
     if (lin.gpu && lin.tensor && lin.tensor != tok_embd_) file_->release_pages(lin.tensor->data, lin.tensor->nbytes);
   };
-  drop_pages(output_);
-  for (int32_t l = hp_.n_layer - n_layer_gpu_; l < hp_.n_layer; ++l) {
+  if (with_output) drop_pages(output_);
+  for (int32_t l = part.end - part.n_gpu; l < part.end; ++l) {
     Layer& L = layers_[size_t(l)];
     for (int i = 0; i < kLayerMatrices; ++i) drop_pages(*layer_matrices(L, i));
     for (Experts* ex : {&L.gate_exps, &L.up_exps, &L.down_exps})
       if (ex->gpu) file_->release_pages(ex->tensor->data, ex->tensor->nbytes);
   }
 
-  // 5. What the placed weights became, and what the conversions cost.
+  // 5. What the placed weights became (the conversions' cost: place_layers).
   auto count_mix = [&](const Linear& lin) {
     if (lin.gpu && lin.tensor && lin.gpu_type != lin.tensor->type)
       requant_mix_.add(lin.tensor->type, lin.gpu_type, lin.tensor->nbytes, lin.gpu_bytes);
   };
-  count_mix(output_);
-  for (int32_t l = hp_.n_layer - n_layer_gpu_; l < hp_.n_layer; ++l)
+  if (with_output) count_mix(output_);
+  for (int32_t l = part.end - part.n_gpu; l < part.end; ++l)
     for (int i = 0; i < kLayerMatrices; ++i) count_mix(*layer_matrices(layers_[size_t(l)], i));
-  if (requant) {
-    requant_stats_ = requant->stats();
-    const RequantStats& st = requant_stats_;
-    const std::string dir = requant->cache_dir();
-    const std::string rebuilt = st.rejected ? " (" + std::to_string(st.rejected) + " bad entries rebuilt)" : "";
-    char cost[160] = "";
-    if (st.converted)
-      std::snprintf(cost, sizeof cost, " in %.2f s (%.2f ns/weight, %d threads)", st.convert_seconds,
-                    st.ns_per_weight(), st.threads);
-    std::fprintf(stderr, "fish: re-quantised for %s (FISH_GPU_REQUANT=%s): %s; %d converted%s, %d read from the cache%s%s%s\n",
-                 be->name().c_str(), requant_mode_name(requant_mode_),
-                 requant_mix_.entries.empty() ? "nothing placed" : requant_mix_.str().c_str(), st.converted, cost,
-                 st.cached, rebuilt.c_str(), dir.empty() ? "" : " ", dir.c_str());
-  }
 
-  if (gpu_verbose_)
-    std::fprintf(stderr, "fish: %s: %d of %d layers%s%s, %.0f MB resident; %s\n", be->name().c_str(), n_layer_gpu_,
-                 hp_.n_layer, output_.gpu ? (span_head_ ? " + output (in the span)" : " + output") : "",
-                 span_ ? (span_first_ > hp_.n_layer - n_layer_gpu_
-                              ? (" (" + std::to_string(hp_.n_layer - span_first_) + " as one span, " +
-                                 std::to_string(span_first_ - (hp_.n_layer - n_layer_gpu_)) +
-                                 " per matmul with their experts in host memory)").c_str()
-                              : " as one span")
-                       : " per matmul",
-                 double(be->bytes_resident() - resident0) / 1e6, gpu_detail().c_str());
-  if (n_layer_gpu_ == 0 && !output_.gpu) backend_ = nullptr;
+  if (gpu_verbose_) {
+    // One device: "vulkan"; several: "vulkan device 1 (layers 14-27)".
+    std::string name = be->name();
+    if (!part_label_.empty()) name += part_label_;
+    const bool has_output = output_.gpu && output_.gpu_be == be;
+    const int32_t gpu_first = part.end - part.n_gpu;
+    std::fprintf(stderr, "fish: %s: %d of %d layers%s%s, %.0f MB resident; %s\n", name.c_str(), part.n_gpu,
+                 part_label_.empty() ? hp_.n_layer : want,
+                 has_output ? (span_head_ ? " + output (in the span)" : " + output") : "",
+                 part.span ? (span_first > gpu_first
+                                  ? (" (" + std::to_string(part.end - span_first) + " as one span, " +
+                                     std::to_string(span_first - gpu_first) +
+                                     " per matmul with their experts in host memory)").c_str()
+                                  : " as one span")
+                           : " per matmul",
+                 double(be->bytes_resident() - resident0) / 1e6, detail_of(be).c_str());
+  }
+}
+
+void LlamaModel::release_part(DevicePart& d) {
+  own_logits();
+  ComputeBackend* be = d.be;
+  if (d.span) be->span_destroy(d.span);
+  d.span = nullptr;
+  auto rel = [&](Linear& lin) {
+    if (lin.gpu && lin.gpu_be == be) {
+      be->release(lin.gpu);
+      lin.gpu = nullptr;
+      lin.gpu_be = nullptr;
+    }
+  };
+  if (output_.gpu_be == be) {  // the head goes with its device
+    rel(output_);
+    span_head_ = span_view_ = false;
+    span_head_all_rows_ = true;
+  }
+  for (int32_t l = d.first; l < d.end; ++l) {
+    Layer& L = layers_[size_t(l)];
+    for (int i = 0; i < kLayerMatrices; ++i) rel(*layer_matrices(L, i));
+    for (Experts* ex : {&L.gate_exps, &L.up_exps, &L.down_exps})
+      if (ex->gpu && ex->gpu_be == be) {
+        be->release(ex->gpu);
+        ex->gpu = nullptr;
+        ex->gpu_be = nullptr;
+      }
+  }
+  d.n_gpu = 0;
+  d.span_first = d.end;
 }
 
 void LlamaModel::release_backend() {
-  if (!backend_) return;
-  own_logits();
-  if (span_) backend_->span_destroy(span_);
-  span_ = nullptr;
+  for (DevicePart& d : parts_) release_part(d);
+  parts_.clear();
   span_head_ = span_view_ = false;
   span_head_all_rows_ = true;
-  auto rel = [&](Linear& lin) {
-    if (lin.gpu) backend_->release(lin.gpu);
-    lin.gpu = nullptr;
-  };
-  rel(output_);
-  for (auto& L : layers_) {
-    for (int i = 0; i < kLayerMatrices; ++i) rel(*layer_matrices(L, i));
-    for (Experts* ex : {&L.gate_exps, &L.up_exps, &L.down_exps}) {
-      if (ex->gpu) backend_->release(ex->gpu);
-      ex->gpu = nullptr;
-    }
-  }
-  n_layer_gpu_ = 0;
   requant_mix_ = {};
   backend_ = nullptr;
 }
@@ -426,19 +501,54 @@ void LlamaModel::fall_back_to_cpu(const char* what, const std::string& why) {
   const std::string reason = !why.empty() ? why : backend_ ? backend_->last_error() : std::string();
   std::fprintf(stderr, "fish: %s failed on %s (%s); continuing on the CPU\n", what,
                backend_ ? backend_->name().c_str() : "the backend", reason.c_str());
-  const int32_t first = span_first_;  // the span's layers have no CPU KV
-  const bool had_span = span_ != nullptr;
+  int32_t replay_end = 0;  // the spans' layers have no CPU KV
+  for (const DevicePart& d : parts_)
+    if (d.span) {
+      for (int32_t l = d.span_first; l < d.end; ++l) kv_.set_layer_on_cpu(l, true);
+      replay_end = d.end;
+    }
   release_backend();
   prepare_cpu_weights();  // the layers now on the CPU get the CPU's layout
-  if (had_span) {
-    for (int32_t l = first; l < hp_.n_layer; ++l) kv_.set_layer_on_cpu(l, true);
-    kv_replay_needed_ = true;
+  kv_replay_end_ = std::max(kv_replay_end_, replay_end);
+}
+
+void LlamaModel::fall_back_part(size_t k, const char* what, const std::string& why) {
+  DevicePart& d = parts_[k];
+  if (parts_.size() == 1) return fall_back_to_cpu(what, why);  // one device: the CPU takes everything
+  ++stats_.gpu_fallbacks;
+  std::fprintf(stderr, "fish: %s failed on %s device %d (layers %d-%d) (%s); its layers continue on the CPU\n", what,
+               d.be->name().c_str(), d.device, d.first, d.end - 1, why.c_str());
+  if (d.span) {
+    for (int32_t l = d.span_first; l < d.end; ++l) kv_.set_layer_on_cpu(l, true);
+    kv_replay_end_ = std::max(kv_replay_end_, d.end);
   }
+  release_part(d);
+  prepare_cpu_weights();
+  // What is left on the devices: the first part holding something is backend().
+  std::vector<DevicePart> kept;
+  for (const DevicePart& p : parts_)
+    if (p.n_gpu > 0 || output_.gpu_be == p.be) kept.push_back(p);
+  parts_ = std::move(kept);
+  backend_ = parts_.empty() ? nullptr : parts_[0].be;
+}
+
+std::string LlamaModel::detail_of(ComputeBackend* be) const {
+  std::string s = be->describe();
+  if (!requant_mix_.entries.empty())
+    s += std::string("; re-quantised (FISH_GPU_REQUANT=") + requant_mode_name(requant_mode_) + "): " + requant_mix_.str();
+  return s;
 }
 
 std::string LlamaModel::gpu_detail() const {
-  if (!backend_) return "";
-  std::string s = backend_->describe();
+  if (parts_.empty()) return "";
+  if (parts_.size() == 1) return detail_of(parts_[0].be);
+  // Several devices: each one's line, with the layers it holds.
+  std::string s;
+  for (const DevicePart& d : parts_) {
+    if (!s.empty()) s += " | ";
+    s += "device " + std::to_string(d.device) + " layers " + std::to_string(d.end - d.n_gpu) + "-" +
+         std::to_string(d.end - 1) + ": " + d.be->describe();
+  }
   if (!requant_mix_.entries.empty())
     s += std::string("; re-quantised (FISH_GPU_REQUANT=") + requant_mode_name(requant_mode_) + "): " + requant_mix_.str();
   return s;

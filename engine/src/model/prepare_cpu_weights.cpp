@@ -24,10 +24,10 @@ void LlamaModel::prepare_cpu_weights() {
   // again after a fallback to the CPU: the layers that were on the backend).
   std::vector<Linear*> cpu;
   auto want = [&](Linear* m) {
-    if (m->tensor && m->cpu.layout == WeightLayout::Gguf) cpu.push_back(m);
+    if (m->tensor && !m->gpu && m->cpu.layout == WeightLayout::Gguf) cpu.push_back(m);
   };
-  if (!output_.gpu) want(&output_);
-  for (int32_t l = 0; l < hp_.n_layer - n_layer_gpu_; ++l) {
+  want(&output_);
+  for (int32_t l = 0; l < hp_.n_layer; ++l) {  // every layer not on a device (several devices: CPU layers between them)
     Layer& L = layers_[size_t(l)];
     for (Linear* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down, &L.router, &L.gate_shexp, &L.up_shexp,
                       &L.down_shexp})

@@ -20,7 +20,14 @@ int32_t LlamaModel::seq_len(int32_t seq) const {
 void LlamaModel::seq_truncate(int32_t seq, int32_t n) {
   n = std::max(0, std::min(n, seq_len(seq)));
   own_logits();  // span_kv_truncate may invalidate a logits view
-  if (span_ && !backend_->span_kv_truncate(span_, seq, n)) fall_back_to_cpu("span_kv_truncate");
+  // Every device's span (a span that fails falls back alone: its layers to the CPU).
+  for (size_t k = 0; k < parts_.size(); ++k) {
+    DevicePart& d = parts_[k];
+    if (d.span && !d.be->span_kv_truncate(d.span, seq, n)) {
+      fall_back_part(k, "span_kv_truncate", d.be->last_error());
+      k = size_t(-1);  // parts_ changed: start over (the truncated spans truncate again: a no-op)
+    }
+  }
   kv_.truncate(seq, n);
   history_[size_t(seq)].resize(size_t(n));
 }
@@ -31,11 +38,21 @@ void LlamaModel::seq_copy(int32_t src, int32_t dst, int32_t n) {
   if (src == dst) return seq_truncate(dst, n);
   seq_truncate(dst, 0);
   if (n == 0) return;
-  if (span_ && !(backend_->has_span_kv_copy() && backend_->span_kv_copy(span_, src, dst, 0, n))) {
-    // The span cannot copy a sequence: dst computes the prefix itself.
-    if (backend_->last_status() != ComputeBackend::kUnsupported && backend_->has_span_kv_copy())
-      fall_back_to_cpu("span_kv_copy");
-    if (span_) {
+  // Every device's span copies; one that cannot (FISH_E_UNSUPPORTED) makes dst
+  // compute the prefix itself, one that fails falls back alone.
+  bool copied = true;
+  for (size_t k = 0; k < parts_.size(); ++k) {
+    DevicePart& d = parts_[k];
+    if (!d.span || (d.be->has_span_kv_copy() && d.be->span_kv_copy(d.span, src, dst, 0, n))) continue;
+    if (d.be->last_status() != ComputeBackend::kUnsupported && d.be->has_span_kv_copy()) {
+      fall_back_part(k, "span_kv_copy", d.be->last_error());
+      k = size_t(-1);  // parts_ changed: start over (copying again is harmless)
+      continue;
+    }
+    copied = false;
+  }
+  if (!copied) {
+    if (gpu_span()) {
       const std::vector<int32_t> toks(history_[size_t(src)].begin(), history_[size_t(src)].begin() + n);
       std::vector<int32_t> sq(static_cast<size_t>(n), dst), ps(static_cast<size_t>(n));
       for (int32_t i = 0; i < n; ++i) ps[size_t(i)] = i;
@@ -52,7 +69,7 @@ void LlamaModel::seq_release(int32_t seq) {
   const int32_t n = seq_len(seq);
   // A span's device KV is not kept: only a model without one retains (its
   // live sequences still serve as prefixes through seq_reuse).
-  if (span_ || n == 0 || prefix_cache_limit_ == 0) return seq_truncate(seq, 0);
+  if (gpu_span() || n == 0 || prefix_cache_limit_ == 0) return seq_truncate(seq, 0);
   own_logits();
   PrefixEntry e;
   e.tokens.assign(history_[size_t(seq)].begin(), history_[size_t(seq)].begin() + n);
@@ -99,7 +116,7 @@ int32_t LlamaModel::seq_reuse(int32_t dst, const int32_t* tokens, int32_t n) {
     const int32_t k = common(history_[size_t(s)], seq_len(s));
     if (k > best) best = k, from_seq = s, from_entry = nullptr;
   }
-  if (!span_)
+  if (!gpu_span())
     for (PrefixEntry& e : prefix_cache_) {
       const int32_t k = common(e.tokens, int32_t(e.tokens.size()));
       if (k > best) best = k, from_entry = &e;
