@@ -80,7 +80,9 @@ const std::vector<Variable>& variables() {
          return true;
        }},
       // A list (0,1) is the engine's: one backend per listed device, each
-      // created with its index; the plugin's own default is the first.
+      // created with its index (fish devices' numbering); the plugin's own
+      // choice then stays automatic (a Vulkan index forced here could name an
+      // unusable device, lavapipe before the GPU, and leave the plugin unchosen).
       {"FISH_GPU_DEVICE", "a device index (0, 1, ...) or a comma list of them",
        [](const std::string& v, VkConfig& c) {
          long long n = 0, first = -1;
@@ -92,7 +94,7 @@ const std::vector<Variable>& variables() {
            if (comma == std::string::npos) break;
            at = comma + 1;
          }
-         c.device_index = int(first);
+         c.device_index = v.find(',') == std::string::npos ? int(first) : -1;
          return true;
        }},
       {"FISH_GPU_VERBOSE", "0, 1 or 2", number(&VkConfig::verbose, 0, 2)},

@@ -7,7 +7,8 @@
 //   FISH_GPU=cpu                   CPU Vulkan implementations (lavapipe) only
 //   FISH_GPU=1|on|true|yes         (or unset) GPUs only, the best one
 //   FISH_GPU_DEVICE=<n>[,<m>...]   the physical device with Vulkan index n (a list is the engine's:
-//                                  one backend per listed device, each created with its index)
+//                                  one backend per listed device, each created with its index;
+//                                  the plugin's own choice stays automatic)
 //   FISH_GPU_VERBOSE=0|1|2         without a host logger: 1 warnings, 2 everything on stderr
 //   FISH_GPU_PROFILE=0|1|2         1: device time of every submission; 2: per span stage
 //   FISH_VRAM_BUDGET_MB=<n>[,..]   ceiling on the plugin's allocations (default 85% of free at open;
