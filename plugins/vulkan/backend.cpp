@@ -47,7 +47,7 @@ ProbeReport probe_devices(const VkConfig& cfg, const LogFn& log) {
     return r;
   }
   try {
-    Instance inst(cfg, log);
+    const Instance& inst = shared_instance(cfg, log);
     r.devices = inst.candidates(cfg);
     r.ok = true;
     r.chosen = choose_device(r.devices, cfg.device_index, &r.error);
@@ -87,7 +87,7 @@ bool VulkanBackend::open() {
   try {
     if (!cfg_.error.empty()) throw Failure(FailKind::NoDevice, cfg_.error);
     if (cfg_.gpu == VkConfig::GpuMode::Off) throw Failure(FailKind::NoDevice, "GPU use is off (FISH_GPU)");
-    instance_ = std::make_unique<Instance>(cfg_, opt_.log);
+    instance_ = &shared_instance(cfg_, opt_.log);
     const auto pds = instance_->physical_devices();
     const auto cands = instance_->candidates(cfg_);
     const int forced = opt_.device_index >= 0 ? opt_.device_index : cfg_.device_index;
@@ -157,7 +157,7 @@ void VulkanBackend::teardown() {
   pipelines_.reset();
   memory_.reset();
   device_.reset();
-  instance_.reset();
+  instance_ = nullptr;
 }
 
 std::string VulkanBackend::status() const {

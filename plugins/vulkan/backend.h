@@ -123,7 +123,7 @@ class VulkanBackend {
   std::string error_;
   FailKind error_kind_ = FailKind::Internal;
 
-  std::unique_ptr<Instance> instance_;
+  const Instance* instance_ = nullptr;  // shared_instance(): the process's
   std::unique_ptr<Device> device_;
   std::unique_ptr<Memory> memory_;
   std::unique_ptr<Pipelines> pipelines_;

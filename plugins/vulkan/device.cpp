@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 
 namespace fish::vk {
 namespace {
@@ -130,6 +131,15 @@ Instance::Instance(const VkConfig& cfg, LogFn log) : log_(std::make_unique<LogFn
   }
   if (debug_utils && fns_.vkCreateDebugUtilsMessengerEXT)
     fns_.vkCreateDebugUtilsMessengerEXT(instance_, &mci, nullptr, &messenger_);
+}
+
+const Instance& shared_instance(const VkConfig& cfg, const LogFn& log) {
+  static std::mutex mu;
+  static Instance* kept[2] = {nullptr, nullptr};  // leaked on purpose: devices may outlive exit handlers
+  std::lock_guard<std::mutex> lock(mu);
+  Instance*& slot = kept[cfg.validate ? 1 : 0];
+  if (!slot) slot = new Instance(cfg, log);
+  return *slot;
 }
 
 Instance::~Instance() {

@@ -60,6 +60,16 @@ class Instance {
   std::unique_ptr<LogFn> log_;  // stable address for the messenger's user data
 };
 
+// The process's instance (one per FISH_VK_VALIDATE setting), created on first
+// use and never destroyed: backends and probes share it and each creates and
+// destroys only its VkDevice. NVIDIA's driver fails after many
+// vkCreateInstance/vkDestroyInstance cycles in one process (on the H200 a
+// conformance run's ~40th instance got VK_ERROR_INCOMPATIBLE_DRIVER; others
+// report corrupted subgroup ids after ~11 cycles). log: the first creator's,
+// used for validation messages. Throws vk::Failure as Instance does (a failure
+// is not kept: the next call tries again).
+const Instance& shared_instance(const VkConfig& cfg, const LogFn& log);
+
 // The index into `all` of the device to open: forced >= 0 picks that one
 // (refused with a reason when it is absent or unusable); otherwise the highest
 // score, ties to the larger device-local heap, then enumeration order.
