@@ -24,6 +24,11 @@ fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DFISH_BUILD_TESTS=ON $launcher >/dev/null
 [ "${1:-}" = "--configure-only" ] && { echo "configured build/ with the tests"; exit 0; }
 cmake --build build -j "$jobs"
+# Mesa keeps lavapipe's compiled pipelines there between runs too (most of a
+# cold Vulkan test's time is pipeline compiles).
+if [ -z "${MESA_SHADER_CACHE_DIR:-}" ] && mkdir -p /var/cache/fish-ci/mesa 2>/dev/null; then
+  export MESA_SHADER_CACHE_DIR=/var/cache/fish-ci/mesa
+fi
 echo "== ctest"
 (export FISH_GPU="${FISH_GPU:-cpu}"; cd build && ctest --output-on-failure -j "$jobs")
 echo "== the slowest tests (s)"  # CTest's own record: name, runs, seconds
