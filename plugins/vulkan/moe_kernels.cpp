@@ -17,8 +17,21 @@ void MoeKernels::bind(VkCommandBuffer cmd, VkPipeline p, VkDescriptorSet set, co
 }
 
 void MoeKernels::route(VkCommandBuffer cmd, VkDescriptorSet set, const MoePush& pc) {
-  bind(cmd, pipelines_.get("moe_route", *layout_, {}), set, pc);
-  dev_.fns().vkCmdDispatch(cmd, 1, 1, 1);
+  const DeviceFns& f = dev_.fns();
+  if (pc.s.m.n_tok <= kRouteOneGroup) {  // rows and grouping in one workgroup
+    bind(cmd, pipelines_.get("moe_route", *layout_, {3u}), set, pc);
+    f.vkCmdDispatch(cmd, 1, 1, 1);
+    return;
+  }
+  bind(cmd, pipelines_.get("moe_route", *layout_, {1u}), set, pc);  // a workgroup per row (grid-stride)
+  f.vkCmdDispatch(cmd, std::min(pc.s.m.n_tok, dev_.caps().max_wg_count_x), 1, 1);
+  auto mb = vk_init<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);  // the pairs, then their grouping
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+  f.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0,
+                         nullptr, 0, nullptr);
+  bind(cmd, pipelines_.get("moe_route", *layout_, {2u}), set, pc);
+  f.vkCmdDispatch(cmd, 1, 1, 1);
 }
 
 void MoeKernels::matvec(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MoePush& pc, bool pair) {
@@ -47,7 +60,7 @@ void MoeKernels::combine(VkCommandBuffer cmd, VkDescriptorSet set, const MoePush
 }
 
 void MoeKernels::warm_up(const MatmulType& gate_up, const MatmulType& down, bool tiled) {
-  pipelines_.get("moe_route", *layout_, {});
+  for (uint32_t phases : {1u, 2u, 3u}) pipelines_.get("moe_route", *layout_, {phases});
   pipelines_.get("moe_combine", *layout_, {});
   for (uint32_t nt : {1u, 4u}) {
     pipelines_.get(std::string("mvm_") + gate_up.name, *layout_, {kWg, kRows, nt, 1u});

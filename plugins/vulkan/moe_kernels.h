@@ -37,7 +37,10 @@ class MoeKernels {
   MoeKernels(const Device& dev, Pipelines& pipelines);
   const Layout& layout() const { return *layout_; }
 
-  // pc.s.m: n_tok tokens, router logits at x_off (x_stride apart); writes the routing words.
+  // pc.s.m: n_tok tokens, router logits at x_off (x_stride apart); writes the routing words:
+  // up to kRouteOneGroup tokens one dispatch, else a workgroup per token, a
+  // barrier and the grouping's one workgroup (moe_route.comp's phases).
+  static constexpr uint32_t kRouteOneGroup = 4;
   void route(VkCommandBuffer cmd, VkDescriptorSet set, const MoePush& pc);
   // Experts' products: pc.s.m.n_rows rows per expert, n_in inputs; pair (gate|up) or down.
   // Grid: row groups x min(n_expert, n_tok·k) slots.
