@@ -313,7 +313,7 @@ class Span {
   std::vector<int> first_pos_, last_pos_;
   // Recorded command buffers, reused, by shape.
   std::map<Shape, VkCommandBuffer> cached_;
-  VkCommandBuffer scratch_cmd_ = VK_NULL_HANDLE;  // one-time recordings (uploads, FISH_GPU_PROFILE=2)
+  VkCommandBuffer scratch_cmd_ = VK_NULL_HANDLE;  // one-time recordings (uploads, KV copies)
   std::vector<VkCommandBuffer> free_cmds_;
   std::unique_ptr<SpanProfile> profile_;
 };

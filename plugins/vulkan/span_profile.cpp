@@ -21,18 +21,24 @@ SpanProfile::~SpanProfile() {
 }
 
 void SpanProfile::begin(VkCommandBuffer cmd) {
-  names_.clear();
-  cats_.clear();
+  recording_ = &recorded_[cmd];
+  recording_->names.clear();
+  recording_->cats.clear();
   next_ = 0;
   dev_.fns().vkCmdResetQueryPool(cmd, pool_, 0, capacity_);
   dev_.fns().vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, pool_, next_++);
 }
 
 void SpanProfile::stage(VkCommandBuffer cmd, const char* name, const char* category) {
-  if (level_ < 2 || next_ >= capacity_) return;
+  if (level_ < 2 || next_ >= capacity_ || !recording_) return;
   dev_.fns().vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, pool_, next_++);
-  names_.push_back(name);
-  cats_.push_back(category);
+  recording_->names.push_back(name);
+  recording_->cats.push_back(category);
+}
+
+void SpanProfile::use(VkCommandBuffer cmd) {
+  auto it = recorded_.find(cmd);
+  used_ = it != recorded_.end() ? &it->second : nullptr;
 }
 
 void SpanProfile::end(VkCommandBuffer cmd) {
@@ -41,7 +47,8 @@ void SpanProfile::end(VkCommandBuffer cmd) {
 }
 
 void SpanProfile::add_submission(int n_tok) {
-  const uint32_t n = level_ >= 2 ? uint32_t(names_.size()) + 1 : 2u;
+  if (level_ >= 2 && !used_) return;
+  const uint32_t n = level_ >= 2 ? uint32_t(used_->names.size()) + 1 : 2u;
   std::vector<uint64_t> ts(n);
   if (dev_.fns().vkGetQueryPoolResults(dev_.handle(), pool_, 0, n, ts.size() * 8, ts.data(), 8,
                                        VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) != VK_SUCCESS)
@@ -56,8 +63,8 @@ void SpanProfile::add_submission(int n_tok) {
   if (!decode) prefill_tokens_ += uint64_t(n_tok);
   auto& stages = decode ? stages_ : prefill_stages_;
   for (size_t i = 0; level_ >= 2 && i + 1 < n; ++i) {
-    Stage& st = stages[names_[i]];
-    st.category = cats_[i];
+    Stage& st = stages[used_->names[i]];
+    st.category = used_->cats[i];
     st.seconds += double(ts[i + 1] - ts[i]) * period;
   }
 }

@@ -1,9 +1,9 @@
 // The span's profile (FISH_GPU_PROFILE, describe(PROFILE)): counters of its
 // forwards, and the device time of its submissions from GPU timestamps.
-// Level 1 brackets each recording with two stamps (the recording is cached,
-// so the wall time stays that of an unprofiled forward); level 2 stamps every
-// stage of a forward (re-recorded each time: the stage names are collected
-// while recording) and reports the stages' shares, decode and prefill apart.
+// Level 1 brackets each recording with two stamps; level 2 stamps every stage
+// of a forward and reports the stages' shares, decode and prefill apart. The
+// stamped recordings are cached like unprofiled ones (the stage names kept per
+// command buffer), so the host side per token is that of an unprofiled forward.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -25,10 +25,13 @@ class SpanProfile {
   int level() const { return pool_ != VK_NULL_HANDLE ? level_ : 0; }
 
   // Recording: the first stamp, one per stage (level 2), and the last one (level 1).
+  // begin() forgets cmd's earlier stage names (a command buffer re-recorded).
   void begin(VkCommandBuffer cmd);
   void stage(VkCommandBuffer cmd, const char* name, const char* category);
   void end(VkCommandBuffer cmd);
 
+  // The stamped recording about to be submitted (its stage names for add_submission).
+  void use(VkCommandBuffer cmd);
   // After a submission of n_tok tokens whose recording was stamped: its device time.
   void add_submission(int n_tok);
   // A finished forward; decode (n_tok = 1) also with its host side: preparing
@@ -50,7 +53,12 @@ class SpanProfile {
   VkQueryPool pool_ = VK_NULL_HANDLE;
   uint32_t capacity_ = 0;
   uint32_t next_ = 0;                     // stamps recorded so far (while recording)
-  std::vector<std::string> names_, cats_; // per stage of the last stamped recording
+  struct Names {
+    std::vector<const char*> names, cats;  // per stage (the plan's string literals)
+  };
+  std::map<VkCommandBuffer, Names> recorded_;  // per stamped recording
+  Names* recording_ = nullptr;                 // the one being recorded
+  const Names* used_ = nullptr;                // the one last submitted
   static std::string stage_table(const std::map<std::string, Stage>& stages, const char* what, double total_s,
                                  double per, const char* unit);
 

@@ -85,36 +85,30 @@ void Span::record(VkCommandBuffer cmd, const SpanPlan& plan, bool stamps) {
 
 // A command buffer holding a submission of this shape (n tokens, head rows,
 // narrow attention, one sequence or several), recorded once per shape and
-// reused. FISH_GPU_PROFILE=2 re-records every forward (its stage names are
-// collected while recording); level 1's two stamps go into the cached
-// recordings, so its wall time is an unprofiled forward's.
+// reused. FISH_GPU_PROFILE's stamps (level 1: two, level 2: one per stage)
+// go into the cached recordings too, so a profiled forward's host side is an
+// unprofiled one's (re-recording a 48-layer MoE decode per token took ~2.5 ms).
 VkCommandBuffer Span::recording_for(const Shape& shape) {
   const DeviceFns& f = ctx_.dev->fns();
   const int level = profile_->level();
-  auto begin = [&](VkCommandBuffer cmd, bool once) {
-    auto bi = vk_init<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
-    bi.flags = once ? VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT : 0;
-    check(f.vkBeginCommandBuffer(cmd, &bi), "vkBeginCommandBuffer");
-  };
-  if (level >= 2) {
-    VkCommandBuffer cmd = one_time_commands();
-    record(cmd, plan(shape), true);
-    check(f.vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
-    return cmd;
+  if (auto it = cached_.find(shape); it != cached_.end()) {
+    if (level > 0) profile_->use(it->second);
+    return it->second;
   }
-  if (auto it = cached_.find(shape); it != cached_.end()) return it->second;
   // Many batch sizes: keep the cache small (room for a decode per sequence).
   if (cached_.size() >= size_t(16 + 2 * shape_.n_seq)) invalidate_recordings();
   VkCommandBuffer cmd = fresh_command_buffer();
   try {
-    begin(cmd, false);
-    record(cmd, plan(shape), level == 1);
+    const auto bi = vk_init<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
+    check(f.vkBeginCommandBuffer(cmd, &bi), "vkBeginCommandBuffer");
+    record(cmd, plan(shape), level > 0);
     check(f.vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
   } catch (...) {
     free_cmds_.push_back(cmd);
     throw;
   }
   cached_[shape] = cmd;
+  if (level > 0) profile_->use(cmd);
   return cmd;
 }
 
