@@ -12,7 +12,17 @@
 // decode (NT = 1, n_tok·k pairs) only the k experts' rows.
 // f32 x (the normalised FFN input, or h); the per-type units are
 // matvec_units.glsl's, their row index offset by the expert (FISH_MOE in
-// matvec_weights.glsl). Specialisation: 0 = workgroup size, 1 = ROWS, 2 = NT, 3 = PAIR.
+// matvec_weights.glsl). Specialisation: 0 = workgroup size, 1 = ROWS, 2 = NT, 3 = PAIR, 4 = SUM.
+//
+// SUM (down of a decode: NT = 1, not PAIR), the layer's sum folded in:
+//   x[t][r] += Σ_j w_j · (h[t·k + j] · down_{e_j}[r])  (+ sigmoid(n[t]·g) · sh[t][r] with a shared expert)
+// Grid: x = row groups (grid-stride), y = token t. The invocations take the
+// (pair j, unit u) items of the token's k pairs, so a row group reads all k
+// experts' rows at full width (n_in = n_ff_expert has few units per row); each
+// item's sums are scaled by its pair's weight before the workgroup's reduction,
+// and one invocation per row adds the total to x (no atomics: deterministic).
+// y_off / y_stride: x; x2_off: sh [n_tok][n_rows]; xg_off: n [n_tok][n_rows];
+// norm_off: the shared expert's gate vector in P, or 0xFFFFFFFF: none.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -21,6 +31,7 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint ROWS = 4;
 layout(constant_id = 2) const uint NT = 1;
 layout(constant_id = 3) const bool PAIR = false;
+layout(constant_id = 4) const bool SUM = false;
 const uint RT = PAIR ? 2u * ROWS : ROWS;
 
 #define FISH_MOE
@@ -36,8 +47,60 @@ float x_at(uint t, uint e) { return X[moe_xb[t] + e]; }
 #include "matvec_units.glsl"
 
 shared float part_sh[RT * NT * 32u];
+shared float gate_sh[32];
+
+// SUM: see the top of the file.
+void main_sum() {
+  const uint lid = gl_LocalInvocationID.x, wgs = gl_WorkGroupSize.x;
+  const uint K = pc.k, t = gl_WorkGroupID.y, E = pc.n_rows;
+  float gate = 0.0;
+  const bool shared_expert = pc.norm_off != 0xFFFFFFFFu;
+  if (shared_expert) {
+    float d = 0.0;
+    for (uint i = lid; i < E; i += wgs) d += X[pc.xg_off + t * E + i] * P[pc.norm_off + i];
+    d = subgroupAdd(d);
+    if (subgroupElect()) gate_sh[gl_SubgroupID] = d;
+    barrier();
+    float dot = 0.0;
+    for (uint i = 0u; i < gl_NumSubgroups; ++i) dot += gate_sh[i];
+    gate = 1.0 / (1.0 + exp(-dot));
+  }
+  const uint n_groups = (pc.n_rows + ROWS - 1u) / ROWS;
+  const uint units = mv_units(), items = K * units;
+  for (uint g0 = gl_WorkGroupID.x; g0 < n_groups; g0 += gl_NumWorkGroups.x) {
+    const uint row0 = g0 * ROWS;
+    float tot[ROWS];
+    for (uint r = 0u; r < ROWS; ++r) tot[r] = 0.0;
+    for (uint q = lid; q < items; q += wgs) {
+      const uint j = q / units, p = t * K + j;
+      moe_row0 = AR[pc.route_off + 2u * p] * pc.n_rows;
+      moe_xb[0] = pc.x_off + p * pc.x_stride;
+      for (uint r = 0u; r < ROWS; ++r) acc[r] = 0.0;
+      mv_unit(q - j * units, row0);
+      const float w = uintBitsToFloat(AR[pc.route_off + 2u * p + 1u]);
+      for (uint r = 0u; r < ROWS; ++r) tot[r] += w * acc[r];
+    }
+    for (uint r = 0u; r < ROWS; ++r) {
+      const float v = subgroupAdd(tot[r]);
+      if (subgroupElect()) part_sh[r * 32u + gl_SubgroupID] = v;
+    }
+    barrier();
+    if (lid < ROWS && row0 + lid < pc.n_rows) {
+      const uint row = row0 + lid;
+      float v = 0.0;
+      for (uint i = 0u; i < gl_NumSubgroups; ++i) v += part_sh[lid * 32u + i];
+      if (shared_expert) v += gate * X[pc.x2_off + t * E + row];
+      Y[pc.y_off + t * pc.y_stride + row] += v;
+    }
+    barrier();  // part_sh is reused by the next row group
+  }
+}
 
 void main() {
+  if (SUM) {
+    main_sum();
+    return;
+  }
   const uint lid = gl_LocalInvocationID.x, wgs = gl_WorkGroupSize.x;
   const uint K = pc.k, NE = pc.n_expert, P = pc.n_tok * K;
   const uint G = moe_group(pc.route_off, P), L = moe_list(G, NE);

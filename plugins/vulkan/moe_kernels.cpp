@@ -34,10 +34,18 @@ void MoeKernels::route(VkCommandBuffer cmd, VkDescriptorSet set, const MoePush& 
   f.vkCmdDispatch(cmd, 1, 1, 1);
 }
 
-void MoeKernels::matvec(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MoePush& pc, bool pair) {
+void MoeKernels::matvec(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MoePush& pc, bool pair,
+                        bool sum) {
+  const uint32_t groups = (pc.s.m.n_rows + kRows - 1) / kRows;
+  if (sum) {
+    if (pair || pc.s.m.n_tok > kSumTokens || pc.s.m.n_tok > dev_.caps().max_wg_count_y)
+      throw Failure(FailKind::Internal, "MoE down + sum: down of at most " + std::to_string(kSumTokens) + " tokens");
+    bind(cmd, pipelines_.get(std::string("mvm_") + t.name, *layout_, {kWg, kRows, 1u, 0u, 1u}), set, pc);
+    dev_.fns().vkCmdDispatch(cmd, std::min(groups, dev_.caps().max_wg_count_x), pc.s.m.n_tok, 1);
+    return;
+  }
   const uint32_t nt = chunk_pairs(pc.s.m.n_tok, pc.n_expert, pc.k);
   bind(cmd, pipelines_.get(std::string("mvm_") + t.name, *layout_, {kWg, kRows, nt, pair ? 1u : 0u}), set, pc);
-  const uint32_t groups = (pc.s.m.n_rows + kRows - 1) / kRows;
   const uint32_t slots = std::min(pc.n_expert, pc.s.m.n_tok * pc.k);
   dev_.fns().vkCmdDispatch(cmd, std::min(groups, dev_.caps().max_wg_count_x), slots, 1);
 }
@@ -66,6 +74,7 @@ void MoeKernels::warm_up(const MatmulType& gate_up, const MatmulType& down, bool
     pipelines_.get(std::string("mvm_") + gate_up.name, *layout_, {kWg, kRows, nt, 1u});
     pipelines_.get(std::string("mvm_") + down.name, *layout_, {kWg, kRows, nt, 0u});
   }
+  pipelines_.get(std::string("mvm_") + down.name, *layout_, {kWg, kRows, 1u, 0u, 1u});
   if (!tiled) return;
   pipelines_.get(std::string("tlm_") + gate_up.name, *layout_, {uint32_t(kSilu), 1u});
   pipelines_.get(std::string("tlm_") + gate_up.name, *layout_, {uint32_t(kMulY), 1u});

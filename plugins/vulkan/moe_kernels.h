@@ -43,8 +43,13 @@ class MoeKernels {
   static constexpr uint32_t kRouteOneGroup = 4;
   void route(VkCommandBuffer cmd, VkDescriptorSet set, const MoePush& pc);
   // Experts' products: pc.s.m.n_rows rows per expert, n_in inputs; pair (gate|up) or down.
-  // Grid: row groups x min(n_expert, n_tok·k) slots.
-  void matvec(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MoePush& pc, bool pair);
+  // Grid: row groups x min(n_expert, n_tok·k) slots. sum (down, n_tok <= kSumTokens):
+  // the weighted rows summed into x instead (+ the gated shared expert: moe_matvec.comp's
+  // SUM, the push as combine's with the down's n_in / x), grid: row groups x tokens.
+  void matvec(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MoePush& pc, bool pair,
+              bool sum = false);
+  // Decode shapes take the down with the sum folded in (no combine step).
+  static constexpr uint32_t kSumTokens = 4;
   // x += the k rows per token (+ gate · shared): one workgroup per token.
   void combine(VkCommandBuffer cmd, VkDescriptorSet set, const MoePush& pc);
   // Pairs per chunk of moe_matvec: 1 for a decode (about one pair per expert), else 4.

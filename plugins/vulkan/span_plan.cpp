@@ -18,7 +18,8 @@
 // does; the experts' kernels read f32 n), and their FFN is
 //   rmsnorm → router matmul → route (softmax, top-k, pairs grouped by expert)
 //   → [shared expert: gate (silu), up → down] → experts' gate|up (silu·up)
-//   → experts' down (weighted) → x += Σ of the k rows (+ the gated shared expert)
+//   → experts' down (weighted) → x += Σ of the k rows (+ the gated shared expert);
+// a decode (<= 4 rows) takes the last two as one step (the down sums into x).
 #include <cmath>
 
 #include "span.h"
@@ -284,6 +285,16 @@ class Span::Planner {
     } else {
       add(MoeMatvecStep{L.w[kGateExps], L.moe_gu, gu, true}, {Region::XNorm, Region::Route}, {Region::ExpertHidden},
           Barrier::Compute, "experts gate|up (+silu·up)", "MoE experts");
+      if (n_ <= MoeKernels::kSumTokens) {
+        // Decode: the down sums the k weighted rows (+ the gated shared expert) into x itself.
+        dn.s.m.y_off = a_.x;
+        dn.s.x2_off = a_.shx, dn.s.xg_off = a_.xn, dn.s.norm_off = FS > 0 ? L.shexp_gate : kNone;
+        std::vector<Region> reads = {Region::ExpertHidden, Region::Route, Region::X};
+        if (FS > 0) reads.push_back(Region::SharedOut), reads.push_back(Region::XNorm);
+        add(MoeMatvecStep{L.w[kDownExps], L.moe_down, dn, false, true}, reads, {Region::X}, Barrier::Compute,
+            "experts down (+routing weight, sum into x)", "MoE experts");
+        return;
+      }
       add(MoeMatvecStep{L.w[kDownExps], L.moe_down, dn, false}, {Region::ExpertHidden, Region::Route},
           {Region::ExpertOut}, Barrier::Compute, "experts down (+routing weight)", "MoE experts");
     }

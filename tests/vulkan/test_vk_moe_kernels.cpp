@@ -11,6 +11,8 @@
 //                are used, row counts that are not a multiple of the 4 rows of
 //                a workgroup; held to the spec's matmul bound 1e-3·Σ|w||x|/n_out
 //                on each product (propagated through silu·up and the weight);
+//                decode routings also through the down with the layer's sum
+//                folded in (x += Σ weighted rows, + the gated shared expert);
 //   tlm_<T>      the same products as tiled matmuls per expert (prompt chunks:
 //                gate with silu, up multiplied onto it, down × weight), every
 //                type, an expert with more pairs than one tile, same bound;
@@ -222,7 +224,10 @@ double silu(double v) { return v / (1.0 + std::exp(-v)); }
 // Runs mvm_<T> gate|up (n_in E, FE rows per expert) and down (n_in FD, ER
 // rows) over one routing of n_tok tokens and checks every pair's rows; down
 // reads random rows of its own (h of FD values per pair), so the two shapes are
-// free. Returns the worst |err| / bound of the two.
+// free. Returns the worst |err| / bound of the two (three: decode shapes of
+// up to MoeKernels::kSumTokens tokens also run the down with the layer's sum
+// folded in, x += Σ_j w·(W_e·h) (+ sigmoid(n·g)·sh when n_tok > 1), vs the
+// same products on the CPU).
 // tiled: the prompt-chunk path instead (tlm_<T>: gate with silu, up multiplied
 // onto it, down × the weight), on a routing where every token also takes
 // expert 2 (n_tok pairs: more than one tile of 64).
@@ -233,8 +238,10 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
   const uint32_t P = uint32_t(n_tok * K), words = uint32_t(vk::moe_route_words(uint64_t(n_tok), NE, K));
   const uint32_t route_off = 64, x_off = route_off + (words + 3) / 4 * 4;
   const uint32_t hx_off = x_off + uint32_t(n_tok * E), hd_off = hx_off + (P * uint32_t(FE) + 3) / 4 * 4;
-  const uint32_t dx_off = hd_off + P * uint32_t(FD), end = dx_off + P * uint32_t(ER);
-  MoeRig m(be, end + 64, 4);
+  const uint32_t dx_off = hd_off + P * uint32_t(FD), xs_off = dx_off + P * uint32_t(ER);
+  const uint32_t sh_off = xs_off + uint32_t(n_tok * ER), n_off = sh_off + uint32_t(n_tok * ER);
+  const uint32_t end = n_off + uint32_t(n_tok * ER);
+  MoeRig m(be, end + 64, uint64_t(std::max<int64_t>(4, ER)));
   auto logits = randn(size_t(n_tok) * NE, seed + 300, 2.0f);
   if (tiled)
     for (int tk = 0; tk < n_tok; ++tk) logits[size_t(tk) * NE + 2] += 10.0f;
@@ -243,6 +250,12 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
   m.rig.put(m.rig.arena(), route_off, route_words(r));
   m.rig.put(m.rig.arena(), x_off, x);
   m.rig.put(m.rig.arena(), hd_off, hd);
+  const auto xs = randn(size_t(n_tok) * ER, seed + 303, 2.0f), sh = randn(size_t(n_tok) * ER, seed + 304, 0.5f);
+  const auto nn = randn(size_t(n_tok) * ER, seed + 305, 1.0f), gv = randn(size_t(ER), seed + 306, 0.1f);
+  m.rig.put(m.rig.arena(), xs_off, xs);
+  m.rig.put(m.rig.arena(), sh_off, sh);
+  m.rig.put(m.rig.arena(), n_off, nn);
+  m.rig.put(m.rig.params(), 0, gv);
   // NaN where nothing may be written: after gate|up's rows and after down's.
   const std::vector<uint32_t> nan(64, 0x7FC00000u);
   m.rig.put(m.rig.arena(), end, nan);
@@ -262,6 +275,14 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
     m.rig.run([&](VkCommandBuffer cmd) { m.moe.matvec(cmd, *gate.w->type, gs, gu, true); });
     m.rig.run([&](VkCommandBuffer cmd) { m.moe.matvec(cmd, *down.w->type, ds, dn, false); });
   }
+  const bool sum = !tiled && n_tok <= int(vk::MoeKernels::kSumTokens), shexp = n_tok > 1;
+  if (sum) {
+    vk::MoePush su = dn;
+    su.s.m.y_off = xs_off;
+    su.s.x2_off = sh_off, su.s.xg_off = n_off, su.s.norm_off = shexp ? 0 : vk::kNone;
+    m.rig.run([&](VkCommandBuffer cmd) { m.moe.matvec(cmd, *down.w->type, ds, su, false, true); });
+  }
+  const auto xs_after = m.rig.get(m.rig.arena(), xs_off, uint64_t(n_tok) * ER);
   const auto h = m.rig.get(m.rig.arena(), hx_off, uint64_t(P) * FE);
   const auto hd_after = m.rig.get_words(m.rig.arena(), hd_off, uint64_t(P) * FD);
   const auto d = m.rig.get(m.rig.arena(), dx_off, uint64_t(P) * ER);
@@ -269,9 +290,21 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
   for (Stack* s : {&gate, &up, &down}) REQUIRE(be.release(s->w));
   CHECK(tail == nan);
   CHECK(std::memcmp(hd_after.data(), hd.data(), hd.size() * 4) == 0);  // gate|up stays within its P·FE rows
-  double worst_h = 0, worst_d = 0;
+  double worst_h = 0, worst_d = 0, worst_s = 0;
   int64_t bad = 0;
   std::vector<float> g, u, y;
+  // The summed down: x + Σ_j w·y_j (+ gate·sh), and its bound Σ_j w·bd_j + f32 additions.
+  std::vector<double> s_ref(size_t(n_tok) * ER), s_bound(size_t(n_tok) * ER, 0.0);
+  for (int tk = 0; tk < n_tok; ++tk) {
+    double dot = 0;
+    for (int64_t i = 0; i < ER; ++i) dot += double(nn[size_t(tk) * ER + size_t(i)]) * gv[size_t(i)];
+    const double gate = shexp ? 1.0 / (1.0 + std::exp(-dot)) : 0.0;
+    for (int64_t i = 0; i < ER; ++i) {
+      const size_t at = size_t(tk) * ER + size_t(i);
+      s_ref[at] = xs[at] + gate * sh[at];
+      s_bound[at] = 1e-6 * (std::fabs(xs[at]) + std::fabs(gate * sh[at]));
+    }
+  }
   for (uint32_t p = 0; p < P; ++p) {
     const uint32_t e = r.expert[p], tok = p / uint32_t(K);
     double bg, bu, bd;
@@ -293,13 +326,23 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
       const double ratio = std::fabs(d[size_t(p) * ER + size_t(i)] - wp * y[size_t(i)]) / (wp * bd);
       bad += !(ratio <= 1.0);
       worst_d = std::max(worst_d, std::isnan(ratio) ? INFINITY : ratio);
+      s_ref[size_t(tok) * ER + size_t(i)] += wp * y[size_t(i)];
+      s_bound[size_t(tok) * ER + size_t(i)] += wp * bd + 1e-6 * std::fabs(wp * y[size_t(i)]);
     }
   }
+  for (size_t i = 0; sum && i < s_ref.size(); ++i) {
+    const double ratio = std::fabs(xs_after[i] - s_ref[i]) / s_bound[i];
+    bad += !(ratio <= 1.0);
+    worst_s = std::max(worst_s, std::isnan(ratio) ? INFINITY : ratio);
+  }
+  if (!sum) CHECK(std::memcmp(xs_after.data(), xs.data(), xs.size() * 4) == 0);  // nothing else writes x
   INFO(type_name(t) << (tiled ? " tiled" : " matvec") << " " << NE << " experts, " << K << " used, " << n_tok
                     << " tokens, gate|up " << FE << "x" << E
-                    << ", down " << ER << "x" << FD << ": worst |err|/bound gate|up " << worst_h << ", down " << worst_d);
+                    << ", down " << ER << "x" << FD << ": worst |err|/bound gate|up " << worst_h << ", down " << worst_d
+                    << (sum ? ", down summed into x " : "") << (sum ? std::to_string(worst_s) : "")
+                    << (sum && shexp ? " (+ shared expert)" : ""));
   CHECK(bad == 0);
-  return std::max(worst_h, worst_d);
+  return std::max({worst_h, worst_d, worst_s});
 }
 
 }  // namespace
@@ -323,6 +366,8 @@ TEST_CASE("mvm_<T> kernels vs CPU: the chosen experts' gate|up (silu·up) and do
     if (!cpu || t == GgmlType::F32 || t == GgmlType::Q4_K)
       worst = std::max(worst, run_experts(*be, t, 6, 3, 9, E, 70, FD, 132, seed += 400));
     worst = std::max(worst, run_experts(*be, t, 8, 2, 3, E, 132, FD, 70, seed += 400));   // 6 pairs over 8: chunks of 1
+    // 8 of 16 used (qwen3moe-like): the summed down has more (pair, unit) items than invocations.
+    worst = std::max(worst, run_experts(*be, t, 16, 8, 1, E, 70, FD, 70, seed += 400));
     std::printf("  mvm %-5s worst |err|/bound %.5f\n", type_name(t).c_str(), worst);
   }
 }
