@@ -74,6 +74,7 @@ void route_row(uint t) {
   for (uint i = 0u; i < PER; ++i) {
     const uint e = lid + i * WG;
     l[i] = e < NE ? X[lo + e] : NEG_INF;
+    if (isnan(l[i])) l[i] = NEG_INF;  // a NaN logit loses every comparison: the ids stay valid experts
     if (e < NE) avail |= 1u << i, mx = max(mx, l[i]);
   }
   mx = wg_max(mx, 0u);

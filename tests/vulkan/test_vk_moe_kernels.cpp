@@ -2,7 +2,8 @@
 // against plain CPU references, as test_vk_span_kernels does for the dense ones:
 //   moe_route    softmax, top-k (equal logits: the lower expert first), both
 //                gatings; the expert ids and the grouped lists word for word,
-//                the weights within f32 rounding;
+//                the weights within f32 rounding; NaN logits: still k distinct
+//                valid experts per row;
 //   mvm_<T>      every weight type (F32, F16, Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, FQ3;
 //                the quantised ones from real quantize_row bytes), gate|up with
 //                silu·up and down × routing weight, decode (one chunk per pair)
@@ -178,6 +179,46 @@ TEST_CASE("moe_route kernel vs CPU: top-k with ties, both gatings, grouped lists
       CHECK(list_bad == 0);
       CHECK(wrel <= 2e-6);  // f32 exp / sum vs double: a few ulps
     }
+}
+
+TEST_CASE("moe_route kernel: NaN router logits still choose k distinct valid experts", "[vulkan][span][moe]") {
+  auto be = open_backend("moe_route NaN");
+  if (!be) FISH_SKIP(skip_reason());
+  // Row 0 all NaN, row 1 NaN at the largest logits, rows 2..5 NaN here and there (6 rows: both phases' paths).
+  const int NE = 40, K = 5, n_tok = 6;
+  auto logits = randn(size_t(n_tok) * NE, 1300, 2.0f);
+  const float nan = std::nanf("");
+  for (int e = 0; e < NE; ++e) logits[size_t(e)] = nan;
+  for (int e = 0; e < NE; e += 3) logits[size_t(NE + e)] = nan;
+  for (int t = 2; t < n_tok; ++t) logits[size_t(t * NE + t)] = nan;
+  for (const int rows : {2, n_tok}) {  // one dispatch (<= 4 rows) and a workgroup per row
+    const uint32_t P = uint32_t(rows * K), words = uint32_t(vk::moe_route_words(uint64_t(rows), NE, K));
+    const uint32_t rl_off = 64, route_off = rl_off + uint32_t(n_tok * NE) + 4;
+    MoeRig m(*be, route_off + words + 64, 4);
+    m.rig.put(m.rig.arena(), rl_off, logits);
+    m.rig.put(m.rig.arena(), route_off, std::vector<uint32_t>(words, 0xDEADBEEFu));
+    vk::MoePush pc;
+    pc.n_expert = NE, pc.k = K, pc.route_off = route_off, pc.flags = 1;
+    pc.s.m = {uint32_t(NE), 0, uint32_t(rows), uint32_t(NE), rl_off, 0, 0};
+    const VkDescriptorSet set = m.aux();
+    m.rig.run([&](VkCommandBuffer cmd) { m.moe.route(cmd, set, pc); });
+    const auto got = m.rig.get_words(m.rig.arena(), route_off, words);
+    // Every row: k distinct experts < NE; the grouped part: the lists a permutation of the pairs.
+    int64_t bad = 0;
+    for (int t = 0; t < rows; ++t)
+      for (int j = 0; j < K; ++j) {
+        const uint32_t e = got[2 * size_t(t * K + j)];
+        bad += e >= uint32_t(NE);
+        for (int i = 0; i < j; ++i) bad += got[2 * size_t(t * K + i)] == e;
+      }
+    const uint32_t G = 2 * P, n_act = got[G];
+    std::vector<uint32_t> list(got.begin() + G + 2 + 2 * NE, got.begin() + G + 2 + 2 * NE + P);
+    std::sort(list.begin(), list.end());
+    for (uint32_t i = 0; i < P; ++i) bad += list[i] != i;
+    INFO(rows << " rows: wrong words " << bad << ", " << n_act << " active experts, the end offset " << got[G + 1 + NE + n_act]);
+    CHECK(bad == 0);
+    CHECK((n_act >= uint32_t(K) && n_act <= uint32_t(NE) && got[G + 1 + NE + n_act] == P));
+  }
 }
 
 namespace {
