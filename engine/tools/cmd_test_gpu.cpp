@@ -246,7 +246,13 @@ static int cmd_test_gpu(int argc, char** argv) {
             std::to_string(span.cpu_moe_layers) + " in host memory)";
     std::printf("auto placement: %d layers%s%s%s; %s\n", span.gpu_layers, span.gpu_output ? " + output" : "",
                 span.gpu_span ? " as one span" : " per matmul", moe.c_str(), span.detail.c_str());
-    Run pm = run_model("per-matmul", mf, -1, 0, prompt_ids, &toks, int(n));
+    // MoE under a re-quantisation mode: the span holds converted expert
+    // stacks, per matmul the CPU multiplies the experts from host memory;
+    // FISH_TEST_REQUANT_HOST_EXPERTS gives it the same converted bytes, so the
+    // two runs compare the same weights.
+    ModelFlags pmf = mf;
+    if (span.n_expert > 0 && !span.requant.empty()) pmf.params.config = "FISH_TEST_REQUANT_HOST_EXPERTS=1";
+    Run pm = run_model("per-matmul", pmf, -1, 0, prompt_ids, &toks, int(n));
     const uint64_t after_b = fish_backend_bytes_resident();
     report(after_b == resident0, "device memory freed after the per-matmul run",
            std::to_string(after_b) + " bytes resident vs " + std::to_string(resident0) + " before");

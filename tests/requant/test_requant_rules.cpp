@@ -72,6 +72,15 @@ TEST_CASE("requant: the mix line in the spec's words", "[requant]") {
   small.add(Q6K, Q4K, 1200000, 850000);
   small.add(Q4K, FQ3, 15500000, 12100000);
   CHECK(small.str() == "1 x Q6_K->Q4_K 0.85 MB (from 1.2), 1 x Q4_K->FQ3 12.1 MB (from 15.5)");
+  // Expert stacks count as one tensor each, and the pair says how many were stacks.
+  RequantMix moe;
+  moe.add(Q4K, FQ3, 150000, 110000);
+  moe.add(Q4K, FQ3, 300000, 230000, 8);
+  moe.add(Q4K, FQ3, 300000, 230000, 8);
+  moe.add(Q6K, Q4K, 590000, 300000, 1);
+  CHECK(moe.str() == "3 x Q4_K->FQ3 0.57 MB (from 0.75; 2 expert stacks, 16 experts), "
+                     "1 x Q6_K->Q4_K 0.30 MB (from 0.59; 1 expert stack, 1 expert)");
+  CHECK(moe.count() == 4);
 }
 
 TEST_CASE("requant auto: the mildest mode that fits everything, else the most layers", "[requant][auto]") {
@@ -124,4 +133,66 @@ TEST_CASE("requant auto: the mildest mode that fits everything, else the most la
                                                      [](int32_t k) { return uint64_t(k ? 10 : 0); });
   CHECK_FALSE(tight.output);
   CHECK(tight.layers == 4);  // 4 x 10 + 40 reserve = 80 <= 105
+}
+
+TEST_CASE("requant auto: MoE expert stacks count, and more layers' experts on the device win", "[requant][auto]") {
+  // Four MoE layers: 20 bytes of attention + router each, and expert stacks
+  // of 100 (mode 0), 80 (2), 70 (3) or 60 (1); output 10; no span reserve.
+  auto cand = [](RequantMode m, uint64_t experts, uint64_t host_first = 0) {
+    RequantCandidate c{m, std::vector<uint64_t>(4, 20), 10};
+    c.expert_bytes.assign(4, experts);
+    for (uint64_t i = 0; i < host_first; ++i) c.expert_bytes[size_t(3 - i)] = RequantCandidate::kHostExperts;
+    return c;
+  };
+  const auto no_reserve = [](int32_t) { return uint64_t(0); };
+  const std::vector<RequantCandidate> c = {cand(RequantMode::Off, 100), cand(RequantMode::ToQ4K, 80),
+                                           cand(RequantMode::Mixed, 70), cand(RequantMode::AllFq3, 60)};
+  // Dense bytes alone (90) fit every mode: the experts decide.
+  struct Case {
+    uint64_t budget;
+    RequantMode mode;
+    int32_t layers, expert_layers;
+    bool everything;
+  };
+  const Case cases[] = {
+      {490, RequantMode::Off, 4, 4, true},     // 10 + 4 x 120
+      {489, RequantMode::ToQ4K, 4, 4, true},   // 10 + 4 x 100 = 410
+      {409, RequantMode::Mixed, 4, 4, true},   // 370
+      {369, RequantMode::AllFq3, 4, 4, true},  // 330
+      // None holds every layer's experts: 0 places 4 layers, 2 with experts
+      // (the third's would pass 329); 2 places 3, all with experts (the
+      // fourth's attention no longer fits); 3 and 1 place 4, 3 with experts:
+      // 3, the milder of the two.
+      {329, RequantMode::Mixed, 4, 3, false},
+      // 2 and 3 place 4 layers, 2 with experts; 1 places 3, all with their
+      // experts (250): more layers' experts on the device beats more layers.
+      {260, RequantMode::AllFq3, 3, 3, false},
+  };
+  for (const Case& k : cases) {
+    INFO("budget " << k.budget);
+    const RequantAutoChoice r = choose_requant_mode(c, k.budget, no_reserve);
+    CHECK(r.mode == k.mode);
+    CHECK(r.layers == k.layers);
+    CHECK(r.expert_layers == k.expert_layers);
+    CHECK(r.everything == k.everything);
+  }
+  // Once a layer's experts do not fit, no earlier layer's go to the device
+  // (placement keeps the first layers' on the host), even where they would fit.
+  RequantCandidate uneven = cand(RequantMode::Off, 10);
+  uneven.expert_bytes = {10, 500, 10, 10};
+  const RequantAutoChoice u = simulate_placement(uneven, 200, no_reserve);
+  CHECK(u.layers == 4);
+  CHECK(u.expert_layers == 1);
+  // Mode 0 fails the first layer's experts and places all 4 layers without
+  // any (90); mode 1 places 2 layers, both with their experts (130): mode 1.
+  const std::vector<RequantCandidate> c2 = {cand(RequantMode::Off, 200), cand(RequantMode::AllFq3, 40)};
+  const RequantAutoChoice r2 = choose_requant_mode(c2, 130, no_reserve);
+  CHECK(r2.mode == RequantMode::AllFq3);
+  CHECK(r2.expert_layers == 2);
+  CHECK(r2.layers == 2);
+  // --n-cpu-moe: the first layers' (last in placement order) experts stay on
+  // the host; everything then means the others' experts.
+  const RequantAutoChoice h = simulate_placement(cand(RequantMode::Off, 100, 2), 1000, no_reserve);
+  CHECK(h.expert_layers == 2);
+  CHECK(h.everything);
 }

@@ -36,13 +36,25 @@ namespace {
 using fish::GgmlType;
 using fish::RequantMode;
 
-// The projections of a layer, by the suffix of their tensor name.
+// The projections of a layer, by the suffix of their tensor name: the dense
+// ones, an MoE layer's router, shared expert and expert stacks (3-D, n_expert
+// matrices), and an older Mixtral file's experts one tensor each
+// ("blk.N.ffn_gate.E.weight").
 bool layer_matrix(const std::string& name) {
   if (name.rfind("blk.", 0) != 0) return false;
+  auto ends = [&](const std::string& suf) {
+    return name.size() > suf.size() && name.compare(name.size() - suf.size(), suf.size(), suf) == 0;
+  };
   for (const char* s : {".attn_q.weight", ".attn_k.weight", ".attn_v.weight", ".attn_output.weight",
-                        ".ffn_gate.weight", ".ffn_up.weight", ".ffn_down.weight"}) {
-    const std::string suf(s);
-    if (name.size() > suf.size() && name.compare(name.size() - suf.size(), suf.size(), suf) == 0) return true;
+                        ".ffn_gate.weight", ".ffn_up.weight", ".ffn_down.weight", ".ffn_gate_inp.weight",
+                        ".ffn_gate_shexp.weight", ".ffn_up_shexp.weight", ".ffn_down_shexp.weight",
+                        ".ffn_gate_exps.weight", ".ffn_up_exps.weight", ".ffn_down_exps.weight"})
+    if (ends(s)) return true;
+  for (const char* s : {".ffn_gate.", ".ffn_up.", ".ffn_down."}) {  // ".ffn_gate.E.weight"
+    const size_t at = name.find(s);
+    if (at == std::string::npos || !ends(".weight")) continue;
+    const size_t d0 = at + std::string(s).size(), d1 = name.size() - 7;
+    if (d1 > d0 && name.find_first_not_of("0123456789", d0) == d1) return true;
   }
   return false;
 }
@@ -74,7 +86,7 @@ double relative_rms(fish::ThreadPool& pool, GgmlType ta, const uint8_t* a, GgmlT
 }
 
 struct PairSummary {
-  int n = 0;
+  int n = 0, stacks = 0;
   double min = INFINITY, max = 0, sum = 0;
   int64_t weights = 0;
   double seconds = 0;
@@ -126,7 +138,9 @@ FISH_API int32_t fish_test_gpu_requant(const char* model_path, int32_t mode_in,
     std::map<std::string, PairSummary> pairs;
     std::vector<uint8_t> bytes;
     for (const auto& t : file->tensors()) {
-      if (t.n_dims != 2) continue;
+      // Matrices, and expert stacks (3-D: n_expert matrices whose rows follow
+      // one another, converted row by row as the load converts them).
+      if (t.n_dims != 2 && t.n_dims != 3) continue;
       const bool output = t.name == "output.weight" || (tied && t.name == "token_embd.weight");
       if (!output && !layer_matrix(t.name)) continue;
       std::vector<GgmlType> targets;
@@ -137,8 +151,9 @@ FISH_API int32_t fish_test_gpu_requant(const char* model_path, int32_t mode_in,
       for (GgmlType to : targets) {
         const int64_t n_in = t.ne[0], n_rows = t.n_rows();
         const std::string pair = fish::ggml_type_name(t.type) + "->" + fish::ggml_type_name(to);
-        const std::string base = "requant " + t.name + " " + pair + " [" + std::to_string(n_rows) + "x" +
-                                 std::to_string(n_in) + "]";
+        const std::string base = "requant " + t.name + " " + pair + " [" +
+                                 (t.n_dims == 3 ? std::to_string(t.ne[2]) + "x" : std::string()) +
+                                 std::to_string(t.ne[1]) + "x" + std::to_string(n_in) + "]";
         bytes.resize(size_t(*fish::ggml_row_bytes(uint32_t(to), n_in) * uint64_t(n_rows)));
         const auto t0 = std::chrono::steady_clock::now();
         try {
@@ -156,6 +171,7 @@ FISH_API int32_t fish_test_gpu_requant(const char* model_path, int32_t mode_in,
         emit(base, buf, rel <= bound ? FISH_CHECK_PASS : FISH_CHECK_FAIL);
         PairSummary& s = pairs[pair];
         ++s.n;
+        s.stacks += t.n_dims == 3;
         s.min = std::min(s.min, rel);
         s.max = std::max(s.max, rel);
         s.sum += rel;
@@ -168,16 +184,24 @@ FISH_API int32_t fish_test_gpu_requant(const char* model_path, int32_t mode_in,
                FISH_CHECK_SKIP);
           continue;
         }
-        failures += fish::capi::check_gpu_weight(*be, pool, "requant kernel " + t.name + " " + pair, t.name.c_str(), to,
-                                                 bytes.data(), bytes.size(), n_in, n_rows, rng, emit_check);
+        // A stack: its first expert's matrix (matmul takes single matrices;
+        // the span's expert kernels have their own tests).
+        const int64_t n_out = t.ne[1];
+        const uint64_t mat_bytes = bytes.size() / uint64_t(n_rows / n_out);
+        failures += fish::capi::check_gpu_weight(*be, pool,
+                                                 "requant kernel " + t.name + (t.n_dims == 3 ? "[0] " : " ") + pair,
+                                                 t.name.c_str(), to, bytes.data(), mat_bytes, n_in, n_out, rng,
+                                                 emit_check);
       }
     }
     for (const auto& [pair, s] : pairs) {
-      char buf[200];
+      char buf[256];
+      // A stack counts as one (its n_expert matrices converted together).
+      const std::string stacks = s.stacks ? "; " + std::to_string(s.stacks) + " of them expert stacks" : "";
       std::snprintf(buf, sizeof buf,
-                    "%d matrices, relative RMS %.2f-%.2f%% (mean %.2f%%); converted at %.2f ns/weight on %d threads",
+                    "%d matrices, relative RMS %.2f-%.2f%% (mean %.2f%%); converted at %.2f ns/weight on %d threads%s",
                     s.n, s.min * 100, s.max * 100, s.sum / s.n * 100, s.seconds * 1e9 / double(s.weights),
-                    pool.size());
+                    pool.size(), stacks.c_str());
       emit("requant " + pair + " (FISH_GPU_REQUANT=" + fish::requant_mode_name(mode) + ")", buf, FISH_CHECK_PASS);
     }
     if (pairs.empty())

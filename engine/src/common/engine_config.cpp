@@ -231,6 +231,7 @@ const std::vector<Variable>& variables() {
          c.test_span_fail_device = int(dev);
          return true;
        }},
+      {"FISH_TEST_REQUANT_HOST_EXPERTS", kOnOff, "off", flag(&EngineConfig::test_requant_host_experts)},
   };
   return vars;
 }

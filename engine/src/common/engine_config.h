@@ -26,6 +26,9 @@
 //   FISH_PLUGIN_TIMEOUT=<s>      seconds a plugin's probe in the child may take (default 10)
 //   FISH_BACKEND_FAIL=<call>[:<n>],...   tests: the n-th call of that backend method fails
 //   FISH_TEST_SPAN_FAIL_AT=<pos>[@<k>]  tests: the span (of the k-th device used) fails at that position
+//   FISH_TEST_REQUANT_HOST_EXPERTS=0|1  tests: the experts the CPU multiplies for a GPU layer are F32
+//                                copies of the values FISH_GPU_REQUANT gives the span's (test-gpu's
+//                                per-matmul run then holds the span's weights)
 // (the 0|1 variables also take off|on, false|true, no|yes). A value the table
 // does not accept is a warning that names the variable, the value and what is
 // accepted, and the default is kept: never a silent default.
@@ -70,6 +73,7 @@ struct EngineConfig {
   bool gpu_requant_cache = true;    // FISH_GPU_REQUANT_CACHE
   int test_span_fail_at = -1;       // FISH_TEST_SPAN_FAIL_AT, -1: never
   int test_span_fail_device = -1;   // ... @k: the span of the k-th device used only (-1: any)
+  bool test_requant_host_experts = false;  // FISH_TEST_REQUANT_HOST_EXPERTS
   // CPU.
   bool cpu_repack = true;           // FISH_CPU_REPACK
   CpuKernels cpu_kernels = CpuKernels::Auto;  // FISH_CPU_KERNELS

@@ -72,6 +72,8 @@ struct Experts {
   std::vector<WeightView> cpu;
   BackendWeight* gpu = nullptr;
   ComputeBackend* gpu_be = nullptr;
+  GgmlType gpu_type = GgmlType::F32;  // the type uploaded (tensor->type, or a re-quantised one)
+  uint64_t gpu_bytes = 0;             // ... and its bytes
 };
 
 struct Layer {
@@ -304,8 +306,15 @@ class LlamaModel {
   RequantMix requant_mix_;      // of the weights on the backend now
   RequantStats requant_stats_;  // of this load's conversions
   // FISH_GPU_REQUANT=auto: the mode whose device copies fit best (requant_auto.h).
-  RequantMode choose_requant_auto(ComputeBackend* be, int32_t want, const std::vector<uint64_t>& reserve_for,
+  // Layers end - want .. end - 1 are the candidates; an MoE layer l >=
+  // experts_from may have its expert stacks on the device (the span's), the
+  // others keep them in host memory.
+  RequantMode choose_requant_auto(ComputeBackend* be, int32_t end, int32_t want, int32_t experts_from,
+                                  const std::vector<uint64_t>& reserve_for,
                                   const std::function<bool(GgmlType)>& supports);
+  // FISH_TEST_REQUANT_HOST_EXPERTS: the re-quantised bytes of experts the CPU
+  // multiplies from host memory (test-gpu's per-matmul reference only).
+  std::vector<std::vector<uint8_t>> host_expert_bytes_;
 
   ModelStats stats_;
 

@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "gguf/gguf_file.h"
 #include "model/llama_model.h"
+#include "quant/quant.h"
 
 namespace fish {
 
@@ -202,6 +203,14 @@ void LlamaModel::place_on_device(const ModelOptions& opt, DevicePart& part, bool
     lin.gpu = nullptr;
     lin.gpu_be = nullptr;
   };
+  // The converter, made on the first conversion.
+  auto converter = [&]() -> Requantizer& {
+    if (!requant)
+      requant = std::make_unique<Requantizer>(*file_, *pool_, cfg_.gpu_requant_cache, "",
+                                              [](const std::string& m) { std::fprintf(stderr, "fish: warning: %s\n", m.c_str()); },
+                                              gpu_verbose_);
+    return *requant;
+  };
   // output: the output projection (never made 3-bit, requant_target).
   auto upload = [&](Linear& lin, bool& ok, bool output) {
     if (!ok || !lin.tensor) return;
@@ -215,11 +224,7 @@ void LlamaModel::place_on_device(const ModelOptions& opt, DevicePart& part, bool
     d.data = lin.tensor->data;  // GGUF bytes (cpu may be repacked)
     d.nbytes = lin.tensor->nbytes;
     if (to != from) {
-      if (!requant)
-        requant = std::make_unique<Requantizer>(*file_, *pool_, cfg_.gpu_requant_cache, "",
-                                                [](const std::string& m) { std::fprintf(stderr, "fish: warning: %s\n", m.c_str()); },
-                                                gpu_verbose_);
-      if (const std::vector<uint8_t>* bytes = requant->convert(*lin.tensor, to)) {
+      if (const std::vector<uint8_t>* bytes = converter().convert(*lin.tensor, to)) {
         d.type = to;
         d.data = bytes->data();
         d.nbytes = bytes->size();
@@ -284,7 +289,11 @@ void LlamaModel::place_on_device(const ModelOptions& opt, DevicePart& part, bool
     for (int32_t k = 1; k <= want; ++k) reserve_for[size_t(k)] = be->span_bytes(last_layers(k));
   auto fits_reserve = [&](int32_t k) { return be->memory_free() >= reserve_for[size_t(k)]; };
 
-  if (requant_mode_ == RequantMode::Auto) requant_mode_ = choose_requant_auto(be, want, reserve_for, supports);
+  const int32_t n_cpu_moe = opt.n_cpu_moe >= 0 ? std::min(opt.n_cpu_moe, hp_.n_layer) : 0;
+  bool experts_on_device = span_ok && hp_.moe();
+  if (requant_mode_ == RequantMode::Auto)
+    requant_mode_ = choose_requant_auto(be, part.end, want, experts_on_device ? std::max(n_cpu_moe, part.first) : part.end,
+                                        reserve_for, supports);
   if ((requant_mode_ == RequantMode::AllFq3 || requant_mode_ == RequantMode::Mixed) && !supports(GgmlType::FQ3))
     std::fprintf(stderr,
                  "fish: warning: %s does not take FQ3 weights (plugin ABI 2.1): FISH_GPU_REQUANT=%s leaves Q4_K "
@@ -304,8 +313,6 @@ void LlamaModel::place_on_device(const ModelOptions& opt, DevicePart& part, bool
   // takes no stacks). From the last layer back while they fit (and past
   // n_cpu_moe); once a layer's do not, every earlier layer keeps its experts in
   // host memory and runs per matmul: the first layers' experts go to the host first.
-  const int32_t n_cpu_moe = opt.n_cpu_moe >= 0 ? std::min(opt.n_cpu_moe, hp_.n_layer) : 0;
-  bool experts_on_device = span_ok && hp_.moe();
   auto release_experts = [&](Layer& L) {
     for (Experts* ex : {&L.gate_exps, &L.up_exps, &L.down_exps}) {
       if (ex->gpu) be->release(ex->gpu);
@@ -313,14 +320,15 @@ void LlamaModel::place_on_device(const ModelOptions& opt, DevicePart& part, bool
       ex->gpu_be = nullptr;
     }
   };
+  // A stack goes up as one weight of n_mat = n_expert, re-quantised under the
+  // mode's rules like any matrix of the layer (requant_device_type): its rows
+  // are n_expert matrices' rows one after another, so converting the stack's
+  // rows converts each expert, and the converted stack is again n_expert
+  // matrices one after another (one cache entry per stack).
   auto upload_experts = [&](Layer& L) {
     bool ok = true;
     for (Experts* ex : {&L.gate_exps, &L.up_exps, &L.down_exps}) {
       const gguf::TensorInfo* t = ex->tensor;
-      if (!ok || !supports(t->type)) {
-        ok = false;
-        break;
-      }
       WeightDesc d;
       d.name = t->name.c_str();
       d.type = t->type;
@@ -329,9 +337,23 @@ void LlamaModel::place_on_device(const ModelOptions& opt, DevicePart& part, bool
       d.n_mat = t->ne[2];
       d.data = t->data;
       d.nbytes = t->nbytes;
+      const GgmlType to = requant_device_type(requant_mode_, t->type, false, supports);
+      if (to != t->type)
+        if (const std::vector<uint8_t>* bytes = converter().convert(*t, to)) {
+          d.type = to;
+          d.data = bytes->data();
+          d.nbytes = bytes->size();
+        }
+      if (!supports(d.type)) {
+        ok = false;
+        break;
+      }
       ex->gpu = be->upload(d);
       ex->gpu_be = ex->gpu ? be : nullptr;
+      ex->gpu_type = d.type;
+      ex->gpu_bytes = d.nbytes;
       ok = ex->gpu != nullptr;
+      if (!ok) break;
     }
     if (!ok) release_experts(L);
     return ok;
@@ -404,6 +426,34 @@ void LlamaModel::place_on_device(const ModelOptions& opt, DevicePart& part, bool
   }
   for (int32_t l = span_first; l < part.end; ++l)
     if (part.span) kv_.set_layer_on_cpu(l, false);
+  // FISH_TEST_REQUANT_HOST_EXPERTS (tests): the GPU layers whose experts the
+  // CPU multiplies get, as their CPU experts, F32 copies of the values the
+  // span would hold (the mode's converted stack, decoded: exact), so that
+  // test-gpu's per-matmul run holds the span run's weights and multiplies
+  // them with f32 activations (quantised experts would take int8 ones, whose
+  // rounding flips near-tie routing decisions of a random tiny model).
+  if (cfg_.test_requant_host_experts && hp_.moe())
+    for (int32_t l = part.end - part.n_gpu; l < span_first; ++l)
+      for (Experts* ex : {&layers_[size_t(l)].gate_exps, &layers_[size_t(l)].up_exps, &layers_[size_t(l)].down_exps}) {
+        const gguf::TensorInfo* t = ex->tensor;
+        GgmlType type = requant_device_type(requant_mode_, t->type, false, supports);
+        const uint8_t* src = t->data;
+        if (type != t->type) {
+          const std::vector<uint8_t>* bytes = converter().convert(*t, type);
+          if (bytes) src = bytes->data();
+          else type = t->type;
+        }
+        const int64_t n_in = t->ne[0], n_out = t->ne[1], n_rows = t->n_rows();
+        const uint64_t row = *ggml_row_bytes(uint32_t(type), n_in);
+        host_expert_bytes_.emplace_back(size_t(n_rows * n_in) * sizeof(float));
+        float* f = reinterpret_cast<float*>(host_expert_bytes_.back().data());
+        pool_->parallel_for(n_rows, 16, [&](int64_t b, int64_t e, int) {
+          for (int64_t r = b; r < e; ++r) dequant_row(type, src + uint64_t(r) * row, f + r * n_in, n_in);
+        });
+        for (size_t e = 0; e < ex->cpu.size(); ++e)
+          ex->cpu[e] = WeightView{GgmlType::F32, f + int64_t(e) * n_out * n_in, n_in, n_out,
+                                  uint64_t(n_in) * sizeof(float)};
+      }
   // The output norm + projection in the span's own forward (FISH_GPU_SPAN_HEAD=0:
   // x comes back and the head is a second submission, through matmul): the
   // span that ends the model, when the output projection is on its device.
@@ -434,8 +484,13 @@ void LlamaModel::place_on_device(const ModelOptions& opt, DevicePart& part, bool
       requant_mix_.add(lin.tensor->type, lin.gpu_type, lin.tensor->nbytes, lin.gpu_bytes);
   };
   if (with_output) count_mix(output_);
-  for (int32_t l = part.end - part.n_gpu; l < part.end; ++l)
-    for (int i = 0; i < kLayerMatrices; ++i) count_mix(*layer_matrices(layers_[size_t(l)], i));
+  for (int32_t l = part.end - part.n_gpu; l < part.end; ++l) {
+    Layer& L = layers_[size_t(l)];
+    for (int i = 0; i < kLayerMatrices; ++i) count_mix(*layer_matrices(L, i));
+    for (const Experts* ex : {&L.gate_exps, &L.up_exps, &L.down_exps})
+      if (ex->gpu && ex->gpu_type != ex->tensor->type)
+        requant_mix_.add(ex->tensor->type, ex->gpu_type, ex->tensor->nbytes, ex->gpu_bytes, ex->tensor->ne[2]);
+  }
 
   if (gpu_verbose_) {
     // One device: "vulkan"; several: "vulkan device 1 (layers 14-27)".

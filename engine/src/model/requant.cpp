@@ -45,12 +45,16 @@ GgmlType requant_device_type(RequantMode m, GgmlType from, bool output, const st
   return from;
 }
 
-void RequantMix::add(GgmlType from, GgmlType to, uint64_t bytes_from, uint64_t bytes_to) {
+void RequantMix::add(GgmlType from, GgmlType to, uint64_t bytes_from, uint64_t bytes_to, int64_t n_mat) {
   auto it = std::find_if(entries.begin(), entries.end(), [&](const Entry& e) { return e.from == from && e.to == to; });
   if (it == entries.end()) it = entries.insert(entries.end(), Entry{from, to});
   ++it->count;
   it->bytes_from += bytes_from;
   it->bytes_to += bytes_to;
+  if (n_mat > 0) {
+    ++it->stacks;
+    it->experts += n_mat;
+  }
 }
 
 std::string RequantMix::str() const {
@@ -64,8 +68,12 @@ std::string RequantMix::str() const {
   };
   std::string s;
   for (const Entry& e : entries) {
+    const std::string stacks = e.stacks ? "; " + std::to_string(e.stacks) + " expert stack" +
+                                              (e.stacks == 1 ? "" : "s") + ", " + std::to_string(e.experts) +
+                                              " expert" + (e.experts == 1 ? "" : "s")
+                                        : "";
     s += (s.empty() ? "" : ", ") + std::to_string(e.count) + " x " + ggml_type_name(e.from) + "->" +
-         ggml_type_name(e.to) + " " + mb(e.bytes_to) + " MB (from " + mb(e.bytes_from) + ")";
+         ggml_type_name(e.to) + " " + mb(e.bytes_to) + " MB (from " + mb(e.bytes_from) + stacks + ")";
   }
   return s;
 }

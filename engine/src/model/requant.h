@@ -36,15 +36,21 @@ GgmlType requant_target(RequantMode m, GgmlType from, bool output);
 GgmlType requant_device_type(RequantMode m, GgmlType from, bool output, const std::function<bool(GgmlType)>& supports);
 
 // What was converted, by pair, in the spec's words: "134 x Q4_K->FQ3 1740 MB
-// (from 2236), 21 x Q6_K->Q4_K 619 MB (from 903)" (MB = 10^6 bytes).
+// (from 2236), 21 x Q6_K->Q4_K 619 MB (from 903)" (MB = 10^6 bytes). An MoE
+// layer's expert stack (n_expert matrices in one tensor, converted matrix by
+// matrix) counts as one tensor, and the pair says how many of its tensors
+// were stacks: "28 x Q4_K->FQ3 3.41 MB (from 4.37; 12 expert stacks, 96 experts)".
 struct RequantMix {
   struct Entry {
     GgmlType from, to;
     int32_t count = 0;
     uint64_t bytes_from = 0, bytes_to = 0;
+    int32_t stacks = 0;   // of count, expert stacks
+    int64_t experts = 0;  // ... holding this many matrices
   };
   std::vector<Entry> entries;  // in the order first seen
-  void add(GgmlType from, GgmlType to, uint64_t bytes_from, uint64_t bytes_to);
+  // n_mat > 0: an expert stack of n_mat matrices.
+  void add(GgmlType from, GgmlType to, uint64_t bytes_from, uint64_t bytes_to, int64_t n_mat = 0);
   std::string str() const;
   int32_t count() const;
 };

@@ -13,13 +13,26 @@ RequantAutoChoice simulate_placement(const RequantCandidate& c, uint64_t budget,
     used = c.output_bytes;
     r.output = true;
   }
+  bool experts = !c.expert_bytes.empty();
+  int32_t experts_wanted = 0;
+  for (uint64_t b : c.expert_bytes) experts_wanted += b != RequantCandidate::kHostExperts;
   while (r.layers < want) {
     const uint64_t next = used + c.layer_bytes[size_t(r.layers)];
     if (next < used || next + reserve(r.layers + 1) > budget) break;
     used = next;
+    if (experts) {
+      const uint64_t eb = c.expert_bytes[size_t(r.layers)];
+      const uint64_t with = used + eb;
+      if (eb != RequantCandidate::kHostExperts && with >= used && with + reserve(r.layers + 1) <= budget) {
+        used = with;
+        ++r.expert_layers;
+      } else {
+        experts = false;
+      }
+    }
     ++r.layers;
   }
-  r.everything = r.layers == want && (r.output || !has_output);
+  r.everything = r.layers == want && r.expert_layers == experts_wanted && (r.output || !has_output);
   return r;
 }
 
@@ -30,8 +43,12 @@ RequantAutoChoice choose_requant_mode(const std::vector<RequantCandidate>& candi
   for (const RequantCandidate& c : candidates) {
     const RequantAutoChoice r = simulate_placement(c, budget, reserve);
     if (r.everything) return r;
-    // More layers wins; then the output; a tie keeps the milder (earlier) mode.
-    if (!have || r.layers > best.layers || (r.layers == best.layers && r.output && !best.output)) {
+    // More layers' experts on the device wins, then more layers, then the
+    // output; a tie keeps the milder (earlier) mode.
+    const bool better = r.expert_layers != best.expert_layers ? r.expert_layers > best.expert_layers
+                        : r.layers != best.layers             ? r.layers > best.layers
+                                                              : r.output && !best.output;
+    if (!have || better) {
       best = r;
       have = true;
     }
