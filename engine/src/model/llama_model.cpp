@@ -9,6 +9,7 @@
 #include "common/fp16.h"
 #include "cpu/ops.h"
 #include "gguf/gguf_file.h"
+#include "gguf/tensor_stack.h"
 #include "quant/quant.h"
 #include "tokenizer/tokenizer.h"
 
@@ -86,11 +87,57 @@ Linear LlamaModel::matrix_tensor(const std::string& name, int64_t n_in, int64_t 
   return lin;
 }
 
-Experts LlamaModel::expert_tensor(const std::string& name, int64_t n_in, int64_t n_out) {
+Experts LlamaModel::expert_tensor(const std::string& p, const std::string& kind, int64_t n_in, int64_t n_out) {
   Experts ex;
+  const std::string name = p + kind + "_exps.weight";
   const gguf::TensorInfo* t = file_->tensor(name);
   const int64_t NE = hp_.n_expert;
-  if (!t) throw Error(file_->path() + ": tensor '" + name + "' is missing (an MoE layer's stacked experts)");
+  if (!t && file_->tensor(gguf::expert_tensor_name(p, kind, 0))) {
+    // An older file: expert e as its own 2-D tensor p + kind + ".e.weight".
+    std::vector<const gguf::TensorInfo*> parts;
+    for (int64_t e = 0; e < NE; ++e) {
+      const std::string pn = gguf::expert_tensor_name(p, kind, e);
+      const gguf::TensorInfo* pt = file_->tensor(pn);
+      if (!pt)
+        throw Error(file_->path() + ": tensor '" + pn + "' is missing (expert " + std::to_string(e) + " of " +
+                    std::to_string(NE) + ", the file stores each expert as its own tensor)");
+      if (pt->n_dims != 2 || pt->ne[0] != n_in || pt->ne[1] != n_out)
+        throw Error(file_->path() + ": tensor '" + pn + "' has shape " + pt->shape_str() + ", expected [" +
+                    std::to_string(n_in) + ", " + std::to_string(n_out) + "] (n_in, n_out)");
+      if (!parts.empty() && pt->type != parts[0]->type)
+        throw Error(file_->path() + ": tensor '" + pn + "' is " + ggml_type_name(pt->type) + " but expert 0's is " +
+                    ggml_type_name(parts[0]->type) + " (the experts of one kind must share a type)");
+      parts.push_back(pt);
+    }
+    if (file_->tensor(gguf::expert_tensor_name(p, kind, NE)))
+      throw Error(file_->path() + ": tensor '" + gguf::expert_tensor_name(p, kind, NE) + "' is an expert past expert_count " +
+                  std::to_string(NE));
+    // Contiguous: one stack over the file's bytes; else the model's own
+    // description with no bytes (data null) and the parts.
+    std::optional<gguf::TensorInfo> view = gguf::stack_view(parts, name);
+    if (!view) {
+      view = gguf::TensorInfo{};
+      view->name = name;
+      view->type = parts[0]->type;
+      view->n_dims = 3;
+      view->ne[0] = n_in;
+      view->ne[1] = n_out;
+      view->ne[2] = NE;
+      view->offset = parts[0]->offset;
+      view->nbytes = parts[0]->nbytes * uint64_t(NE);
+      ex.parts = parts;
+    }
+    ex.tensor = &expert_stacks_.emplace_back(std::move(*view));
+    ex.cpu.resize(size_t(NE));
+    for (int64_t e = 0; e < NE; ++e)
+      ex.cpu[size_t(e)] = WeightView{parts[size_t(e)]->type, parts[size_t(e)]->data, n_in, n_out,
+                                     parts[size_t(e)]->nbytes / uint64_t(n_out)};
+    n_params_ += n_in * n_out * NE;
+    return ex;
+  }
+  if (!t)
+    throw Error(file_->path() + ": tensor '" + name + "' is missing (an MoE layer's stacked experts; nor is there '" +
+                gguf::expert_tensor_name(p, kind, 0) + "', expert 0 as its own tensor)");
   if (t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != NE)
     throw Error(file_->path() + ": tensor '" + name + "' has shape " + t->shape_str() + ", expected [" +
                 std::to_string(n_in) + ", " + std::to_string(n_out) + ", " + std::to_string(NE) +
@@ -145,9 +192,9 @@ void LlamaModel::load_weights() {
     L.wo = matrix_tensor(p + "attn_output.weight", h.q_dim(), h.n_embd, true);
     if (h.moe()) {
       L.router = matrix_tensor(p + "ffn_gate_inp.weight", h.n_embd, h.n_expert, true);
-      L.gate_exps = expert_tensor(p + "ffn_gate_exps.weight", h.n_embd, h.n_ff_expert);
-      L.up_exps = expert_tensor(p + "ffn_up_exps.weight", h.n_embd, h.n_ff_expert);
-      L.down_exps = expert_tensor(p + "ffn_down_exps.weight", h.n_ff_expert, h.n_embd);
+      L.gate_exps = expert_tensor(p, "ffn_gate", h.n_embd, h.n_ff_expert);
+      L.up_exps = expert_tensor(p, "ffn_up", h.n_embd, h.n_ff_expert);
+      L.down_exps = expert_tensor(p, "ffn_down", h.n_ff_expert, h.n_embd);
       if (h.n_ff_shexp > 0) {
         L.gate_shexp = matrix_tensor(p + "ffn_gate_shexp.weight", h.n_embd, h.n_ff_shexp, true);
         L.up_shexp = matrix_tensor(p + "ffn_up_shexp.weight", h.n_embd, h.n_ff_shexp, true);

@@ -4,6 +4,7 @@
 // per matmul (stage 1) or as one span (stage 2), see place_layers.cpp.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -67,8 +68,14 @@ struct Linear {
 // (expert e's matrix at data + e * n_out * row_bytes). cpu[e] is expert e's
 // view (repacked per expert like a dense matrix, prepare_cpu_weights); gpu is
 // the whole stack uploaded as one weight of n_mat = n_expert (spans only).
+// An older Mixtral file's per-expert tensors (gguf/tensor_stack.h) are read as
+// a stack the model describes (tensor: the model's own TensorInfo): over their
+// bytes when they lie one after another in the file; else tensor->data is null,
+// parts lists them, cpu[e] views parts[e], and the upload gathers them into
+// one staging copy (converted part by part when re-quantised).
 struct Experts {
   const gguf::TensorInfo* tensor = nullptr;
+  std::vector<const gguf::TensorInfo*> parts;  // per-expert tensors not contiguous in the file (else empty)
   std::vector<WeightView> cpu;
   BackendWeight* gpu = nullptr;
   ComputeBackend* gpu_be = nullptr;
@@ -247,7 +254,9 @@ class LlamaModel {
   void linear_group(const Linear* const* ws, int32_t n_w, const float* x, int32_t n, float* const* ys);
   const float* vector_tensor(const std::string& name, int64_t n, bool required);
   Linear matrix_tensor(const std::string& name, int64_t n_in, int64_t n_out, bool required);
-  Experts expert_tensor(const std::string& name, int64_t n_in, int64_t n_out);
+  // kind "ffn_gate": the stacked p + "ffn_gate_exps.weight", or the experts'
+  // own tensors p + "ffn_gate.E.weight" of an older file.
+  Experts expert_tensor(const std::string& p, const std::string& kind, int64_t n_in, int64_t n_out);
   // The MoE FFN of layer l on xn [n, n_embd] (normed), its result added to x
   // (moe_ffn.cpp): router, routing, the chosen experts grouped by expert.
   void moe_ffn(int32_t l, const float* xn, float* x, int32_t n);
@@ -266,6 +275,7 @@ class LlamaModel {
   Linear output_;
   std::vector<Layer> layers_;
   std::vector<std::vector<float>> owned_vectors_;  // norms/biases stored as non-F32
+  std::deque<gguf::TensorInfo> expert_stacks_;     // stacks of per-expert tensors (Experts::tensor)
   std::vector<PreparedWeight> prepared_;           // keeps the repacked CPU weights alive
   uint64_t repacked_bytes_ = 0;
 

@@ -325,25 +325,57 @@ void LlamaModel::place_on_device(const ModelOptions& opt, DevicePart& part, bool
   // are n_expert matrices' rows one after another, so converting the stack's
   // rows converts each expert, and the converted stack is again n_expert
   // matrices one after another (one cache entry per stack).
+  // The bytes of a stack as type `to` (the stack's own type: as it is), one
+  // after another: the file's, the converter's, or (an older file's experts
+  // apart in the file) gathered into staging, each expert converted as its
+  // own tensor (one cache entry per expert). Sets type to what it is (the
+  // file's type where a conversion failed, warned).
+  std::vector<uint8_t> staging;
+  auto stack_bytes = [&](const Experts& ex, GgmlType& to) -> const uint8_t* {
+    const gguf::TensorInfo* t = ex.tensor;
+    if (ex.parts.empty()) {
+      if (to == t->type) return t->data;
+      if (const std::vector<uint8_t>* b = converter().convert(*t, to)) return b->data();
+      to = t->type;
+      return t->data;
+    }
+    const auto row = ggml_row_bytes(uint32_t(to), t->ne[0]);
+    const uint64_t per = row ? *row * uint64_t(t->ne[1]) : 0;
+    staging.resize(size_t(per * ex.parts.size()));
+    for (size_t e = 0; e < ex.parts.size() && to != t->type; ++e) {
+      const std::vector<uint8_t>* b = converter().convert(*ex.parts[e], to);
+      if (!b) to = t->type;  // gathered as they are below
+      else std::copy(b->begin(), b->end(), staging.begin() + ptrdiff_t(e * per));
+    }
+    if (to == t->type) {
+      staging.resize(size_t(t->nbytes));
+      for (size_t e = 0; e < ex.parts.size(); ++e)
+        std::copy(ex.parts[e]->data, ex.parts[e]->data + ex.parts[e]->nbytes,
+                  staging.begin() + ptrdiff_t(e * ex.parts[0]->nbytes));
+    }
+    return staging.data();
+  };
+  auto stack_nbytes = [](const Experts& ex, GgmlType to) {
+    return *ggml_row_bytes(uint32_t(to), ex.tensor->ne[0]) * uint64_t(ex.tensor->n_rows());
+  };
+  // Gives the file's pages of a stack (or of its parts) back to the OS.
+  auto release_stack_pages = [&](const Experts& ex) {
+    if (ex.parts.empty()) file_->release_pages(ex.tensor->data, ex.tensor->nbytes);
+    for (const gguf::TensorInfo* pt : ex.parts) file_->release_pages(pt->data, pt->nbytes);
+  };
   auto upload_experts = [&](Layer& L) {
     bool ok = true;
     for (Experts* ex : {&L.gate_exps, &L.up_exps, &L.down_exps}) {
       const gguf::TensorInfo* t = ex->tensor;
       WeightDesc d;
       d.name = t->name.c_str();
-      d.type = t->type;
       d.n_in = t->ne[0];
       d.n_out = t->ne[1];
       d.n_mat = t->ne[2];
-      d.data = t->data;
-      d.nbytes = t->nbytes;
-      const GgmlType to = requant_device_type(requant_mode_, t->type, false, supports);
-      if (to != t->type)
-        if (const std::vector<uint8_t>* bytes = converter().convert(*t, to)) {
-          d.type = to;
-          d.data = bytes->data();
-          d.nbytes = bytes->size();
-        }
+      GgmlType to = requant_device_type(requant_mode_, t->type, false, supports);
+      d.data = stack_bytes(*ex, to);
+      d.type = to;
+      d.nbytes = stack_nbytes(*ex, to);
       if (!supports(d.type)) {
         ok = false;
         break;
@@ -437,12 +469,7 @@ void LlamaModel::place_on_device(const ModelOptions& opt, DevicePart& part, bool
       for (Experts* ex : {&layers_[size_t(l)].gate_exps, &layers_[size_t(l)].up_exps, &layers_[size_t(l)].down_exps}) {
         const gguf::TensorInfo* t = ex->tensor;
         GgmlType type = requant_device_type(requant_mode_, t->type, false, supports);
-        const uint8_t* src = t->data;
-        if (type != t->type) {
-          const std::vector<uint8_t>* bytes = converter().convert(*t, type);
-          if (bytes) src = bytes->data();
-          else type = t->type;
-        }
+        const uint8_t* src = stack_bytes(*ex, type);
         const int64_t n_in = t->ne[0], n_out = t->ne[1], n_rows = t->n_rows();
         const uint64_t row = *ggml_row_bytes(uint32_t(type), n_in);
         host_expert_bytes_.emplace_back(size_t(n_rows * n_in) * sizeof(float));
@@ -475,7 +502,7 @@ void LlamaModel::place_on_device(const ModelOptions& opt, DevicePart& part, bool
     Layer& L = layers_[size_t(l)];
     for (int i = 0; i < kLayerMatrices; ++i) drop_pages(*layer_matrices(L, i));
     for (Experts* ex : {&L.gate_exps, &L.up_exps, &L.down_exps})
-      if (ex->gpu) file_->release_pages(ex->tensor->data, ex->tensor->nbytes);
+      if (ex->gpu) release_stack_pages(*ex);
   }
 
   // 5. What the placed weights became (the conversions' cost: place_layers).

@@ -100,7 +100,9 @@ void LlamaModel::prepare_cpu_experts() {
       repacked_bytes_ += pw.owned_bytes();
       prepared_.push_back(std::move(pw));
     }
-    if (all) file_->release_pages(ex->tensor->data, ex->tensor->nbytes);
+    if (all && ex->parts.empty()) file_->release_pages(ex->tensor->data, ex->tensor->nbytes);
+    if (all)
+      for (const gguf::TensorInfo* pt : ex->parts) file_->release_pages(pt->data, pt->nbytes);
   }
   if (!todo.empty()) report("repacking CPU experts", 1.0);
 }
