@@ -105,8 +105,10 @@ void main() {
   const uint K = pc.k, NE = pc.n_expert, P = pc.n_tok * K;
   const uint G = moe_group(pc.route_off, P), L = moe_list(G, NE);
   const uint s = gl_WorkGroupID.y;
-  if (s >= AR[G]) return;  // uniform: the workgroup's slot has no expert
-  const uint e = AR[G + 1u + s], p0 = AR[G + 1u + NE + s], p1 = AR[G + 2u + NE + s];
+  // The four words are read together (s < min(n_expert, P): within the routing
+  // words even past n_active), then the slot is checked: one memory latency, not two.
+  const uint n_act = AR[G], e = AR[G + 1u + s], p0 = AR[G + 1u + NE + s], p1 = AR[G + 2u + NE + s];
+  if (s >= n_act) return;  // uniform: the workgroup's slot has no expert
   moe_row0 = e * pc.n_rows;
   const uint n_groups = (pc.n_rows + ROWS - 1u) / ROWS;
   const uint units = mv_units();

@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <set>
 
 #include "span.h"
 #include "span_synth.h"
@@ -184,16 +185,41 @@ TEST_CASE("MoE span of several sequences vs the reference plugin's span and vs e
     }
     // The plan's experts: a 16-row chunk (>= 4 pairs per expert) as tiled
     // products per expert (gate, up, down), 4 rows as the matvec (gate|up, down).
+    // Decode shapes (<= 4 rows) sum into x in the down (no moe_combine step);
+    // longer chunks keep the combine, tiled or not (6 rows: < 4 pairs per expert).
     auto count_steps = [&](int n_tok) {
-      std::pair<int, int> c{0, 0};
+      std::tuple<int, int, int> c{0, 0, 0};
       for (const vk::SpanStep& st : span_of(*many).plan(n_tok, false).steps) {
-        c.first += std::holds_alternative<vk::MoeTiledStep>(st.kernel);
-        c.second += std::holds_alternative<vk::MoeMatvecStep>(st.kernel);
+        std::get<0>(c) += std::holds_alternative<vk::MoeTiledStep>(st.kernel);
+        std::get<1>(c) += std::holds_alternative<vk::MoeMatvecStep>(st.kernel);
+        std::get<2>(c) += std::holds_alternative<vk::MoeCombineStep>(st.kernel);
       }
       return c;
     };
-    CHECK(count_steps(16) == std::make_pair(3 * v.L, 0));
-    CHECK(count_steps(4) == std::make_pair(0, 2 * v.L));
+    CHECK(count_steps(16) == std::make_tuple(3 * v.L, 0, v.L));
+    CHECK(count_steps(6) == std::make_tuple(0, 2 * v.L, v.L));
+    CHECK(count_steps(4) == std::make_tuple(0, 2 * v.L, 0));
+    CHECK(count_steps(1) == std::make_tuple(0, 2 * v.L, 0));
+    // Every step reads only what an earlier step wrote (or the staging buffer,
+    // the KV), across a barrier (as test_vk_span's plan check for dense spans).
+    for (const auto& [n_tok, head_rows, multi] : {std::tuple{1, 1, false}, {2, 2, true}, {4, 0, false},
+                                                  {6, 1, false}, {9, 3, true}, {16, 1, false}}) {
+      vk::Span::Shape sh;
+      sh.n_tok = n_tok, sh.head_rows = head_rows, sh.head_last = head_rows == 1, sh.multi = multi;
+      std::set<vk::Region> written, pending;
+      const vk::SpanPlan plan = span_of(*many).plan(sh);
+      for (size_t i = 0; i < plan.steps.size(); ++i) {
+        const vk::SpanStep& st = plan.steps[i];
+        INFO(v.name << ": " << n_tok << " rows, step " << i << " of " << plan.steps.size());
+        for (vk::Region r : st.reads) {
+          CHECK((written.count(r) == 1 || r == vk::Region::Staging || r == vk::Region::Kv));
+          CHECK(pending.count(r) == 0);
+        }
+        for (vk::Region r : st.writes) written.insert(r), pending.insert(r);
+        if (st.barrier != vk::Barrier::None) pending.clear();
+      }
+      CHECK(plan.steps.back().barrier == vk::Barrier::Host);
+    }
     TieWatch ties(s, 4);
     std::vector<int> len(4, 0);
     Worst vx, vl, ax, al;
