@@ -38,9 +38,19 @@
 // subgroups), slice s taking rows s·ROWS .. of the workgroup's SLICES·ROWS:
 // a workgroup owns many rows (QOUT: a B32 block) while each invocation
 // accumulates only ROWS of them (registers).
+// NB (token groups: forwards of 2..32 rows, several sequences' decode rows):
+// 0 = the decode of n_tok = NT tokens (1..4) as above. NB >= 1: a workgroup
+// takes one (row group, token group) pair of the grid, the token group being
+// NTT = NT·NB consecutive tokens (the last group partial); the weight unit is
+// read once per workgroup (from memory once; the chunks after the first find
+// it in L1) and multiplied with every token of the group, NT tokens' x at a
+// time in registers (mv_unit's x arrays), the chunk's sums added into tot[]
+// (RT·NTT accumulators). The token groups of one row group are neighbours in
+// the grid, so they read the same weights at about the same time (L2). Tokens
+// past n_tok in the last chunk read the last token's x and are not written.
 // Specialisation: 0 = workgroup size, 1 = ROWS, 2 = NT, 3 = EPI, 4 = XPROD, 5 = PAIR,
 // 6 = QOUT, 7 = XB32, 8 = SLICES, 9 = U64 (int8 Q4_K / Q5_K: units of 64 elements,
-// matvec_units_i8.glsl).
+// matvec_units_i8.glsl), 10 = NB.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -57,8 +67,11 @@ layout(constant_id = 7) const bool XB32 = false;
 layout(constant_id = 8) const uint SLICES = 1;
 #define FISH_U64
 layout(constant_id = 9) const bool U64 = false;
+layout(constant_id = 10) const uint NB = 0;
 const uint RT = PAIR ? 2u * ROWS : ROWS;  // accumulated rows (per invocation)
 const uint WR = SLICES * ROWS;            // the workgroup's rows
+const bool BATCH = NB > 0u;
+const uint NTT = BATCH ? NT * NB : NT;    // the workgroup's tokens
 
 #include "matmul_common.glsl"
 // The arena once more (coherent), for what the epilogue writes beside y: the Σy²
@@ -68,6 +81,11 @@ layout(set = 0, binding = 4) coherent buffer ArenaCU { uint ACU[]; };
 
 const uint NONE = 0xFFFFFFFFu;
 float acc[RT * NT];  // acc[r * NT + t]
+float tot[BATCH ? RT * NTT : 1u];  // BATCH: tot[r * NTT + t], t of the token group
+uint tok0 = 0u;                    // BATCH: the chunk's first token
+// The token whose x a unit reads as its t-th (BATCH: of the chunk; past n_tok: the last).
+uint mv_tok(uint t) { return BATCH ? min(tok0 + t, pc.n_tok - 1u) : t; }
+#define MV_TOK(t) mv_tok(t)
 #define QB_X_SIZE (QOUT ? WR * NT : 1u)
 #define QSG_SLOTS (QOUT ? WR : 1u)
 #include "quant_block.glsl"
@@ -78,11 +96,13 @@ float acc[RT * NT];  // acc[r * NT + t]
 #include "matvec_units_i8.glsl"
 #else
 vec4 x4_at(uint t, uint e) {
+  t = mv_tok(t);
   vec4 v = X4[(pc.x_off + t * pc.x_stride + e) >> 2];
   if (XPROD) v *= X4[(pc.x2_off + t * pc.x_stride + e) >> 2];
   return v;
 }
 float x_at(uint t, uint e) {
+  t = mv_tok(t);
   float v = X[pc.x_off + t * pc.x_stride + e];
   if (XPROD) v *= X[pc.x2_off + t * pc.x_stride + e];
   return v;
@@ -91,79 +111,109 @@ float x_at(uint t, uint e) {
 #include "matvec_units.glsl"
 #endif
 
-// Per-subgroup sums (up to 32 subgroups): RT·NT products, then NT Σx² of the scale.
-shared float part_sh[(RT + 1u) * NT * 32u];
-shared float fin_sh[WR * NT];
+// Per-subgroup sums (up to 32 subgroups): RT·NTT products, then NTT Σx² of the scale.
+shared float part_sh[(RT + 1u) * NTT * 32u];
+shared float fin_sh[WR * NTT];
+
+float scale[NTT], sq_in[NTT];
+// The per-token scales of tokens tb .. tb + NTT - 1: 1/rms from inv_in, or this
+// invocation's share of the partials (summed over the workgroup with the products).
+void load_scales(uint tb, bool parts) {
+  const uint lid = gl_LocalInvocationID.x, wgs = gl_WorkGroupSize.x;
+  for (uint t = 0u; t < NTT; ++t) {
+    const uint tk = BATCH ? min(tb + t, pc.n_tok - 1u) : t;
+    scale[t] = pc.inv_in == NONE || parts ? 1.0 : X[pc.inv_in + tk];
+    sq_in[t] = 0.0;
+    if (parts)
+      for (uint i = lid; i < pc.inv_parts; i += wgs) sq_in[t] += X[pc.inv_in + tk * pc.inv_parts + i];
+  }
+}
+
+// Unit u of the rows from srow0 for the workgroup's tokens from tb.
+void mv_step(uint u, uint srow0, uint tb) {
+  if (!BATCH) {
+    mv_unit(u, srow0);
+    return;
+  }
+  for (uint c = 0u; c < NB; ++c) {
+    tok0 = tb + c * NT;
+    if (tok0 < pc.n_tok) {  // uniform: chunks past the last token cost nothing
+      for (uint k = 0u; k < RT * NT; ++k) acc[k] = 0.0;
+      mv_unit(u, srow0);
+      for (uint r = 0u; r < RT; ++r)
+        for (uint t = 0u; t < NT; ++t) tot[r * NTT + c * NT + t] += acc[r * NT + t];
+    }
+  }
+}
 
 void main() {
   const uint lid = gl_LocalInvocationID.x, wgs = gl_WorkGroupSize.x;
   const uint n_groups = (pc.n_rows + WR - 1u) / WR;
+  const uint n_tg = BATCH ? (pc.n_tok + NTT - 1u) / NTT : 1u;  // token groups
   // This invocation's slice, its place in it, the slice's subgroups.
   const uint sw = wgs / SLICES, slice = lid / sw, sl = lid % sw;
   const uint sps = gl_NumSubgroups / SLICES;  // (the host makes sw a multiple of the subgroup size)
   const uint units = mv_units();
   const bool parts = pc.inv_in != NONE && pc.inv_parts != 0u;
   const bool qsg = QOUT && gl_SubgroupSize >= 32u;  // uniform
-  // The scale: 1/rms from inv_in, or this invocation's share of the partials
-  // (summed over the workgroup with the products below).
-  float scale[NT], sq_in[NT];
-  for (uint t = 0u; t < NT; ++t) {
-    scale[t] = pc.inv_in == NONE || parts ? 1.0 : X[pc.inv_in + t];
-    sq_in[t] = 0.0;
-    if (parts)
-      for (uint i = lid; i < pc.inv_parts; i += wgs) sq_in[t] += X[pc.inv_in + t * pc.inv_parts + i];
-  }
+  if (!BATCH) load_scales(0u, parts);
 
-  for (uint g0 = gl_WorkGroupID.x; g0 < n_groups; g0 += gl_NumWorkGroups.x) {
+  for (uint it = gl_WorkGroupID.x; it < n_groups * n_tg; it += gl_NumWorkGroups.x) {
+    // The row group and the token group's first token (the token groups of a row group side by side).
+    const uint g0 = BATCH ? it / n_tg : it, tb = BATCH ? (it % n_tg) * NTT : 0u;
+    if (BATCH) load_scales(tb, parts);
     const uint row0 = g0 * WR;
-    // The epilogue's operands: invocation lid < WR·NT finishes (row lid / NT, token lid % NT).
+    // The epilogue's operands: invocation lid < WR·NTT finishes (row lid / NTT, token tb + lid % NTT).
     float res = 0.0, nw = 0.0, qv = 0.0;
-    if ((EPI == 1u || EPI == 3u) && lid < WR * NT && row0 + lid / NT < pc.n_rows) {
-      res = Y[pc.y_off + (lid % NT) * pc.y_stride + row0 + lid / NT];
-      if (EPI == 3u) nw = P[pc.norm_off + row0 + lid / NT];
+    if ((EPI == 1u || EPI == 3u) && lid < WR * NTT && row0 + lid / NTT < pc.n_rows && tb + lid % NTT < pc.n_tok) {
+      res = Y[pc.y_off + (tb + lid % NTT) * pc.y_stride + row0 + lid / NTT];
+      if (EPI == 3u) nw = P[pc.norm_off + row0 + lid / NTT];
     }
     for (uint k = 0u; k < RT * NT; ++k) acc[k] = 0.0;
+    if (BATCH)
+      for (uint k = 0u; k < RT * NTT; ++k) tot[k] = 0.0;
     const uint srow0 = row0 + slice * ROWS;  // this slice's rows
     uint u = sl;
     for (; u + sw < units; u += 2u * sw) {  // two units per trip: two sets of loads in flight
-      mv_unit(u, srow0);
-      mv_unit(u + sw, srow0);
+      mv_step(u, srow0, tb);
+      mv_step(u + sw, srow0, tb);
     }
-    if (u < units) mv_unit(u, srow0);
-    for (uint k = 0u; k < RT * NT; ++k) {
-      const float s = subgroupAdd(acc[k]);
+    if (u < units) mv_step(u, srow0, tb);
+    for (uint k = 0u; k < RT * NTT; ++k) {
+      const float s = subgroupAdd(BATCH ? tot[k] : acc[k]);
       if (subgroupElect()) part_sh[k * 32u + gl_SubgroupID] = s;
     }
     if (parts) {
-      for (uint t = 0u; t < NT; ++t) {
+      for (uint t = 0u; t < NTT; ++t) {
         const float s = subgroupAdd(sq_in[t]);
-        if (subgroupElect()) part_sh[(RT * NT + t) * 32u + gl_SubgroupID] = s;
+        if (subgroupElect()) part_sh[(RT * NTT + t) * 32u + gl_SubgroupID] = s;
       }
     }
     barrier();
-    if (lid < WR * NT) {
-      // Row wr = lid / NT of the workgroup: slice fs's row r, its sums k = r·NT + t.
-      const uint wr = lid / NT, t = lid % NT, row = row0 + wr, fs = wr / ROWS, k = lid - fs * ROWS * NT;
+    if (lid < WR * NTT) {
+      // Row wr = lid / NTT of the workgroup: slice fs's row r, its sums k = r·NTT + t.
+      const uint wr = lid / NTT, t = lid % NTT, row = row0 + wr, fs = wr / ROWS, k = lid - fs * ROWS * NTT;
+      const uint tk = tb + t;  // the token
       float v = 0.0, v2 = 0.0, sc = scale[t];
       if (parts) {
         float ss = 0.0;
-        for (uint i = 0u; i < gl_NumSubgroups; ++i) ss += part_sh[(RT * NT + t) * 32u + i];
+        for (uint i = 0u; i < gl_NumSubgroups; ++i) ss += part_sh[(RT * NTT + t) * 32u + i];
         sc = inversesqrt(ss / float(pc.n_in) + pc.eps);
       }
       for (uint i = fs * sps; i < (fs + 1u) * sps; ++i) {
         v += part_sh[k * 32u + i];
-        if (PAIR) v2 += part_sh[(ROWS * NT + k) * 32u + i];
+        if (PAIR) v2 += part_sh[(ROWS * NTT + k) * 32u + i];
       }
       float sq = 0.0;
-      if (row < pc.n_rows) {
+      if (row < pc.n_rows && (!BATCH || tk < pc.n_tok)) {
         v *= sc;
-        const uint a = pc.y_off + t * pc.y_stride + row;
+        const uint a = pc.y_off + tk * pc.y_stride + row;
         if (EPI == 2u) v = v / (1.0 + exp(-v));
         if (EPI == 4u) v = v / (1.0 + exp(-v)) * (v2 * sc);
         if (EPI == 1u || EPI == 3u) v += res;
         Y[a] = v;
         if (EPI == 3u) {
-          const uint xg = pc.xg_off + t * pc.y_stride + row;
+          const uint xg = pc.xg_off + tk * pc.y_stride + row;
           Y[xg] = v * nw;
           sq = v * v;
         }
@@ -174,10 +224,10 @@ void main() {
     }
     if (qsg && gl_SubgroupID == 0u) q8b32_sg(vec4(qv), 1u, lid < WR, lid, pc.q_out, pc.n_rows, row0 / 32u, lid);
     barrier();
-    if (EPI == 3u && lid < NT) {
+    if (EPI == 3u && lid < NTT && tb + lid < pc.n_tok) {
       float s = 0.0;
-      for (uint r = 0u; r < WR; ++r) s += fin_sh[r * NT + lid];
-      AC[pc.sq_off + lid * n_groups + g0] = s;
+      for (uint r = 0u; r < WR; ++r) s += fin_sh[r * NTT + lid];
+      AC[pc.sq_off + (tb + lid) * n_groups + g0] = s;
     }
     if (QOUT && !qsg) {  // qb_x is complete (the barrier above): this workgroup's blocks (NT = 1)
       q8b32_wg(lid, wgs, WR, pc.q_out, pc.n_rows, row0 / 32u);

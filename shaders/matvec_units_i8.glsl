@@ -24,7 +24,10 @@ const uint QBS = XB32 ? 32u : 256u, QSG = 16u;
 #else
 const uint QBS = 32u, QSG = 32u;
 #endif
-uint xq_base(uint t) { return pc.x_off + t * pc.x_stride; }
+#ifndef MV_TOK
+#define MV_TOK(t) (t)  // matvec_span.comp's token groups map a unit's token t to the chunk's
+#endif
+uint xq_base(uint t) { return pc.x_off + MV_TOK(t) * pc.x_stride; }
 uvec4 xq16(uint t, uint e) { return XQ4[(xq_base(t) + (e >> 2)) >> 2]; }  // elements e .. e+15 (e % 16 == 0)
 float xq_d(uint t, uint e) { return uintBitsToFloat(XQ[xq_base(t) + (pc.n_in >> 2) + e / QBS]); }
 int xq_sum(uint t, uint e) { return int(XQ[xq_base(t) + (pc.n_in >> 2) + pc.n_in / QBS + e / QSG]); }

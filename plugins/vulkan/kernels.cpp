@@ -153,9 +153,18 @@ MatvecConfig MatmulKernels::span_matvec_config(const MatmulType& t, uint32_t n_i
   const SpanMvShape& s = span_shape_[fz.role];
   if (s.rows) c.rows = s.rows;
   if (s.wg) c.wg = s.wg;
+  if (n_tok >= 2) {
+    // Token groups of 8: x of nt tokens in registers at a time, as many as
+    // keep that to about 64 values per invocation (a unit's x is 4 floats for
+    // F32, 8 for F16, 32 for the 32-element units, 64 for Q6_K / FQ3; int8
+    // ~16 words), the group's sums in tot[] (matvec_span.comp).
+    const uint32_t x_vals = fz.int8 ? 16 : t.ggml_type == 0 ? 4 : t.ggml_type == 1 ? 8 : unit64 ? 64 : 32;
+    c.nt = std::clamp(64 / x_vals, 1u, kSpanGroupTokens);
+    c.nb = kSpanGroupTokens / c.nt;
+  }
   // At most 32 accumulated (row, token) sums: registers, and one finishing
   // invocation each (the workgroup has >= 32).
-  const uint32_t per_row = std::max(1u, n_tok) * (fz.pair ? 2u : 1u);
+  const uint32_t per_row = (n_tok >= 2 ? kSpanGroupTokens : std::max(1u, n_tok)) * (fz.pair ? 2u : 1u);
   while (c.rows > 1 && c.rows * per_row > 32) c.rows /= 2;
   if (fz.qb32) {
     // A B32 block (32 rows) per workgroup, in slices of ROWS rows, each of
@@ -191,7 +200,7 @@ bool MatmulKernels::span_u64(const MatmulType& t, SpanFusion fz) const {
 
 uint32_t MatmulKernels::span_row_groups(const MatmulType& t, uint32_t n_in, uint32_t n_rows, uint32_t n_tok,
                                         SpanFusion fz) const {
-  if (n_tok > kMaxMatvecTokens) return 0;
+  if (n_tok > kMaxSpanMatvecTokens) return 0;
   const MatvecConfig c = span_matvec_config(t, n_in, n_rows, n_tok, fz);
   return ceil_div(n_rows, c.rows * c.slices);
 }
@@ -202,16 +211,19 @@ void MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, VkDesc
   const DeviceCaps& caps = dev_.caps();
   VkPipeline p;
   uint32_t gx, gy = 1;
-  if (pc.m.n_tok <= kMaxMatvecTokens) {
+  if (pc.m.n_tok <= kMaxSpanMatvecTokens) {
     if (!subgroups_) throw Failure(FailKind::Unsupported, "span matvec needs subgroup arithmetic");
     const bool qout = pc.q_out != 0xFFFFFFFFu;
     if (qout != fz.qb32 || (fz.qb32 && (!fz.int8 || pc.m.n_tok != 1 || pc.m.n_rows % 32 != 0)))
       throw Failure(FailKind::Internal, "span matvec: B32 output needs int8, one token and rows in 32s");
     const MatvecConfig c = span_matvec_config(t, pc.m.n_in, pc.m.n_rows, pc.m.n_tok, fz);
-    p = pipelines_.get(std::string(fz.int8 ? "mvsi_" : "mvs_") + t.name, *span_layout_,
-                       {c.wg, c.rows, pc.m.n_tok, fz.epi, fz.xprod && !fz.int8 ? 1u : 0u, fz.pair ? 1u : 0u,
-                        fz.qb32 ? 1u : 0u, fz.xb32 && fz.int8 ? 1u : 0u, c.slices, span_u64(t, fz) ? 1u : 0u});
-    gx = std::min(ceil_div(pc.m.n_rows, c.rows * c.slices), caps.max_wg_count_x);
+    std::vector<uint32_t> spec = {c.wg, c.rows, c.nb ? c.nt : pc.m.n_tok, fz.epi, fz.xprod && !fz.int8 ? 1u : 0u,
+                                  fz.pair ? 1u : 0u, fz.qb32 ? 1u : 0u, fz.xb32 && fz.int8 ? 1u : 0u, c.slices,
+                                  span_u64(t, fz) ? 1u : 0u};
+    if (c.nb) spec.push_back(c.nb);  // token groups (the one-token decode: the module's default, 0)
+    p = pipelines_.get(std::string(fz.int8 ? "mvsi_" : "mvs_") + t.name, *span_layout_, spec);
+    const uint32_t token_groups = c.nb ? ceil_div(pc.m.n_tok, c.nt * c.nb) : 1;
+    gx = std::min(ceil_div(pc.m.n_rows, c.rows * c.slices) * token_groups, caps.max_wg_count_x);
   } else {
     if (fz.epi >= 3 || fz.pair) throw Failure(FailKind::Internal, "span: the tiled kernel has no norm or pair epilogue");
     if (coopmat_ && !fz.int8) {

@@ -88,11 +88,21 @@ struct MatvecConfig {
   uint32_t wg = 128;   // workgroup size
   uint32_t rows = 1;   // rows per subgroup (team); span: per slice
   uint32_t slices = 1; // span: slices of the workgroup, each its own rows (matvec_span.comp)
+  // Span forwards of 2..kMaxSpanMatvecTokens tokens (matvec_span.comp's NB):
+  // a workgroup takes a token group of nt·nb tokens, nt of them in registers
+  // at a time; nb = 0: the one-token decode.
+  uint32_t nt = 1, nb = 0;
 };
 
 class MatmulKernels {
  public:
   static constexpr uint32_t kMaxMatvecTokens = 4;  // above: the tiled kernel
+  // A span's products of up to 32 tokens (its rows: decode of several
+  // sequences, a verify chunk) run the span matvec with token groups, each
+  // weight row read once per kSpanGroupTokens tokens, where a prefill tile
+  // would cost a whole 64- or 128-token tile; above, the tiled / coopmat kernels.
+  static constexpr uint32_t kMaxSpanMatvecTokens = 32;
+  static constexpr uint32_t kSpanGroupTokens = 8;
   static constexpr uint32_t kTileRows = 64, kTileTokens = 64;
   static constexpr uint32_t kCoopRows = 128, kCoopTokens = 64;  // matmul_coopmat.comp's tile
 
@@ -107,8 +117,8 @@ class MatmulKernels {
 
   // Records one chunk's product; set binds (W chunk, x, y) as the layout says.
   void record(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MatmulPush& pc, bool int8 = false);
-  // The same for a span (matvec for n_tok <= 4; tiled above, without the
-  // norm and pair epilogues).
+  // The same for a span (matvec for n_tok <= kMaxSpanMatvecTokens; tiled
+  // above, without the norm and pair epilogues).
   void record_span(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const SpanMatmulPush& pc,
                    SpanFusion fz);
   // The span matvec's row groups (workgroups' worth of rows; EPI 3 writes one
@@ -145,6 +155,10 @@ class MatmulKernels {
   bool int8_for(const MatmulType& t) const { return int8_ && q8_block(t) != 0; }
   // The same for a product on n_tok tokens: prefill on cooperative matrices reads f32 x.
   bool int8_for(const MatmulType& t, uint32_t n_tok) const { return int8_for(t) && !coopmat_for(n_tok); }
+  // The same for a span's product (its matvec takes up to kMaxSpanMatvecTokens).
+  bool span_int8_for(const MatmulType& t, uint32_t n_tok) const {
+    return int8_for(t) && (n_tok <= kMaxSpanMatvecTokens || !coopmat_);
+  }
 
   // ---- cooperative matrices (tensor cores) ----
   // Prefill (n_tok > kMaxMatvecTokens) on matmul_coopmat.comp, when the

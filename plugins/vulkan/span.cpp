@@ -77,7 +77,7 @@ ArenaLayout Span::arena_layout(const SpanIn& in, uint32_t tokens, bool int8) {
   a.u = region(tokens * F);
   a.part = region(uint64_t(in.n_head_kv) * kPartSlots * G * (uint64_t(in.head_dim) + 2));
   a.cnt = region(uint64_t(kPartSlots) * uint64_t(in.n_head_kv));
-  a.sq = region(4 * E);
+  a.sq = region(std::max<uint64_t>(4, std::min(tokens, MatmulKernels::kMaxSpanMatvecTokens)) * E);
   // int8 rows of any matmul input (n_in is E, n_ff or n_head · head_dim).
   const uint32_t qt = int8 ? tokens : 0;
   uint64_t wk = 0, wl = 0;

@@ -93,7 +93,7 @@ struct ArenaLayout {
   // x: [tokens][n_embd] then, for decode, the host's x·attn_norm of layer 0
   // ([n_tok][n_embd] right after the n_tok rows of x: one copy-in). xn: the
   // normalised x (rmsnorm kernel) or x·g of the next norm (matvec epilogue).
-  // sq: the norm epilogues' Σy² partials, [4][n_embd].
+  // sq: the norm epilogues' Σy² partials, [min(tokens, 32)][n_embd].
   // xqk / xql: a matmul step's input quantised to int8 rows in blocks of 256
   // (K-quants) / 32 (Q4_0, Q8_0), MatmulKernels::q8_row_words words per token
   // (empty without int8). xq2: the second B32 rows region of the decode.

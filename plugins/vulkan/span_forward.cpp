@@ -198,7 +198,7 @@ void Span::run_batch(const Submission& b, float* out) {
   c[ctrl::kSplitLen] = split_len;
   const size_t E = size_t(shape_.n_embd);
   std::memcpy(c + ctrl::kWords, b.x, size_t(n) * E * 4);
-  if (n <= int(MatmulKernels::kMaxMatvecTokens)) {
+  if (n <= int(MatmulKernels::kMaxSpanMatvecTokens)) {
     // Layer 0's attention rmsnorm, as the matvec epilogues hand it to later
     // layers: x·attn_norm after the n rows of x, 1/rms per token in the ctrl block.
     float* xg = reinterpret_cast<float*>(c + ctrl::kWords) + size_t(n) * E;

@@ -1,14 +1,16 @@
 // Which steps a span forward records (span_plan.h): per layer, for n tokens,
-//   prefill (n > 4):  rmsnorm → q/k/v tiled → RoPE + KV store → attention →
+//   prefill (n > 32): rmsnorm → q/k/v tiled → RoPE + KV store → attention →
 //                     wo tiled + residual → rmsnorm → gate (silu), up tiled →
 //                     down tiled on silu(gate)·up + residual
-//   decode (n <= 4):  q/k/v matvecs on the previous epilogue's x·attn_norm →
+//   decode (n <= 32): q/k/v matvecs on the previous epilogue's x·attn_norm →
 //                     [RoPE + KV store, n > 1] → attention (n = 1: with the
 //                     q/k preparation, RoPE and KV store) → wo matvec +
 //                     residual + the FFN norm's x·ffn_norm and Σy² →
 //                     gate|up matvecs → down matvec + residual + the next
 //                     layer's (or the head's) x·norm and Σy²
-// with a barrier after each step. A norm epilogue leaves Σy² partials per row
+// with a barrier after each step. Decode of 2..32 rows (several sequences, a
+// short chunk) runs the matvecs with token groups (MatmulKernels::
+// kMaxSpanMatvecTokens): each weight row read once per 8 rows. A norm epilogue leaves Σy² partials per row
 // group; each consumer reduces them to 1/rms itself (no arrival counter in
 // the producer). Layer 0's attention norm is the host's (run_batch).
 // int8: a matmul step's input is quantised first (a quantise step + barrier),
@@ -64,7 +66,7 @@ class Span::Planner {
       : s_(s), a_(s.arena_), sh_(shape), n_(uint32_t(shape.n_tok)), E_(uint32_t(s.shape_.n_embd)),
         F_(uint32_t(s.shape_.n_ff)), QD_(uint32_t(s.shape_.n_head * s.shape_.head_dim)),
         KD_(uint32_t(s.shape_.n_head_kv * s.shape_.head_dim)),
-        tiled_(shape.n_tok > int(MatmulKernels::kMaxMatvecTokens)), one_token_(shape.n_tok == 1 && !shape.multi),
+        tiled_(shape.n_tok > int(MatmulKernels::kMaxSpanMatvecTokens)), one_token_(shape.n_tok == 1 && !shape.multi),
         b32_(s.b32_.on && shape.n_tok == 1 && !shape.multi), plain_norms_(tiled_ || s.moe()),
         head_(shape.head_rows > 0), narrow_(shape.narrow),
         meta_(shape.multi || (shape.head_rows > 0 && !shape.head_last)) {}
@@ -221,7 +223,7 @@ class Span::Planner {
 
   // The head on the k rows the row table lists (in row order): rmsnorm(x_row) ·
   // norm into xn's first k rows, then the head's matmul on them (matvec for k
-  // <= 4, else tiled), logits row i of the i-th listed row.
+  // <= 32, else tiled), logits row i of the i-th listed row.
   void rows_logits() {
     const uint32_t k = uint32_t(sh_.head_rows);
     SpanPush r;
@@ -233,7 +235,7 @@ class Span::Planner {
     quantize({head}, QuantArgs{.x = a_.xn, .x_stride = E_, .n_tok = k, .int8_tokens = k});
     matmul(head, s_.head_sets_, k,
            MatmulArgs{.x = a_.xn, .x_stride = E_, .y = 0, .y_stride = uint32_t(head->n_out), .int8_tokens = k},
-           SpanFusion{0, false, false, kRoleOther}, Barrier::None, k > MatmulKernels::kMaxMatvecTokens ? "output head tiled" : "output head matvec",
+           SpanFusion{0, false, false, kRoleOther}, Barrier::None, k > MatmulKernels::kMaxSpanMatvecTokens ? "output head tiled" : "output head matvec",
            "matvec");
   }
 
@@ -330,7 +332,7 @@ class Span::Planner {
 
   // Whether w's product runs on int8 x, decided on nt tokens (0: the forward's).
   bool int8(const Weight* w, uint32_t nt = 0) const {
-    return s_.int8_ && s_.ctx_.matmul->int8_for(*w->type, nt ? nt : n_);
+    return s_.int8_ && s_.ctx_.matmul->span_int8_for(*w->type, nt ? nt : n_);
   }
   static bool k_quant(const Weight* w) { return MatmulKernels::q8_block(*w->type) == 256; }
   // Words per token of w's int8 input rows: B32 rows for K-quants in the B32 decode, else the CPU's blocks.
@@ -435,7 +437,7 @@ class Span::Planner {
   const ArenaLayout& a_;
   const Shape sh_;
   const uint32_t n_, E_, F_, QD_, KD_;
-  const bool tiled_;      // n > 4: tiled matmuls, separate rmsnorm and RoPE / KV-store kernels
+  const bool tiled_;      // n > 32: tiled matmuls, separate rmsnorm and RoPE / KV-store kernels
   const bool one_token_;  // the attention prepares q/k/v itself
   const bool b32_;        // this forward's int8 matvecs read B32 rows their producers wrote
   const bool plain_norms_;  // each norm a step of its own (prefill, MoE spans), no norm epilogues

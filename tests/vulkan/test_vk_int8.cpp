@@ -285,7 +285,7 @@ SpanOut run_span_int8(vk::VulkanBackend& be, const Matrix& m, const Matrix* m2, 
   const uint32_t words = b32 ? VkKernels::b32_row_words(n_in) : VkKernels::q8_row_words(bs, n_in);
   const uint32_t qwords = qout ? VkKernels::b32_row_words(n_out) : 0;
   const uint32_t xo = 64, x2o = xo + nt * n_in, so = x2o + nt * n_in, qo = so + (nt + 63) / 64 * 64, yo = qo + nt * words,
-                 xgo = yo + nt * n_out, sqo = xgo + nt * n_out, q8o = (sqo + 4 * n_out + 67) / 4 * 4,
+                 xgo = yo + nt * n_out, sqo = xgo + nt * n_out, q8o = (sqo + std::max(4u, nt) * n_out + 67) / 4 * 4,
                  end = q8o + nt * qwords + 64;
   SpanRig rig(be, end, 4, n_out, 4);
   rig.put(rig.arena(), xo, x);
@@ -332,6 +332,48 @@ float silu(float v) { return v / (1.0f + std::exp(-v)); }
 
 }  // namespace
 
+namespace {
+
+// One span matvec on int8 x' (run_span_int8) against the CPU's int8 product:
+// epi 0..3 (x·x2 with xprod), the pair (m2, EPI 4); 2e-5 · Σ|w||x'| per element.
+void check_span_int8(vk::VulkanBackend& be, const Matrix& m, const Matrix* m2, int n_tok, uint32_t epi, bool xprod,
+                     uint64_t seed) {
+  const bool pair = m2 != nullptr;
+  const int64_t n_in = m.n_in, n_out = m.n_out;
+  const size_t nx = size_t(n_tok) * size_t(n_in), ny = size_t(n_tok) * size_t(n_out);
+  const std::vector<float> x = randn(nx, seed, 2.0f), x2 = randn(nx, 22, 1.0f);
+  std::vector<float> s = {0.8f, 1.2f, 0.95f, 1.05f};  // per-token scales
+  for (int t = 4; t < n_tok; ++t) s.push_back(0.75f + 0.02f * float(t));
+  const std::vector<float> y0 = randn(ny, 23), g = randn(size_t(n_out), 24);
+  const vk::SpanFusion fz{epi, xprod, pair, pair ? vk::kRoleGateUp : vk::kRoleOther};
+  const SpanOut out = run_span_int8(be, m, m2, n_tok, fz, x, x2, s, y0, g);
+  const std::vector<float> xf = fold(x, xprod ? &x2 : nullptr, &s, int(n_in));
+  std::vector<float> d, d2;
+  std::vector<double> mag, mag2;
+  cpu_int8(m, xf, n_tok, &d, &mag);
+  if (pair) cpu_int8(*m2, xf, n_tok, &d2, &mag2);
+  std::vector<float> ref(ny), xg_ref(ny);
+  std::vector<double> tol(ny);
+  for (size_t i = 0; i < ny; ++i) {
+    float r = d[i];
+    tol[i] = mag[i];
+    if (epi == 1 || epi == 3) r += y0[i], tol[i] += 1e-2 * std::fabs(y0[i]);  // one rounding of the add
+    if (epi == 2) r = silu(r);
+    if (epi == 4) r = silu(r) * d2[i], tol[i] = mag[i] * std::fabs(d2[i]) + mag2[i] * std::fabs(d[i]);
+    ref[i] = r;
+    xg_ref[i] = r * g[i % size_t(n_out)];
+  }
+  CHECK(worst(out.y, ref, tol, 2e-5) <= 1.0);
+  if (epi == 3) {
+    std::vector<double> tg(ny);
+    for (size_t i = 0; i < ny; ++i) tg[i] = tol[i] * std::fabs(g[i % size_t(n_out)]);
+    CHECK(worst(out.xg, xg_ref, tg, 2e-5) <= 1.0);
+  }
+  if (!pair && epi == 0) check_vs_f32(m, xf, n_tok, out.y, ref);
+}
+
+}  // namespace
+
 TEST_CASE("int8 span matvec = the CPU's int8 product, every epilogue, x·x2, pair and shape", "[vulkan][int8][span]") {
   auto be = open_int8("int8 span matvec");
   if (!be) FISH_SKIP(skip_reason());
@@ -357,38 +399,37 @@ TEST_CASE("int8 span matvec = the CPU's int8 product, every epilogue, x·x2, pai
         const uint32_t epi = uint32_t(v);
         const bool xprod = v == 1 || v == 3, pair = v == 4;
         CAPTURE(type_name(type), shapes[sh].rows, shapes[sh].wg, u64, epi, xprod, n_tok);
-        const size_t nx = size_t(n_tok) * size_t(n_in), ny = size_t(n_tok) * size_t(n_out);
-        const std::vector<float> x = randn(nx, 21 + uint64_t(v), 2.0f), x2 = randn(nx, 22, 1.0f);
-        const std::vector<float> s = {0.8f, 1.2f, 0.95f, 1.05f}, y0 = randn(ny, 23), g = randn(size_t(n_out), 24);
-        const vk::SpanFusion fz{epi, xprod, pair, pair ? vk::kRoleGateUp : vk::kRoleOther};
-        const SpanOut out = run_span_int8(*be, m, pair ? &m2 : nullptr, n_tok, fz, x, x2, s, y0, g);
-        const std::vector<float> xf = fold(x, xprod ? &x2 : nullptr, &s, int(n_in));
-        std::vector<float> d, d2;
-        std::vector<double> mag, mag2;
-        cpu_int8(m, xf, n_tok, &d, &mag);
-        if (pair) cpu_int8(m2, xf, n_tok, &d2, &mag2);
-        std::vector<float> ref(ny), xg_ref(ny);
-        std::vector<double> tol(ny);
-        for (size_t i = 0; i < ny; ++i) {
-          float r = d[i];
-          tol[i] = mag[i];
-          if (epi == 1 || epi == 3) r += y0[i], tol[i] += 1e-2 * std::fabs(y0[i]);  // one rounding of the add
-          if (epi == 2) r = silu(r);
-          if (epi == 4) r = silu(r) * d2[i], tol[i] = mag[i] * std::fabs(d2[i]) + mag2[i] * std::fabs(d[i]);
-          ref[i] = r;
-          xg_ref[i] = r * g[i % size_t(n_out)];
-        }
-        CHECK(worst(out.y, ref, tol, 2e-5) <= 1.0);
-        if (epi == 3) {
-          std::vector<double> tg(ny);
-          for (size_t i = 0; i < ny; ++i) tg[i] = tol[i] * std::fabs(g[i % size_t(n_out)]);
-          CHECK(worst(out.xg, xg_ref, tg, 2e-5) <= 1.0);
-        }
-        if (!pair && epi == 0) check_vs_f32(m, xf, n_tok, out.y, ref);
+        check_span_int8(*be, m, pair ? &m2 : nullptr, n_tok, epi, xprod, 21 + uint64_t(v));
       }
     }
     be->kernels()->set_span_shape(vk::kRoleOther, {});
     be->kernels()->set_span_shape(vk::kRoleGateUp, {});
+    be->kernels()->set_span_u64(0);
+  }
+}
+
+// Forwards of 2..32 rows: the int8 span matvec with token groups of 8
+// (matvec_span.comp's NB; Q8_K / Q8_0 rows from quantize_x, as a multi-row
+// forward quantises them), 2, 3, 5, 8, 16, 17 and 32 tokens, 37 rows, every
+// epilogue cycling over them, Q4_K / Q5_K also with units of 64.
+TEST_CASE("int8 span matvec token groups (2..32 rows) = the CPU's int8 product, every type", "[vulkan][int8][span][batch]") {
+  auto be = open_int8("int8 span matvec token groups");
+  if (!be) FISH_SKIP(skip_reason());
+  for (GgmlType type : kTypes) {
+    const bool k = k_type(type);
+    const int64_t n_in = k ? 768 : 32 * 21, n_out = 37;
+    const Matrix m = random_matrix(type, n_in, n_out, 30 + uint64_t(type));
+    const Matrix m2 = random_matrix(type, n_in, n_out, 31 + uint64_t(type));
+    const bool u64_too = type == GgmlType::Q4_K || type == GgmlType::Q5_K;
+    int v = 0;
+    for (int n_tok : {2, 3, 5, 8, 16, 17, 32}) {
+      const uint32_t epi = uint32_t(v % 5);
+      const bool xprod = epi == 1 || epi == 3, pair = epi == 4, u64 = u64_too && v % 2 == 1;
+      be->kernels()->set_span_u64(u64 ? 0x1Fu : 0u);
+      CAPTURE(type_name(type), u64, epi, xprod, n_tok);
+      check_span_int8(*be, m, pair ? &m2 : nullptr, n_tok, epi, xprod, 40 + uint64_t(v));
+      ++v;
+    }
     be->kernels()->set_span_u64(0);
   }
 }

@@ -9,7 +9,11 @@
 //     the same sums in the same order);
 //   - the consumer-side norm: 1/rms reduced from the producer's Σx² partials
 //     (inv_parts) against 1/rms handed over directly, and EPI 3's partials
-//     (their sum against Σy² of its output, 1e-5 relative).
+//     (their sum against Σy² of its output, 1e-5 relative);
+//   - token groups (span forwards of 2..32 rows: several sequences' decode):
+//     every type, 2, 3, 5, 8, 16, 17 and 32 tokens, 75 rows (partial row and
+//     token groups), plain / x·x2 + residual + next norm / residual with
+//     the consumer-side norm, within the same bound; the pair on 17 tokens.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -34,7 +38,7 @@ struct Offs {
   uint32_t x, x2, y, xg, sq, parts, end;
   Offs(uint32_t n_in, uint32_t n_out, uint32_t n_tok, uint32_t n_parts) {
     x = 64, x2 = x + n_tok * n_in, y = x2 + n_tok * n_in, xg = y + n_tok * n_out, sq = xg + n_tok * n_out;
-    parts = sq + 4 * n_out, end = parts + n_tok * n_parts + 64;
+    parts = sq + std::max(4u, n_tok) * n_out, end = parts + n_tok * n_parts + 64;
   }
 };
 
@@ -86,7 +90,7 @@ Inputs make_inputs(const Matrix& m, int n_tok, uint64_t seed) {
   in.x2 = randn(size_t(n_tok) * size_t(m.n_in), seed + 1);
   in.y0 = randn(size_t(n_tok) * size_t(m.n_out), seed + 2);
   in.g = uniform(size_t(m.n_out), seed + 3, 0.7f, 1.3f);
-  in.inv = uniform(4, seed + 4, 0.7f, 1.3f);
+  in.inv = uniform(size_t(std::max(4, n_tok)), seed + 4, 0.7f, 1.3f);  // at arena word 16: up to 48 tokens
   return in;
 }
 
@@ -211,4 +215,79 @@ TEST_CASE("span matvec consumer-side norm: 1/rms from partials, EPI 3's partials
     }
     be->kernels()->set_span_shape(vk::kRoleOther, {});
   }
+}
+
+// Forwards of 2..32 rows (MatmulKernels::kMaxSpanMatvecTokens): the span
+// matvec with token groups of 8 (NB > 0), each group's weights read once for
+// its tokens. The token counts cover one partial group (2, 3, 5), whole groups
+// (8, 16, 32) and a group of one token after two whole ones (17); the
+// variants cycle over the token counts (one pipeline per type and variant:
+// the pipelines do not depend on the token count).
+TEST_CASE("span matvec token groups (2..32 rows) within the spec's bound, every type", "[vulkan][span][batch]") {
+  auto be = open_backend("span matvec token groups");
+  if (!be) FISH_SKIP(skip_reason());
+  uint64_t seed = 2100;
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K,
+                     GgmlType::Q6_K, GgmlType::FQ3}) {
+    // F16: n_in not a multiple of 8 (its 4-element units); F32: of 4 not 8.
+    const int64_t n_in = t == GgmlType::F32 ? 196 : t == GgmlType::F16 ? 204 : t == GgmlType::Q4_0 || t == GgmlType::Q8_0 ? 352 : 512;
+    const Matrix m = random_matrix(t, n_in, 75, seed++);
+    double worst = 0;
+    int v = 0;
+    for (int n_tok : {2, 3, 5, 8, 16, 17, 32}) {
+      for (int rep = 0; rep < 2; ++rep, ++v) {
+        // 0: plain on a scaled x; 1: x·x2, residual, the next norm's x·g and Σy² partials;
+        // 2: residual, 1/rms from 37 Σx² partials per token (the consumer-side norm).
+        const int variant = v % 3;
+        const SpanFusion fz = variant == 0 ? SpanFusion{0, false} : variant == 1 ? SpanFusion{3, true} : SpanFusion{1, false};
+        Inputs in = make_inputs(m, n_tok, seed++);
+        if (variant == 2) {
+          in.n_parts = 37;
+          in.parts = uniform(size_t(n_tok) * in.n_parts, seed++, 0.0f, 2.0f);
+          for (int tk = 0; tk < n_tok; ++tk) {
+            double sum = 0;
+            for (uint32_t i = 0; i < in.n_parts; ++i) sum += in.parts[size_t(tk) * in.n_parts + i];
+            in.inv[size_t(tk)] = float(1.0 / std::sqrt(sum / double(n_in) + 1e-5));
+          }
+        }
+        const Outputs out = run_mv(*be, m, nullptr, n_tok, fz, in);
+        std::vector<float> xe(in.x);
+        if (fz.xprod)
+          for (size_t i = 0; i < xe.size(); ++i) xe[i] *= in.x2[i];
+        std::vector<float> prod(out.y.size());
+        for (size_t i = 0; i < prod.size(); ++i)
+          prod[i] = (fz.epi == 0 ? out.y[i] : out.y[i] - in.y0[i]) / in.inv[i / size_t(m.n_out)];
+        int64_t bad = 0;
+        const double r = bound_ratio(m, xe.data(), n_tok, prod.data(), &bad);
+        INFO(type_name(t) << " n_tok " << n_tok << " epi " << fz.epi << ": worst |err|/bound " << r);
+        CHECK(bad == 0);
+        CHECK(r <= 1.0);
+        worst = std::max(worst, r);
+        if (fz.epi == 3) {
+          for (size_t i = 0; i < out.y.size(); ++i) REQUIRE(out.xg[i] == out.y[i] * in.g[i % size_t(m.n_out)]);
+          for (int tk = 0; tk < n_tok; ++tk) {
+            double ss = 0, ps = 0;
+            for (int64_t r2 = 0; r2 < m.n_out; ++r2) ss += double(out.y[size_t(tk) * size_t(m.n_out) + size_t(r2)]) *
+                                                           out.y[size_t(tk) * size_t(m.n_out) + size_t(r2)];
+            for (uint32_t gi = 0; gi < out.groups; ++gi) ps += out.sq[size_t(tk) * out.groups + gi];
+            INFO(type_name(t) << " n_tok " << n_tok << " token " << tk << ": Σ partials " << ps << ", Σy² " << ss);
+            CHECK(std::fabs(ps - ss) <= 1e-5 * ss);
+          }
+        }
+      }
+    }
+    std::printf("  span matvec token groups %-5s worst |err|/bound %.5f\n", type_name(t).c_str(), worst);
+  }
+  // The pair (gate|up, EPI 4) with token groups = silu(gate)·up of the separate dispatches.
+  const Matrix gate = random_matrix(GgmlType::Q4_K, 512, 75, seed++), up = random_matrix(GgmlType::Q4_K, 512, 75, seed++);
+  const Inputs in = make_inputs(gate, 17, seed++);
+  const Outputs g = run_mv(*be, gate, nullptr, 17, SpanFusion{2, false}, in);
+  const Outputs u = run_mv(*be, up, nullptr, 17, SpanFusion{0, false}, in);
+  const Outputs p = run_mv(*be, gate, &up, 17, SpanFusion{4, false, true}, in);
+  std::vector<float> want(g.y.size());
+  for (size_t i = 0; i < want.size(); ++i) want[i] = g.y[i] * u.y[i];
+  const double d = max_diff(p.y, want), mx = max_abs(want);
+  INFO("pair on 17 tokens: max |pair - silu(g)·u| " << d << " of max " << mx);
+  CHECK(mx > 0);
+  CHECK(d <= 1e-5 * mx);
 }

@@ -209,6 +209,59 @@ TEST_CASE("span of several sequences: batches ≡ each sequence alone", "[vulkan
   }
 }
 
+// Decode of many sequences at once (forwards of 8 and 16 rows: the span
+// matvec with token groups, MatmulKernels::kMaxSpanMatvecTokens) ≡ each
+// sequence alone (one-row forwards: the one-token decode), with the bounds of
+// the case above: prefills of 2..6 rows for each of 16 sequences interleaved
+// (63 rows: submissions of 32 and 31, both token-group matvecs), rounds of
+// decode rows of 8 and of 16 sequences, a 5-row chunk of one sequence among
+// 11 decode rows, and a 40-row forward (tiled, past 32).
+TEST_CASE("span of 16 sequences: decode rows of 8 and 16 sequences ≡ each sequence alone", "[vulkan][span][seq][batch]") {
+  std::vector<Batch> script;
+  {
+    Batch prefill{{}, true, 1};
+    for (int q = 0; q < 16; ++q) prefill.runs.push_back({q, 2 + q % 5});
+    script.push_back(prefill);
+    Batch even{{}, false, 2}, all{{}, false, 2}, odd{{}, false, 2}, mixed{{}, true, 2}, wide{{}, true, 1};
+    for (int q = 0; q < 16; ++q) {
+      all.runs.push_back({q, 1});
+      (q % 2 ? odd : even).runs.push_back({q, 1});
+      if (q < 12) mixed.runs.push_back({q, q == 3 ? 5 : 1});
+      wide.runs.push_back({q, q < 8 ? 3 : 2});
+    }
+    script.insert(script.end(), {even, all, all, odd, mixed, all, wide, even});
+  }
+  for (const int int8 : {0, 1}) {
+    VkConfig cfg = test_config();
+    cfg.int8 = int8;
+    cfg.decode_rows = vk::DecodeRows::Q8K;
+    cfg.span_tokens = 32;
+    for (const SynthShape& v : {kSynthShapes[1], kSynthShapes[3]}) {
+      if (int8 && v.type == GgmlType::F32) continue;
+      const Synth s = make_synth(v, 63);
+      auto many = vulkan_span(s, 64, cfg, 16);
+      if (!many) FISH_SKIP(skip_reason());
+      many->set_head(s);
+      std::vector<std::unique_ptr<TestSpan>> alone;
+      for (int q = 0; q < 16; ++q) {
+        alone.push_back(vulkan_span(s, 64, cfg));
+        REQUIRE(alone.back());
+        alone.back()->set_head(s);
+      }
+      const bool q8 = backend_of(*many).kernels()->int8() && v.type != GgmlType::F32;
+      const auto [dx, dl] = batched_vs_alone(*many, alone, v.E, script, 11);
+      INFO(v.name << (q8 ? ", int8 activations" : ", f32 activations") << ": max |Δx| " << dx
+                  << " of max |x|, max |Δlogit| " << dl << " of max |logit|");
+      std::printf("  16 sequences batched vs alone %-34s %-16s max |dx| %.3g of max |x|, |dlogit| %.3g of max |logit|\n",
+                  v.name, q8 ? "int8 (Q8_K rows)" : "f32", dx, dl);
+      const bool coopmat = span_of(*many).describe().find("prefill: coopmat") != std::string::npos;
+      const double tol = q8 ? 1e-2 : coopmat ? 3e-3 : 1e-3;
+      CHECK(dx <= tol);
+      CHECK(dl <= tol);
+    }
+  }
+}
+
 // The same script against the reference plugin's span of 4 sequences (f32
 // math, f32 KV): within 1% of max |x| and of max |logit|, as test_vk_span's
 // one-sequence comparison.
