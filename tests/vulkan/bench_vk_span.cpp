@@ -17,8 +17,13 @@
 //     for 1..128 splits (GB/s of K+V; one layer's KV, so short contexts sit in
 //     L2; BEST_ATTN_SPLIT per context; up to 2048 positions also one query head
 //     per workgroup), rmsnorm, q/k prep + KV store, quantize_x; then the
-//     span matvec variants per projection role (bench_vk_span_mv.h; BEST_ENV,
-//     and shell assignments in FILE; FISH_BENCH_NO_MATVEC=1 skips them).
+//     span matvec on T = 1, 4, 8, 16, 32 rows (decode of T sequences in one
+//     forward) and 64 (the prefill kernel), 4096 x 14336 Q4_K and 14336 x 4096
+//     for 8b (GB/s of weight bytes); then the span matvec variants per
+//     projection role (bench_vk_span_mv.h; BEST_ENV, and shell assignments in
+//     FILE; FISH_BENCH_NO_MATVEC=1 skips the rows and the variants).
+//   fish_bench_vk_span --rows [--shape 8b|1b|tiny] [--reps N]
+//     The T-row table alone.
 //
 //   fish_bench_vk_span --sync SMS [--reps N]
 //     What a dependency between two steps costs: phases of streaming reads as
@@ -155,7 +160,8 @@ int run_sync(uint32_t sms, int reps) {
   return vktest::sync_matvec_bench(*be, rig, sms > 1 ? 16 : 2, sms == 1, time);
 }
 
-int run_kernels(const std::string& shape, const std::vector<int>& ctxs, int reps, const std::string& env_out) {
+int run_kernels(const std::string& shape, const std::vector<int>& ctxs, int reps, const std::string& env_out,
+                bool rows_only) {
   auto be = vktest::open_backend("fish_bench_vk_span");
   if (!be) return 77;
   be->set_profiling(true);
@@ -193,6 +199,8 @@ int run_kernels(const std::string& shape, const std::vector<int>& ctxs, int reps
     for (int i = 0; i < reps; ++i) t.push_back(rig.run(rec));
     return median(t);
   };
+  const int F = big ? 14336 : tiny ? 512 : 8192, copies = big ? 32 : tiny ? 4 : 16;
+  if (rows_only) return vktest::span_rows_bench(*be, E, F, std::max(2, copies / 4), time);
   // Attention as decode runs it (fused q/k prep + KV store), per context and
   // number of splits (FISH_VK_ATTN_SPLIT = positions per split picks it).
   std::printf("| kernel | context | splits | positions per split | us | GB/s |\n| --- | ---: | ---: | ---: | ---: | ---: |\n");
@@ -250,7 +258,7 @@ int run_kernels(const std::string& shape, const std::vector<int>& ctxs, int reps
     be->pipelines()->free_set(qset);
   }
   if (std::getenv("FISH_BENCH_NO_MATVEC")) return 0;
-  const int F = big ? 14336 : tiny ? 512 : 8192, copies = big ? 32 : tiny ? 4 : 16;
+  if (const int rc = vktest::span_rows_bench(*be, E, F, std::max(2, copies / 4), time); rc != 0) return rc;
   return vktest::span_mv_sweep(*be, vktest::SpanMvDims{E, F, QD, KD, copies}, time, env_out);
 }
 
@@ -260,7 +268,7 @@ int main(int argc, char** argv) {
   std::string model, shape = "8b", env_out;
   std::vector<int> depths = {512, 4096, 16384}, ctxs = {512, 4096, 16384};
   int gen = 64, chunk = 512, threads = 0, reps = 20;
-  bool kernels = false;
+  bool kernels = false, rows = false;
   int sync_sms = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -277,6 +285,7 @@ int main(int argc, char** argv) {
     else if (a == "--chunk") chunk = std::atoi(next().c_str());
     else if (a == "-t") threads = std::atoi(next().c_str());
     else if (a == "--kernels") kernels = true;
+    else if (a == "--rows") rows = true;
     else if (a == "--sync") sync_sms = std::atoi(next().c_str());
     else if (a == "--shape") shape = next();
     else if (a == "--ctx") ctxs = parse_list(next());
@@ -285,13 +294,14 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr, "usage: fish_bench_vk_span --model M [--depths 512,4096] [--gen 64] [--chunk 512] [-t N]\n"
                            "       fish_bench_vk_span --kernels [--shape 8b|1b|tiny] [--ctx 512,4096,16384] [--reps 20] [--env-out FILE]\n"
+                           "       fish_bench_vk_span --rows [--shape 8b|1b|tiny] [--reps 20]\n"
                            "       fish_bench_vk_span --sync SMS [--reps 20]\n");
       return 2;
     }
   }
   try {
     if (sync_sms > 0) return run_sync(uint32_t(sync_sms), std::max(1, reps));
-    if (kernels) return run_kernels(shape, ctxs, std::max(1, reps), env_out);
+    if (kernels || rows) return run_kernels(shape, ctxs, std::max(1, reps), env_out, rows);
     if (model.empty() || depths.empty() || gen < 1 || chunk < 1) {
       std::fprintf(stderr, "fish_bench_vk_span: --model, --depths, --gen and --chunk are required and positive\n");
       return 2;

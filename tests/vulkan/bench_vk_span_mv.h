@@ -43,4 +43,13 @@ using TimeFn = std::function<double(const std::function<void(VkCommandBuffer)>&)
 
 int span_mv_sweep(vk::VulkanBackend& be, const SpanMvDims& d, const TimeFn& time, const std::string& env_out);
 
+// The span matvec on T = 1, 4, 8, 16, 32 rows at once (decode of T sequences:
+// token groups above one row, bench_vk_span_rows.cpp) and 64 (the prefill
+// kernel, tiled or coopmat, for comparison): Q4_K F x E (gate/up's shape) and
+// E x F (down's), `copies` distinct copies with a barrier after each, f32 x
+// and (with int8) Q8_K rows quantised beforehand. Prints us per matrix, GB/s
+// of weight bytes (a matrix's bytes / its time: T rows still read it once)
+// and us per row.
+int span_rows_bench(vk::VulkanBackend& be, int E, int F, int copies, const TimeFn& time);
+
 }  // namespace fish::vktest

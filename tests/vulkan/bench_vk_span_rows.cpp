@@ -1,0 +1,77 @@
+// fish_bench_vk_span --kernels / --rows: the span matvec on T rows at once
+// (decode of T sequences in one forward; see bench_vk_span_mv.h).
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "bench_vk_span_mv.h"
+#include "vk_test_util.h"
+
+namespace fish::vktest {
+
+int span_rows_bench(vk::VulkanBackend& be, int E, int F, int copies, const TimeFn& time) {
+  vk::MatmulKernels& mk = *be.kernels();
+  const int T_max = 64;
+  const uint32_t N = uint32_t(std::max(E, F));
+  const uint32_t words = vk::MatmulKernels::q8_row_words(256, N);
+  // Arena words: ctrl [0, 64), x [T_max][N], its int8 rows [T_max][words], y [T_max][N].
+  const uint32_t x_off = 64, q_off = x_off + T_max * N, y_off = q_off + T_max * words;
+  SpanRig rig(be, y_off + uint64_t(T_max) * N + 64, 4, N, 4);
+  {
+    std::vector<float> x(size_t(T_max) * N);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 2654435761u % 2001u) - 1000) / 1000.0f;
+    rig.put(rig.arena(), x_off, x);
+  }
+  VkDescriptorSet qset = be.pipelines()->allocate_set(mk.quant_layout());
+  {
+    const VkBuffer b = rig.arena().buffer;
+    const uint64_t o = 0, range = rig.arena().size;
+    be.pipelines()->write_set(qset, 1, &b, &o, &range);
+  }
+  std::printf("\nspan matvec on T rows (decode of T sequences in one forward; T > %u: the prefill kernel), Q4_K, "
+              "%d copies with a barrier after each; us per matrix, GB/s of weight bytes, us per row\n",
+              vk::MatmulKernels::kMaxSpanMatvecTokens, copies);
+  std::printf("| matrix | x | T | kernel | us | GB/s | us per row |\n| --- | --- | ---: | --- | ---: | ---: | ---: |\n");
+  // gate / up's shape (n_in E, F rows) and down's (n_in F, E rows).
+  for (const auto& [n_in, n_out] : {std::pair<int, int>{E, F}, std::pair<int, int>{F, E}}) {
+    const Mat m = make_mat(be, GgmlType::Q4_K, n_in, n_out, copies, 11);
+    std::vector<VkDescriptorSet> sets;
+    for (vk::Weight* w : m.w) sets.push_back(rig.matmul_set(w->chunks[0]));
+    for (const bool int8 : {false, true}) {
+      if (int8 && !mk.int8_for(*m.w[0]->type)) continue;
+      if (int8) {  // every row's Q8_K row once (not timed)
+        vk::QuantPush qp;
+        qp.n = uint32_t(n_in), qp.n_tok = T_max, qp.x_off = x_off, qp.x_stride = uint32_t(n_in);
+        qp.q_off = q_off, qp.q_stride = words;
+        rig.run([&](VkCommandBuffer c) { mk.record_quantize(c, qset, qp, 256, false); });
+      }
+      for (const int T : {1, 4, 8, 16, 32, 64}) {
+        vk::SpanFusion fz{0, false, false, vk::kRoleOther};
+        fz.int8 = int8 && mk.span_int8_for(*m.w[0]->type, uint32_t(T));
+        if (int8 && !fz.int8) continue;  // the prefill kernel on this device reads f32 x
+        vk::SpanMatmulPush pc;
+        pc.m = {uint32_t(n_in), uint32_t(n_out), uint32_t(T), fz.int8 ? words : uint32_t(n_in), fz.int8 ? q_off : x_off,
+                uint32_t(n_out), y_off};
+        pc.inv_in = vk::kNone;
+        const double s = time([&](VkCommandBuffer cmd) {
+          for (size_t i = 0; i < sets.size(); ++i) {
+            mk.record_span(cmd, *m.w[0]->type, sets[i], pc, fz);
+            step_barrier(be, cmd);
+          }
+        });
+        const double per = s / double(copies);
+        const char* kernel = uint32_t(T) > vk::MatmulKernels::kMaxSpanMatvecTokens ? (mk.coopmat() && !fz.int8 ? "coopmat" : "tiled")
+                             : T == 1                                               ? "matvec"
+                                                                                    : "matvec, token groups";
+        std::printf("| %d x %d | %s | %d | %s | %.1f | %.1f | %.2f |\n", n_out, n_in, fz.int8 ? "int8 Q8_K" : "f32", T,
+                    kernel, per * 1e6, double(m.bytes) / per / 1e9, per * 1e6 / T);
+        std::fflush(stdout);
+      }
+    }
+    for (vk::Weight* w : m.w) be.release(w);
+  }
+  be.pipelines()->free_set(qset);
+  return 0;
+}
+
+}  // namespace fish::vktest
