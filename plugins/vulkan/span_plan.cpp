@@ -10,9 +10,9 @@
 //                     layer's (or the head's) x·norm and Σy²
 // with a barrier after each step. Decode of 2..32 rows (several sequences, a
 // short chunk) runs the matvecs with token groups (MatmulKernels::
-// kMaxSpanMatvecTokens): each weight row read once per 8 rows. A norm epilogue leaves Σy² partials per row
-// group; each consumer reduces them to 1/rms itself (no arrival counter in
-// the producer). Layer 0's attention norm is the host's (run_batch).
+// kMaxSpanMatvecTokens): each weight row read once per 8 rows. A norm
+// epilogue leaves Σy² partials per row group; each consumer reduces them to
+// 1/rms itself (no arrival counter in the producer). Layer 0's attention norm is the host's (run_batch).
 // int8: a matmul step's input is quantised first (a quantise step + barrier),
 // except in the B32 decode (Span::B32Decode), where the producing kernels
 // write the next matvec's rows themselves.
