@@ -142,7 +142,7 @@ TEST_CASE("span tuning variants agree: attention splits, tokens per submission, 
   };
   auto config = [](const Tuning& t, vk::DecodeRows rows) {
     VkConfig c = test_config();
-    c.attn_split = t.split, c.attn_max_splits = t.max_splits, c.span_tokens = t.tokens, c.decode_rows = rows;
+    c.attn_split = t.split, c.attn_max_splits = t.max_splits, c.span_tokens = t.tokens, c.decode_rows = rows; c.int8 = 0;
     REQUIRE((*t.mv == 0 || VkConfig::parse_span_mv(t.mv, c.span_mv)));
     return c;
   };
@@ -159,7 +159,13 @@ TEST_CASE("span tuning variants agree: attention splits, tokens per submission, 
         const double d = max_diff(xa, xb), m = max_abs(xa);
         INFO(v.name << (rows == vk::DecodeRows::B32 ? ", B32 decode" : "") << ", " << t.what << ": max |Δx| " << d
                     << " of max |x| " << m);
-        CHECK(d <= 1e-4 * m);
+        // Submissions of <= 32 tokens run the decode path (matvecs with token
+        // groups, norms fused as epilogues), 128 the tiled kernels: with int8
+        // activations x is quantised at other points, and an int8 step may flip
+        // where f32 differs by an ulp: the int8 bound of test_vk_span_seq, 1e-2
+        // (measured on lavapipe: 6.5e-3 for the Q4_K shape, both decode rows).
+        const bool int8 = backend_of(*b).kernels()->int8() && v.type != GgmlType::F32;
+        CHECK(d <= (int8 && t.tokens <= 32 ? 1e-2 : 1e-4) * m);
       }
     }
   }
