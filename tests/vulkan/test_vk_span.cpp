@@ -142,7 +142,7 @@ TEST_CASE("span tuning variants agree: attention splits, tokens per submission, 
   };
   auto config = [](const Tuning& t, vk::DecodeRows rows) {
     VkConfig c = test_config();
-    c.attn_split = t.split, c.attn_max_splits = t.max_splits, c.span_tokens = t.tokens, c.decode_rows = rows; c.int8 = 0;
+    c.attn_split = t.split, c.attn_max_splits = t.max_splits, c.span_tokens = t.tokens, c.decode_rows = rows;
     REQUIRE((*t.mv == 0 || VkConfig::parse_span_mv(t.mv, c.span_mv)));
     return c;
   };
