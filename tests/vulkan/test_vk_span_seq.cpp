@@ -215,7 +215,8 @@ TEST_CASE("span of several sequences: batches ≡ each sequence alone", "[vulkan
 // the case above: prefills of 2..6 rows for each of 16 sequences interleaved
 // (63 rows: submissions of 32 and 31, both token-group matvecs), rounds of
 // decode rows of 8 and of 16 sequences, a 5-row chunk of one sequence among
-// 11 decode rows, and a 40-row forward (tiled, past 32).
+// 11 decode rows, and a 40-row forward (tiled, past 32); f32 activations on
+// the qwen2 Q8_0 layers, int8 on the llama Q4_K ones.
 TEST_CASE("span of 16 sequences: decode rows of 8 and 16 sequences ≡ each sequence alone", "[vulkan][span][seq][batch]") {
   std::vector<Batch> script;
   {
@@ -229,15 +230,15 @@ TEST_CASE("span of 16 sequences: decode rows of 8 and 16 sequences ≡ each sequ
       if (q < 12) mixed.runs.push_back({q, q == 3 ? 5 : 1});
       wide.runs.push_back({q, q < 8 ? 3 : 2});
     }
-    script.insert(script.end(), {even, all, all, odd, mixed, all, wide, even});
+    script.insert(script.end(), {even, all, mixed, wide, odd});
   }
   for (const int int8 : {0, 1}) {
     VkConfig cfg = test_config();
     cfg.int8 = int8;
     cfg.decode_rows = vk::DecodeRows::Q8K;
     cfg.span_tokens = 32;
-    for (const SynthShape& v : {kSynthShapes[1], kSynthShapes[3]}) {
-      if (int8 && v.type == GgmlType::F32) continue;
+    // f32 on the Q8_0 layers, int8 (Q8_K rows) on the Q4_K ones: 17 spans each (CI time).
+    for (const SynthShape& v : {int8 ? kSynthShapes[3] : kSynthShapes[1]}) {
       const Synth s = make_synth(v, 63);
       auto many = vulkan_span(s, 64, cfg, 16);
       if (!many) FISH_SKIP(skip_reason());
