@@ -38,6 +38,7 @@
 #include "gguf/gguf_writer.h"
 #include "model/llama_model.h"
 #include "moe_reference.h"
+#include "scratch_dir.h"
 
 namespace fs = std::filesystem;
 using fish::LlamaModel;
@@ -46,21 +47,7 @@ using fish::ModelOptions;
 namespace {
 
 // The scratch folder with the four models, made on first use.
-const fs::path& scratch() {
-  static const fs::path dir = [] {
-    char tmpl[] = "/tmp/fish-test-moe-XXXXXX";
-    const char* d = mkdtemp(tmpl);
-    REQUIRE(d);
-    return fs::path(d);
-  }();
-  return dir;
-}
-struct Cleanup {
-  ~Cleanup() {
-    std::error_code ec;
-    fs::remove_all(scratch(), ec);
-  }
-};
+const fs::path& scratch() { return fish::test::scratch_dir("fish-test-moe"); }
 
 std::string model(const std::string& shape, const std::string& type) {
   const fs::path p = scratch() / (shape + "-" + type + ".gguf");
@@ -229,7 +216,6 @@ TEST_CASE("matmul_batch: every item equals its own matmul, bit for bit", "[moe]"
 }
 
 TEST_CASE("MoE tiny models: engine logits == the f64 forward (qwen3moe, Mixtral, qwen2moe, F32 .. Q4_K_M)", "[moe]") {
-  static Cleanup cleanup;
   struct Case {
     const char* shape;
     const char* type;
@@ -274,7 +260,6 @@ TEST_CASE("MoE tiny models: engine logits == the f64 forward (qwen3moe, Mixtral,
 }
 
 TEST_CASE("MoE routing ties: all router rows equal, experts 0 and 1 are chosen", "[moe]") {
-  static Cleanup cleanup;
   for (const char* shape : {"tiny-qwen3moe", "tiny-mixtral"}) {
     const std::string path = rewrite(model(shape, "F32"), std::string(shape) + "-ties.gguf",
                                      [](const std::string& name, std::vector<int64_t>& ne, std::vector<uint8_t>& b) {
@@ -294,7 +279,6 @@ TEST_CASE("MoE routing ties: all router rows equal, experts 0 and 1 are chosen",
 }
 
 TEST_CASE("MoE greedy tokens are the same for 1, 2 and 3 threads", "[moe]") {
-  static Cleanup cleanup;
   for (const char* shape : {"tiny-qwen3moe", "tiny-mixtral"}) {
     const std::string path = model(shape, "Q4_K_M");
     std::vector<int32_t> first;
@@ -309,7 +293,6 @@ TEST_CASE("MoE greedy tokens are the same for 1, 2 and 3 threads", "[moe]") {
 }
 
 TEST_CASE("MoE: several sequences in one batch == each alone", "[moe]") {
-  static Cleanup cleanup;
   const std::string path = model("tiny-qwen3moe", "Q4_K_M");
   constexpr int S = 3;
   auto batched = load(path, 2, S);
@@ -349,7 +332,6 @@ TEST_CASE("MoE: several sequences in one batch == each alone", "[moe]") {
 }
 
 TEST_CASE("MoE: corrupt expert tensors are refused, naming the tensor", "[moe]") {
-  static Cleanup cleanup;
   const std::string src = model("tiny-mixtral", "F32");
   auto refused = [](const std::string& path) {
     try {

@@ -32,6 +32,7 @@
 #include "gguf/gguf_writer.h"
 #include "gguf/tensor_stack.h"
 #include "model/llama_model.h"
+#include "scratch_dir.h"
 
 namespace fs = std::filesystem;
 using fish::LlamaModel;
@@ -39,24 +40,7 @@ using fish::ModelOptions;
 
 namespace {
 
-const fs::path& scratch() {
-  static const fs::path dir = [] {
-    char tmpl[] = "/tmp/fish-test-moe-experts-XXXXXX";
-    const char* d = mkdtemp(tmpl);
-    REQUIRE(d);
-    return fs::path(d);
-  }();
-  return dir;
-}
-// Removed at exit by this process only (a plugin probe's child exits too).
-struct Cleanup {
-  pid_t pid = getpid();
-  ~Cleanup() {
-    if (getpid() != pid) return;
-    std::error_code ec;
-    fs::remove_all(scratch(), ec);
-  }
-} cleanup;
+const fs::path& scratch() { return fish::test::scratch_dir("fish-test-moe-experts"); }
 
 std::string stacked() {
   const fs::path p = scratch() / "tiny-mixtral-Q4_K_M.gguf";

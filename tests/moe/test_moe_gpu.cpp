@@ -25,6 +25,7 @@
 
 #include "test_paths.h"
 #include "test_skip.h"
+#include "scratch_dir.h"
 
 using namespace fish::test;
 namespace fs = std::filesystem;
@@ -63,19 +64,7 @@ bool has_plugin(const std::string& name) { return access(bin_path("libfish_" + n
 // The tiny MoE model of `shape` in `type` (F32 unless given), synthesised
 // once into a scratch folder.
 std::string model(const std::string& shape, const std::string& type = "F32") {
-  static const fs::path dir = [] {
-    char tmpl[] = "/tmp/fish-test-moe-gpu-XXXXXX";
-    const char* d = mkdtemp(tmpl);
-    REQUIRE(d);
-    return fs::path(d);
-  }();
-  static struct Cleanup {
-    fs::path d;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(d, ec);
-    }
-  } cleanup{dir};
+  const fs::path& dir = fish::test::scratch_dir("fish-test-moe-gpu");
   const fs::path p = dir / (shape + "-" + type + ".gguf");
   if (!fs::exists(p)) {
     const Out o = run("", "synth --shape " + shape + " --type " + type + " -t 2 -o " + p.string());

@@ -28,6 +28,7 @@
 #include "fish/fish.h"
 #include "test_paths.h"
 #include "test_skip.h"
+#include "scratch_dir.h"
 
 using namespace fish::test;
 namespace fs = std::filesystem;
@@ -40,19 +41,7 @@ constexpr int kFailAt = 12, kN = 24;
 
 // The tiny MoE model of `shape` in `type`, synthesised once by `fish synth`.
 std::string model(const std::string& shape, const std::string& type) {
-  static const fs::path dir = [] {
-    char tmpl[] = "/tmp/fish-test-moe-fallback-XXXXXX";
-    const char* d = mkdtemp(tmpl);
-    REQUIRE(d);
-    return fs::path(d);
-  }();
-  static struct Cleanup {
-    fs::path d;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(d, ec);
-    }
-  } cleanup{dir};
+  const fs::path& dir = fish::test::scratch_dir("fish-test-moe-fallback");
   const fs::path p = dir / (shape + "-" + type + ".gguf");
   if (!fs::exists(p)) {
     const std::string cmd =
