@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "fish/fish.h"
+#include "test_logits.h"
 #include "test_paths.h"
 #include "test_skip.h"
 
@@ -49,18 +50,6 @@ struct Model {
     return std::vector<float>(l, l + info.n_vocab);
   }
 };
-
-// max |a - b| / max |b|
-double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, mx = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    d = std::max(d, double(std::fabs(a[i] - b[i])));
-    mx = std::max(mx, double(std::fabs(b[i])));
-  }
-  return mx > 0 ? d / mx : d;
-}
-
-int32_t argmax(const std::vector<float>& v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); }
 
 std::vector<int32_t> text_tokens(fish_model* m, size_t n) {
   std::ifstream in(shared_path("reference/texts/story-a.txt"));

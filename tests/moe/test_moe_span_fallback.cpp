@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "fish/fish.h"
+#include "test_logits.h"
 #include "test_paths.h"
 #include "test_skip.h"
 #include "scratch_dir.h"
@@ -73,17 +74,6 @@ struct Model {
     return std::vector<float>(l, l + info.n_vocab);
   }
 };
-
-double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, mx = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    d = std::max(d, double(std::fabs(a[i] - b[i])));
-    mx = std::max(mx, double(std::fabs(b[i])));
-  }
-  return mx > 0 ? d / mx : d;
-}
-
-int32_t argmax(const std::vector<float>& v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); }
 
 // 8 prompt tokens, then greedy decoding to kN positions; the tokens.
 std::vector<int32_t> greedy(Model& m) {
