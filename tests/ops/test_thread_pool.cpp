@@ -33,18 +33,32 @@ TEST_CASE("ThreadPool runs each index of every job exactly once", "[thread_pool]
   }
 }
 
-TEST_CASE("ThreadPool: a slow index holds up only itself, the caller takes free indices", "[thread_pool]") {
+TEST_CASE("ThreadPool: a slow index holds up only itself, the other threads take the free indices", "[thread_pool]") {
   ThreadPool pool(4);
-  const std::thread::id caller = std::this_thread::get_id();
-  // Index 0..3 of one job: whoever claims the first index sleeps; the others
-  // are free. run() returns once all four are done, and the caller ran at
-  // least one index (it never only waits).
-  std::atomic<int> by_caller{0}, first{1};
+  // Index 0..3 of one job: whoever claims the first index waits until the
+  // other three are done (10 s at most, so a broken pool fails instead of
+  // hanging). That completes only if the other threads (workers or the
+  // caller, whichever is scheduled: on a loaded 2-core machine the workers may
+  // claim every index before the caller gets to) run the free indices while
+  // the first is held.
+  std::atomic<int> others_done{0}, first{1};
+  std::atomic<bool> waited_out{false};
   pool.run([&](int, int) {
-    if (first.exchange(0)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    if (std::this_thread::get_id() == caller) by_caller.fetch_add(1);
+    if (first.exchange(0)) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (others_done.load() < 3) {
+        if (std::chrono::steady_clock::now() > until) {
+          waited_out.store(true);
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    } else {
+      others_done.fetch_add(1);
+    }
   });
-  CHECK(by_caller.load() >= 1);
+  CHECK_FALSE(waited_out.load());
+  CHECK(others_done.load() == 3);
 }
 
 TEST_CASE("ThreadPool::parallel_for covers 0..n-1 exactly once in grain-sized chunks", "[thread_pool]") {
