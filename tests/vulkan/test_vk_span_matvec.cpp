@@ -149,6 +149,7 @@ TEST_CASE("span gate|up pair = silu(gate)·up of the separate dispatches", "[vul
     const int64_t n_in = t == GgmlType::F16 ? 200 : 512;
     const Matrix gate = random_matrix(t, n_in, 150, seed++), up = random_matrix(t, n_in, 150, seed++);
     for (const SpanMvShape& s : {SpanMvShape{}, SpanMvShape{16, 64}}) {
+      if (s.rows != 0 && t != GgmlType::Q4_K) continue;  // the shape's loops are one code for every type
       be->kernels()->set_span_shape(vk::kRoleOther, s);
       for (int n_tok : {1, 3}) {
         if (n_tok > 1 && t != GgmlType::Q4_K) continue;
