@@ -36,8 +36,10 @@
 // loop takes one item per invocation (G·D/4 <= 128) and gl_SubgroupSize >= 8,
 // else staged in shared memory and quantised by the workgroup.
 //
-// MULTI (rows of several sequences, never FUSED): row t's position p and its
-// sequence's K/V base come from the row table (span_common.glsl), so rows of
+// Every K / V row is found through the sequence's page table (kv_row,
+// span_common.glsl): the one-sequence forward's in the ctrl block; MULTI
+// (rows of several sequences, never FUSED): row t's position p and its
+// sequence's page table come from the row table, so rows of
 // different sequences and lengths share the dispatch; a split past a short
 // row's p is empty and weighs nothing in the combine.
 //
@@ -112,9 +114,10 @@ vec4 half4(uvec2 w) { return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
 // (dq) of positions j0 + pp + k·PP, clamped to the split's end (a valid row
 // that gets p = 0). Loaded with the K row, or after the scores (VLATE).
 uvec2 vw[VPT];
-void load_v(uint j0, uint j_end, uint vbase, uint g, uint dq, uint pp) {
+void load_v(uint j0, uint j_end, uint pt, uint g, uint dq, uint pp) {
   if (pp < PP)
-    for (uint k = 0u; k < VPT; ++k) vw[k] = KV2[((vbase + min(j0 + pp + k * PP, j_end - 1u) * KD + g * D) >> 2) + dq];
+    for (uint k = 0u; k < VPT; ++k)
+      vw[k] = KV2[(((pc.kv_cap + kv_row(pt, min(j0 + pp + k * PP, j_end - 1u))) * KD + g * D) >> 2) + dq];
 }
 
 // Workgroup max (op 0) or sum (op 1) of v[h] for each head, into stat_sh[op·G + h].
@@ -140,10 +143,9 @@ void main() {
   const uint qh0 = wgi * G, g = qh0 / GQ, NWG = KVH * GQ / G;
   const uint n_split = AU[CTRL_SPLITS], split_len = AU[CTRL_SPLIT_LEN];
   const uint p_last = MULTI ? row_pos(t) : AU[CTRL_POS0] + t;
-  const uint kb = MULTI ? row_kv_base(t) : 0u;  // halves: where the row's sequence's K starts
+  const uint pt = MULTI ? row_pt(t) : AU[CTRL_PT];  // the row's sequence's page table
   const uint j_begin = s * split_len, j_end = min(j_begin + split_len, p_last + 1u);
   const uint QD = KVH * GQ * D;
-  const uint vbase = kb + pc.kv_cap * KD;
   const uint dq = tid % DT, pp = tid / DT;
   const bool qsg = qout_in_subgroups();
 
@@ -154,13 +156,13 @@ void main() {
   uvec4 kw[(D + 7u) / 8u];
   uvec2 kw2[DQ];
   if (j_begin < j_end) {
-    const uint j = min(j_begin + tid, j_end - 1u);
+    const uint kr = kv_row(pt, min(j_begin + tid, j_end - 1u)) * KD + g * D;
     if (D % 8u == 0u) {
-      for (uint c = 0u; c < D / 8u; ++c) kw[c] = KV4[((kb + j * KD + g * D) >> 3) + c];
+      for (uint c = 0u; c < D / 8u; ++c) kw[c] = KV4[(kr >> 3) + c];
     } else {
-      for (uint c = 0u; c < DQ; ++c) kw2[c] = KV2[((kb + j * KD + g * D) >> 2) + c];
+      for (uint c = 0u; c < DQ; ++c) kw2[c] = KV2[(kr >> 2) + c];
     }
-    if (!VLATE) load_v(j_begin, j_end, vbase, g, dq, pp);
+    if (!VLATE) load_v(j_begin, j_end, pt, g, dq, pp);
   }
 
   // Everything else the preparation reads, loaded now too (one round trip
@@ -215,7 +217,8 @@ void main() {
       kv_sh[DQ + d / 4u][d % 4u] = vn[c] + bias(pc.bv_off, g * D + d);
     }
     prep_finish(1u, pc.kn_off, p_last, 1.0);
-    const uint kw = (kb + p_last * KD + g * D) >> 1, vw = (vbase + p_last * KD + g * D) >> 1;
+    const uint r = kv_row(pt, p_last);
+    const uint kw = (r * KD + g * D) >> 1, vw = ((pc.kv_cap + r) * KD + g * D) >> 1;
     for (uint i = tid; i < DQ; i += WG) {
       const vec4 vv = kv_sh[DQ + i];
       const uvec2 kp = uvec2(packHalf2x16(vec2(prep_sh[4u * i], prep_sh[4u * i + 1u])),
@@ -243,13 +246,13 @@ void main() {
 
   for (uint j0 = j_begin; j0 < j_end; j0 += WG) {
     if (j0 != j_begin) {  // later tiles: this tile's rows now
-      const uint j = min(j0 + tid, j_end - 1u);
+      const uint kr = kv_row(pt, min(j0 + tid, j_end - 1u)) * KD + g * D;
       if (D % 8u == 0u) {
-        for (uint c = 0u; c < D / 8u; ++c) kw[c] = KV4[((kb + j * KD + g * D) >> 3) + c];
+        for (uint c = 0u; c < D / 8u; ++c) kw[c] = KV4[(kr >> 3) + c];
       } else {
-        for (uint c = 0u; c < DQ; ++c) kw2[c] = KV2[((kb + j * KD + g * D) >> 2) + c];
+        for (uint c = 0u; c < DQ; ++c) kw2[c] = KV2[(kr >> 2) + c];
       }
-      if (!VLATE) load_v(j0, j_end, vbase, g, dq, pp);
+      if (!VLATE) load_v(j0, j_end, pt, g, dq, pp);
     }
     // ---- K phase: scores of position j0 + tid ----
     const uint j = j0 + tid;
@@ -274,7 +277,7 @@ void main() {
     } else {
       for (uint h = 0u; h < G; ++h) sc[h] = NEG;
     }
-    if (VLATE) load_v(j0, j_end, vbase, g, dq, pp);  // this tile's V rows, now that the scores are done
+    if (VLATE) load_v(j0, j_end, pt, g, dq, pp);  // this tile's V rows, now that the scores are done
     // ---- online softmax ----
     reduce_heads(sc, 0u);
     float corr[G], pv[G];

@@ -7,20 +7,22 @@
 //   0  the span's arena, f32 words: the ctrl block at word 0 (written by the
 //      copy-in kernel each forward), the residual stream x and every work
 //      region (offsets in floats below)
-//   1  this layer's KV cache, f16 pairs in uint words: K [cap][n_head_kv][D],
-//      then V [cap][n_head_kv][D] (V starts at half index kv_cap·KD)
+//   1  this layer's KV cache, f16 pairs in uint words: a pool of pages of
+//      KV_PAGE positions, K [kv_cap][n_head_kv][D] then V [kv_cap][n_head_kv][D]
+//      (V starts at half index kv_cap·KD); pool row r is page r / KV_PAGE
 //   2  the span's f32 parameters (norm weights, biases)
 //   3  the RoPE table: [cap][n_rot/2] (cos θ, sin θ), computed on the host in double
 //   4  the arena again, coherent: the attention's partials and arrival counters,
 //      which one workgroup reads after others wrote them in the same dispatch
+//   5  the page tables: per sequence, the pool page of each KV_PAGE positions
+//      (plugins/vulkan/span.h)
 //
-// A span of several sequences holds each one's K then V at its own base in
-// binding 1 (plugins/vulkan/span.h). A forward whose rows are of one
-// sequence binds that sequence's part (positions pos0 + t, the CTRL_POS0
-// block below); a forward of rows of several sequences (the MULTI variants of
-// span_rope_store / span_attention) reads each row's position and KV base from
-// the arena's row table: uvec2 (position, base in halves) per row at word
-// pc.meta_off + 2·t.
+// A sequence's position j lives in pool row kv_row(pt, j), pt being where its
+// page table starts in binding 5. A forward whose rows are of one sequence
+// finds pt in the ctrl block (CTRL_PT; positions pos0 + t, CTRL_POS0); a
+// forward of rows of several sequences (the MULTI variants of span_rope_store
+// / span_attention) reads each row's position and pt from the arena's row
+// table: uvec2 (position, pt) per row at word pc.meta_off + 2·t.
 layout(set = 0, binding = 0) buffer ArenaF { float A[]; };
 layout(set = 0, binding = 0) buffer ArenaF4 { vec4 A4[]; };
 layout(set = 0, binding = 0) buffer ArenaU { uint AU[]; };
@@ -31,6 +33,7 @@ layout(set = 0, binding = 2) readonly buffer ParamsF { float P[]; };
 layout(set = 0, binding = 3) readonly buffer RopeTable { vec2 R[]; };
 layout(set = 0, binding = 4) coherent buffer ArenaC { float AC[]; };
 layout(set = 0, binding = 4) coherent buffer ArenaCU { uint ACU[]; };
+layout(set = 0, binding = 5) readonly buffer PageTables { uint PT[]; };
 
 // Optional parameter vectors are absent when their offset is NONE.
 const uint NONE = 0xFFFFFFFFu;
@@ -40,6 +43,7 @@ const uint NONE = 0xFFFFFFFFu;
 const uint CTRL_POS0 = 4u;       // position of token 0
 const uint CTRL_SPLITS = 5u;     // attention: workgroups per (token, KV head) along the context
 const uint CTRL_SPLIT_LEN = 6u;  // attention: positions per split
+const uint CTRL_PT = 7u;         // one sequence's forward: its page table's word index in PT
 
 layout(push_constant) uniform SpanParams {
   uint n_tok;     // token rows of this dispatch
@@ -53,7 +57,7 @@ layout(push_constant) uniform SpanParams {
   uint k_off;     // token 0's raw k
   uint v_off;     // token 0's raw v
   uint qr_off;    // rope_store: roped q rows [n_tok][n_head·D]
-  uint kv_cap;    // positions the layer's KV buffer holds
+  uint kv_cap;    // positions (rows) of the layer's KV pool
   uint att_off;   // attention output rows [n_tok][n_head·D]
   uint part_off;  // attention partials (float index)
   uint cnt_off;   // attention arrival counters (uint index)
@@ -68,10 +72,13 @@ layout(push_constant) uniform SpanParams {
   uint n_head;    // query heads
   uint q8_out;    // attention with QOUT: word index of token 0's B32 row of the output
   uint q8_stride; // QOUT: words between two tokens' rows
-  uint meta_off;  // MULTI: word index of the rows' (position, KV base) pairs; rmsnorm GATHER: of its row list
+  uint meta_off;  // MULTI: word index of the rows' (position, page table) pairs; rmsnorm GATHER: of its row list
 } pc;
 
-// MULTI: row t's position and the half index where its sequence's K starts (its V
-// starts kv_cap·KD halves later).
+// Positions per KV page (Span::kKvPage).
+const uint KV_PAGE = 64u;
+// The pool row holding position j of the sequence whose page table starts at PT[pt].
+uint kv_row(uint pt, uint j) { return PT[pt + j / KV_PAGE] * KV_PAGE + j % KV_PAGE; }
+// MULTI: row t's position and its sequence's page table (word index in PT).
 uint row_pos(uint t) { return AU[pc.meta_off + 2u * t]; }
-uint row_kv_base(uint t) { return AU[pc.meta_off + 2u * t + 1u]; }
+uint row_pt(uint t) { return AU[pc.meta_off + 2u * t + 1u]; }

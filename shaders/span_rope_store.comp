@@ -6,7 +6,7 @@
 // (raw k + bk, k_norm, RoPE -> K cache; raw v + bv -> V cache), both stored as
 // f16 at the token's position.
 // MULTI: the rows are of several sequences: each row's position and its
-// sequence's KV base come from the row table (span_common.glsl).
+// sequence's page table come from the row table (span_common.glsl).
 // Specialisation: 0 = D (head_dim, a multiple of 4), 1 = KVH (n_head_kv), 2 = MULTI.
 #extension GL_GOOGLE_include_directive : require
 
@@ -27,7 +27,7 @@ float bias(uint off, uint i) { return off == NONE ? 0.0 : P[off + i]; }
 void main() {
   const uint tid = gl_LocalInvocationID.x, t = gl_WorkGroupID.x, hd = gl_WorkGroupID.y;
   const uint pos = MULTI ? row_pos(t) : AU[CTRL_POS0] + t;
-  const uint kb = MULTI ? row_kv_base(t) : 0u;  // halves
+  const uint pt = MULTI ? row_pt(t) : AU[CTRL_PT];
   const uint KD = KVH * D;
   const uint row = t * pc.q_stride;
   if (hd < pc.n_head) {
@@ -38,7 +38,8 @@ void main() {
     const uint g = hd - pc.n_head;
     for (uint d = tid; d < D; d += WG) prep_sh[d] = A[pc.k_off + row + g * D + d] + bias(pc.bk_off, g * D + d);
     prep_finish(1u, pc.kn_off, pos, 1.0);
-    const uint kw = (kb + pos * KD + g * D) >> 1, vw = (kb + pc.kv_cap * KD + pos * KD + g * D) >> 1;
+    const uint r = kv_row(pt, pos);
+    const uint kw = (r * KD + g * D) >> 1, vw = ((pc.kv_cap + r) * KD + g * D) >> 1;
     for (uint i = tid; i < D / 2u; i += WG) {
       KV[kw + i] = packHalf2x16(vec2(prep_sh[2u * i], prep_sh[2u * i + 1u]));
       const uint d = 2u * i, vb = pc.v_off + row + g * D;

@@ -205,12 +205,6 @@ uint32_t Span::batch_tokens(const SpanContext& ctx) {
   return ctx.matmul->coopmat() ? 512u : 128u;
 }
 
-uint64_t Span::seq_stride(const SpanIn& in, int capacity) {
-  const uint64_t part = 2 * uint64_t(capacity) * uint64_t(in.n_head_kv) * uint64_t(in.head_dim) * 2;  // K + V, f16
-  // 256: the largest minStorageBufferOffsetAlignment Vulkan allows.
-  return in.n_seq > 1 ? (part + 255) / 256 * 256 : part;
-}
-
 uint64_t Span::staging_meta(const SpanIn& in, uint32_t tokens) {
   return (ctrl::kWords * 4 + 2 * uint64_t(tokens) * uint64_t(in.n_embd) * 4 + 255) / 256 * 256;
 }
@@ -225,7 +219,8 @@ uint64_t Span::bytes_for(const SpanContext& ctx, const SpanIn& in, int capacity)
       {staging_meta(in, tokens) + uint64_t(a.meta_words) * 4, MemKind::Upload, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT},
       {uint64_t(tokens) * in.n_embd * 4, MemKind::Readback, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT},
   };
-  const uint64_t kv = uint64_t(std::max(in.n_seq, 1)) * seq_stride(in, capacity);
+  plan.push_back({span_buffers::page_table_bytes(in, capacity), MemKind::Device, span_buffers::kPageTableUsage});
+  const uint64_t kv = pool_bytes(in, uint64_t(std::max(in.n_seq, 1)) * pages_for(capacity));
   for (int l = 0; l < in.n_layers; ++l) plan.push_back({kv, MemKind::Device, kKvUsage});
   uint64_t total = 0;
   // Only what lands in the budget heap, as bytes() counts it: on a discrete GPU
@@ -270,7 +265,7 @@ const char* layer_weight_name(int k) {
 Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
   validate(ctx, in);
   shape_ = in;
-  check_kv_size(in.n_ctx, "span_create");
+  check_pool(uint64_t(in.n_seq) * pages_for(in.n_ctx), "span_create");
   if (in.rope_freqs) rope_freqs_.assign(in.rope_freqs, in.rope_freqs + in.n_rot / 2);
   shape_.rope_freqs = rope_freqs_.empty() ? nullptr : rope_freqs_.data();  // kept for reserve()
   shape_.layers.clear();
@@ -328,9 +323,15 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
                            tag + " output staging");
     std::vector<Buffer> kv;
     capacity_ = in.n_ctx;
-    seq_stride_ = seq_stride(in, capacity_);
-    allocate_kv(capacity_, &kv);
+    pool_pages_ = uint32_t(in.n_seq) * pages_for(capacity_);
+    allocate_kv(pool_pages_, &kv);
     for (size_t l = 0; l < layers_.size(); ++l) layers_[l].kv = kv[l];
+    pt_ = allocate_page_tables(capacity_);
+    pt_stride_ = pages_for(capacity_);
+    page_refs_.assign(pool_pages_, 0);
+    for (uint32_t p = pool_pages_; p-- > 0;) free_pages_.push_back(p);  // page 0 on top
+    pages_.assign(size_t(in.n_seq), {});
+    pt_dirty_.assign(size_t(in.n_seq), 0);
 
     auto pci = vk_init<VkCommandPoolCreateInfo>(VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO);
     pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
@@ -369,10 +370,7 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
         L.moe_aux = moe_set(arena_buf_, arena_buf_);
       }
     }
-    for (Layer& L : layers_) {
-      L.aux_set = pl.allocate_set(ctx_.kernels->aux_layout());
-      for (int q = 1; q < in.n_seq; ++q) L.seq_sets.push_back(pl.allocate_set(ctx_.kernels->aux_layout()));
-    }
+    for (Layer& L : layers_) L.aux_set = pl.allocate_set(ctx_.kernels->aux_layout());
     write_aux_sets();
     quant_set_ = pl.allocate_set(ctx_.matmul->quant_layout());
     {
@@ -441,7 +439,6 @@ void Span::release_all() {
     for (VkDescriptorSet s : {L.moe_gu, L.moe_up, L.moe_down, L.moe_aux})
       if (s) pl.free_set(s);
     if (L.aux_set) pl.free_set(L.aux_set);
-    for (VkDescriptorSet s : L.seq_sets) pl.free_set(s);
     ctx_.mem->destroy(L.kv);
   }
   layers_.clear();
@@ -450,7 +447,7 @@ void Span::release_all() {
     *s = VK_NULL_HANDLE;
   }
   release_head();
-  for (Buffer* b : {&params_, &rope_, &arena_buf_, &staging_, &readback_}) ctx_.mem->destroy(*b);
+  for (Buffer* b : {&params_, &rope_, &arena_buf_, &staging_, &readback_, &pt_}) ctx_.mem->destroy(*b);
   cached_.clear();
   free_cmds_.clear();
   scratch_cmd_ = VK_NULL_HANDLE;
@@ -461,17 +458,13 @@ void Span::release_all() {
   pool_ = VK_NULL_HANDLE;
 }
 
-// Binding 1: the whole KV buffer (aux_set), or one sequence's part (seq_sets).
+// The layers' auxiliary sets (SpanKernels::aux_layout): binding 1 is the layer's KV pool.
 void Span::write_aux_sets() {
   for (Layer& L : layers_) {
-    const VkBuffer bufs[5] = {arena_buf_.buffer, L.kv.buffer, params_.buffer, rope_.buffer, arena_buf_.buffer};
-    uint64_t offs[5] = {0, 0, 0, 0, 0};
-    uint64_t ranges[5] = {arena_buf_.size, L.kv.size, params_.size, rope_.size, arena_buf_.size};
-    ctx_.pipelines->write_set(L.aux_set, 5, bufs, offs, ranges);
-    for (size_t q = 0; q < L.seq_sets.size(); ++q) {
-      offs[1] = uint64_t(q + 1) * seq_stride_, ranges[1] = seq_stride_;
-      ctx_.pipelines->write_set(L.seq_sets[q], 5, bufs, offs, ranges);
-    }
+    const VkBuffer bufs[6] = {arena_buf_.buffer, L.kv.buffer, params_.buffer, rope_.buffer, arena_buf_.buffer, pt_.buffer};
+    const uint64_t offs[6] = {0, 0, 0, 0, 0, 0};
+    const uint64_t ranges[6] = {arena_buf_.size, L.kv.size, params_.size, rope_.size, arena_buf_.size, pt_.size};
+    ctx_.pipelines->write_set(L.aux_set, 6, bufs, offs, ranges);
   }
 }
 
@@ -514,7 +507,7 @@ uint64_t Span::bytes() const {
     if (x.counted) b += x.alloc_size;
   };
   for (const Layer& L : layers_) add(L.kv);
-  for (const Buffer* x : {&params_, &rope_, &arena_buf_, &staging_, &readback_, &head_rb_}) add(*x);
+  for (const Buffer* x : {&params_, &rope_, &arena_buf_, &staging_, &readback_, &head_rb_, &pt_}) add(*x);
   return b;
 }
 
@@ -530,8 +523,9 @@ std::string Span::describe() const {
     held = std::to_string(kv_len_.empty() ? 0 : kv_len_[0]);
   }
   return "span " + std::to_string(shape_.n_layers) + " layers (" + std::to_string(first) + ".." + std::to_string(last) +
-         "), KV " + held + " of " + std::to_string(capacity_) + " positions" + (shape_.n_seq > 1 ? " each" : "") + " (" +
-         mb(kv) + " f16), arena " + mb(arena_buf_.alloc_size) + (int8_ ? ", int8 matmuls" : "") +
+"), KV " + held + " of " + std::to_string(capacity_) + " positions" + (shape_.n_seq > 1 ? " each" : "") + " (" +
+         mb(kv) + " f16, " + std::to_string(pool_pages_ - free_pages_.size()) + " of " + std::to_string(pool_pages_) +
+         " pages of " + std::to_string(kKvPage) + " in use), arena " + mb(arena_buf_.alloc_size) + (int8_ ? ", int8 matmuls" : "") +
          (ctx_.matmul->coopmat() ? ", prefill: coopmat f16 128x64/128x128"
                                  : int8_ ? ", prefill: tiled int8 64x64" : ", prefill: tiled f32 64x64") +
          (b32_.on ? " (decode x in B32 rows)" : "") +

@@ -6,36 +6,39 @@
 //   params   f32 vectors per layer: attn_norm, ffn_norm [, bq, bk, bv, q_norm, k_norm],
 //            then the head's norm
 //   rope     [capacity][n_rot/2] (cos θ, sin θ), computed on the host in double
-//   kv[l]    per layer and sequence s, at s · seq_stride bytes: K [capacity][n_head_kv][D]
-//            then V, f16: position-major, so growing the capacity copies two
-//            prefixes per sequence
+//   kv[l]    per layer, a pool of pages of kKvPage positions: K [pool rows][n_head_kv][D]
+//            then V, f16 (pool row r is in page r / kKvPage)
+//   pt       the page tables: [n_seq][pages per sequence] pool pages, u32
 //   arena    ctrl block, x, the work regions and the row table for `tokens` tokens (ArenaLayout)
 //   staging  host-visible ctrl + x (+ the row table) in, x out
-// The KV starts at the capacity span_create is given (for every sequence) and
-// grows on demand (reserve); forward refuses a gap or a position past the capacity.
 //
-// Sequences: each has a part of its own in every layer's KV buffer, capacity
-// positions long, rather than pages. The host (LlamaModel) keeps the page
-// tables and the prefix sharing; a device part per sequence keeps the kernels'
-// addressing a base plus position·KD (no page-table read per tile in the
-// attention's inner loop), lets the one-sequence forward run unchanged on
-// any sequence (its descriptor sets bind that sequence's part: the same
-// recorded decode, the same kernels), and makes span_kv_copy one
-// vkCmdCopyBuffer per layer. The price is n_seq · capacity positions of
-// memory, which span_bytes states up front.
+// Each sequence holds up to `capacity` positions (span_create's n_ctx, raised
+// by reserve) in pages of kKvPage positions taken from the pool as its
+// positions are written and given back by truncate. The pool starts with
+// room for every sequence at n_ctx (what span_bytes states) and grows, by
+// half its size at least, when a forward needs more pages than are free (an
+// OutOfMemory then fails that forward before it runs). span_kv_copy shares
+// the source's pages (a reference count per page) instead of copying them;
+// a page shared by several sequences is copied for the one about to write
+// into it (copy on write), so a common prompt prefix is held once. The
+// kernels find a position through its sequence's page table (span_common.glsl
+// kv_row: one table word per position, read once per K/V row), uploaded when a
+// table changed, before the forward that needs it.
 //
 // Per forward the host writes the ctrl block and x into the staging buffer and
 // submits one command buffer per `tokens` rows: the steps of plan()
 // (span_plan.cpp says which, per layer and forward shape), recorded by
 // record() (span_record.cpp). A submission whose rows are of one sequence is
-// the one-sequence forward (positions pos0 + t in the ctrl block); rows of
-// several sequences add a row table (position and KV base per row) read by
+// the one-sequence forward (positions pos0 + t and the sequence's page table
+// in the ctrl block); rows of several sequences add a row table (position and
+// page table per row) read by
 // the RoPE / KV-store and attention kernels, so the matrices are still read
 // once for all rows (span_forward.cpp). A decode (n_tok = 1) reuses a command
 // buffer recorded once (the position lives in the ctrl block, the attention
 // grid is an indirect dispatch), so a token costs the host two memcpys, a
 // submit and a fence wait.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -73,7 +76,7 @@ struct SpanLayerIn {
 struct SpanIn {
   int first_layer = 0, n_layers = 0;
   int n_embd = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0, n_ctx = 0;
-  int n_seq = 1;  // sequences, each with n_ctx positions of KV
+  int n_seq = 1;  // sequences, each up to n_ctx positions of KV
   float norm_eps = 1e-5f;
   bool neox = false;
   int n_rot = 0;
@@ -100,7 +103,7 @@ struct ArenaLayout {
   uint32_t x = 0, xn = 0, qkv = 0, qr = 0, att = 0, g = 0, u = 0, part = 0, cnt = 0, sq = 0;
   uint32_t xqk = 0, xql = 0, xq2 = 0;
   // The row table (uint words, filled by the host when a submission needs
-  // it): [tokens] (position, KV base in halves) pairs for rows of several
+  // it): [tokens] (position, page table word index) pairs for rows of several
   // sequences, then at meta + 2·tokens the rows whose logits are wanted.
   uint32_t meta = 0, meta_words = 0;
   // MoE (empty for a dense span): the router's logits [tokens][n_expert], the
@@ -124,6 +127,9 @@ struct SpanContext {
 class Span {
  public:
   static constexpr uint32_t kPartSlots = 128;  // attention partials per KV head (splits × tokens)
+  static constexpr int kKvPage = 64;           // positions per KV page (span_common.glsl KV_PAGE)
+  // Pages of kKvPage positions that hold n positions.
+  static uint32_t pages_for(int n) { return uint32_t((int64_t(n) + kKvPage - 1) / kKvPage); }
 
   // Checks the description (shapes against the weights, what the kernels
   // support); throws Failure naming the field (InvalidArgument / Unsupported).
@@ -167,14 +173,19 @@ class Span {
   // InvalidArgument for a bad id).
   void truncate(int seq, int n);
   // Sequence dst's positions [p0, p1) become a copy of sequence src's (p1 <=
-  // src's length, p0 <= dst's, else Range); dst's length becomes p1. One
-  // vkCmdCopyBuffer per layer (K and V).
+  // src's length, p0 <= dst's, else Range); dst's length becomes p1. Whole
+  // pages are shared; only a page that dst holds positions of before p0 is
+  // copied into (one vkCmdCopyBuffer per layer).
   void copy(int src, int dst, int p0, int p1);
-  void reserve(int n);   // grows every sequence's capacity (contents kept); OutOfMemory leaves the old KV
+  // Raises every sequence's capacity to n positions (contents kept; the pool
+  // grows as pages are written). OutOfMemory leaves the old tables.
+  void reserve(int n);
   int kv_len(int seq = 0) const;  // InvalidArgument for a bad id
   int n_seq() const { return shape_.n_seq; }
   int64_t head_rows() const { return head_ ? head_->n_out : 0; }  // logits per forward
   int capacity() const { return capacity_; }
+  uint32_t pool_pages() const { return pool_pages_; }  // KV pages of kKvPage positions held
+  uint32_t pages_in_use() const { return pool_pages_ - uint32_t(free_pages_.size()); }
   bool uses(const Weight* w) const;
   uint64_t bytes() const;    // device bytes held (the budget heap)
   std::string describe() const;  // "span 16 layers (0..15), KV 12 of 512 positions (16 MB f16), arena 15 MB, ..."
@@ -185,8 +196,7 @@ class Span {
     int head_rows = 0;       // logits rows (0: none)
     bool head_last = false;  // the one logits row is the last (the head reads the decode's x·norm)
     bool narrow = false;     // decode attention with narrow_heads_ query heads per workgroup
-    bool multi = false;      // rows of several sequences (positions and KV bases from the row table)
-    int seq = 0;             // one sequence: which (its descriptor sets bind its KV part)
+    bool multi = false;      // rows of several sequences (positions and page tables from the row table)
     bool operator<(const Shape& o) const;
   };
   // The steps a forward of n_tok tokens of sequence 0 records (with the head:
@@ -203,8 +213,7 @@ class Span {
     VkDescriptorSet moe_gu = VK_NULL_HANDLE, moe_down = VK_NULL_HANDLE, moe_aux = VK_NULL_HANDLE;
     VkDescriptorSet moe_up = VK_NULL_HANDLE;  // the up stack at binding 0 (tiled prompt chunks)
     Buffer kv;
-    VkDescriptorSet aux_set = VK_NULL_HANDLE;   // binding 1: the whole KV buffer (sequence 0, and rows of several)
-    std::vector<VkDescriptorSet> seq_sets;      // binding 1: sequence s's part, s = 1 .. n_seq - 1
+    VkDescriptorSet aux_set = VK_NULL_HANDLE;   // SpanKernels::aux_layout: binding 1 is this layer's KV pool
     std::vector<VkDescriptorSet> mm_sets[kLayerWeights];  // per weight chunk
     VkDescriptorSet gu_set = VK_NULL_HANDLE;  // gate (binding 0) and up (5) as a pair, when both are one chunk
   };
@@ -234,16 +243,27 @@ class Span {
   // Tokens per submission: FISH_VK_SPAN_TOKENS, else the device's default.
   static uint32_t batch_tokens(const SpanContext& ctx);
   static std::vector<float> rope_table(const SpanIn& in, int capacity);
-  // Bytes of one sequence's part of a layer's KV buffer (a multiple of 256
-  // with several sequences: a descriptor may start at any part).
-  static uint64_t seq_stride(const SpanIn& in, int capacity);
+  // Bytes of a layer's KV pool of `pages` pages (K and V, f16).
+  static uint64_t pool_bytes(const SpanIn& in, uint64_t pages);
   // Byte offset of the row table in the staging buffer.
   static uint64_t staging_meta(const SpanIn& in, uint32_t tokens);
-  // Throws Unsupported / OutOfMemory when a KV buffer of this capacity would
+  // Throws Unsupported / OutOfMemory when a KV pool of this many pages would
   // pass the kernels' 32-bit indices or the device's binding range.
-  void check_kv_size(int capacity, const char* what) const;
+  void check_pool(uint64_t pages, const char* what) const;
   void check_seq(int seq, const char* what) const;
-  void allocate_kv(int capacity, std::vector<Buffer>* out) const;
+  void allocate_kv(uint32_t pages, std::vector<Buffer>* out) const;
+  Buffer allocate_page_tables(int capacity) const;
+  // The pages of sequence q's positions [p0, p1] (p0 <= its length) present
+  // and its own: missing pages taken, shared ones copied (copy on write); the
+  // pool grown first when too few are free (OutOfMemory changes nothing).
+  // Several sequences at once: (q, p0, p1) triples.
+  void own_pages(const std::vector<std::array<int, 3>>& ranges);
+  void grow_pool(uint32_t need_free);
+  uint32_t take_page();
+  void drop_pages(int seq, uint32_t keep);  // sequence seq keeps its first `keep` pages
+  // Pending page copies (pool page pairs, every layer) and changed page
+  // tables to the device, in one submission; no-op when there is none.
+  void sync_pages();
   void write_buffer(Buffer& dst, uint64_t offset, const void* src, uint64_t n);
   void write_aux_sets();
   void fill_kv(int seq, int pos0, int n);  // FISH_VK_BENCH_FILL_KV
@@ -259,7 +279,6 @@ class Span {
   VkCommandBuffer one_time_commands();  // begun, for uploads and copies; the caller ends and submits it
   void record(VkCommandBuffer cmd, const SpanPlan& plan, bool stamps);
   SpanKernelShape attn_shape(bool narrow) const;
-  VkDescriptorSet aux_set(const Layer& L, const Shape& shape) const;
   VkDescriptorSet matmul_set(const WeightChunk& c, const WeightChunk& c2, const Buffer& y);
   void write_head_sets();
   void release_head();
@@ -283,11 +302,19 @@ class Span {
   uint32_t narrow_max_kv_ = 0;
   int capacity_ = 0;
   std::vector<int> kv_len_;  // per sequence
-  uint64_t seq_stride_ = 0;  // bytes between two sequences' parts of a layer's KV buffer
+  // The KV pool: pages, each page's sequences (0: free), the free ones (a
+  // stack), per sequence its pages in position order; page copies and page
+  // tables waiting for sync_pages.
+  uint32_t pool_pages_ = 0;
+  std::vector<uint32_t> page_refs_, free_pages_;
+  std::vector<std::vector<uint32_t>> pages_;
+  std::vector<std::pair<uint32_t, uint32_t>> page_copies_;  // (from, to)
+  std::vector<uint8_t> pt_dirty_;                           // per sequence
+  uint32_t pt_stride_ = 0;  // words between two sequences' page tables (pages_for(capacity_))
   ArenaLayout arena_{};
   uint64_t staging_meta_ = 0;  // the row table's byte offset in staging_
   std::vector<Layer> layers_;
-  Buffer params_, rope_, arena_buf_, staging_, readback_;
+  Buffer params_, rope_, arena_buf_, staging_, readback_, pt_;
   VkDescriptorSet copy_in_set_ = VK_NULL_HANDLE, copy_out_set_ = VK_NULL_HANDLE;
   VkDescriptorSet copy_meta_set_ = VK_NULL_HANDLE;  // the row table: staging -> arena
   VkDescriptorSet quant_set_ = VK_NULL_HANDLE;  // quantize_x over the arena (int8)

@@ -2,12 +2,15 @@
 // consecutive positions, no gap, within the capacity), cut into submissions
 // of at most `tokens` rows, each one command buffer and one fence wait. A
 // submission whose rows are all of one sequence is the one-sequence forward
-// (the ctrl block's pos0, that sequence's descriptor sets: the same recorded
-// decode as a span of one sequence); rows of several sequences go with a row
-// table of (position, KV base) that the RoPE / KV-store and attention kernels
-// read per row, the matrices still read once for all rows. The logits of the
-// rows asked for come from the head in the same submission.
+// (the ctrl block's pos0 and page table: the same recorded decode for every
+// sequence); rows of several sequences go with a row table of (position, page
+// table) that the RoPE / KV-store and attention kernels read per row, the
+// matrices still read once for all rows. The pages the rows write are made
+// the sequences' own (taken, or copied when shared) and the page tables
+// uploaded before the first submission. The logits of the rows asked for come
+// from the head in the same submission.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -27,12 +30,8 @@ double now_s() {
 }  // namespace
 
 bool Span::Shape::operator<(const Shape& o) const {
-  return std::tie(n_tok, head_rows, head_last, narrow, multi, seq) <
-         std::tie(o.n_tok, o.head_rows, o.head_last, o.narrow, o.multi, o.seq);
-}
-
-VkDescriptorSet Span::aux_set(const Layer& L, const Shape& shape) const {
-  return shape.multi || shape.seq == 0 ? L.aux_set : L.seq_sets[size_t(shape.seq - 1)];
+  return std::tie(n_tok, head_rows, head_last, narrow, multi) <
+         std::tie(o.n_tok, o.head_rows, o.head_last, o.narrow, o.multi);
 }
 
 const float* Span::forward(const Forward& fw) {
@@ -90,6 +89,15 @@ const float* Span::forward(const Forward& fw) {
   const bool fill = ctx_.cfg->bench_fill_kv && n_tok > 1 && one_seq;
   if (fill && n_want > 1)
     throw Failure(FailKind::Unsupported, "span_forward: FISH_VK_BENCH_FILL_KV gives no logits of several rows");
+  // The pages the rows write, each sequence's own (OutOfMemory here changes nothing), then on the device.
+  std::vector<std::array<int, 3>> written;
+  for (int t = 0; t < n_tok; ++t) {
+    const int q = row_seq_[size_t(t)];
+    if (first_pos_[size_t(q)] >= 0 && row_pos_[size_t(t)] == first_pos_[size_t(q)])
+      written.push_back({q, first_pos_[size_t(q)], last_pos_[size_t(q)]});
+  }
+  own_pages(written);
+  sync_pages();
 
   const double t0 = now_s();
   for (int t = 0; t < n_tok; ++t) {  // positions at and after a sequence's first row are about to be replaced
@@ -187,13 +195,13 @@ void Span::run_batch(const Submission& b, float* out) {
   sh.head_last = b.n_want == 1 && b.want[n - 1];
   sh.narrow = narrow_attention(n, int(n_kv));
   sh.multi = multi;
-  sh.seq = multi ? 0 : b.seq;
   auto* c = static_cast<uint32_t*>(staging_.mapped);
   std::memset(c, 0, ctrl::kWords * 4);
   c[ctrl::kAttnArgs] = attn_shape(sh.narrow).attn_groups();
   c[ctrl::kAttnArgs + 1] = splits;
   c[ctrl::kAttnArgs + 2] = uint32_t(n);
   c[ctrl::kPos0] = multi ? 0u : uint32_t(b.pos0);
+  c[ctrl::kPt] = multi ? 0u : uint32_t(b.seq) * pt_stride_;
   c[ctrl::kSplits] = splits;
   c[ctrl::kSplitLen] = split_len;
   const size_t E = size_t(shape_.n_embd);
@@ -212,12 +220,12 @@ void Span::run_batch(const Submission& b, float* out) {
     }
   }
   if (multi || (sh.head_rows > 0 && !sh.head_last)) {
-    // The row table (ArenaLayout::meta): (position, KV base) per row, the rows whose logits are wanted.
+    // The row table (ArenaLayout::meta): (position, page table) per row, the rows whose logits are wanted.
     auto* meta = reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(staging_.mapped) + staging_meta_);
     if (multi)
       for (int t = 0; t < n; ++t) {
         meta[2 * t] = uint32_t(b.rpos[t]);
-        meta[2 * t + 1] = uint32_t(uint64_t(b.rseq[t]) * (seq_stride_ / 2));
+        meta[2 * t + 1] = uint32_t(b.rseq[t]) * pt_stride_;
       }
     uint32_t* list = meta + 2 * size_t(arena_.tokens);
     for (int t = 0, k = 0; t < n; ++t)

@@ -9,7 +9,7 @@ uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 SpanKernels::SpanKernels(const Device& dev, Pipelines& pipelines)
-    : dev_(dev), pipelines_(pipelines), aux_(&pipelines.layout(5, sizeof(SpanPush))), copy_(&pipelines.layout(2, 4)) {}
+    : dev_(dev), pipelines_(pipelines), aux_(&pipelines.layout(6, sizeof(SpanPush))), copy_(&pipelines.layout(2, 4)) {}
 
 uint32_t SpanKernels::attention_shared_bytes(const SpanKernelShape& s) {
   // span_attention.comp: prep_sh [G·D] + prep_inv [G] + rope_sh [D/2 vec2] + q_sh [G·D] +

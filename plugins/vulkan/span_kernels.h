@@ -18,6 +18,7 @@ constexpr uint32_t kAttnArgs = 0;   // 0..2: the attention dispatch's indirect g
 constexpr uint32_t kPos0 = 4;
 constexpr uint32_t kSplits = 5;
 constexpr uint32_t kSplitLen = 6;
+constexpr uint32_t kPt = 7;         // one sequence's forward: its page table's word index in binding 5
 constexpr uint32_t kInvAttn = 16;   // 16..19: 1/rms of x for layer 0's attention norm, per token (the host's)
 constexpr uint32_t kWords = 64;     // 256 bytes
 }  // namespace ctrl
@@ -33,7 +34,7 @@ struct SpanPush {
   uint32_t n_rot = 0, neox = 0, n_head = 0;
   uint32_t q8_out = kNone, q8_stride = 0;  // attention: its output as B32 rows too (QOUT), or none
   // Rows of several sequences (rope_store / attention `multi`): word index of
-  // the rows' (position, KV base in halves) pairs; rmsnorm `gather`: of its row list.
+  // the rows' (position, page table word index) pairs; rmsnorm `gather`: of its row list.
   uint32_t meta_off = 0;
 };
 static_assert(sizeof(SpanPush) == 108);
@@ -55,7 +56,7 @@ class SpanKernels {
 
   SpanKernels(const Device& dev, Pipelines& pipelines);
 
-  // Bindings: 0 arena, 1 layer KV, 2 params, 3 RoPE table, 4 arena (coherent).
+  // Bindings: 0 arena, 1 layer KV pool, 2 params, 3 RoPE table, 4 arena (coherent), 5 page tables.
   const Layout& aux_layout() const { return *aux_; }
   // Bindings: 0 source, 1 destination (copy_u4).
   const Layout& copy_layout() const { return *copy_; }
@@ -65,7 +66,7 @@ class SpanKernels {
 
   // gather: output row t normalises input row (the row list at pc.meta_off)[t].
   void rmsnorm(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc, bool gather = false);
-  // multi: rows of several sequences (positions and KV bases from the row table at pc.meta_off).
+  // multi: rows of several sequences (positions and page tables from the row table at pc.meta_off).
   void rope_store(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc, const SpanKernelShape& s,
                   bool multi = false);
   // Grid from the ctrl block (indirect): arena = the buffer holding it.

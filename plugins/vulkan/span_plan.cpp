@@ -96,7 +96,7 @@ class Span::Planner {
 
   void attention_block(size_t li) {
     const Layer& L = s_.layers_[li];
-    const VkDescriptorSet aux = s_.aux_set(L, sh_);
+    const VkDescriptorSet aux = L.aux_set;
     SpanPush p = layer_push(L);
     // Decode finds x·attn_norm in xn (layer 0: after x's rows, from the host)
     // with its 1/rms still to apply (layer 0: in the ctrl block; later: the
@@ -316,7 +316,7 @@ class Span::Planner {
   SpanPush layer_push(const Layer& L) const {
     const SpanIn& sh = s_.shape_;
     SpanPush p;
-    p.n_tok = n_, p.n_embd = E_, p.eps = sh.norm_eps, p.kv_cap = uint32_t(s_.capacity_);
+    p.n_tok = n_, p.n_embd = E_, p.eps = sh.norm_eps, p.kv_cap = s_.pool_pages_ * uint32_t(kKvPage);
     p.att_off = a_.att, p.part_off = a_.part, p.cnt_off = a_.cnt;
     p.bq_off = L.bq, p.bk_off = L.bk, p.bv_off = L.bv, p.qn_off = L.qn, p.kn_off = L.kn;
     p.scale = sh.attn_scale != 0 ? sh.attn_scale : float(1.0 / std::sqrt(double(sh.head_dim)));
@@ -450,8 +450,8 @@ class Span::Planner {
 
 SpanPlan Span::plan(const Shape& shape) const {
   if (shape.n_tok < 1 || shape.n_tok > int(arena_.tokens) || shape.head_rows < 0 || shape.head_rows > shape.n_tok ||
-      (shape.head_rows > 0 && !head_) || (shape.head_last && shape.head_rows != 1) || shape.seq < 0 ||
-      shape.seq >= shape_.n_seq || (shape.multi && shape.n_tok < 2))
+      (shape.head_rows > 0 && !head_) || (shape.head_last && shape.head_rows != 1) ||
+      (shape.multi && shape.n_tok < 2))
     throw Failure(FailKind::InvalidArgument, "span plan: a forward shape this span cannot take");
   return Planner(*this, shape).build();
 }

@@ -33,7 +33,7 @@ enum class Region : uint8_t {
   RowsOther,  // B32 decode: the second int8 rows region (a producer writes the one its input is not in)
   Logits,     // host-visible: the head's output
   Readback,   // host-visible: x out
-  Meta,       // the row table: rows' positions and KV bases, the rows whose logits are wanted
+  Meta,       // the row table: rows' positions and page tables, the rows whose logits are wanted
   RouterLogits,  // MoE: the router's logits
   Route,         // MoE: the routing words (chosen experts, weights, pairs grouped by expert)
   ExpertHidden,  // MoE: the chosen experts' silu(gate)·up rows

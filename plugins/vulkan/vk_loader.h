@@ -79,6 +79,7 @@ namespace fish::vk {
   X(vkCmdDispatchIndirect)               \
   X(vkCmdCopyBuffer)                     \
   X(vkCmdFillBuffer)                     \
+  X(vkCmdUpdateBuffer)                   \
   X(vkCmdPipelineBarrier)                \
   X(vkCmdWriteTimestamp)                 \
   X(vkCmdResetQueryPool)                 \

@@ -23,18 +23,22 @@ SpanRig::SpanRig(VulkanBackend& be, uint64_t arena_words, uint64_t kv_words, uin
   kv_ = m.create(std::max<uint64_t>(kv_words, 4) * 4, MemKind::Device, kUsage, "rig kv");
   params_ = m.create(std::max<uint64_t>(param_words, 4) * 4, MemKind::Device, kUsage, "rig params");
   rope_ = m.create(std::max<uint64_t>(rope_words, 4) * 4, MemKind::Device, kUsage, "rig rope");
+  pt_ = m.create(kPtWords * 4, MemKind::Device, kUsage, "rig page tables");
   aux_set_ = be.pipelines()->allocate_set(be.span_kernels()->aux_layout());
-  const VkBuffer bufs[5] = {arena_.buffer, kv_.buffer, params_.buffer, rope_.buffer, arena_.buffer};
-  const uint64_t offs[5] = {0, 0, 0, 0, 0};
-  const uint64_t ranges[5] = {arena_.size, kv_.size, params_.size, rope_.size, arena_.size};
-  be.pipelines()->write_set(aux_set_, 5, bufs, offs, ranges);
+  const VkBuffer bufs[6] = {arena_.buffer, kv_.buffer, params_.buffer, rope_.buffer, arena_.buffer, pt_.buffer};
+  const uint64_t offs[6] = {0, 0, 0, 0, 0, 0};
+  const uint64_t ranges[6] = {arena_.size, kv_.size, params_.size, rope_.size, arena_.size, pt_.size};
+  be.pipelines()->write_set(aux_set_, 6, bufs, offs, ranges);
   run([&](VkCommandBuffer cmd) { be_.device()->fns().vkCmdFillBuffer(cmd, arena_.buffer, 0, VK_WHOLE_SIZE, 0); });
+  std::vector<uint32_t> identity(kPtWords);
+  for (uint32_t i = 0; i < kPtWords; ++i) identity[i] = i;
+  put(pt_, 0, identity);
 }
 
 SpanRig::~SpanRig() {
   be_.pipelines()->free_set(aux_set_);
   for (VkDescriptorSet s : mm_sets_) be_.pipelines()->free_set(s);
-  for (Buffer* b : {&arena_, &kv_, &params_, &rope_}) be_.memory()->destroy(*b);
+  for (Buffer* b : {&arena_, &kv_, &params_, &rope_, &pt_}) be_.memory()->destroy(*b);
 }
 
 VkDescriptorSet SpanRig::matmul_set(const WeightChunk& c, const WeightChunk* second) {

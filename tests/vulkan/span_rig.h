@@ -1,7 +1,9 @@
 // A bench for the span's kernels one at a time (tests and benchmarks): device
-// buffers standing in for a span's arena, one layer's KV cache, its parameters
-// and the RoPE table, a descriptor set binding them as span_common.glsl
-// expects, and synchronous runs of recorded dispatches. Alongside: the CPU
+// buffers standing in for a span's arena, one layer's KV pool, its parameters,
+// the RoPE table and the page tables (an identity table at word 0: pool
+// page i holds positions 64·i.., so K [cap][KD] then V at kv_cap·KD is the
+// plain layout; a test may put others), a descriptor set binding them as
+// span_common.glsl expects, and synchronous runs of recorded dispatches. Alongside: the CPU
 // references of each kernel (double accumulation), for the tests to compare to.
 #pragma once
 #include <cstdint>
@@ -24,6 +26,8 @@ class SpanRig {
   vk::Buffer& kv() { return kv_; }
   vk::Buffer& params() { return params_; }
   vk::Buffer& rope() { return rope_; }
+  vk::Buffer& page_tables() { return pt_; }
+  static constexpr uint32_t kPtWords = 4096;  // identity entries at creation
   VkDescriptorSet aux_set() const { return aux_set_; }
   // A span-matmul set for a weight chunk: {chunk, arena, params, arena, arena,
   // second} (second: a pair's other weight; the chunk again when null).
@@ -42,7 +46,7 @@ class SpanRig {
 
  private:
   vk::VulkanBackend& be_;
-  vk::Buffer arena_, kv_, params_, rope_;
+  vk::Buffer arena_, kv_, params_, rope_, pt_;
   VkDescriptorSet aux_set_ = VK_NULL_HANDLE;
   std::vector<VkDescriptorSet> mm_sets_;
 };

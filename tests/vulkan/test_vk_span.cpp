@@ -318,13 +318,13 @@ TEST_CASE("a forward without x out, FISH_VK_BENCH_FILL_KV, a weight of several m
 // The plan of a forward (span_plan.h) as data: every step reads only what an
 // earlier step of the forward wrote (or what earlier forwards left: the KV,
 // the staging buffer), with a barrier between the write and the read. Shapes
-// of one sequence (sequence 0 or 1), rows of several sequences, the head on
-// the last row or on listed rows.
+// of one sequence, rows of several sequences, the head on the last row or on
+// listed rows.
 TEST_CASE("the span plan: every input written by an earlier step, across a barrier", "[vulkan][span]") {
   const Synth s = make_synth(kSynthShapes[3], 51);
-  auto shape = [](int n, int head_rows, bool head_last, bool multi, int seq) {
+  auto shape = [](int n, int head_rows, bool head_last, bool multi) {
     vk::Span::Shape sh;
-    sh.n_tok = n, sh.head_rows = head_rows, sh.head_last = head_last, sh.multi = multi, sh.seq = seq;
+    sh.n_tok = n, sh.head_rows = head_rows, sh.head_last = head_last, sh.multi = multi;
     return sh;
   };
   for (const vk::DecodeRows rows : {vk::DecodeRows::Q8K, vk::DecodeRows::B32}) {
@@ -336,13 +336,12 @@ TEST_CASE("the span plan: every input written by an earlier step, across a barri
       sp->set_head(s);
       std::vector<vk::Span::Shape> shapes;
       for (const int n_tok : {1, 2, 9})
-        for (const bool head : {false, true}) shapes.push_back(shape(n_tok, head ? 1 : 0, head, false, 0));
-      shapes.push_back(shape(1, 1, true, false, 1));    // a decode of sequence 1
-      shapes.push_back(shape(2, 2, false, true, 0));    // two sequences' decode rows, both logits
-      shapes.push_back(shape(3, 0, false, true, 0));    // several sequences, matvec path
-      shapes.push_back(shape(9, 3, false, true, 0));    // several sequences, tiled, three logits rows
-      shapes.push_back(shape(9, 1, true, true, 0));     // ... the last row's logits only
-      shapes.push_back(shape(9, 6, false, false, 1));   // one sequence, six logits rows (tiled head)
+        for (const bool head : {false, true}) shapes.push_back(shape(n_tok, head ? 1 : 0, head, false));
+      shapes.push_back(shape(2, 2, false, true));    // two sequences' decode rows, both logits
+      shapes.push_back(shape(3, 0, false, true));    // several sequences, matvec path
+      shapes.push_back(shape(9, 3, false, true));    // several sequences, tiled, three logits rows
+      shapes.push_back(shape(9, 1, true, true));     // ... the last row's logits only
+      shapes.push_back(shape(9, 6, false, false));   // one sequence, six logits rows (tiled head)
       for (const vk::Span::Shape& sh : shapes) {
         const vk::SpanPlan plan = span_of(*sp).plan(sh);
         std::set<vk::Region> written, pending;  // written in this forward; of those, since the last barrier
@@ -350,7 +349,7 @@ TEST_CASE("the span plan: every input written by an earlier step, across a barri
         for (size_t i = 0; i < plan.steps.size(); ++i) {
           const vk::SpanStep& st = plan.steps[i];
           INFO("int8 " << int8 << (rows == vk::DecodeRows::B32 ? " B32" : "") << ", " << sh.n_tok << " tokens"
-                       << (sh.multi ? " of several sequences" : " of sequence " + std::to_string(sh.seq)) << ", "
+                       << (sh.multi ? " of several sequences" : " of one sequence") << ", "
                        << sh.head_rows << " logits rows" << (sh.head_last ? " (the last)" : "") << ", step " << i
                        << " of " << plan.steps.size());
           for (vk::Region r : st.reads) {

@@ -17,6 +17,7 @@
 #include "common/fp16.h"
 #include "cpu/matmul.h"
 #include "quant/quant.h"
+#include "span.h"
 #include "span_rig.h"
 #include "vk_test_util.h"
 #include "vk_test_math.h"
@@ -285,43 +286,48 @@ TEST_CASE("span attention kernel vs CPU: splits, tokens, head dims, groups, fuse
 }
 
 // Rows of several sequences (span_rope_store / span_attention MULTI): each
-// row's position and KV base come from the row table. Three sequences' parts
-// in one KV buffer, every position a row may not read NaN (the other
-// sequences' positions, its own past the row): the RoPE / KV store writes each
-// row's k and v at its sequence's position and nowhere else, and each row's
-// attention sees exactly its own sequence's positions 0..p (a later row of
-// the same sequence also the position an earlier row stored).
+// row's position and page table come from the row table. Three sequences'
+// pages scattered over one KV pool (sequence 1's 141 positions in pages 2, 7,
+// 0), every position a row may not read NaN (the other sequences' pages and
+// free ones, its own past the row): the RoPE / KV store writes each row's k
+// and v at its sequence's position and nowhere else, and each row's attention
+// sees exactly its own sequence's positions 0..p (a later row of the same
+// sequence also the position an earlier row stored), across page boundaries.
 TEST_CASE("span RoPE / KV store and attention over rows of several sequences vs CPU", "[vulkan][span][seq]") {
   auto be = open_backend("span rows of several sequences");
   if (!be) FISH_SKIP(skip_reason());
-  const int D = 32, H = 8, KVH = 2, QD = H * D, KD = KVH * D, QKV = QD + 2 * KD, S = 3, cap = 48;
-  const uint32_t stride = uint32_t(2 * cap * KD);  // halves per sequence: K then V
+  const int D = 32, H = 8, KVH = 2, QD = H * D, KD = KVH * D, QKV = QD + 2 * KD, S = 3, cap = 160;
+  const int page = vk::Span::kKvPage, pool_pages = 8, pool = pool_pages * page;  // pool rows
+  const std::vector<uint32_t> tables[S] = {{5}, {2, 7, 0}, {4, 1}};  // at page-table word 8·q
+  auto row_of = [&](int q, int j) { return size_t(tables[q][size_t(j / page)]) * page + size_t(j % page); };
+  const size_t vhalf = size_t(pool) * KD;  // halves before V
   // Rows: (sequence, position); sequence s holds positions < filled[s] before the forward.
-  const int row_seq[4] = {1, 0, 2, 1}, row_pos[4] = {39, 4, 16, 40}, filled[S] = {4, 39, 16};
+  const int row_seq[4] = {1, 0, 2, 1}, row_pos[4] = {139, 4, 70, 140}, filled[S] = {4, 139, 70};
   const int n_tok = 4;
   const uint32_t meta_off = 64, qkv_off = 128, qr_off = qkv_off + uint32_t(n_tok * QKV);
   const uint32_t att_off = qr_off + uint32_t(n_tok * QD), part_off = att_off + uint32_t(n_tok * QD);
   const uint32_t cnt_off = part_off + uint32_t(KVH) * 128 * uint32_t((H / KVH) * (D + 2));
-  SpanRig rig(*be, cnt_off + 128 * KVH + 64, uint64_t(S) * stride / 2, 4, uint64_t(cap) * D);
+  SpanRig rig(*be, cnt_off + 128 * KVH + 64, vhalf, 4, uint64_t(cap) * D);
+  for (int q = 0; q < S; ++q) rig.put(rig.page_tables(), 8 * uint64_t(q), tables[q]);
   // K/V: f16 random where a row may read it, NaN elsewhere.
-  std::vector<float> kf(size_t(S) * stride / 2), vf(kf.size());  // [s][pos][KD] as f32
-  std::vector<uint32_t> kvw(size_t(S) * stride / 2, 0x7E007E00u);
+  std::vector<float> kf(size_t(S) * cap * KD), vf(kf.size());  // [s][pos][KD] as f32
+  std::vector<uint32_t> kvw(vhalf, 0x7E007E00u);                // the pool: K halves then V halves
   const auto rk = randn(kf.size(), 501, 1.0f), rv = randn(kf.size(), 502, 1.0f);
   for (int q = 0; q < S; ++q)
     for (int j = 0; j < filled[q] * KD; j += 2) {
       const size_t i = size_t(q) * size_t(cap) * KD + size_t(j);
       kf[i] = round_f16(rk[i]), kf[i + 1] = round_f16(rk[i + 1]);
       vf[i] = round_f16(rv[i]), vf[i + 1] = round_f16(rv[i + 1]);
-      const size_t w = (size_t(q) * stride + size_t(j)) / 2;
+      const size_t w = (row_of(q, j / KD) * KD + size_t(j % KD)) / 2;
       kvw[w] = pack_half2(kf[i], kf[i + 1]);
-      kvw[w + size_t(cap) * KD / 2] = pack_half2(vf[i], vf[i + 1]);
+      kvw[w + vhalf / 2] = pack_half2(vf[i], vf[i + 1]);
     }
   const auto qkv = randn(size_t(n_tok) * QKV, 503, 1.0f);
   const auto rope = rope_table(cap, D, 10000.0, 1.0, nullptr);
   rig.put(rig.arena(), qkv_off, qkv);
   rig.put(rig.rope(), 0, rope);
   std::vector<uint32_t> meta;
-  for (int t = 0; t < n_tok; ++t) meta.push_back(uint32_t(row_pos[t])), meta.push_back(uint32_t(row_seq[t]) * stride);
+  for (int t = 0; t < n_tok; ++t) meta.push_back(uint32_t(row_pos[t])), meta.push_back(8 * uint32_t(row_seq[t]));
   rig.put(rig.arena(), meta_off, meta);
   const float scale = 1.0f / std::sqrt(float(D));
   for (const int heads : {0, 1})      // a KV group per workgroup, one query head
@@ -329,10 +335,10 @@ TEST_CASE("span RoPE / KV store and attention over rows of several sequences vs 
       rig.put(rig.kv(), 0, kvw);
       SpanPush p;
       p.n_tok = n_tok, p.q_off = qkv_off, p.q_stride = QKV, p.k_off = qkv_off + QD, p.v_off = qkv_off + QD + KD;
-      p.qr_off = qr_off, p.kv_cap = cap, p.eps = 1e-6f, p.n_rot = D, p.n_head = H, p.meta_off = meta_off;
+      p.qr_off = qr_off, p.kv_cap = uint32_t(pool), p.eps = 1e-6f, p.n_rot = D, p.n_head = H, p.meta_off = meta_off;
       p.att_off = att_off, p.part_off = part_off, p.cnt_off = cnt_off, p.scale = scale;
       const vk::SpanKernelShape ks{uint32_t(D), uint32_t(H / KVH), uint32_t(KVH), uint32_t(heads)};
-      const uint32_t n_kv = 41, split_len = (n_kv + uint32_t(splits) - 1) / uint32_t(splits);
+      const uint32_t n_kv = 141, split_len = (n_kv + uint32_t(splits) - 1) / uint32_t(splits);
       rig.put(rig.arena(), 0,
               std::vector<uint32_t>{ks.attn_groups(), uint32_t(splits), uint32_t(n_tok), 0, 0, uint32_t(splits), split_len});
       rig.run([&](VkCommandBuffer cmd) { be->span_kernels()->rope_store(cmd, rig.aux_set(), p, ks, true); });
@@ -343,7 +349,7 @@ TEST_CASE("span RoPE / KV store and attention over rows of several sequences vs 
       });
       // The KV: each row's position of its sequence written (one f16 step from
       // the reference's k, v), every other word as it was.
-      const auto after = rig.get_words(rig.kv(), 0, uint64_t(S) * stride / 2);
+      const auto after = rig.get_words(rig.kv(), 0, vhalf);
       auto half_at = [&](size_t idx) { return fp16_to_fp32(uint16_t(after[idx / 2] >> (16 * (idx & 1)))); };
       std::vector<float> ks_f = kf, vs_f = vf;
       std::vector<uint8_t> written(after.size(), 0);
@@ -354,12 +360,12 @@ TEST_CASE("span RoPE / KV store and attention over rows of several sequences vs 
           ref_prep_head(k.data(), D, nullptr, nullptr, 0, rope.data(), row_pos[t], D, false, 1.0f);
           for (int i = 0; i < D; ++i) {
             const size_t e = size_t(row_seq[t]) * size_t(cap) * KD + size_t(row_pos[t]) * KD + size_t(g) * D + size_t(i);
-            const size_t hk = size_t(row_seq[t]) * stride + size_t(row_pos[t]) * KD + size_t(g) * D + size_t(i);
+            const size_t hk = row_of(row_seq[t], row_pos[t]) * KD + size_t(g) * D + size_t(i);
             const float vv = qkv[size_t(t) * QKV + QD + KD + size_t(g) * D + i];
             dk = std::max(dk, double(std::fabs(half_at(hk) - k[size_t(i)])) / std::max(1e-3f, std::fabs(k[size_t(i)])));
-            CHECK(std::fabs(half_at(hk + size_t(cap) * KD) - vv) <= std::fabs(vv) / 1024 + 1e-7);
-            ks_f[e] = half_at(hk), vs_f[e] = half_at(hk + size_t(cap) * KD);
-            written[hk / 2] = written[(hk + size_t(cap) * KD) / 2] = 1;
+            CHECK(std::fabs(half_at(hk + vhalf) - vv) <= std::fabs(vv) / 1024 + 1e-7);
+            ks_f[e] = half_at(hk), vs_f[e] = half_at(hk + vhalf);
+            written[hk / 2] = written[(hk + vhalf) / 2] = 1;
           }
         }
       CHECK(dk <= 1.0 / 1024);
@@ -473,6 +479,9 @@ TEST_CASE("span matvec / tiled variants: scaled x, add, silu, x·x2, norm epilog
         for (const vk::SpanFusion& fz : fusions) {
           if (n_tok > 4 && fz.epi == 3) continue;  // the norm epilogue is the matvec's (decode)
           if (n_out > 70 && n_tok > 1 && n_tok < 37) continue;
+          // The epilogues and x·x2 are one code for every type (each type's is its unit
+          // decode): every fusion on Q4_K, the plain store and the norm epilogue on the others.
+          if (t != GgmlType::Q4_K && !(fz.epi == 0 && !fz.xprod) && !(fz.epi == 3 && fz.xprod)) continue;
           const bool scaled = n_tok <= 4;
           const double r = run_span_matmul(*be, m, n_tok, fz, scaled, seed++);
           INFO(type_name(t) << " " << n_out << " rows, n_tok " << n_tok << " epi " << fz.epi << " xprod " << fz.xprod

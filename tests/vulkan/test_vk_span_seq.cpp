@@ -11,7 +11,8 @@
 //     kernels on the same f16 KV), a copy into the middle of a sequence, the
 //     others untouched; every refusal (ids, ranges, gaps, order) with its kind,
 //     x and the lengths left as they were;
-//   - span_bytes = the bytes the span holds, with several sequences too.
+//   - span_bytes = the bytes the span holds, with several sequences too;
+//   - the paged KV: a shared prefix held once, copy on write, pool growth.
 // Configuration is passed in (VkConfig), never through the environment.
 #include <catch2/catch.hpp>
 
@@ -411,6 +412,64 @@ TEST_CASE("span of several sequences: copy and truncate per sequence, refusals c
   CHECK((sp->kv_len_seq(0) == 13 && sp->kv_len_seq(1) == 7 && sp->kv_len_seq(2) == 13));
 }
 
+// The paged KV (span_kv.cpp): a 300-token prompt copied to two more
+// sequences is held once (the pages in use stay 5); each sequence going on
+// from it copies the shared last page for itself (copy on write) and gives the
+// rows of a span of one sequence that ran the prompt and its own rows (to the
+// bit: the same kernels on the same f16 KV); truncates give pages back; a
+// sequence longer than the pool holds grows the pool, and goes on as alone.
+TEST_CASE("span of several sequences: a shared prefix is held once, copy on write, the pool grows", "[vulkan][span][seq]") {
+  VkConfig cfg = test_config();
+  cfg.int8 = 0;
+  const Synth s = make_synth(kSynthShapes[3], 63);
+  const int E = s.v.E, P = 300;
+  auto sp = vulkan_span(s, 320, cfg, 3);
+  if (!sp) FISH_SKIP(skip_reason());
+  vk::Span& span = span_of(*sp);
+  auto fwd = [&](TestSpan& t, int q, int pos0, std::vector<float> x) {  // rows of one sequence; x out
+    const int n = int(x.size()) / E;
+    std::vector<int32_t> seq(static_cast<size_t>(n), q), pos(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) pos[size_t(i)] = pos0 + i;
+    t.forward_rows(x.data(), n, seq.data(), pos.data(), nullptr, nullptr);
+    return x;
+  };
+  const std::vector<float> prompt = randn(size_t(P) * E, 11, 0.2f);
+  CHECK(span.pool_pages() == 15);  // 3 sequences x 320 positions
+  fwd(*sp, 0, 0, prompt);
+  CHECK(span.pages_in_use() == 5);
+  sp->copy(0, 1, 0, P);
+  sp->copy(0, 2, 0, P);
+  CHECK(span.pages_in_use() == 5);  // the prefix once
+  for (int q : {1, 2, 0}) {  // the shared last page (256..319) copied for 1, then 2; 0 keeps it
+    const std::vector<float> y = randn(size_t(3) * E, 20 + uint64_t(q), 0.2f);
+    auto alone = vulkan_span(s, 320, cfg);
+    REQUIRE(alone);
+    fwd(*alone, 0, 0, prompt);
+    INFO("sequence " << q);
+    CHECK(max_diff(fwd(*sp, q, P, y), fwd(*alone, 0, P, y)) == 0.0);
+  }
+  CHECK(span.pages_in_use() == 7);
+  sp->truncate_seq(1, 0);  // its own last page back; the shared ones stay with 0 and 2
+  CHECK(span.pages_in_use() == 6);
+  sp->truncate_seq(2, 100);  // keeps pages 0..1
+  CHECK(span.pages_in_use() == 5);
+  // Sequence 1 anew, 700 positions: 11 pages, more than the 10 free: the pool grows.
+  sp->reserve(704);
+  const std::vector<float> longer = randn(size_t(700) * E, 12, 0.2f);
+  auto alone = vulkan_span(s, 320, cfg);
+  REQUIRE(alone);
+  alone->reserve(704);
+  CHECK(max_diff(fwd(*sp, 1, 0, longer), fwd(*alone, 0, 0, longer)) == 0.0);
+  CHECK(span.pool_pages() > 15);
+  CHECK(span.pages_in_use() == 16);
+  // The others unchanged by the growth: sequence 2's next row as a fresh span of its first 100.
+  auto two = vulkan_span(s, 320, cfg);
+  REQUIRE(two);
+  fwd(*two, 0, 0, std::vector<float>(prompt.begin(), prompt.begin() + 100 * E));
+  const std::vector<float> z = randn(size_t(2) * E, 13, 0.2f);
+  CHECK(max_diff(fwd(*sp, 2, 100, z), fwd(*two, 0, 100, z)) == 0.0);
+}
+
 // span_bytes states what span_create takes, with one sequence and with several.
 TEST_CASE("span of several sequences: span_bytes = the bytes the span holds", "[vulkan][span][seq]") {
   const Synth s = make_synth(kSynthShapes[0], 64);
@@ -427,10 +486,17 @@ TEST_CASE("span of several sequences: span_bytes = the bytes the span holds", "[
     const uint64_t kv = uint64_t(s.v.L) * 2 * 48 * uint64_t(s.v.KVH * s.v.D) * 2;  // f16 K and V, 48 positions
     if (n_seq == 1) kv_one = want;
     else CHECK(want - kv_one >= uint64_t(n_seq - 1) * kv);
-    // Growth keeps it exact.
+    // Growth keeps it exact: the capacity raised to 80 (RoPE and page tables),
+    // then every sequence's 80 positions written (the pool grows to them).
     sp->reserve(80);
+    std::vector<int32_t> seq, pos;
+    for (int q = 0; q < n_seq; ++q)
+      for (int p = 0; p < 80; ++p) seq.push_back(q), pos.push_back(p);
+    std::vector<float> x = randn(seq.size() * size_t(s.v.E), 5, 0.2f);
+    sp->forward_rows(x.data(), int(seq.size()), seq.data(), pos.data(), nullptr, nullptr);
     const auto grown = describe_span(s, 80, none, n_seq);
     REQUIRE(backend_of(*sp).span_bytes(vk::span_in_from_abi(&grown->desc, false), &want));
+    INFO(span_of(*sp).describe());
     CHECK(span_of(*sp).bytes() == want);
   }
 }
