@@ -472,7 +472,10 @@ typedef struct fish_plugin_api {
    * shared prefix): p1 <= src's length and p0 <= dst's length, else
    * FISH_E_RANGE; dst's length becomes p1. src == dst is a no-op. */
   fish_status (*span_kv_copy)(fish_backend* b, fish_span* s, int32_t src, int32_t dst, int32_t p0, int32_t p1);
-  /* Lets every sequence grow to n positions (contents kept). */
+  /* Lets every sequence grow to n positions (contents kept). A plugin may
+   * take the memory for positions as they are written (paged KV): a later
+   * span_forward then fails with FISH_E_OUT_OF_MEMORY, changing nothing,
+   * when the device has no room left for them. */
   fish_status (*span_kv_reserve)(fish_backend* b, fish_span* s, int32_t n);
 } fish_plugin_api;
 
