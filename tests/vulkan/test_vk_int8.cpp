@@ -388,6 +388,9 @@ TEST_CASE("int8 span matvec = the CPU's int8 product, every epilogue, x·x2, pai
     for (size_t si = 0; si < (u64_too ? 2 : 1) * sizeof(shapes) / sizeof(shapes[0]); ++si) {
       const size_t sh = si % (sizeof(shapes) / sizeof(shapes[0]));
       const bool u64 = si != sh;
+      // The shapes' loops are one code for every type (each type's is its unit
+      // decode): all four on Q4_K / Q5_K, the first two on the others.
+      if (!u64_too && sh >= 2) continue;
       be->kernels()->set_span_u64(u64 ? 0x1Fu : 0u);
       be->kernels()->set_span_shape(vk::kRoleOther, shapes[sh]);
       be->kernels()->set_span_shape(vk::kRoleGateUp, shapes[sh]);
@@ -483,6 +486,9 @@ TEST_CASE("int8 span matvec on B32 rows = the product on the CPU's B32 rows, K-q
     for (size_t si = 0; si < (u64_too ? 2 : 1) * sizeof(shapes) / sizeof(shapes[0]); ++si) {
       const size_t sh = si % (sizeof(shapes) / sizeof(shapes[0]));
       const bool u64 = si != sh;
+      // The shapes' loops are one code for every type (each type's is its unit
+      // decode): all four on Q4_K / Q5_K, the first two on the others.
+      if (!u64_too && sh >= 2) continue;
       be->kernels()->set_span_u64(u64 ? 0x1Fu : 0u);
       be->kernels()->set_span_shape(vk::kRoleOther, shapes[sh]);
       for (uint32_t epi : {0u, 1u}) {
