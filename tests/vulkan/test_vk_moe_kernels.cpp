@@ -339,11 +339,11 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
   for (int tk = 0; tk < n_tok; ++tk) {
     double dot = 0;
     for (int64_t i = 0; i < ER; ++i) dot += double(nn[size_t(tk) * ER + size_t(i)]) * gv[size_t(i)];
-    const double gate = shexp ? 1.0 / (1.0 + std::exp(-dot)) : 0.0;
+    const double sg = shexp ? 1.0 / (1.0 + std::exp(-dot)) : 0.0;  // the shared expert's gate
     for (int64_t i = 0; i < ER; ++i) {
       const size_t at = size_t(tk) * ER + size_t(i);
-      s_ref[at] = xs[at] + gate * sh[at];
-      s_bound[at] = 1e-6 * (std::fabs(xs[at]) + std::fabs(gate * sh[at]));
+      s_ref[at] = xs[at] + sg * sh[at];
+      s_bound[at] = 1e-6 * (std::fabs(xs[at]) + std::fabs(sg * sh[at]));
     }
   }
   for (uint32_t p = 0; p < P; ++p) {
