@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "span_abi.h"
 #include "span_synth.h"
@@ -311,6 +312,15 @@ TEST_CASE("span of several sequences: the same batches as the reference plugin's
   CHECK(dl <= 0.01 * ml);
 }
 
+// Rows of sequence q from pos0 on, x [n][E] in; returns the stream out.
+static std::vector<float> rows_of_one(TestSpan& t, int E, int q, int pos0, std::vector<float> x) {
+  const int n = int(x.size()) / E;
+  std::vector<int32_t> seq(static_cast<size_t>(n), q), pos(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) pos[size_t(i)] = pos0 + i;
+  t.forward_rows(x.data(), n, seq.data(), pos.data(), nullptr, nullptr);
+  return x;
+}
+
 TEST_CASE("span of several sequences: copy and truncate per sequence, refusals change nothing", "[vulkan][span][seq]") {
   VkConfig cfg = test_config();
   cfg.int8 = 0;
@@ -320,13 +330,7 @@ TEST_CASE("span of several sequences: copy and truncate per sequence, refusals c
   if (!sp) FISH_SKIP(skip_reason());
   auto a = vulkan_span(s, 32, cfg), b = vulkan_span(s, 32, cfg);
   REQUIRE((a && b));
-  auto fwd = [&](TestSpan& t, int q, int pos0, std::vector<float> x) {  // rows of one sequence; x out
-    const int n = int(x.size()) / E;
-    std::vector<int32_t> seq(static_cast<size_t>(n), q), pos(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) pos[size_t(i)] = pos0 + i;
-    t.forward_rows(x.data(), n, seq.data(), pos.data(), nullptr, nullptr);
-    return x;
-  };
+  auto fwd = [&](TestSpan& t, int q, int pos0, std::vector<float> x) { return rows_of_one(t, E, q, pos0, std::move(x)); };
   const std::vector<float> x0 = randn(size_t(10) * E, 1, 0.2f), y = randn(size_t(3) * E, 2, 0.2f);
   const std::vector<float> head3(x0.begin(), x0.begin() + 3 * E), tail7(x0.begin() + 3 * E, x0.end());
 
@@ -426,13 +430,7 @@ TEST_CASE("span of several sequences: a shared prefix is held once, copy on writ
   auto sp = vulkan_span(s, 320, cfg, 3);
   if (!sp) FISH_SKIP(skip_reason());
   vk::Span& span = span_of(*sp);
-  auto fwd = [&](TestSpan& t, int q, int pos0, std::vector<float> x) {  // rows of one sequence; x out
-    const int n = int(x.size()) / E;
-    std::vector<int32_t> seq(static_cast<size_t>(n), q), pos(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) pos[size_t(i)] = pos0 + i;
-    t.forward_rows(x.data(), n, seq.data(), pos.data(), nullptr, nullptr);
-    return x;
-  };
+  auto fwd = [&](TestSpan& t, int q, int pos0, std::vector<float> x) { return rows_of_one(t, E, q, pos0, std::move(x)); };
   const std::vector<float> prompt = randn(size_t(P) * E, 11, 0.2f);
   CHECK(span.pool_pages() == 15);  // 3 sequences x 320 positions
   fwd(*sp, 0, 0, prompt);
