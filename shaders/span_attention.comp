@@ -110,6 +110,20 @@ void quant_out(uint t, uint qh0, vec4 qr) {
 }
 vec4 half4(uvec2 w) { return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
 
+// The K phase's row of the tile from position j0: this invocation's position
+// j0 + tid (clamped to the split's end), 8 halves per load (4 when D is not a
+// multiple of 8).
+uvec4 kw[(D + 7u) / 8u];
+uvec2 kw2[DQ];
+void load_k(uint j0, uint j_end, uint pt, uint g) {
+  const uint kr = kv_row(pt, min(j0 + gl_LocalInvocationID.x, j_end - 1u)) * KD + g * D;
+  if (D % 8u == 0u) {
+    for (uint c = 0u; c < D / 8u; ++c) kw[c] = KV4[(kr >> 3) + c];
+  } else {
+    for (uint c = 0u; c < DQ; ++c) kw2[c] = KV2[(kr >> 2) + c];
+  }
+}
+
 // The V phase's rows of the tile from position j0: this invocation's 4 dims
 // (dq) of positions j0 + pp + k·PP, clamped to the split's end (a valid row
 // that gets p = 0). Loaded with the K row, or after the scores (VLATE).
@@ -153,15 +167,8 @@ void main() {
   // are loaded before the query preparation, so their latency overlaps it.
   // (FUSED: the row at p_last is not written yet; it is taken from kv_sh
   // instead, however late the V rows are loaded.)
-  uvec4 kw[(D + 7u) / 8u];
-  uvec2 kw2[DQ];
   if (j_begin < j_end) {
-    const uint kr = kv_row(pt, min(j_begin + tid, j_end - 1u)) * KD + g * D;
-    if (D % 8u == 0u) {
-      for (uint c = 0u; c < D / 8u; ++c) kw[c] = KV4[(kr >> 3) + c];
-    } else {
-      for (uint c = 0u; c < DQ; ++c) kw2[c] = KV2[(kr >> 2) + c];
-    }
+    load_k(j_begin, j_end, pt, g);
     if (!VLATE) load_v(j_begin, j_end, pt, g, dq, pp);
   }
 
@@ -246,12 +253,7 @@ void main() {
 
   for (uint j0 = j_begin; j0 < j_end; j0 += WG) {
     if (j0 != j_begin) {  // later tiles: this tile's rows now
-      const uint kr = kv_row(pt, min(j0 + tid, j_end - 1u)) * KD + g * D;
-      if (D % 8u == 0u) {
-        for (uint c = 0u; c < D / 8u; ++c) kw[c] = KV4[(kr >> 3) + c];
-      } else {
-        for (uint c = 0u; c < DQ; ++c) kw2[c] = KV2[(kr >> 2) + c];
-      }
+      load_k(j0, j_end, pt, g);
       if (!VLATE) load_v(j0, j_end, pt, g, dq, pp);
     }
     // ---- K phase: scores of position j0 + tid ----

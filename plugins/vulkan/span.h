@@ -245,6 +245,7 @@ class Span {
   static std::vector<float> rope_table(const SpanIn& in, int capacity);
   // Bytes of a layer's KV pool of `pages` pages (K and V, f16).
   static uint64_t pool_bytes(const SpanIn& in, uint64_t pages);
+  uint64_t v_offset() const;  // bytes of K (where V starts) in a layer's pool now
   // Byte offset of the row table in the staging buffer.
   static uint64_t staging_meta(const SpanIn& in, uint32_t tokens);
   // Throws Unsupported / OutOfMemory when a KV pool of this many pages would

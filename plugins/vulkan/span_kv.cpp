@@ -29,6 +29,8 @@ uint64_t row_bytes(const SpanIn& in) { return uint64_t(in.n_head_kv) * uint64_t(
 
 uint64_t Span::pool_bytes(const SpanIn& in, uint64_t pages) { return 2 * pages * kKvPage * row_bytes(in); }
 
+uint64_t Span::v_offset() const { return pool_bytes(shape_, pool_pages_) / 2; }
+
 void Span::check_seq(int seq, const char* what) const {
   if (seq < 0 || seq >= shape_.n_seq)
     throw Failure(FailKind::InvalidArgument, std::string(what) + ": sequence " + std::to_string(seq) + " of " +
@@ -107,8 +109,7 @@ void Span::grow_pool(uint32_t need_free) {
   }
   // K rows keep their offsets; V moves to the new pool's V half.
   const DeviceFns& f = ctx_.dev->fns();
-  const uint64_t half_old = uint64_t(pool_pages_) * kKvPage * row_bytes(shape_);
-  const uint64_t half_new = want * kKvPage * row_bytes(shape_);
+  const uint64_t half_old = v_offset(), half_new = pool_bytes(shape_, want) / 2;
   try {
     sync_pages();  // pending copies land in the old pool first
     if (half_old > 0) {
@@ -170,7 +171,7 @@ void Span::sync_pages() {
   VkCommandBuffer cmd = one_time_commands();
   kv_writes_before_copy(f, cmd);
   if (!page_copies_.empty()) {
-    const uint64_t page = kKvPage * row_bytes(shape_), v = uint64_t(pool_pages_) * page;
+    const uint64_t page = kKvPage * row_bytes(shape_), v = v_offset();
     std::vector<VkBufferCopy> regions;
     for (const auto& [from, to] : page_copies_) {
       regions.push_back({from * page, to * page, page});
@@ -192,11 +193,10 @@ void Span::sync_pages() {
 }
 
 // FISH_VK_BENCH_FILL_KV: positions [pos0, pos0 + n) of sequence seq zeroed
-// (their pages owned by the caller: own_pages).
+// (their pages owned and on the device: forward's own_pages + sync_pages).
 void Span::fill_kv(int seq, int pos0, int n) {
   const DeviceFns& f = ctx_.dev->fns();
-  const uint64_t rb = row_bytes(shape_), v = uint64_t(pool_pages_) * kKvPage * rb;
-  sync_pages();
+  const uint64_t rb = row_bytes(shape_), v = v_offset();
   VkCommandBuffer cmd = one_time_commands();
   for (int j = pos0; j < pos0 + n;) {
     const int in_page = std::min(pos0 + n, (j / kKvPage + 1) * kKvPage) - j;
@@ -243,7 +243,7 @@ void Span::copy(int src, int dst, int p0, int p1) {
     own_pages({{dst, p0, p0}});  // throws OutOfMemory with nothing changed
     const uint32_t i = uint32_t(p0 / kKvPage);
     const int end = std::min(p1, int(i + 1) * kKvPage);
-    const uint64_t rb = row_bytes(shape_), v = uint64_t(pool_pages_) * kKvPage * rb;
+    const uint64_t rb = row_bytes(shape_), v = v_offset();
     const uint64_t from = (uint64_t(pages_[size_t(src)][i]) * kKvPage + uint64_t(p0 % kKvPage)) * rb;
     const uint64_t to = (uint64_t(pages_[size_t(dst)][i]) * kKvPage + uint64_t(p0 % kKvPage)) * rb;
     const uint64_t bytes = uint64_t(end - p0) * rb;
