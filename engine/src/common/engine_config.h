@@ -39,6 +39,7 @@
 // process's: tests build an EngineConfig (or the C API's "NAME=VALUE" text)
 // instead of changing the environment.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
