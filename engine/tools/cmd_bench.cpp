@@ -306,10 +306,13 @@ static int cmd_bench(int argc, char** argv) {
   const int64_t max_tok = std::max(*std::max_element(n_ps.begin(), n_ps.end()), *std::max_element(n_gs.begin(), n_gs.end()));
   fish_model_params p = fish_model_default_params();
   p.n_ctx = int32_t(*std::max_element(depths.begin(), depths.end()) + max_tok + 16);
-  if (!spec_modes.empty()) {  // the prompt (its tokens counted as bytes at most), generation, proposals
+  if (!spec_modes.empty()) {  // the prompt, generation, proposals
     int64_t max_draft = 16;
     for (const SpecMode& sm : spec_modes) max_draft = std::max(max_draft, sm.n_draft);
-    const int64_t prompt_max = std::max<int64_t>(int64_t(prompt_text.size()) + 2, *std::max_element(depths.begin(), depths.end()) + 1);
+    // At most 3 tokens per byte of the prompt: SentencePiece writes a space as
+    // U+2581 (3 bytes), which a vocabulary without it spells as 3 byte tokens.
+    // (The KV cache grows in pages as it is used, so a generous n_ctx costs nothing.)
+    const int64_t prompt_max = std::max<int64_t>(3 * int64_t(prompt_text.size()) + 2, *std::max_element(depths.begin(), depths.end()) + 1);
     p.n_ctx = int32_t(std::max<int64_t>(p.n_ctx, prompt_max + max_tok + max_draft + 16));
   }
   p.progress = &Progress::callback;

@@ -137,6 +137,7 @@ void MatmulKernels::record(VkCommandBuffer cmd, const MatmulType& t, VkDescripto
 
 MatvecConfig MatmulKernels::span_matvec_config(const MatmulType& t, uint32_t n_in, uint32_t n_rows, uint32_t n_tok,
                                                SpanFusion fz) const {
+  if (n_tok >= 2 && group_override_.nb) return group_override_;
   // Units per row as matvec_units.glsl defines them: 4 (F32), 8 (F16) or 32
   // elements, 64 for Q6_K, FQ3 and U64's Q4_K / Q5_K (matvec_units_i8.glsl).
   const bool unit64 = t.ggml_type == 14 || t.ggml_type == kFq3 || span_u64(t, fz);

@@ -142,6 +142,9 @@ class MatmulKernels {
   // of 64 elements (one header read and scale decode per 32 qs bytes;
   // matvec_units_i8.glsl) instead of 32 (backend.cpp sets the device's default).
   void set_span_u64(uint32_t role_bits) { span_u64_ = role_bits; }
+  // Benchmarks: the shape of every span matvec on 2..kMaxSpanMatvecTokens
+  // tokens (c.wg the whole workgroup); c.nb = 0 restores the heuristic.
+  void set_span_group_override(const MatvecConfig& c) { group_override_ = c; }
   bool span_u64(const MatmulType& t, SpanFusion fz) const;
   SpanMvShape span_shape(SpanRole role) const { return span_shape_[role]; }
 
@@ -205,6 +208,7 @@ class MatmulKernels {
   uint32_t override_rows_ = 0, override_wg_ = 0;
   SpanMvShape span_shape_[kRoles];
   uint32_t span_u64_ = 0;
+  MatvecConfig group_override_{0, 0, 0, 0, 0};
 };
 
 }  // namespace fish::vk

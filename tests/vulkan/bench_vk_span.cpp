@@ -22,8 +22,9 @@
 //     for 8b (GB/s of weight bytes); then the span matvec variants per
 //     projection role (bench_vk_span_mv.h; BEST_ENV, and shell assignments in
 //     FILE; FISH_BENCH_NO_MATVEC=1 skips the rows and the variants).
-//   fish_bench_vk_span --rows [--shape 8b|1b|tiny] [--reps N]
-//     The T-row table alone.
+//   fish_bench_vk_span --rows [--sweep] [--shape 8b|1b|tiny] [--reps N]
+//     The T-row table alone; --sweep: then the token-group shapes on 2..32
+//     rows (int8 Q4_K), the fastest against span_matvec_config's choice.
 //
 //   fish_bench_vk_span --sync SMS [--reps N]
 //     What a dependency between two steps costs: phases of streaming reads as
@@ -161,7 +162,7 @@ int run_sync(uint32_t sms, int reps) {
 }
 
 int run_kernels(const std::string& shape, const std::vector<int>& ctxs, int reps, const std::string& env_out,
-                bool rows_only) {
+                bool rows_only, bool sweep) {
   auto be = vktest::open_backend("fish_bench_vk_span");
   if (!be) return 77;
   be->set_profiling(true);
@@ -200,7 +201,7 @@ int run_kernels(const std::string& shape, const std::vector<int>& ctxs, int reps
     return median(t);
   };
   const int F = big ? 14336 : tiny ? 512 : 8192, copies = big ? 32 : tiny ? 4 : 16;
-  if (rows_only) return vktest::span_rows_bench(*be, E, F, std::max(2, copies / 4), time);
+  if (rows_only) return vktest::span_rows_bench(*be, E, F, std::max(2, copies / 4), time, sweep);
   // Attention as decode runs it (fused q/k prep + KV store), per context and
   // number of splits (FISH_VK_ATTN_SPLIT = positions per split picks it).
   std::printf("| kernel | context | splits | positions per split | us | GB/s |\n| --- | ---: | ---: | ---: | ---: | ---: |\n");
@@ -268,7 +269,7 @@ int main(int argc, char** argv) {
   std::string model, shape = "8b", env_out;
   std::vector<int> depths = {512, 4096, 16384}, ctxs = {512, 4096, 16384};
   int gen = 64, chunk = 512, threads = 0, reps = 20;
-  bool kernels = false, rows = false;
+  bool kernels = false, rows = false, sweep = false;
   int sync_sms = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -286,6 +287,7 @@ int main(int argc, char** argv) {
     else if (a == "-t") threads = std::atoi(next().c_str());
     else if (a == "--kernels") kernels = true;
     else if (a == "--rows") rows = true;
+    else if (a == "--sweep") sweep = true;
     else if (a == "--sync") sync_sms = std::atoi(next().c_str());
     else if (a == "--shape") shape = next();
     else if (a == "--ctx") ctxs = parse_list(next());
@@ -294,14 +296,14 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr, "usage: fish_bench_vk_span --model M [--depths 512,4096] [--gen 64] [--chunk 512] [-t N]\n"
                            "       fish_bench_vk_span --kernels [--shape 8b|1b|tiny] [--ctx 512,4096,16384] [--reps 20] [--env-out FILE]\n"
-                           "       fish_bench_vk_span --rows [--shape 8b|1b|tiny] [--reps 20]\n"
+                           "       fish_bench_vk_span --rows [--sweep] [--shape 8b|1b|tiny] [--reps 20]\n"
                            "       fish_bench_vk_span --sync SMS [--reps 20]\n");
       return 2;
     }
   }
   try {
     if (sync_sms > 0) return run_sync(uint32_t(sync_sms), std::max(1, reps));
-    if (kernels || rows) return run_kernels(shape, ctxs, std::max(1, reps), env_out, rows);
+    if (kernels || rows) return run_kernels(shape, ctxs, std::max(1, reps), env_out, rows, sweep);
     if (model.empty() || depths.empty() || gen < 1 || chunk < 1) {
       std::fprintf(stderr, "fish_bench_vk_span: --model, --depths, --gen and --chunk are required and positive\n");
       return 2;

@@ -50,6 +50,8 @@ int span_mv_sweep(vk::VulkanBackend& be, const SpanMvDims& d, const TimeFn& time
 // and (with int8) Q8_K rows quantised beforehand. Prints us per matrix, GB/s
 // of weight bytes (a matrix's bytes / its time: T rows still read it once)
 // and us per row.
-int span_rows_bench(vk::VulkanBackend& be, int E, int F, int copies, const TimeFn& time);
+// sweep: then the token-group shapes on T = 2..32 rows (int8), the fastest
+// against the heuristic's (fish_bench_vk_span --rows).
+int span_rows_bench(vk::VulkanBackend& be, int E, int F, int copies, const TimeFn& time, bool sweep = false);
 
 }  // namespace fish::vktest

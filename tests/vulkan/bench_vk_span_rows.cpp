@@ -9,7 +9,82 @@
 
 namespace fish::vktest {
 
-int span_rows_bench(vk::VulkanBackend& be, int E, int F, int copies, const TimeFn& time) {
+namespace {
+
+// A token-group shape, as span_matvec_config spells it (wg: the whole workgroup).
+struct GroupShape {
+  uint32_t slice_wg, slices, rows, nt, nb, u64;
+};
+
+std::string group_str(const GroupShape& g) {
+  char b[96];
+  std::snprintf(b, sizeof b, "%ux%u wg, %u rows, %ux%u tokens%s", g.slices, g.slice_wg, g.rows, g.nt, g.nb,
+                g.u64 ? ", u64" : "");
+  return b;
+}
+
+// Every shape the kernel takes for int8 Q4_K: slices of whole subgroups, at
+// most 64 accumulated (row, token) sums per invocation and one finishing
+// invocation per (row, token) of the workgroup.
+std::vector<GroupShape> group_shapes(uint32_t sg) {
+  std::vector<GroupShape> out;
+  for (const uint32_t swg : {32u, 64u})
+    for (const uint32_t slices : {1u, 2u, 4u, 8u})
+      for (const uint32_t rows : {1u, 2u, 4u})
+        for (const auto& [nt, nb] : {std::pair<uint32_t, uint32_t>{1, 4}, {2, 2}, {4, 1}, {1, 8}, {2, 4}, {4, 2}, {8, 1}, {2, 8}, {4, 4}})
+          for (const uint32_t u64 : {0u, 1u}) {
+            if (swg < sg || swg * slices > 256 || rows * nt * nb > std::min(swg, 64u)) continue;
+            out.push_back({swg, slices, rows, nt, nb, u64});
+          }
+  return out;
+}
+
+}  // namespace
+
+// The shapes of the token-group matvec on T = 2..32 rows (int8 Q4_K, both
+// matrices): the heuristic's time and the fastest shapes', so that the
+// heuristic in span_matvec_config can be chosen from measurements.
+static void span_rows_sweep(vk::VulkanBackend& be, vk::MatmulKernels& mk, SpanRig& rig, const Mat& m,
+                            const std::vector<VkDescriptorSet>& sets, uint32_t words, uint32_t q_off, uint32_t y_off,
+                            int copies, const TimeFn& time) {
+  const std::vector<GroupShape> shapes = group_shapes(be.device()->caps().subgroup_size);
+  std::printf("\ntoken-group shapes, %lld x %lld int8 Q4_K (%zu shapes): us per matrix\n", (long long)m.n_out,
+              (long long)m.n_in, shapes.size());
+  std::printf("| T | heuristic | fastest shapes (us) |\n| ---: | ---: | --- |\n");
+  for (const int T : {2, 4, 8, 16, 32}) {
+    vk::SpanFusion fz{0, false, false, vk::kRoleOther};
+    fz.int8 = true;
+    vk::SpanMatmulPush pc;
+    pc.m = {uint32_t(m.n_in), uint32_t(m.n_out), uint32_t(T), words, q_off, uint32_t(m.n_out), y_off};
+    pc.inv_in = vk::kNone;
+    auto run = [&]() {
+      return time([&](VkCommandBuffer cmd) {
+               for (VkDescriptorSet set : sets) {
+                 mk.record_span(cmd, *m.w[0]->type, set, pc, fz);
+                 step_barrier(be, cmd);
+               }
+             }) / double(copies);
+    };
+    const double base = run();
+    std::vector<std::pair<double, GroupShape>> r;
+    for (const GroupShape& g : shapes) {
+      mk.set_span_group_override(vk::MatvecConfig{g.slice_wg * g.slices, g.rows, g.slices, g.nt, g.nb});
+      mk.set_span_u64(g.u64 << vk::kRoleOther);
+      r.push_back({run(), g});
+    }
+    mk.set_span_group_override(vk::MatvecConfig{0, 0, 0, 0, 0});
+    mk.set_span_u64(0);
+    std::sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::printf("| %d | %.1f |", T, base * 1e6);
+    for (size_t i = 0; i < std::min<size_t>(6, r.size()); ++i)
+      std::printf(" %.1f (%s);", r[i].first * 1e6, group_str(r[i].second).c_str());
+    std::printf(" |\n");
+    std::fflush(stdout);
+  }
+  (void)rig;
+}
+
+int span_rows_bench(vk::VulkanBackend& be, int E, int F, int copies, const TimeFn& time, bool sweep) {
   vk::MatmulKernels& mk = *be.kernels();
   const int T_max = 64;
   const uint32_t N = uint32_t(std::max(E, F));
@@ -68,6 +143,7 @@ int span_rows_bench(vk::VulkanBackend& be, int E, int F, int copies, const TimeF
         std::fflush(stdout);
       }
     }
+    if (sweep && mk.int8_for(*m.w[0]->type)) span_rows_sweep(be, mk, rig, m, sets, words, q_off, y_off, copies, time);
     for (vk::Weight* w : m.w) be.release(w);
   }
   be.pipelines()->free_set(qset);
