@@ -138,9 +138,27 @@ void MatmulKernels::record(VkCommandBuffer cmd, const MatmulType& t, VkDescripto
 MatvecConfig MatmulKernels::span_matvec_config(const MatmulType& t, uint32_t n_in, uint32_t n_rows, uint32_t n_tok,
                                                SpanFusion fz) const {
   if (n_tok >= 2 && group_override_.nb) return group_override_;
+  if (n_tok >= 2) {
+    // Token groups (several sequences' decode rows, a verify chunk): slices of
+    // one subgroup, each its own 1 (two rows of x) or 2 rows over the whole
+    // input, 4 tokens per group, 2 of them in registers at a time. On the
+    // H200 (int8 Q4_K, 14336 x 4096) 23.8 us on 2 rows and 31.0 on 4, where
+    // 128-invocation workgroups over 4 rows x 8 tokens took 65.8 and 66.5 (one
+    // unit per invocation, then a reduction of 32 sums): 362 shapes in
+    // docs/experiments/vulkan-span-token-groups.md.
+    const uint32_t sg = std::max(32u, dev_.caps().subgroup_size);
+    MatvecConfig c;
+    c.slices = 4;
+    c.rows = n_tok <= 2 ? 1 : 2;
+    c.nt = 2, c.nb = 2;
+    while (c.rows > 1 && c.rows * c.nt * c.nb * (fz.pair ? 2u : 1u) > sg) c.rows /= 2;
+    c.wg = std::min(sg * c.slices, std::min(dev_.caps().max_wg_size, 32 * sg));
+    c.slices = c.wg / sg;
+    return c;
+  }
   // Units per row as matvec_units.glsl defines them: 4 (F32), 8 (F16) or 32
   // elements, 64 for Q6_K, FQ3 and U64's Q4_K / Q5_K (matvec_units_i8.glsl).
-  const bool unit64 = t.ggml_type == 14 || t.ggml_type == kFq3 || span_u64(t, fz);
+  const bool unit64 = t.ggml_type == 14 || t.ggml_type == kFq3 || span_u64(t, fz, n_tok);
   const uint32_t unit = t.ggml_type == 0 ? 4 : t.ggml_type == 1 ? 8 : unit64 ? 64 : 32;
   const uint32_t units = std::max(1u, n_in / unit);
   MatvecConfig c;
@@ -154,18 +172,9 @@ MatvecConfig MatmulKernels::span_matvec_config(const MatmulType& t, uint32_t n_i
   const SpanMvShape& s = span_shape_[fz.role];
   if (s.rows) c.rows = s.rows;
   if (s.wg) c.wg = s.wg;
-  if (n_tok >= 2) {
-    // Token groups of 8: x of nt tokens in registers at a time, as many as
-    // keep that to about 64 values per invocation (a unit's x is 4 floats for
-    // F32, 8 for F16, 32 for the 32-element units, 64 for Q6_K / FQ3; int8
-    // ~16 words), the group's sums in tot[] (matvec_span.comp).
-    const uint32_t x_vals = fz.int8 ? 16 : t.ggml_type == 0 ? 4 : t.ggml_type == 1 ? 8 : unit64 ? 64 : 32;
-    c.nt = std::clamp(64 / x_vals, 1u, kSpanGroupTokens);
-    c.nb = kSpanGroupTokens / c.nt;
-  }
   // At most 32 accumulated (row, token) sums: registers, and one finishing
   // invocation each (the workgroup has >= 32).
-  const uint32_t per_row = (n_tok >= 2 ? kSpanGroupTokens : std::max(1u, n_tok)) * (fz.pair ? 2u : 1u);
+  const uint32_t per_row = std::max(1u, n_tok) * (fz.pair ? 2u : 1u);
   while (c.rows > 1 && c.rows * per_row > 32) c.rows /= 2;
   if (fz.qb32) {
     // A B32 block (32 rows) per workgroup, in slices of ROWS rows, each of
@@ -195,8 +204,8 @@ bool MatmulKernels::coop_wide(uint32_t n_rows, uint32_t n_tok) const {
   return n_tok > kCoopTokens && ceil_div(n_rows, kCoopRows) * ceil_div(n_tok, 2 * kCoopTokens) >= 128;
 }
 
-bool MatmulKernels::span_u64(const MatmulType& t, SpanFusion fz) const {
-  return fz.int8 && (t.ggml_type == 12 || t.ggml_type == 13) && ((span_u64_ >> fz.role) & 1u) != 0;
+bool MatmulKernels::span_u64(const MatmulType& t, SpanFusion fz, uint32_t n_tok) const {
+  return n_tok == 1 && fz.int8 && (t.ggml_type == 12 || t.ggml_type == 13) && ((span_u64_ >> fz.role) & 1u) != 0;
 }
 
 uint32_t MatmulKernels::span_row_groups(const MatmulType& t, uint32_t n_in, uint32_t n_rows, uint32_t n_tok,
@@ -220,7 +229,7 @@ void MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, VkDesc
     const MatvecConfig c = span_matvec_config(t, pc.m.n_in, pc.m.n_rows, pc.m.n_tok, fz);
     std::vector<uint32_t> spec = {c.wg, c.rows, c.nb ? c.nt : pc.m.n_tok, fz.epi, fz.xprod && !fz.int8 ? 1u : 0u,
                                   fz.pair ? 1u : 0u, fz.qb32 ? 1u : 0u, fz.xb32 && fz.int8 ? 1u : 0u, c.slices,
-                                  span_u64(t, fz) ? 1u : 0u};
+                                  span_u64(t, fz, pc.m.n_tok) ? 1u : 0u};
     if (c.nb) spec.push_back(c.nb);  // token groups (the one-token decode: the module's default, 0)
     p = pipelines_.get(std::string(fz.int8 ? "mvsi_" : "mvs_") + t.name, *span_layout_, spec);
     const uint32_t token_groups = c.nb ? ceil_div(pc.m.n_tok, c.nt * c.nb) : 1;

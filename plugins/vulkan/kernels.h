@@ -98,11 +98,10 @@ class MatmulKernels {
  public:
   static constexpr uint32_t kMaxMatvecTokens = 4;  // above: the tiled kernel
   // A span's products of up to 32 tokens (its rows: decode of several
-  // sequences, a verify chunk) run the span matvec with token groups, each
-  // weight row read once per kSpanGroupTokens tokens, where a prefill tile
-  // would cost a whole 64- or 128-token tile; above, the tiled / coopmat kernels.
+  // sequences, a verify chunk) run the span matvec with token groups
+  // (span_matvec_config), where a prefill tile would cost a whole 64- or
+  // 128-token tile; above, the tiled / coopmat kernels.
   static constexpr uint32_t kMaxSpanMatvecTokens = 32;
-  static constexpr uint32_t kSpanGroupTokens = 8;
   static constexpr uint32_t kTileRows = 64, kTileTokens = 64;
   static constexpr uint32_t kCoopRows = 128, kCoopTokens = 64;  // matmul_coopmat.comp's tile
 
@@ -145,7 +144,9 @@ class MatmulKernels {
   // Benchmarks: the shape of every span matvec on 2..kMaxSpanMatvecTokens
   // tokens (c.wg the whole workgroup); c.nb = 0 restores the heuristic.
   void set_span_group_override(const MatvecConfig& c) { group_override_ = c; }
-  bool span_u64(const MatmulType& t, SpanFusion fz) const;
+  // (One row only: token groups measured faster on 32-element units.)
+  bool span_u64(const MatmulType& t, SpanFusion fz, uint32_t n_tok) const;
+  uint32_t span_u64_bits() const { return span_u64_; }
   SpanMvShape span_shape(SpanRole role) const { return span_shape_[role]; }
 
   // ---- int8 activations (shaderIntegerDotProduct) ----

@@ -23,19 +23,17 @@ std::string group_str(const GroupShape& g) {
   return b;
 }
 
-// Every shape the kernel takes for int8 Q4_K: slices of whole subgroups, at
-// most 64 accumulated (row, token) sums per invocation and one finishing
-// invocation per (row, token) of the workgroup.
+// Slices of one subgroup (the H200's fastest on 2 and 4 rows among 362 shapes
+// of 1..8 slices of 32 or 64, 1..4 rows, 4..16 tokens per group, 32- and
+// 64-element units: docs/experiments/vulkan-span-token-groups.md), 1 or 2
+// rows, 4..16 tokens per group.
 std::vector<GroupShape> group_shapes(uint32_t sg) {
   std::vector<GroupShape> out;
-  for (const uint32_t swg : {32u, 64u})
-    for (const uint32_t slices : {1u, 2u, 4u, 8u})
-      for (const uint32_t rows : {1u, 2u, 4u})
-        for (const auto& [nt, nb] : {std::pair<uint32_t, uint32_t>{1, 4}, {2, 2}, {4, 1}, {1, 8}, {2, 4}, {4, 2}, {8, 1}, {2, 8}, {4, 4}})
-          for (const uint32_t u64 : {0u, 1u}) {
-            if (swg < sg || swg * slices > 256 || rows * nt * nb > std::min(swg, 64u)) continue;
-            out.push_back({swg, slices, rows, nt, nb, u64});
-          }
+  const uint32_t swg = std::max(32u, sg);
+  for (const uint32_t slices : {1u, 4u})
+    for (const uint32_t rows : {1u, 2u})
+      for (const auto& [nt, nb] : {std::pair<uint32_t, uint32_t>{2, 2}, {1, 8}, {2, 4}, {4, 2}, {2, 8}})
+        out.push_back({swg, slices, rows, nt, nb, 0});
   return out;
 }
 
@@ -48,6 +46,7 @@ static void span_rows_sweep(vk::VulkanBackend& be, vk::MatmulKernels& mk, SpanRi
                             const std::vector<VkDescriptorSet>& sets, uint32_t words, uint32_t q_off, uint32_t y_off,
                             int copies, const TimeFn& time) {
   const std::vector<GroupShape> shapes = group_shapes(be.device()->caps().subgroup_size);
+  const uint32_t u64_bits = mk.span_u64_bits();
   std::printf("\ntoken-group shapes, %lld x %lld int8 Q4_K (%zu shapes): us per matrix\n", (long long)m.n_out,
               (long long)m.n_in, shapes.size());
   std::printf("| T | heuristic | fastest shapes (us) |\n| ---: | ---: | --- |\n");
@@ -69,11 +68,11 @@ static void span_rows_sweep(vk::VulkanBackend& be, vk::MatmulKernels& mk, SpanRi
     std::vector<std::pair<double, GroupShape>> r;
     for (const GroupShape& g : shapes) {
       mk.set_span_group_override(vk::MatvecConfig{g.slice_wg * g.slices, g.rows, g.slices, g.nt, g.nb});
-      mk.set_span_u64(g.u64 << vk::kRoleOther);
+      mk.set_span_u64(g.u64 ? u64_bits | (1u << vk::kRoleOther) : u64_bits & ~(1u << vk::kRoleOther));
       r.push_back({run(), g});
     }
     mk.set_span_group_override(vk::MatvecConfig{0, 0, 0, 0, 0});
-    mk.set_span_u64(0);
+    mk.set_span_u64(u64_bits);
     std::sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     std::printf("| %d | %.1f |", T, base * 1e6);
     for (size_t i = 0; i < std::min<size_t>(6, r.size()); ++i)
