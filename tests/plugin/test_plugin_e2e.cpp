@@ -25,6 +25,14 @@ Env clean_env(Env extra = {}) {
   return e;
 }
 
+// LD_LIBRARY_PATH = dirs, then the caller's own entries: a machine whose
+// libraries (cpp-httplib, the Vulkan loader) come from LD_LIBRARY_PATH still
+// starts the binaries; the test's folders come first.
+std::string ld_path(const std::string& dirs) {
+  const char* own = std::getenv("LD_LIBRARY_PATH");
+  return own && *own ? dirs + ":" + own : dirs;
+}
+
 // A self-contained install: fish + libfish (+ the given plugin files).
 fs::path make_app(const TempDir& root, const std::string& name, const std::vector<std::string>& plugins) {
   const fs::path app = root.sub(name);
@@ -57,7 +65,7 @@ TEST_CASE("plugins planted in the current directory or PATH or LD_LIBRARY_PATH a
   copy_into(test_plugin("marker"), cwd.path());                       // libfish_marker.so
   copy_into(test_plugin("marker"), cwd.path(), "fish_marker2.so");    // fish_marker2.so
   const Env env = clean_env({{"FISH_TEST_MARKER", marker},
-                             {"LD_LIBRARY_PATH", cwd.str()},
+                             {"LD_LIBRARY_PATH", ld_path(cwd.str())},
                              {"PATH", cwd.str() + ":" + std::string(std::getenv("PATH") ? std::getenv("PATH") : "")}});
   const ProcResult dev = run_process({FISH_TEST_FISH, "devices"}, cwd.str(), env);
   CHECK(dev.status == 0);
@@ -113,7 +121,7 @@ TEST_CASE("libfish's own folder is searched but folders on LD_LIBRARY_PATH are n
   copy_into(test_plugin("refauto50"), c);
   copy_into(test_plugin("marker"), c);
   const std::string marker = (root.path() / "LOADED").string();
-  const Env env = clean_env({{"LD_LIBRARY_PATH", b.string() + ":" + c.string()}, {"FISH_TEST_MARKER", marker}});
+  const Env env = clean_env({{"LD_LIBRARY_PATH", ld_path(b.string() + ":" + c.string())}, {"FISH_TEST_MARKER", marker}});
   const ProcResult dev = run_process({(a / "fish").string(), "devices"}, root.str(), env);
   INFO(dev.out << dev.err);
   CHECK(dev.status == 0);

@@ -25,7 +25,7 @@ std::string group_str(const GroupShape& g) {
 
 // Slices of one subgroup (the H200's fastest on 2 and 4 rows among 362 shapes
 // of 1..8 slices of 32 or 64, 1..4 rows, 4..16 tokens per group, 32- and
-// 64-element units: docs/experiments/vulkan-span-token-groups.md), 1 or 2
+// 64-element units: docs/experiments/vulkan-span-batch-rows.md), 1 or 2
 // rows, 4..16 tokens per group.
 std::vector<GroupShape> group_shapes(uint32_t sg) {
   std::vector<GroupShape> out;
