@@ -145,12 +145,12 @@ MatvecConfig MatmulKernels::span_matvec_config(const MatmulType& t, uint32_t n_i
     // H200 (int8 Q4_K, 14336 x 4096) 23.8 us on 2 rows and 31.0 on 4, where
     // 128-invocation workgroups over 4 rows x 8 tokens took 65.8 and 66.5 (one
     // unit per invocation, then a reduction of 32 sums): 362 shapes in
-    // docs/experiments/vulkan-span-token-groups.md.
+    // docs/experiments/vulkan-span-batch-rows.md.
     const uint32_t sg = std::max(32u, dev_.caps().subgroup_size);
     MatvecConfig c;
     c.slices = 4;
     c.rows = n_tok <= 2 ? 1 : 2;
-    c.nt = 2, c.nb = 2;
+    c.nt = n_tok >= 8 ? 4 : 2, c.nb = 2;
     while (c.rows > 1 && c.rows * c.nt * c.nb * (fz.pair ? 2u : 1u) > sg) c.rows /= 2;
     c.wg = std::min(sg * c.slices, std::min(dev_.caps().max_wg_size, 32 * sg));
     c.slices = c.wg / sg;
