@@ -222,8 +222,9 @@ class Span {
   // quantise step is left in a layer. The norm epilogues of wo and down
   // always write them; the attention where head_dim is a multiple of 32; the
   // gate|up pair (one dispatch writing silu(gate)·up) where every layer's gate
-  // and up are single chunks of one type. Off: a quantise step before each
-  // matmul step writes the CPU's Q8_K rows.
+  // and up are single chunks of one type. Forwards of 2..32 rows (token
+  // groups) read B32 rows too, from quantise steps. Off: a quantise step
+  // before each matmul step writes the CPU's Q8_K rows.
   struct B32Decode {
     bool on = false, attention = false, pair = false;
   };

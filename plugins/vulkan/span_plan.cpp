@@ -67,7 +67,7 @@ class Span::Planner {
         F_(uint32_t(s.shape_.n_ff)), QD_(uint32_t(s.shape_.n_head * s.shape_.head_dim)),
         KD_(uint32_t(s.shape_.n_head_kv * s.shape_.head_dim)),
         tiled_(shape.n_tok > int(MatmulKernels::kMaxSpanMatvecTokens)), one_token_(shape.n_tok == 1 && !shape.multi),
-        b32_(s.b32_.on && shape.n_tok == 1 && !shape.multi), plain_norms_(tiled_ || s.moe()),
+        b32_(s.b32_.on && shape.n_tok == 1 && !shape.multi), xb32_(s.b32_.on && !tiled_), plain_norms_(tiled_ || s.moe()),
         head_(shape.head_rows > 0), narrow_(shape.narrow),
         meta_(shape.multi || (shape.head_rows > 0 && !shape.head_last)) {}
 
@@ -337,7 +337,7 @@ class Span::Planner {
   static bool k_quant(const Weight* w) { return MatmulKernels::q8_block(*w->type) == 256; }
   // Words per token of w's int8 input rows: B32 rows for K-quants in the B32 decode, else the CPU's blocks.
   uint32_t row_words(const Weight* w) const {
-    if (b32_ && k_quant(w)) return MatmulKernels::b32_row_words(uint32_t(w->n_in));
+    if (xb32_ && k_quant(w)) return MatmulKernels::b32_row_words(uint32_t(w->n_in));
     return MatmulKernels::q8_row_words(MatmulKernels::q8_block(*w->type), uint32_t(w->n_in));
   }
   int other() const { return rows_ ^ 1; }
@@ -355,7 +355,7 @@ class Span::Planner {
       qp.x2_off = q.x2, qp.inv_in = q.scale.at, qp.inv_parts = q.scale.at == kNone ? 0 : q.scale.parts;
       qp.eps = s_.shape_.norm_eps;
       qp.q_off = k_quant(w) ? a_.xqk : a_.xql, qp.q_stride = row_words(w);
-      const bool b32 = b32_ && k_quant(w);
+      const bool b32 = xb32_ && k_quant(w);
       std::vector<Region> reads = {region_of(q.x)};
       if (q.xprod) reads.push_back(region_of(q.x2));
       if (q.scale.at != kNone) reads.push_back(region_of(q.scale.at));
@@ -378,7 +378,7 @@ class Span::Planner {
     std::vector<Region> reads, writes = {region_of(m.y)};
     if (int8(w, m.int8_tokens)) {
       fz.int8 = true;
-      fz.xb32 = b32_ && k_quant(w);
+      fz.xb32 = xb32_ && k_quant(w);
       fz.qb32 = m.rows_out >= 0;
       if (m.rows_in >= 0) {
         m.x = rows_offset(m.rows_in);  // the scale is still applied here
@@ -440,6 +440,11 @@ class Span::Planner {
   const bool tiled_;      // n > 32: tiled matmuls, separate rmsnorm and RoPE / KV-store kernels
   const bool one_token_;  // the attention prepares q/k/v itself
   const bool b32_;        // this forward's int8 matvecs read B32 rows their producers wrote
+  // The K-quant int8 inputs of a matvec forward (1..32 rows) are B32 rows, from
+  // producers (b32_) or quantise steps: the rows of several sequences, or a
+  // verify's, quantise x as the one-row decode does, so that they differ from
+  // it only in the order of float sums (not in int8 rounding).
+  const bool xb32_;
   const bool plain_norms_;  // each norm a step of its own (prefill, MoE spans), no norm epilogues
   const bool head_, narrow_;
   const bool meta_;            // the row table comes in with x (rows of several sequences, or listed head rows)

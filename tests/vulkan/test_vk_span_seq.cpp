@@ -177,14 +177,20 @@ const std::vector<Batch> kScript = {
 // int8 activations (the CPU's Q8_K rows) quantise inputs that differ in their
 // last bits, so an int8 step may flip where the f32 paths differ by an ulp:
 // 1e-2 there (measured: 1.8e-4 / 8.2e-4 for Q8_0, 1.3e-7 / 3.3e-7 for Q4_K).
+// B32 rows (mode 2, the GPUs' int8 decode): one-row forwards' producers write
+// them, forwards of 2..32 rows quantise steps; both quantise x in blocks of 32
+// by one rule (the 1/rms applied before or after), so only float order and
+// an int8 code at an exact rounding tie may differ: the f32 bound, 1e-3.
 TEST_CASE("span of several sequences: batches ≡ each sequence alone", "[vulkan][span][seq]") {
-  for (const int int8 : {0, 1}) {
+  for (const int mode : {0, 1, 2}) {  // f32 activations, int8 Q8_K rows, int8 B32 rows
+    const int int8 = mode > 0;
     VkConfig cfg = test_config();
     cfg.int8 = int8;
-    cfg.decode_rows = vk::DecodeRows::Q8K;
+    cfg.decode_rows = mode == 2 ? vk::DecodeRows::B32 : vk::DecodeRows::Q8K;
     cfg.span_tokens = 16;  // 36 rows: three submissions
     for (const SynthShape& v : {kSynthShapes[1], kSynthShapes[2], kSynthShapes[3]}) {
       if (int8 && v.type == GgmlType::F32) continue;  // F32 weights take f32 activations anyway
+      if (mode == 2 && v.type != GgmlType::Q4_K) continue;  // B32 rows: K-quant layers
       const Synth s = make_synth(v, 61);
       auto many = vulkan_span(s, 64, cfg, 4);
       if (!many) FISH_SKIP(skip_reason());
@@ -196,15 +202,17 @@ TEST_CASE("span of several sequences: batches ≡ each sequence alone", "[vulkan
         alone.back()->set_head(s);
       }
       const bool q8 = backend_of(*many).kernels()->int8() && v.type != GgmlType::F32;
+      const bool b32 = q8 && span_of(*many).describe().find("decode x in B32 rows") != std::string::npos;
+      if (mode == 2 && !b32) continue;  // int8 off on this device, or B32 refused
       const auto [dx, dl] = batched_vs_alone(*many, alone, v.E, kScript, 7);
       INFO(v.name << (q8 ? ", int8 activations" : ", f32 activations") << ": max |Δx| " << dx
                   << " of max |x|, max |Δlogit| " << dl << " of max |logit|; " << span_of(*many).describe());
       std::printf("  batched vs alone %-34s %-16s max |dx| %.3g of max |x|, |dlogit| %.3g of max |logit|\n", v.name,
-                  q8 ? "int8 (Q8_K rows)" : "f32", dx, dl);
+                  b32 ? "int8 (B32 rows)" : q8 ? "int8 (Q8_K rows)" : "f32", dx, dl);
       // With tensor cores (the H200) prompt chunks multiply in f16: 3e-3, the
       // bound test_vk_span_model holds coopmat spans to (measured 1.1e-3).
       const bool coopmat = span_of(*many).describe().find("prefill: coopmat") != std::string::npos;
-      const double tol = q8 ? 1e-2 : coopmat ? 3e-3 : 1e-3;
+      const double tol = q8 && !b32 ? 1e-2 : coopmat ? 3e-3 : 1e-3;
       CHECK(dx <= tol);
       CHECK(dl <= tol);
     }
