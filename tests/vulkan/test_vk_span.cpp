@@ -163,9 +163,14 @@ TEST_CASE("span tuning variants agree: attention splits, tokens per submission, 
         // groups, norms fused as epilogues), 128 the tiled kernels: with int8
         // activations x is quantised at other points, and an int8 step may flip
         // where f32 differs by an ulp: the int8 bound of test_vk_span_seq, 1e-2
-        // (measured on lavapipe: 6.5e-3 for the Q4_K shape, both decode rows).
+        // (measured on lavapipe: 6.5e-3 for the Q4_K shape with Q8_K rows). With
+        // B32 rows the matvecs quantise x in blocks of 32 and the tiled kernels
+        // in blocks of 256: the two differ by int8 rounding itself, held to the
+        // int8 bound against the f32 reference of the case above, 10% (measured
+        // 6.1%; that case measures 6.3% for either against f32).
         const bool int8 = backend_of(*b).kernels()->int8() && v.type != GgmlType::F32;
-        CHECK(d <= (int8 && t.tokens <= 32 ? 1e-2 : 1e-4) * m);
+        const bool b32 = int8 && span_of(*b).describe().find("decode x in B32 rows") != std::string::npos;
+        CHECK(d <= (b32 && t.tokens <= 32 ? 0.10 : int8 && t.tokens <= 32 ? 1e-2 : 1e-4) * m);
       }
     }
   }
