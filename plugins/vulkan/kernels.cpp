@@ -137,15 +137,16 @@ void MatmulKernels::record(VkCommandBuffer cmd, const MatmulType& t, VkDescripto
 
 MatvecConfig MatmulKernels::span_matvec_config(const MatmulType& t, uint32_t n_in, uint32_t n_rows, uint32_t n_tok,
                                                SpanFusion fz) const {
-  if (n_tok >= 2 && group_override_.nb) return group_override_;
   if (n_tok >= 2) {
+    if (group_override_.nb) return group_override_;
     // Token groups (several sequences' decode rows, a verify chunk): slices of
     // one subgroup, each its own 1 (two rows of x) or 2 rows over the whole
-    // input, 4 tokens per group, 2 of them in registers at a time. On the
-    // H200 (int8 Q4_K, 14336 x 4096) 23.8 us on 2 rows and 31.0 on 4, where
-    // 128-invocation workgroups over 4 rows x 8 tokens took 65.8 and 66.5 (one
-    // unit per invocation, then a reduction of 32 sums): 362 shapes in
-    // docs/experiments/vulkan-span-batch-rows.md.
+    // input; token groups of 4 tokens, 2 in registers at a time, from 8 rows
+    // on of 8 tokens, 4 at a time. On the H200 (int8 Q4_K, 14336 x 4096) 23.8
+    // us on 2 rows and 31.0 on 4, where 128-invocation workgroups over 4 rows x
+    // 8 tokens took 65.8 and 66.5 (one unit per invocation, then a reduction of
+    // 32 sums); 4 tokens at a time 48.8 us against 54.5 on 8 rows: 362 and 20
+    // shapes in docs/experiments/vulkan-span-batch-rows.md.
     const uint32_t sg = std::max(32u, dev_.caps().subgroup_size);
     MatvecConfig c;
     c.slices = 4;
@@ -173,8 +174,8 @@ MatvecConfig MatmulKernels::span_matvec_config(const MatmulType& t, uint32_t n_i
   if (s.rows) c.rows = s.rows;
   if (s.wg) c.wg = s.wg;
   // At most 32 accumulated (row, token) sums: registers, and one finishing
-  // invocation each (the workgroup has >= 32).
-  const uint32_t per_row = std::max(1u, n_tok) * (fz.pair ? 2u : 1u);
+  // invocation each (the workgroup has >= 32). One token here.
+  const uint32_t per_row = fz.pair ? 2u : 1u;
   while (c.rows > 1 && c.rows * per_row > 32) c.rows /= 2;
   if (fz.qb32) {
     // A B32 block (32 rows) per workgroup, in slices of ROWS rows, each of

@@ -128,10 +128,11 @@ class MatmulKernels {
   // n_tok tokens (measured heuristic, or the FISH_VK_MV_* / set_override values).
   MatvecConfig matvec_config(const MatmulType& t, uint32_t n_in, uint32_t n_rows, uint32_t n_tok) const;
   // The span's matvec (one workgroup per row group): rows per group (per
-  // matrix for a pair) and the workgroup size; FISH_VK_SPAN_MV's shape for the
-  // role when set, else a heuristic (rows so that >= 512 workgroups remain,
-  // about two units per invocation, 32..128). Clamped so that a workgroup
-  // accumulates at most 32 (row, token) sums; fz.qb32: 32 rows.
+  // matrix for a pair) and the workgroup size. One token: FISH_VK_SPAN_MV's
+  // shape for the role when set, else a heuristic (rows so that >= 512
+  // workgroups remain, about two units per invocation, 32..128), clamped so
+  // that a workgroup accumulates at most 32 (row, token) sums; fz.qb32: 32
+  // rows. 2..32 tokens: token groups in slices of one subgroup (measured rule).
   MatvecConfig span_matvec_config(const MatmulType& t, uint32_t n_in, uint32_t n_rows, uint32_t n_tok = 1,
                                   SpanFusion fz = {}) const;
   void set_override(uint32_t rows, uint32_t wg) { override_rows_ = rows; override_wg_ = wg; }
@@ -146,7 +147,6 @@ class MatmulKernels {
   void set_span_group_override(const MatvecConfig& c) { group_override_ = c; }
   // (One row only: token groups measured faster on 32-element units.)
   bool span_u64(const MatmulType& t, SpanFusion fz, uint32_t n_tok) const;
-  uint32_t span_u64_bits() const { return span_u64_; }
   SpanMvShape span_shape(SpanRole role) const { return span_shape_[role]; }
 
   // ---- int8 activations (shaderIntegerDotProduct) ----

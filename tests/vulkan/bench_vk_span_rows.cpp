@@ -13,13 +13,12 @@ namespace {
 
 // A token-group shape, as span_matvec_config spells it (wg: the whole workgroup).
 struct GroupShape {
-  uint32_t slice_wg, slices, rows, nt, nb, u64;
+  uint32_t slice_wg, slices, rows, nt, nb;
 };
 
 std::string group_str(const GroupShape& g) {
   char b[96];
-  std::snprintf(b, sizeof b, "%ux%u wg, %u rows, %ux%u tokens%s", g.slices, g.slice_wg, g.rows, g.nt, g.nb,
-                g.u64 ? ", u64" : "");
+  std::snprintf(b, sizeof b, "%ux%u wg, %u rows, %ux%u tokens", g.slices, g.slice_wg, g.rows, g.nt, g.nb);
   return b;
 }
 
@@ -33,7 +32,7 @@ std::vector<GroupShape> group_shapes(uint32_t sg) {
   for (const uint32_t slices : {1u, 4u})
     for (const uint32_t rows : {1u, 2u})
       for (const auto& [nt, nb] : {std::pair<uint32_t, uint32_t>{2, 2}, {1, 8}, {2, 4}, {4, 2}, {2, 8}})
-        out.push_back({swg, slices, rows, nt, nb, 0});
+        out.push_back({swg, slices, rows, nt, nb});
   return out;
 }
 
@@ -42,11 +41,10 @@ std::vector<GroupShape> group_shapes(uint32_t sg) {
 // The shapes of the token-group matvec on T = 2..32 rows (int8 Q4_K, both
 // matrices): the heuristic's time and the fastest shapes', so that the
 // heuristic in span_matvec_config can be chosen from measurements.
-static void span_rows_sweep(vk::VulkanBackend& be, vk::MatmulKernels& mk, SpanRig& rig, const Mat& m,
+static void span_rows_sweep(vk::VulkanBackend& be, vk::MatmulKernels& mk, const Mat& m,
                             const std::vector<VkDescriptorSet>& sets, uint32_t words, uint32_t q_off, uint32_t y_off,
                             int copies, const TimeFn& time) {
   const std::vector<GroupShape> shapes = group_shapes(be.device()->caps().subgroup_size);
-  const uint32_t u64_bits = mk.span_u64_bits();
   std::printf("\ntoken-group shapes, %lld x %lld int8 Q4_K (%zu shapes): us per matrix\n", (long long)m.n_out,
               (long long)m.n_in, shapes.size());
   std::printf("| T | heuristic | fastest shapes (us) |\n| ---: | ---: | --- |\n");
@@ -68,11 +66,9 @@ static void span_rows_sweep(vk::VulkanBackend& be, vk::MatmulKernels& mk, SpanRi
     std::vector<std::pair<double, GroupShape>> r;
     for (const GroupShape& g : shapes) {
       mk.set_span_group_override(vk::MatvecConfig{g.slice_wg * g.slices, g.rows, g.slices, g.nt, g.nb});
-      mk.set_span_u64(g.u64 ? u64_bits | (1u << vk::kRoleOther) : u64_bits & ~(1u << vk::kRoleOther));
       r.push_back({run(), g});
     }
     mk.set_span_group_override(vk::MatvecConfig{0, 0, 0, 0, 0});
-    mk.set_span_u64(u64_bits);
     std::sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     std::printf("| %d | %.1f |", T, base * 1e6);
     for (size_t i = 0; i < std::min<size_t>(6, r.size()); ++i)
@@ -80,7 +76,6 @@ static void span_rows_sweep(vk::VulkanBackend& be, vk::MatmulKernels& mk, SpanRi
     std::printf(" |\n");
     std::fflush(stdout);
   }
-  (void)rig;
 }
 
 int span_rows_bench(vk::VulkanBackend& be, int E, int F, int copies, const TimeFn& time, bool sweep) {
@@ -142,7 +137,7 @@ int span_rows_bench(vk::VulkanBackend& be, int E, int F, int copies, const TimeF
         std::fflush(stdout);
       }
     }
-    if (sweep && mk.int8_for(*m.w[0]->type)) span_rows_sweep(be, mk, rig, m, sets, words, q_off, y_off, copies, time);
+    if (sweep && mk.int8_for(*m.w[0]->type)) span_rows_sweep(be, mk, m, sets, words, q_off, y_off, copies, time);
     for (vk::Weight* w : m.w) be.release(w);
   }
   be.pipelines()->free_set(qset);

@@ -195,15 +195,15 @@ TEST_CASE("span of several sequences: batches ≡ each sequence alone", "[vulkan
       auto many = vulkan_span(s, 64, cfg, 4);
       if (!many) FISH_SKIP(skip_reason());
       many->set_head(s);
+      const bool q8 = backend_of(*many).kernels()->int8() && v.type != GgmlType::F32;
+      const bool b32 = q8 && span_of(*many).describe().find("decode x in B32 rows") != std::string::npos;
+      if (mode == 2 && !b32) continue;  // int8 off on this device, or B32 refused
       std::vector<std::unique_ptr<TestSpan>> alone;
       for (int q = 0; q < 4; ++q) {
         alone.push_back(vulkan_span(s, 64, cfg));
         REQUIRE(alone.back());
         alone.back()->set_head(s);
       }
-      const bool q8 = backend_of(*many).kernels()->int8() && v.type != GgmlType::F32;
-      const bool b32 = q8 && span_of(*many).describe().find("decode x in B32 rows") != std::string::npos;
-      if (mode == 2 && !b32) continue;  // int8 off on this device, or B32 refused
       const auto [dx, dl] = batched_vs_alone(*many, alone, v.E, kScript, 7);
       INFO(v.name << (q8 ? ", int8 activations" : ", f32 activations") << ": max |Δx| " << dx
                   << " of max |x|, max |Δlogit| " << dl << " of max |logit|; " << span_of(*many).describe());
