@@ -12,7 +12,13 @@
 // decode (NT = 1, n_tok·k pairs) only the k experts' rows.
 // f32 x (the normalised FFN input, or h); the per-type units are
 // matvec_units.glsl's, their row index offset by the expert (FISH_MOE in
-// matvec_weights.glsl). Specialisation: 0 = workgroup size, 1 = ROWS, 2 = NT, 3 = PAIR, 4 = SUM.
+// matvec_weights.glsl). Specialisation: 0 = workgroup size, 1 = ROWS, 2 = NT, 3 = PAIR, 4 = SUM,
+// 5 = NEXT.
+//
+// Scale (gate|up of a decode whose norms are epilogues): with inv_in != NONE,
+// x is n·norm without 1/rms, and inv_in holds each token's [inv_parts] Σx²
+// partials (the producer's row groups): the sums are multiplied by 1/rms =
+// 1/sqrt(Σ/n_in + eps) of the pair's token, reduced here with the products.
 //
 // SUM (down of a decode: NT = 1, not PAIR), the layer's sum folded in:
 //   x[t][r] += Σ_j w_j · (h[t·k + j] · down_{e_j}[r])  (+ sigmoid(n[t]·g) · sh[t][r] with a shared expert)
@@ -23,6 +29,10 @@
 // and one invocation per row adds the total to x (no atomics: deterministic).
 // y_off / y_stride: x; x2_off: sh [n_tok][n_rows]; xg_off: n [n_tok][n_rows];
 // norm_off: the shared expert's gate vector in P, or 0xFFFFFFFF: none.
+// NEXT (SUM without a shared expert): the next rmsnorm as matvec_span.comp's
+// EPI 3: x_new ∘ P[norm_off + row] into xg_off (stride n_rows) and per row
+// group g0 Σ x_new² at sq_off + t · row groups + g0, which the next layer's
+// (or the head's) consumers reduce to 1/rms themselves.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -32,6 +42,7 @@ layout(constant_id = 1) const uint ROWS = 4;
 layout(constant_id = 2) const uint NT = 1;
 layout(constant_id = 3) const bool PAIR = false;
 layout(constant_id = 4) const bool SUM = false;
+layout(constant_id = 5) const bool NEXT = false;
 const uint RT = PAIR ? 2u * ROWS : ROWS;
 
 #define FISH_MOE
@@ -46,7 +57,7 @@ vec4 x4_at(uint t, uint e) { return X4[(moe_xb[t] + e) >> 2]; }
 float x_at(uint t, uint e) { return X[moe_xb[t] + e]; }
 #include "matvec_units.glsl"
 
-shared float part_sh[RT * NT * 32u];
+shared float part_sh[(RT + 1u) * NT * 32u];  // the products' sums, then the scale's Σx²
 shared float gate_sh[32];
 
 // SUM: see the top of the file.
@@ -54,7 +65,7 @@ void main_sum() {
   const uint lid = gl_LocalInvocationID.x, wgs = gl_WorkGroupSize.x;
   const uint K = pc.k, t = gl_WorkGroupID.y, E = pc.n_rows;
   float gate = 0.0;
-  const bool shared_expert = pc.norm_off != 0xFFFFFFFFu;
+  const bool shared_expert = !NEXT && pc.norm_off != 0xFFFFFFFFu;
   if (shared_expert) {
     float d = 0.0;
     for (uint i = lid; i < E; i += wgs) d += X[pc.xg_off + t * E + i] * P[pc.norm_off + i];
@@ -85,12 +96,23 @@ void main_sum() {
       if (subgroupElect()) part_sh[r * 32u + gl_SubgroupID] = v;
     }
     barrier();
+    float sq = 0.0;
     if (lid < ROWS && row0 + lid < pc.n_rows) {
       const uint row = row0 + lid;
       float v = 0.0;
       for (uint i = 0u; i < gl_NumSubgroups; ++i) v += part_sh[lid * 32u + i];
       if (shared_expert) v += gate * X[pc.x2_off + t * E + row];
-      Y[pc.y_off + t * pc.y_stride + row] += v;
+      const uint a = pc.y_off + t * pc.y_stride + row;
+      v += Y[a];
+      Y[a] = v;
+      if (NEXT) {
+        Y[pc.xg_off + t * E + row] = v * P[pc.norm_off + row];
+        sq = v * v;
+      }
+    }
+    if (NEXT && gl_SubgroupID == 0u) {  // ROWS <= the subgroup size: the row group's rows are subgroup 0's first lanes
+      const float s = subgroupAdd(sq);
+      if (subgroupElect()) Y[pc.sq_off + t * n_groups + g0] = s;
     }
     barrier();  // part_sh is reused by the next row group
   }
@@ -112,6 +134,7 @@ void main() {
   moe_row0 = e * pc.n_rows;
   const uint n_groups = (pc.n_rows + ROWS - 1u) / ROWS;
   const uint units = mv_units();
+  const bool scaled = pc.inv_in != 0xFFFFFFFFu && pc.inv_parts != 0u;
   for (uint g0 = gl_WorkGroupID.x; g0 < n_groups; g0 += gl_NumWorkGroups.x) {
     const uint row0 = g0 * ROWS;
     for (uint b = p0; b < p1; b += NT) {
@@ -126,14 +149,28 @@ void main() {
         const float v = subgroupAdd(acc[k]);
         if (subgroupElect()) part_sh[k * 32u + gl_SubgroupID] = v;
       }
+      if (scaled) {  // each chunk token's Σx² from the producer's partials
+        for (uint t = 0u; t < NT; ++t) {
+          const uint tk = PAIR ? pr[t] / K : pr[t];
+          float ss = 0.0;
+          for (uint i = lid; i < pc.inv_parts; i += wgs) ss += X[pc.inv_in + tk * pc.inv_parts + i];
+          ss = subgroupAdd(ss);
+          if (subgroupElect()) part_sh[(RT * NT + t) * 32u + gl_SubgroupID] = ss;
+        }
+      }
       barrier();
       if (lid < ROWS * NT) {
         const uint r = lid / NT, t = lid % NT, row = row0 + r;
         if (row < pc.n_rows && b + t < p1) {
-          float v = 0.0, v2 = 0.0;
+          float v = 0.0, v2 = 0.0, ss = 0.0;
           for (uint i = 0u; i < gl_NumSubgroups; ++i) {
             v += part_sh[(r * NT + t) * 32u + i];
             if (PAIR) v2 += part_sh[((ROWS + r) * NT + t) * 32u + i];
+            if (scaled) ss += part_sh[(RT * NT + t) * 32u + i];
+          }
+          if (scaled) {
+            const float sc = inversesqrt(ss / float(pc.n_in) + pc.eps);
+            v *= sc, v2 *= sc;
           }
           if (PAIR) v = v / (1.0 + exp(-v)) * v2;
           else v *= uintBitsToFloat(AR[pc.route_off + 2u * pr[t] + 1u]);

@@ -35,12 +35,14 @@ void MoeKernels::route(VkCommandBuffer cmd, VkDescriptorSet set, const MoePush& 
 }
 
 void MoeKernels::matvec(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MoePush& pc, bool pair,
-                        bool sum) {
-  const uint32_t groups = (pc.s.m.n_rows + kRows - 1) / kRows;
+                        bool sum, bool next) {
+  const uint32_t groups = row_groups(pc.s.m.n_rows);
   if (sum) {
     if (pair || pc.s.m.n_tok > kSumTokens || pc.s.m.n_tok > dev_.caps().max_wg_count_y)
       throw Failure(FailKind::Internal, "MoE down + sum: down of at most " + std::to_string(kSumTokens) + " tokens");
-    bind(cmd, pipelines_.get(std::string("mvm_") + t.name, *layout_, {kWg, kRows, 1u, 0u, 1u}), set, pc);
+    if (next && pc.s.norm_off == 0xFFFFFFFFu)
+      throw Failure(FailKind::Internal, "MoE down + sum + next rmsnorm: no norm weights");
+    bind(cmd, pipelines_.get(std::string("mvm_") + t.name, *layout_, {kWg, kRows, 1u, 0u, 1u, next ? 1u : 0u}), set, pc);
     dev_.fns().vkCmdDispatch(cmd, std::min(groups, dev_.caps().max_wg_count_x), pc.s.m.n_tok, 1);
     return;
   }
@@ -74,7 +76,7 @@ void MoeKernels::warm_up(const MatmulType& gate_up, const MatmulType& down, bool
     pipelines_.get(std::string("mvm_") + gate_up.name, *layout_, {kWg, kRows, nt, 1u});
     pipelines_.get(std::string("mvm_") + down.name, *layout_, {kWg, kRows, nt, 0u});
   }
-  pipelines_.get(std::string("mvm_") + down.name, *layout_, {kWg, kRows, 1u, 0u, 1u});
+  for (uint32_t next : {0u, 1u}) pipelines_.get(std::string("mvm_") + down.name, *layout_, {kWg, kRows, 1u, 0u, 1u, next});
   if (!tiled) return;
   pipelines_.get(std::string("tlm_") + gate_up.name, *layout_, {uint32_t(kSilu), 1u});
   pipelines_.get(std::string("tlm_") + gate_up.name, *layout_, {uint32_t(kMulY), 1u});

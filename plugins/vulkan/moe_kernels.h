@@ -46,8 +46,12 @@ class MoeKernels {
   // Grid: row groups x min(n_expert, n_tok·k) slots. sum (down, n_tok <= kSumTokens):
   // the weighted rows summed into x instead (+ the gated shared expert: moe_matvec.comp's
   // SUM, the push as combine's with the down's n_in / x), grid: row groups x tokens.
+  // next (sum, no shared expert): also the next rmsnorm's x·norm and Σx² partials
+  // (pc.s.norm_off / xg_off / sq_off as matvec_span.comp's EPI 3), row_groups() of them.
+  // A pair's pc.s.inv_in / inv_parts: the producer's partials of its x, 1/rms applied here.
   void matvec(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MoePush& pc, bool pair,
-              bool sum = false);
+              bool sum = false, bool next = false);
+  static uint32_t row_groups(uint32_t n_rows) { return (n_rows + kRows - 1) / kRows; }
   // Decode shapes take the down with the sum folded in (no combine step).
   static constexpr uint32_t kSumTokens = 4;
   // x += the k rows per token (+ gate · shared): one workgroup per token.

@@ -67,9 +67,18 @@ class Span::Planner {
         F_(uint32_t(s.shape_.n_ff)), QD_(uint32_t(s.shape_.n_head * s.shape_.head_dim)),
         KD_(uint32_t(s.shape_.n_head_kv * s.shape_.head_dim)),
         tiled_(shape.n_tok > int(MatmulKernels::kMaxSpanMatvecTokens)), one_token_(shape.n_tok == 1 && !shape.multi),
-        b32_(s.b32_.on && shape.n_tok == 1 && !shape.multi), xb32_(s.b32_.on && !tiled_), plain_norms_(tiled_ || s.moe()),
+        b32_(s.b32_.on && shape.n_tok == 1 && !shape.multi), xb32_(s.b32_.on && !tiled_), plain_norms_(tiled_ || (s.moe() && !moe_decode_norms(s, shape))),
         head_(shape.head_rows > 0), narrow_(shape.narrow),
         meta_(shape.multi || (shape.head_rows > 0 && !shape.head_last)) {}
+
+  // An MoE decode (the experts' down sums into x) without a shared expert
+  // takes its norms as epilogues, as a dense decode: wo's for the FFN (the
+  // router and the experts' gate|up apply 1/rms), the summed down's for the
+  // next layer. (A shared expert's gate reads the FFN input while the sum
+  // would write the next norm over it.)
+  static bool moe_decode_norms(const Span& s, const Shape& shape) {
+    return shape.n_tok <= int(MoeKernels::kSumTokens) && s.shape_.n_ff_shexp == 0;
+  }
 
   SpanPlan build() {
     copy_in();
@@ -245,10 +254,12 @@ class Span::Planner {
     const SpanIn& in = s_.shape_;
     const uint32_t NE = uint32_t(in.n_expert), K = uint32_t(in.n_expert_used), FE = uint32_t(in.n_ff_expert);
     const uint32_t FS = uint32_t(in.n_ff_shexp);
-    rmsnorm(L, layer_push(L), L.ffn_norm);
+    const bool last = li + 1 == s_.layers_.size();
+    Scale scale{a_.sq, norm_groups_};  // wo's epilogue left n·ffn_norm and its Σy² partials
+    if (plain_norms_) rmsnorm(L, layer_push(L), L.ffn_norm), scale = {};
     // The router's logits [n][n_expert].
-    quantize({L.w[kFfnRouter]}, QuantArgs{.x = a_.xn, .x_stride = E_});
-    matmul(L, kFfnRouter, MatmulArgs{.x = a_.xn, .x_stride = E_, .y = a_.rl, .y_stride = NE},
+    quantize({L.w[kFfnRouter]}, QuantArgs{.x = a_.xn, .x_stride = E_, .scale = scale});
+    matmul(L, kFfnRouter, MatmulArgs{.x = a_.xn, .x_stride = E_, .y = a_.rl, .y_stride = NE, .scale = scale},
            SpanFusion{0, false, false, kRoleOther}, Barrier::Compute, "router matmul", "matvec");
     MoePush mp;
     mp.n_expert = NE, mp.k = K, mp.route_off = a_.route, mp.flags = in.gating_norm ? 1u : 0u;
@@ -271,6 +282,9 @@ class Span::Planner {
     // The chosen experts: gate|up → silu·up rows [n·k][FE], then down → weighted rows [n·k][E].
     MoePush gu = mp;
     gu.s.m = {E_, FE, n_, E_, a_.xn, FE, a_.hx};
+    gu.s.inv_in = scale.at, gu.s.inv_parts = scale.parts, gu.s.eps = in.norm_eps;
+    std::vector<Region> gu_reads = {Region::XNorm, Region::Route};
+    if (scale.at != kNone) gu_reads.push_back(region_of(scale.at));
     MoePush dn = mp;
     dn.s.m = {FE, E_, n_, FE, a_.hx, E_, a_.dx};
     if (MoeKernels::use_tiled(n_, NE, K)) {
@@ -285,16 +299,24 @@ class Span::Planner {
           {Region::ExpertHidden, Region::Route}, {Region::ExpertOut}, Barrier::Compute,
           "experts down tiled (+routing weight)", "MoE experts");
     } else {
-      add(MoeMatvecStep{L.w[kGateExps], L.moe_gu, gu, true}, {Region::XNorm, Region::Route}, {Region::ExpertHidden},
-          Barrier::Compute, "experts gate|up (+silu·up)", "MoE experts");
+      add(MoeMatvecStep{L.w[kGateExps], L.moe_gu, gu, true}, gu_reads, {Region::ExpertHidden}, Barrier::Compute,
+          "experts gate|up (+silu·up)", "MoE experts");
       if (n_ <= MoeKernels::kSumTokens) {
         // Decode: the down sums the k weighted rows (+ the gated shared expert) into x itself.
         dn.s.m.y_off = a_.x;
         dn.s.x2_off = a_.shx, dn.s.xg_off = a_.xn, dn.s.norm_off = FS > 0 ? L.shexp_gate : kNone;
-        std::vector<Region> reads = {Region::ExpertHidden, Region::Route, Region::X};
+        std::vector<Region> reads = {Region::ExpertHidden, Region::Route, Region::X}, writes = {Region::X};
         if (FS > 0) reads.push_back(Region::SharedOut), reads.push_back(Region::XNorm);
-        add(MoeMatvecStep{L.w[kDownExps], L.moe_down, dn, false, true}, reads, {Region::X}, Barrier::Compute,
-            "experts down (+routing weight, sum into x)", "MoE experts");
+        const bool next = !plain_norms_ && (!last || head_);
+        if (next) {  // the next layer's (or the head's) x·norm and Σx² partials
+          dn.s.norm_off = last ? s_.head_norm_ : s_.layers_[li + 1].attn_norm;
+          dn.s.xg_off = a_.xn, dn.s.sq_off = a_.sq;
+          writes.push_back(Region::XNorm), writes.push_back(Region::NormSums);
+          norm_groups_ = MoeKernels::row_groups(E_);
+        }
+        add(MoeMatvecStep{L.w[kDownExps], L.moe_down, dn, false, true, next}, reads, writes, Barrier::Compute,
+            next ? "experts down (+routing weight, sum into x, next rmsnorm)" : "experts down (+routing weight, sum into x)",
+            "MoE experts");
         return;
       }
       add(MoeMatvecStep{L.w[kDownExps], L.moe_down, dn, false}, {Region::ExpertHidden, Region::Route},

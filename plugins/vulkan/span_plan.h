@@ -85,7 +85,8 @@ struct MoeMatvecStep {  // moe_matvec.comp (mvm_<T>): gate|up (pair) or down of 
   VkDescriptorSet set;
   MoePush push;
   bool pair;
-  bool sum = false;  // down summed into x (decode: MoeKernels::kSumTokens)
+  bool sum = false;   // down summed into x (decode: MoeKernels::kSumTokens)
+  bool next = false;  // sum: + the next rmsnorm's x·norm and Σx² partials
 };
 struct MoeTiledStep {  // matmul_tiled.comp FISH_MOE (tlm_<T>): one of a prompt chunk's expert products
   const Weight* weight;

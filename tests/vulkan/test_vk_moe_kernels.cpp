@@ -268,7 +268,10 @@ double silu(double v) { return v / (1.0 + std::exp(-v)); }
 // free. Returns the worst |err| / bound of the two (three: decode shapes of
 // up to MoeKernels::kSumTokens tokens also run the down with the layer's sum
 // folded in, x += Σ_j w·(W_e·h) (+ sigmoid(n·g)·sh when n_tok > 1), vs the
-// same products on the CPU).
+// same products on the CPU). Decode shapes scale gate|up's sums by each
+// token's 1/rms from random Σx² partials (a norm epilogue's, inv_parts); the
+// sum without a shared expert (one token) also writes the next norm: x_new ∘
+// weights and Σ x_new² per row group of MoeKernels::kRows (NEXT).
 // tiled: the prompt-chunk path instead (tlm_<T>: gate with silu, up multiplied
 // onto it, down × the weight), on a routing where every token also takes
 // expert 2 (n_tok pairs: more than one tile of 64).
@@ -281,7 +284,10 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
   const uint32_t hx_off = x_off + uint32_t(n_tok * E), hd_off = hx_off + (P * uint32_t(FE) + 3) / 4 * 4;
   const uint32_t dx_off = hd_off + P * uint32_t(FD), xs_off = dx_off + P * uint32_t(ER);
   const uint32_t sh_off = xs_off + uint32_t(n_tok * ER), n_off = sh_off + uint32_t(n_tok * ER);
-  const uint32_t end = n_off + uint32_t(n_tok * ER);
+  constexpr uint32_t kParts = 5;
+  const uint32_t groups = vk::MoeKernels::row_groups(uint32_t(ER));
+  const uint32_t pin_off = n_off + uint32_t(n_tok * ER), sq_off = pin_off + uint32_t(n_tok) * kParts;
+  const uint32_t end = sq_off + (uint32_t(n_tok) * groups + 3) / 4 * 4;
   MoeRig m(be, end + 64, uint64_t(std::max<int64_t>(4, ER)));
   auto logits = randn(size_t(n_tok) * NE, seed + 300, 2.0f);
   if (tiled)
@@ -297,6 +303,16 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
   m.rig.put(m.rig.arena(), sh_off, sh);
   m.rig.put(m.rig.arena(), n_off, nn);
   m.rig.put(m.rig.params(), 0, gv);
+  const bool decode = !tiled && n_tok <= int(vk::MoeKernels::kSumTokens);
+  auto pin = randn(size_t(n_tok) * kParts, seed + 307, 1.0f);
+  for (float& v : pin) v = v * v * float(E) / kParts;  // Σx² partials: 1/rms around 1
+  m.rig.put(m.rig.arena(), pin_off, pin);
+  std::vector<double> sc(size_t(n_tok), 1.0);  // 1/rms per token
+  for (int tk = 0; decode && tk < n_tok; ++tk) {
+    float ss = 0;
+    for (uint32_t i = 0; i < kParts; ++i) ss += pin[size_t(tk) * kParts + i];
+    sc[size_t(tk)] = 1.0 / std::sqrt(double(ss) / double(E) + 1e-5);
+  }
   // NaN where nothing may be written: after gate|up's rows and after down's.
   const std::vector<uint32_t> nan(64, 0x7FC00000u);
   m.rig.put(m.rig.arena(), end, nan);
@@ -304,6 +320,7 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
   mp.n_expert = uint32_t(NE), mp.k = uint32_t(K), mp.route_off = route_off;
   vk::MoePush gu = mp, dn = mp;
   gu.s.m = {uint32_t(E), uint32_t(FE), uint32_t(n_tok), uint32_t(E), x_off, uint32_t(FE), hx_off};
+  if (decode) gu.s.inv_in = pin_off, gu.s.inv_parts = kParts, gu.s.eps = 1e-5f;
   dn.s.m = {uint32_t(FD), uint32_t(ER), uint32_t(n_tok), uint32_t(FD), hd_off, uint32_t(ER), dx_off};
   const VkDescriptorSet gs = m.set(gate.w->chunks[0].buf, up.w->chunks[0].buf);
   const VkDescriptorSet us = m.set(up.w->chunks[0].buf, up.w->chunks[0].buf);
@@ -316,14 +333,34 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
     m.rig.run([&](VkCommandBuffer cmd) { m.moe.matvec(cmd, *gate.w->type, gs, gu, true); });
     m.rig.run([&](VkCommandBuffer cmd) { m.moe.matvec(cmd, *down.w->type, ds, dn, false); });
   }
-  const bool sum = !tiled && n_tok <= int(vk::MoeKernels::kSumTokens), shexp = n_tok > 1;
+  const bool sum = decode, shexp = n_tok > 1, next = sum && !shexp;
   if (sum) {
     vk::MoePush su = dn;
     su.s.m.y_off = xs_off;
     su.s.x2_off = sh_off, su.s.xg_off = n_off, su.s.norm_off = shexp ? 0 : vk::kNone;
-    m.rig.run([&](VkCommandBuffer cmd) { m.moe.matvec(cmd, *down.w->type, ds, su, false, true); });
+    if (next) su.s.norm_off = 0, su.s.sq_off = sq_off;  // gv as the next norm's weights, x·gv over n
+    m.rig.run([&](VkCommandBuffer cmd) { m.moe.matvec(cmd, *down.w->type, ds, su, false, true, next); });
   }
   const auto xs_after = m.rig.get(m.rig.arena(), xs_off, uint64_t(n_tok) * ER);
+  if (next) {  // x_new ∘ gv exactly (one f32 product); Σ x_new² per row group of kRows rows
+    const auto xg = m.rig.get(m.rig.arena(), n_off, uint64_t(n_tok) * ER);
+    const auto sq = m.rig.get(m.rig.arena(), sq_off, uint64_t(n_tok) * groups);
+    int64_t wrong = 0;
+    double worst_sq = 0;
+    for (int tk = 0; tk < n_tok; ++tk)
+      for (uint32_t g0 = 0; g0 < groups; ++g0) {
+        double ref = 0;
+        for (uint32_t r = g0 * vk::MoeKernels::kRows; r < std::min<uint32_t>(uint32_t(ER), (g0 + 1) * vk::MoeKernels::kRows); ++r) {
+          const size_t at = size_t(tk) * ER + r;
+          wrong += xg[at] != xs_after[at] * gv[r];
+          ref += double(xs_after[at]) * xs_after[at];
+        }
+        worst_sq = std::max(worst_sq, std::fabs(sq[size_t(tk) * groups + g0] - ref) / std::max(ref, 1e-30));
+      }
+    INFO("next norm: " << wrong << " of " << n_tok * ER << " x·norm values differ; Σx² partials worst relative error " << worst_sq);
+    CHECK(wrong == 0);
+    CHECK(worst_sq <= 1e-5);
+  }
   const auto h = m.rig.get(m.rig.arena(), hx_off, uint64_t(P) * FE);
   const auto hd_after = m.rig.get_words(m.rig.arena(), hd_off, uint64_t(P) * FD);
   const auto d = m.rig.get(m.rig.arena(), dx_off, uint64_t(P) * ER);
@@ -351,6 +388,10 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
     double bg, bu, bd;
     product(gate.m[e], &x[size_t(tok) * E], g, bg);
     product(up.m[e], &x[size_t(tok) * E], u, bu);
+    const double s = sc[tok];  // the products of x·norm times 1/rms
+    for (float& v : g) v = float(v * s);
+    for (float& v : u) v = float(v * s);
+    bg *= s, bu *= s;
     // gate|up: h = silu(g)·u; |silu'| < 1.1, so an error within bg on g and bu on
     // u moves h by at most 1.1·bg·(|u| + bu) + |silu(g)|·bu.
     for (int64_t i = 0; i < FE; ++i) {
