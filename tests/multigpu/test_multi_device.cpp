@@ -135,8 +135,12 @@ Greedy greedy(Model& mo, const std::vector<int32_t>& prompt, int n) {
 // same rows; x crosses through host memory as an exact f32 copy. The reference
 // plugin gives the same bits (measured 0); fish_vulkan's kernels choose their
 // shapes per span and per submission (measured on lavapipe up to 8.7e-6 of max
-// |logit|), far inside the spec's span bound (2%): 1e-4.
-constexpr double kSplitBound = 1e-4;
+// |logit|), and the second span's first layer takes its input norm from the
+// host (in double) where one span has the previous down's f32 partials: an ulp
+// there can flip a K or V value's f16 rounding in the KV cache (2^-11 of it;
+// H200, rows of three sequences: 5.7e-4 of max |logit|). Far inside the spec's
+// span bound (2%): 2e-3.
+constexpr double kSplitBound = 2e-3;
 
 void multi_device_checks(const std::string& plugin) {
   for (const char* model : {"stories260K.gguf", "synth-tiny-Q4_K_M.gguf"}) {

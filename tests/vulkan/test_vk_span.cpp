@@ -167,10 +167,17 @@ TEST_CASE("span tuning variants agree: attention splits, tokens per submission, 
         // B32 rows the matvecs quantise x in blocks of 32 and the tiled kernels
         // in blocks of 256: the two differ by int8 rounding itself, held to the
         // int8 bound against the f32 reference of the case above, 10% (measured
-        // 6.1%; that case measures 6.3% for either against f32).
+        // 6.1%; that case measures 6.3% for either against f32). On a GPU with
+        // cooperative matrices the 128-token submissions multiply f32 x in f16
+        // on tensor cores, where 8-token ones take int8 (H200: 1.8% for the
+        // Q8_0 shape, 5.0% for the Q4_K one): the int8 bound again; with f32
+        // activations the bound of a coopmat span, 3e-3.
         const bool int8 = backend_of(*b).kernels()->int8() && v.type != GgmlType::F32;
         const bool b32 = int8 && span_of(*b).describe().find("decode x in B32 rows") != std::string::npos;
-        CHECK(d <= (b32 && t.tokens <= 32 ? 0.10 : int8 && t.tokens <= 32 ? 1e-2 : 1e-4) * m);
+        const bool coop = span_of(*a).describe().find("prefill: coopmat") != std::string::npos;
+        double bound = 1e-4;
+        if (t.tokens <= 32) bound = int8 ? (b32 || coop ? 0.10 : 1e-2) : coop ? 3e-3 : 1e-4;
+        CHECK(d <= bound * m);
       }
     }
   }

@@ -5,7 +5,8 @@
 // output projection), or to FISH_TENSOR_SPLIT / --tensor-split as given (the
 // proportions llama.cpp's -ts takes: "3,1" puts 3/4 of the layers on the
 // first device). The output projection goes to the device with the most room
-// (ties: the last one, whose span then ends with the head), placed first as
+// (ties: the last one, whose span then ends with the head; with a split as
+// given, among the devices it gives layers), placed first as
 // with one device. Each device then places its range as a single device
 // places the model's last layers (place_on_device: from its last layer back
 // while they fit, one span with its own KV for every sequence); what does not
@@ -67,18 +68,25 @@ void LlamaModel::place_devices(const ModelOptions& opt, const std::vector<Comput
                 "): give one proportion per device");
   }
   // Each device's room now; the output projection goes where there is most.
+  // With a split as given, among the devices it gives layers: one given none
+  // stays unused, as asked, even where it reports a little more room (one GPU
+  // opened twice: the second opening sees the first's allocations).
   std::vector<double> free(n);
   for (size_t k = 0; k < n; ++k) free[k] = double(bes[k]->memory_free());
-  size_t head = n - 1;
-  for (size_t k = n - 1; k-- > 0;)
-    if (free[k] > free[head]) head = k;
   std::vector<double> share = cfg_.tensor_split;
   const bool by_memory = share.empty();
+  std::vector<int32_t> bounds;
+  if (!by_memory) bounds = split_layers(share, hp_.n_layer - want, want);
+  auto has_layers = [&](size_t k) { return by_memory || bounds[k + 1] > bounds[k]; };
+  size_t head = n - 1;
+  while (head > 0 && !has_layers(head)) --head;
+  for (size_t k = head; k-- > 0;)
+    if (has_layers(k) && free[k] > free[head]) head = k;
   if (by_memory) {
     share = free;
     share[head] = std::max(0.0, share[head] - double(output_.tensor->nbytes));
+    bounds = split_layers(share, hp_.n_layer - want, want);
   }
-  const std::vector<int32_t> bounds = split_layers(share, hp_.n_layer - want, want);
   parts_.assign(n, DevicePart{});
   for (size_t k = 0; k < n; ++k) {
     DevicePart& d = parts_[k];
