@@ -11,7 +11,8 @@
 //     × the mean context of the timed tokens. With FISH_GPU_PROFILE=1|2 the
 //     backend's profile of each depth's decode follows (per-stage GPU time).
 //
-//   fish_bench_vk_span --kernels [--shape 8b|1b|tiny] [--ctx 512,4096,16384] [--reps N] [--env-out FILE]
+//   fish_bench_vk_span --kernels [--shape 8b|1b|tiny] [--ctx 512,4096,16384] [--reps N] [--env-out FILE] [--fq3]
+//     (--fq3: the matvec variants on FISH_GPU_REQUANT=3's types, FQ3 for Q4_K and Q4_K for Q6_K)
 //     The span's own kernels alone, device timestamps (median of reps after a
 //     warm-up): decode attention (fused) over an f16 KV of each context length
 //     for 1..128 splits (GB/s of K+V; one layer's KV, so short contexts sit in
@@ -162,7 +163,7 @@ int run_sync(uint32_t sms, int reps) {
 }
 
 int run_kernels(const std::string& shape, const std::vector<int>& ctxs, int reps, const std::string& env_out,
-                bool rows_only, bool sweep) {
+                bool rows_only, bool sweep, bool fq3) {
   auto be = vktest::open_backend("fish_bench_vk_span");
   if (!be) return 77;
   be->set_profiling(true);
@@ -260,7 +261,7 @@ int run_kernels(const std::string& shape, const std::vector<int>& ctxs, int reps
   }
   if (std::getenv("FISH_BENCH_NO_MATVEC")) return 0;
   if (const int rc = vktest::span_rows_bench(*be, E, F, std::max(2, copies / 4), time); rc != 0) return rc;
-  return vktest::span_mv_sweep(*be, vktest::SpanMvDims{E, F, QD, KD, copies}, time, env_out);
+  return vktest::span_mv_sweep(*be, vktest::SpanMvDims{E, F, QD, KD, copies, fq3}, time, env_out);
 }
 
 }  // namespace
@@ -269,7 +270,7 @@ int main(int argc, char** argv) {
   std::string model, shape = "8b", env_out;
   std::vector<int> depths = {512, 4096, 16384}, ctxs = {512, 4096, 16384};
   int gen = 64, chunk = 512, threads = 0, reps = 20;
-  bool kernels = false, rows = false, sweep = false;
+  bool kernels = false, rows = false, sweep = false, fq3 = false;
   int sync_sms = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -288,6 +289,7 @@ int main(int argc, char** argv) {
     else if (a == "--kernels") kernels = true;
     else if (a == "--rows") rows = true;
     else if (a == "--sweep") sweep = true;
+    else if (a == "--fq3") fq3 = true;
     else if (a == "--sync") sync_sms = std::atoi(next().c_str());
     else if (a == "--shape") shape = next();
     else if (a == "--ctx") ctxs = parse_list(next());
@@ -295,7 +297,7 @@ int main(int argc, char** argv) {
     else if (a == "--env-out") env_out = next();
     else {
       std::fprintf(stderr, "usage: fish_bench_vk_span --model M [--depths 512,4096] [--gen 64] [--chunk 512] [-t N]\n"
-                           "       fish_bench_vk_span --kernels [--shape 8b|1b|tiny] [--ctx 512,4096,16384] [--reps 20] [--env-out FILE]\n"
+                           "       fish_bench_vk_span --kernels [--shape 8b|1b|tiny] [--ctx 512,4096,16384] [--reps 20] [--env-out FILE] [--fq3]\n"
                            "       fish_bench_vk_span --rows [--sweep] [--shape 8b|1b|tiny] [--reps 20]\n"
                            "       fish_bench_vk_span --sync SMS [--reps 20]\n");
       return 2;
@@ -303,7 +305,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (sync_sms > 0) return run_sync(uint32_t(sync_sms), std::max(1, reps));
-    if (kernels || rows) return run_kernels(shape, ctxs, std::max(1, reps), env_out, rows, sweep);
+    if (kernels || rows) return run_kernels(shape, ctxs, std::max(1, reps), env_out, rows, sweep, fq3);
     if (model.empty() || depths.empty() || gen < 1 || chunk < 1) {
       std::fprintf(stderr, "fish_bench_vk_span: --model, --depths, --gen and --chunk are required and positive\n");
       return 2;

@@ -49,10 +49,12 @@ int span_mv_sweep(vk::VulkanBackend& be, const SpanMvDims& d, const TimeFn& time
   std::printf("\nspan matvec variants, %d layers' worth of each matrix, a barrier after each step as in the span; "
               "us per layer-step (GB/s of weights)\n", C);
   // Q4_K_M's types: q, k, o, gate, up Q4_K; v and half the downs Q6_K.
-  Mat q = make_mat(be, GgmlType::Q4_K, d.E, d.QD, C, 1), k = make_mat(be, GgmlType::Q4_K, d.E, d.KD, C, 2);
-  Mat v = make_mat(be, GgmlType::Q6_K, d.E, d.KD, C, 3), o = make_mat(be, GgmlType::Q4_K, d.QD, d.E, C, 4);
-  Mat gate = make_mat(be, GgmlType::Q4_K, d.E, d.F, C, 5), up = make_mat(be, GgmlType::Q4_K, d.E, d.F, C, 6);
-  Mat down4 = make_mat(be, GgmlType::Q4_K, d.F, d.E, C / 2, 7), down6 = make_mat(be, GgmlType::Q6_K, d.F, d.E, C - C / 2, 8);
+  const GgmlType t4 = d.fq3 ? GgmlType::FQ3 : GgmlType::Q4_K, t6 = d.fq3 ? GgmlType::Q4_K : GgmlType::Q6_K;
+  std::printf("types: %s (Q4_K_M's Q4_K), %s (its Q6_K)\n", d.fq3 ? "FQ3" : "Q4_K", d.fq3 ? "Q4_K" : "Q6_K");
+  Mat q = make_mat(be, t4, d.E, d.QD, C, 1), k = make_mat(be, t4, d.E, d.KD, C, 2);
+  Mat v = make_mat(be, t6, d.E, d.KD, C, 3), o = make_mat(be, t4, d.QD, d.E, C, 4);
+  Mat gate = make_mat(be, t4, d.E, d.F, C, 5), up = make_mat(be, t4, d.E, d.F, C, 6);
+  Mat down4 = make_mat(be, t4, d.F, d.E, C / 2, 7), down6 = make_mat(be, t6, d.F, d.E, C - C / 2, 8);
 
   // Arena words: ctrl [0, 64), x [64, +F), x2, y (F), xg (F), sq (4·F).
   const uint32_t F = uint32_t(std::max(d.F, d.E)), x_off = 64, x2_off = x_off + F, y_off = x2_off + F,

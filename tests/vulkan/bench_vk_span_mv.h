@@ -37,6 +37,7 @@ std::string shape_str(vk::SpanMvShape s);
 
 struct SpanMvDims {
   int E = 0, F = 0, QD = 0, KD = 0, copies = 0;  // n_embd, n_ff, q rows, k/v rows, layers' worth
+  bool fq3 = false;  // FISH_GPU_REQUANT=3's types: FQ3 where Q4_K_M has Q4_K, Q4_K where it has Q6_K
 };
 // Device seconds of one recording (median of several runs after a warm-up).
 using TimeFn = std::function<double(const std::function<void(VkCommandBuffer)>&)>;
