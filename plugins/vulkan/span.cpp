@@ -400,14 +400,17 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     // cost nothing there.
     bool k_quants = int8_ && ctx_.dev->caps().subgroup_size >= 4 && E % 256 == 0 && size_t(in.n_ff) % 256 == 0 &&
                     QD % 256 == 0;
-    // (Not in MoE spans: their layers normalise x by a step, the experts read f32 x.)
+    // MoE spans: the attention's matrices (the router quantises its own x,
+    // the experts read f32 n).
     bool pairs = true;
-    k_quants = k_quants && !moe();
     for (const Layer& L : layers_) {
       pairs = pairs && L.gu_set != VK_NULL_HANDLE;
-      for (const Weight* w : L.w)
+      for (size_t k = 0; k < size_t(kLayerWeights); ++k) {
+        const Weight* w = L.w[k];
+        if (moe() && k > kAttnOut) continue;
         k_quants = k_quants && (!w || (ctx_.matmul->int8_for(*w->type) && MatmulKernels::q8_block(*w->type) == 256 &&
                                        w->chunks.size() == 1));
+      }
     }
     const DecodeRows rows = ctx_.cfg->decode_rows;
     b32_.on = k_quants && (rows == DecodeRows::B32 || (rows == DecodeRows::Auto && !ctx_.dev->caps().cpu_device));

@@ -17,7 +17,9 @@
 // except in the B32 decode (Span::B32Decode), where the producing kernels
 // write the next matvec's rows themselves.
 // MoE spans normalise x by a step before each attention and FFN (as prefill
-// does; the experts' kernels read f32 n), and their FFN is
+// does; the experts' kernels read f32 n) except in decode without a shared
+// expert (norm epilogues, as above; with B32 rows for the attention's wo
+// only, from the attention itself), and their FFN is
 //   rmsnorm → router matmul → route (softmax, top-k, pairs grouped by expert)
 //   → [shared expert: gate (silu), up → down] → experts' gate|up (silu·up)
 //   → experts' down (weighted) → x += Σ of the k rows (+ the gated shared expert);
@@ -116,7 +118,8 @@ class Span::Planner {
       rmsnorm(L, p, L.attn_norm);
       in = a_.xn, scale = {};
     }
-    const bool rows_ready = b32_ && li > 0;  // the previous down wrote x·attn_norm's B32 rows
+    // The previous down wrote x·attn_norm's B32 rows (not an MoE layer's summed down).
+    const bool rows_ready = b32_ && li > 0 && !s_.moe();
     if (!rows_ready) quantize({L.w[kAttnQ], L.w[kAttnK], L.w[kAttnV]}, QuantArgs{.x = in, .x_stride = E_, .scale = scale});
     MatmulArgs qkv{.x = in, .x_stride = E_, .y = a_.qkv, .y_stride = QD_ + 2 * KD_, .scale = scale};
     if (rows_ready) qkv.rows_in = rows_;
@@ -158,11 +161,11 @@ class Span::Planner {
     MatmulArgs wo{.x = a_.att, .x_stride = QD_, .y = a_.x, .y_stride = E_};
     if (!plain_norms_) wo.norm_next = L.ffn_norm;
     if (attention_rows) wo.rows_in = rows_;
-    if (b32_) wo.rows_out = other();
+    if (b32_ && !s_.moe()) wo.rows_out = other();  // gate|up's rows (the experts read f32 n)
     norm_groups_ = matmul(L, kAttnOut, wo, SpanFusion{plain_norms_ ? 1u : 3u, false, false, kRoleWo}, Barrier::Compute,
                           tiled_ ? "wo tiled (+add)" : plain_norms_ ? "wo matvec (+add)" : "wo matvec (+add, FFN rmsnorm)",
                           "matvec");
-    if (b32_) rows_ = other();
+    if (wo.rows_out >= 0) rows_ = other();
   }
 
   void ffn_block(size_t li) {

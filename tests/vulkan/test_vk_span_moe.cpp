@@ -294,3 +294,51 @@ TEST_CASE("MoE span of several sequences vs the reference plugin's span and vs e
     CHECK(al.rel() <= tol);
   }
 }
+
+// An MoE decode with int8 activations on B32 rows (the GPUs' default, forced
+// here): the attention writes wo's rows itself and the norms are epilogues, so
+// a one-row forward of the Q4_K layer quantises x once (for q/k/v) before the
+// FFN's router; its x and logits against the same span on the CPU's Q8_K rows
+// (the two quantise x in blocks of 32 and of 256). Each is within the int8
+// bound of f32 (10%), but int8 rounding also moves the router's logits, and a
+// near tie taken the other way changes a token's experts wholesale (measured
+// on lavapipe: 11.6% of max |x|, 9.4% of max |logit| over 12 decodes): 25%.
+// Wrong rows (wo reading another token's, or stale ones) give O(1).
+TEST_CASE("MoE span decode on B32 rows: the attention writes wo's rows, int8 within its bound", "[vulkan][span][moe]") {
+  const SynthShape& v = kSynthMoeShapes[2];  // mixtral 8x2 Q4_K: every attention matrix a K-quant
+  const Synth s = make_synth(v, 73);
+  VkConfig b32 = test_config(), q8k = test_config();
+  b32.int8 = q8k.int8 = 1;
+  b32.decode_rows = vk::DecodeRows::B32;
+  q8k.decode_rows = vk::DecodeRows::Q8K;
+  auto a = vulkan_span(s, kCtx, b32), b = vulkan_span(s, kCtx, q8k);
+  if (!a) FISH_SKIP(skip_reason());
+  REQUIRE(b);
+  if (!backend_of(*a).kernels()->int8()) FISH_SKIP("no int8 dot products on this device");
+  INFO(span_of(*a).describe());
+  REQUIRE(span_of(*a).describe().find("decode x in B32 rows") != std::string::npos);
+  a->set_head(s), b->set_head(s);
+  // The one-row plan: a quantise step only before q/k/v (the router is F32 here).
+  int quantise = 0, rows_before_wo = -1;
+  for (const vk::SpanStep& st : span_of(*a).plan(1, false).steps) {
+    quantise += std::holds_alternative<vk::QuantizeStep>(st.kernel);
+    if (st.stage && std::string(st.stage).rfind("wo matvec", 0) == 0) rows_before_wo = quantise;
+  }
+  CHECK(rows_before_wo == v.L);  // one per layer, before wo: q/k/v's
+  CHECK(quantise == v.L);
+  Worst dx, dl;
+  std::vector<float> x = randn(size_t(5) * v.E, 401, 0.2f), xb = x, la(kVocab), lb(kVocab);
+  a->forward(x.data(), 5, 0), b->forward(xb.data(), 5, 0);  // a 5-row prompt chunk first
+  for (int t = 0; t < 12; ++t) {
+    std::vector<float> r = randn(size_t(v.E), 410 + uint64_t(t), 0.2f), rb = r;
+    a->forward(r.data(), 1, 5 + t, la.data());
+    b->forward(rb.data(), 1, 5 + t, lb.data());
+    dx.add(r.data(), rb.data(), size_t(v.E));
+    dl.add(la.data(), lb.data(), size_t(kVocab));
+  }
+  INFO("B32 vs Q8_K rows: max |dx| " << dx.rel() << " of max |x|, max |dlogit| " << dl.rel() << " of max |logit|");
+  std::printf("  MoE decode B32 vs Q8_K rows: max |dx| %.3g of max |x|, |dlogit| %.3g of max |logit|\n", dx.rel(), dl.rel());
+  CHECK(dx.rel() <= 0.25);
+  CHECK(dl.rel() <= 0.25);
+  CHECK(dx.rel() > 0);  // the two paths differ (blocks of 32 against 256): both really ran
+}
