@@ -81,14 +81,14 @@ std::vector<SpecBenchRow> bench_speculative(fish_model* target, fish_model* draf
       fish_spec* s = fish_spec_new(target, &p, &sp, &err);
       if (!s) die(r.test.c_str(), fish_error_message(err));
       if (fish_spec_start(s, prompt.data(), int32_t(prompt.size())) != 0) die(r.test.c_str(), fish_spec_last_error(s));
-      // The warm-up generates as much as a timed run: verifies of every length
-      // the run meets (1..n_draft + 1 rows) have then created their GPU pipelines
-      // (on the H200 a first +draft4 row ran at 0.24x, the +draft8 after it at 0.76x).
-      const int64_t n_run = n_gen;
+      // The warm-up (rep -1) generates as much as a timed run: verifies of every
+      // length the run meets (1..n_draft + 1 rows) have then created their GPU
+      // pipelines (on the H200 a first +draft4 row ran at 0.24x, the +draft8
+      // after it at 0.76x).
       got.clear();
       const double t0 = now_s();
-      while (int64_t(got.size()) < n_run) {
-        const int32_t k = fish_spec_step(s, buf.data(), int32_t(std::min<int64_t>(int64_t(buf.size()), n_run - int64_t(got.size()))));
+      while (int64_t(got.size()) < n_gen) {
+        const int32_t k = fish_spec_step(s, buf.data(), int32_t(std::min<int64_t>(int64_t(buf.size()), n_gen - int64_t(got.size()))));
         if (k < 1) die(r.test.c_str(), fish_spec_last_error(s));
         got.insert(got.end(), buf.begin(), buf.begin() + k);
       }

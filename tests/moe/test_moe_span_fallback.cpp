@@ -29,6 +29,7 @@
 #include "test_logits.h"
 #include "test_paths.h"
 #include "test_skip.h"
+#include "scoped_env.h"
 #include "scratch_dir.h"
 
 using namespace fish::test;
@@ -166,12 +167,11 @@ TEST_CASE("MoE span failure falls back without losing a position: reference plug
 // with FISH_VK_COOPMAT=0 (it reads its variables when the host queries it; this
 // case's process queries once, here).
 TEST_CASE("MoE span failure falls back without losing a position: fish_vulkan (lavapipe)", "[moe][gpu][vulkan]") {
-  const char* old = std::getenv("FISH_VK_COOPMAT");
-  const std::string saved = old ? old : "";
-  setenv("FISH_VK_COOPMAT", "0", 1);
-  const std::string why = use_plugin("vulkan");
-  if (old) setenv("FISH_VK_COOPMAT", saved.c_str(), 1);
-  else unsetenv("FISH_VK_COOPMAT");
+  std::string why;
+  {
+    const fish::test::ScopedEnv coopmat("FISH_VK_COOPMAT", "0");
+    why = use_plugin("vulkan");
+  }
   if (!why.empty()) FISH_SKIP(why);
   fallback_checks("vulkan");
 }

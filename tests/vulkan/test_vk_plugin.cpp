@@ -20,6 +20,7 @@
 #include "backend/conformance.h"
 #include "fish/plugin_abi.h"
 #include "plugin_device.h"
+#include "scoped_env.h"
 #include "test_skip.h"
 
 namespace {
@@ -282,16 +283,16 @@ TEST_CASE("a bad FISH_VK_* value or a removed knob: probe refuses the configurat
   for (const auto& [name, value, says] :
        {std::tuple{"FISH_VK_SPAN_QFOLD", "99", "FISH_VK_SPAN_QFOLD='99' is not 0 (Q8_K rows"},
         std::tuple{"FISH_VK_SPAN_NORM", "0", "FISH_VK_SPAN_NORM is not a fish_vulkan variable"}}) {
-    const char* old = std::getenv(name);
-    const std::string saved = old ? old : "";
-    setenv(name, value, 1);
-    const fish_plugin_api api = query_api();
     fish_probe_result pr{};
     pr.struct_size = sizeof pr;
-    const fish_status st = api.probe(&pr);
-    const std::string why = api.plugin_error();
-    if (old) setenv(name, saved.c_str(), 1);
-    else unsetenv(name);
+    fish_status st;
+    std::string why;
+    {
+      const fish::test::ScopedEnv env(name, value);
+      const fish_plugin_api api = query_api();
+      st = api.probe(&pr);
+      why = api.plugin_error();
+    }
     INFO(name << "=" << value << ": " << why);
     // Whether or not this machine has a device: the configuration is refused first.
     CHECK(st == FISH_E_INVALID_ARGUMENT);
