@@ -73,7 +73,8 @@ layout(push_constant) uniform MatmulParams {
   uint route_off; // moe_route.comp's words in the arena (moe_common.glsl)
   uint n_expert;
   uint k;         // experts per token
-  uint flags;     // moe_route: 1 = renormalise the k weights
+  uint flags;     // 1 = renormalise the k weights (moe_route; moe_matvec ROUTE)
+  uint logits_off; // moe_matvec ROUTE: float index of the router logits [n_tok][n_expert]
 #endif
 } pc;
 

@@ -9,3 +9,54 @@
 // 3P + 2·n_expert + 2 words in all (moe_route_words() in plugins/vulkan/moe_kernels.h).
 uint moe_group(uint route_off, uint n_pairs) { return route_off + 2u * n_pairs; }
 uint moe_list(uint g, uint n_expert) { return g + 2u + 2u * n_expert; }
+
+#ifdef MOE_ROUTING
+// One token's routing, by the whole workgroup (>= 32 invocations; every
+// invocation calls it): softmax over the n_expert router logits at float index
+// lo of X, the k largest (equal logits: the lower expert first; NaN counts as
+// -inf, so the ids stay valid experts). Leaves rt_sel[j] = the j-th chosen
+// expert and rt_w[j] = its weight, r_e / Σ_all r or, with renorm, r_e / Σ_chosen r.
+// An expert's place is counted (how many logits beat it), not found in k
+// rounds of a workgroup argmax: two barriers whatever k is. The sums have a
+// fixed order for any workgroup size (32 strided partials, then in order), so
+// moe_route.comp and a decode's gate|up (moe_matvec.comp ROUTE) agree bit for bit.
+shared float rt_l[512];   // the logits, then exp(l - max)
+shared uint rt_sel[16];
+shared float rt_w[16];
+shared float rt_part[32];
+
+void moe_route_token(uint lo, uint NE, uint K, bool renorm) {
+  const uint lid = gl_LocalInvocationID.x, wgs = gl_WorkGroupSize.x;
+  const float NEG_INF = uintBitsToFloat(0xFF800000u);
+  for (uint e = lid; e < NE; e += wgs) {
+    const float v = X[lo + e];
+    rt_l[e] = isnan(v) ? NEG_INF : v;
+  }
+  barrier();
+  for (uint e = lid; e < NE; e += wgs) {
+    const float v = rt_l[e];
+    uint above = 0u;
+    for (uint i = 0u; i < NE; ++i) {
+      const float u = rt_l[i];
+      above += (u > v || (u == v && i < e)) ? 1u : 0u;
+    }
+    if (above < K) rt_sel[above] = e;
+  }
+  barrier();
+  const float mx = rt_l[rt_sel[0]];
+  if (lid < 32u) {
+    float s = 0.0;
+    for (uint e = lid; e < NE; e += 32u) s += exp(rt_l[e] - mx);
+    rt_part[lid] = s;
+  }
+  barrier();
+  if (lid == 0u) {
+    float sum = 0.0, chosen = 0.0;
+    for (uint i = 0u; i < 32u; ++i) sum += rt_part[i];
+    for (uint j = 0u; j < K; ++j) chosen += exp(rt_l[rt_sel[j]] - mx);
+    const float den = renorm ? chosen : sum;
+    for (uint j = 0u; j < K; ++j) rt_w[j] = exp(rt_l[rt_sel[j]] - mx) / den;
+  }
+  barrier();
+}
+#endif

@@ -13,7 +13,15 @@
 // f32 x (the normalised FFN input, or h); the per-type units are
 // matvec_units.glsl's, their row index offset by the expert (FISH_MOE in
 // matvec_weights.glsl). Specialisation: 0 = workgroup size, 1 = ROWS, 2 = NT, 3 = PAIR, 4 = SUM,
-// 5 = NEXT.
+// 5 = NEXT, 6 = ROUTE.
+//
+// ROUTE (gate|up of a decode, NT = 1): the pair routes itself. Grid y = pair
+// p = t·k + j: the workgroup routes token t from its router logits at
+// logits_off + t·n_expert (moe_common.glsl's moe_route_token, as moe_route.comp
+// does) and takes the j-th chosen expert; row group 0's workgroup writes the
+// pair's words (expert, weight) for the down. No moe_route dispatch and no
+// barrier before this one: every workgroup repeats the token's top-k over
+// n_expert logits (cached), which costs less than a dispatch of its own.
 //
 // Scale (gate|up of a decode whose norms are epilogues): with inv_in != NONE,
 // x is n·norm without 1/rms, and inv_in holds each token's [inv_parts] Σx²
@@ -43,11 +51,14 @@ layout(constant_id = 2) const uint NT = 1;
 layout(constant_id = 3) const bool PAIR = false;
 layout(constant_id = 4) const bool SUM = false;
 layout(constant_id = 5) const bool NEXT = false;
+layout(constant_id = 6) const bool ROUTE = false;
 const uint RT = PAIR ? 2u * ROWS : ROWS;
 
 #define FISH_MOE
 #include "matmul_common.glsl"
 layout(set = 0, binding = 4) readonly buffer ArenaR { uint AR[]; };
+layout(set = 0, binding = 4) writeonly buffer ArenaRW { uint AW[]; };  // ROUTE: the pairs' words
+#define MOE_ROUTING
 #include "moe_common.glsl"
 
 float acc[RT * NT];  // acc[r * NT + t]
@@ -127,10 +138,21 @@ void main() {
   const uint K = pc.k, NE = pc.n_expert, P = pc.n_tok * K;
   const uint G = moe_group(pc.route_off, P), L = moe_list(G, NE);
   const uint s = gl_WorkGroupID.y;
-  // The four words are read together (s < min(n_expert, P): within the routing
-  // words even past n_active), then the slot is checked: one memory latency, not two.
-  const uint n_act = AR[G], e = AR[G + 1u + s], p0 = AR[G + 1u + NE + s], p1 = AR[G + 2u + NE + s];
-  if (s >= n_act) return;  // uniform: the workgroup's slot has no expert
+  uint e, p0, p1;
+  if (ROUTE) {  // s is the pair t·k + j
+    moe_route_token(pc.logits_off + (s / K) * NE, NE, K, (pc.flags & 1u) != 0u);
+    e = rt_sel[s % K], p0 = s, p1 = s + 1u;
+    if (gl_WorkGroupID.x == 0u && lid == 0u) {
+      AW[pc.route_off + 2u * s] = e;
+      AW[pc.route_off + 2u * s + 1u] = floatBitsToUint(rt_w[s % K]);
+    }
+  } else {
+    // The four words are read together (s < min(n_expert, P): within the routing
+    // words even past n_active), then the slot is checked: one memory latency, not two.
+    const uint n_act = AR[G];
+    e = AR[G + 1u + s], p0 = AR[G + 1u + NE + s], p1 = AR[G + 2u + NE + s];
+    if (s >= n_act) return;  // uniform: the workgroup's slot has no expert
+  }
   moe_row0 = e * pc.n_rows;
   const uint n_groups = (pc.n_rows + ROWS - 1u) / ROWS;
   const uint units = mv_units();
@@ -140,7 +162,7 @@ void main() {
     for (uint b = p0; b < p1; b += NT) {
       uint pr[NT];
       for (uint t = 0u; t < NT; ++t) {
-        pr[t] = AR[L + min(b + t, p1 - 1u)];  // past the group's end: its last pair again (not written)
+        pr[t] = ROUTE ? b : AR[L + min(b + t, p1 - 1u)];  // past the group's end: its last pair again (not written)
         moe_xb[t] = pc.x_off + (PAIR ? pr[t] / K : pr[t]) * pc.x_stride;
       }
       for (uint k = 0u; k < RT * NT; ++k) acc[k] = 0.0;

@@ -18,11 +18,6 @@ void MoeKernels::bind(VkCommandBuffer cmd, VkPipeline p, VkDescriptorSet set, co
 
 void MoeKernels::route(VkCommandBuffer cmd, VkDescriptorSet set, const MoePush& pc) {
   const DeviceFns& f = dev_.fns();
-  if (pc.s.m.n_tok <= kRouteOneGroup) {  // rows and grouping in one workgroup
-    bind(cmd, pipelines_.get("moe_route", *layout_, {3u}), set, pc);
-    f.vkCmdDispatch(cmd, 1, 1, 1);
-    return;
-  }
   bind(cmd, pipelines_.get("moe_route", *layout_, {1u}), set, pc);  // a workgroup per row (grid-stride)
   f.vkCmdDispatch(cmd, std::min(pc.s.m.n_tok, dev_.caps().max_wg_count_x), 1, 1);
   auto mb = vk_init<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);  // the pairs, then their grouping
@@ -44,6 +39,13 @@ void MoeKernels::matvec(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSe
       throw Failure(FailKind::Internal, "MoE down + sum + next rmsnorm: no norm weights");
     bind(cmd, pipelines_.get(std::string("mvm_") + t.name, *layout_, {kWg, kRows, 1u, 0u, 1u, next ? 1u : 0u}), set, pc);
     dev_.fns().vkCmdDispatch(cmd, std::min(groups, dev_.caps().max_wg_count_x), pc.s.m.n_tok, 1);
+    return;
+  }
+  if (pc.logits_off != 0xFFFFFFFFu) {  // a decode's gate|up routing its own pair: one workgroup row per pair
+    if (!pair || pc.s.m.n_tok > kSumTokens)
+      throw Failure(FailKind::Internal, "MoE routing in gate|up: a pair of at most " + std::to_string(kSumTokens) + " tokens");
+    bind(cmd, pipelines_.get(std::string("mvm_") + t.name, *layout_, {kWg, kRows, 1u, 1u, 0u, 0u, 1u}), set, pc);
+    dev_.fns().vkCmdDispatch(cmd, std::min(groups, dev_.caps().max_wg_count_x), pc.s.m.n_tok * pc.k, 1);
     return;
   }
   const uint32_t nt = chunk_pairs(pc.s.m.n_tok, pc.n_expert, pc.k);
@@ -70,7 +72,8 @@ void MoeKernels::combine(VkCommandBuffer cmd, VkDescriptorSet set, const MoePush
 }
 
 void MoeKernels::warm_up(const MatmulType& gate_up, const MatmulType& down, bool tiled) {
-  for (uint32_t phases : {1u, 2u, 3u}) pipelines_.get("moe_route", *layout_, {phases});
+  for (uint32_t phases : {1u, 2u}) pipelines_.get("moe_route", *layout_, {phases});
+  pipelines_.get(std::string("mvm_") + gate_up.name, *layout_, {kWg, kRows, 1u, 1u, 0u, 0u, 1u});
   pipelines_.get("moe_combine", *layout_, {});
   for (uint32_t nt : {1u, 4u}) {
     pipelines_.get(std::string("mvm_") + gate_up.name, *layout_, {kWg, kRows, nt, 1u});

@@ -20,9 +20,13 @@ struct MoePush {
   uint32_t route_off = 0;  // word index of the routing words (shaders/moe_common.glsl)
   uint32_t n_expert = 0;
   uint32_t k = 0;          // experts per token
-  uint32_t flags = 0;      // moe_route: 1 = renormalise the chosen weights
+  uint32_t flags = 0;      // 1 = renormalise the chosen weights (moe_route; a routing gate|up)
+  // A decode's gate|up that routes its own pair (moe_matvec.comp ROUTE): float
+  // index of the router logits [n_tok][n_expert]; it writes the pairs' words
+  // (expert, weight) for the down. 0xFFFFFFFF: the pairs come from moe_route.
+  uint32_t logits_off = 0xFFFFFFFFu;
 };
-static_assert(sizeof(MoePush) == 80);
+static_assert(sizeof(MoePush) == 84);
 
 // Routing words of a forward of n_tok tokens (moe_common.glsl's layout).
 inline uint64_t moe_route_words(uint64_t n_tok, uint64_t n_expert, uint64_t k) { return 3 * n_tok * k + 2 * n_expert + 2; }
@@ -38,12 +42,11 @@ class MoeKernels {
   const Layout& layout() const { return *layout_; }
 
   // pc.s.m: n_tok tokens, router logits at x_off (x_stride apart); writes the routing words:
-  // up to kRouteOneGroup tokens one dispatch, else a workgroup per token, a
-  // barrier and the grouping's one workgroup (moe_route.comp's phases).
-  static constexpr uint32_t kRouteOneGroup = 4;
+  // a workgroup per token, a barrier and the grouping's one workgroup (moe_route.comp's phases).
   void route(VkCommandBuffer cmd, VkDescriptorSet set, const MoePush& pc);
   // Experts' products: pc.s.m.n_rows rows per expert, n_in inputs; pair (gate|up) or down.
-  // Grid: row groups x min(n_expert, n_tok·k) slots. sum (down, n_tok <= kSumTokens):
+  // Grid: row groups x min(n_expert, n_tok·k) slots. A pair with pc.logits_off (n_tok <=
+  // kSumTokens) routes itself: grid row groups x n_tok·k pairs, no moe_route before it. sum (down, n_tok <= kSumTokens):
   // the weighted rows summed into x instead (+ the gated shared expert: moe_matvec.comp's
   // SUM, the push as combine's with the down's n_in / x), grid: row groups x tokens.
   // next (sum, no shared expert): also the next rmsnorm's x·norm and Σx² partials

@@ -23,7 +23,8 @@
 //   rmsnorm → router matmul → route (softmax, top-k, pairs grouped by expert)
 //   → [shared expert: gate (silu), up → down] → experts' gate|up (silu·up)
 //   → experts' down (weighted) → x += Σ of the k rows (+ the gated shared expert);
-// a decode (<= 4 rows) takes the last two as one step (the down sums into x).
+// a decode (<= 4 rows) routes inside its gate|up (no route step) and takes the
+// last two as one step (the down sums into x).
 #include <cmath>
 
 #include "span.h"
@@ -266,9 +267,13 @@ class Span::Planner {
            SpanFusion{0, false, false, kRoleOther}, Barrier::Compute, "router matmul", "matvec");
     MoePush mp;
     mp.n_expert = NE, mp.k = K, mp.route_off = a_.route, mp.flags = in.gating_norm ? 1u : 0u;
-    MoePush r = mp;
-    r.s.m = {NE, 0, n_, NE, a_.rl, 0, 0};
-    add(MoeRouteStep{L.moe_aux, r}, {Region::RouterLogits}, {Region::Route}, Barrier::None, "MoE routing", "MoE routing");
+    // A decode routes inside its gate|up (each pair's workgroups pick its expert); else a step of its own.
+    const bool route_in_gu = n_ <= MoeKernels::kSumTokens;
+    if (!route_in_gu) {
+      MoePush r = mp;
+      r.s.m = {NE, 0, n_, NE, a_.rl, 0, 0};
+      add(MoeRouteStep{L.moe_aux, r}, {Region::RouterLogits}, {Region::Route}, Barrier::None, "MoE routing", "MoE routing");
+    }
     // The shared expert (a dense FFN into shx), beside the routing.
     if (FS > 0) {
       quantize({L.w[kGateShexp], L.w[kUpShexp]}, QuantArgs{.x = a_.xn, .x_stride = E_});
@@ -286,8 +291,9 @@ class Span::Planner {
     MoePush gu = mp;
     gu.s.m = {E_, FE, n_, E_, a_.xn, FE, a_.hx};
     gu.s.inv_in = scale.at, gu.s.inv_parts = scale.parts, gu.s.eps = in.norm_eps;
-    std::vector<Region> gu_reads = {Region::XNorm, Region::Route};
+    std::vector<Region> gu_reads = {Region::XNorm, Region::Route}, gu_writes = {Region::ExpertHidden};
     if (scale.at != kNone) gu_reads.push_back(region_of(scale.at));
+    if (route_in_gu) gu.logits_off = a_.rl, gu_reads[1] = Region::RouterLogits, gu_writes.push_back(Region::Route);
     MoePush dn = mp;
     dn.s.m = {FE, E_, n_, FE, a_.hx, E_, a_.dx};
     if (MoeKernels::use_tiled(n_, NE, K)) {
@@ -302,8 +308,8 @@ class Span::Planner {
           {Region::ExpertHidden, Region::Route}, {Region::ExpertOut}, Barrier::Compute,
           "experts down tiled (+routing weight)", "MoE experts");
     } else {
-      add(MoeMatvecStep{L.w[kGateExps], L.moe_gu, gu, true}, gu_reads, {Region::ExpertHidden}, Barrier::Compute,
-          "experts gate|up (+silu·up)", "MoE experts");
+      add(MoeMatvecStep{L.w[kGateExps], L.moe_gu, gu, true}, gu_reads, gu_writes, Barrier::Compute,
+          route_in_gu ? "experts routing + gate|up (+silu·up)" : "experts gate|up (+silu·up)", "MoE experts");
       if (n_ <= MoeKernels::kSumTokens) {
         // Decode: the down sums the k weighted rows (+ the gated shared expert) into x itself.
         dn.s.m.y_off = a_.x;

@@ -13,13 +13,16 @@
 //                a workgroup; held to the spec's matmul bound 1e-3·Σ|w||x|/n_out
 //                on each product (propagated through silu·up and the weight);
 //                decode routings also through the down with the layer's sum
-//                folded in (x += Σ weighted rows, + the gated shared expert);
+//                folded in (x += Σ weighted rows, + the gated shared expert),
+//                their gate|up routing itself from the router logits (ROUTE:
+//                the pairs' words as moe_route's, checked before the down);
 //   tlm_<T>      the same products as tiled matmuls per expert (prompt chunks:
 //                gate with silu, up multiplied onto it, down × weight), every
 //                type, an expert with more pairs than one tile, same bound;
 //   moe_combine  x += Σ_j d + sigmoid(n·g)·sh, with and without a shared expert.
 // The routing words the matvec and combine read are built here on the CPU
-// (moe_common.glsl's layout), so each kernel is judged on its own.
+// (moe_common.glsl's layout), so each kernel is judged on its own (a decode's
+// gate|up writes its own pairs' words, compared with the CPU's routing).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -287,14 +290,19 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
   constexpr uint32_t kParts = 5;
   const uint32_t groups = vk::MoeKernels::row_groups(uint32_t(ER));
   const uint32_t pin_off = n_off + uint32_t(n_tok * ER), sq_off = pin_off + uint32_t(n_tok) * kParts;
-  const uint32_t end = sq_off + (uint32_t(n_tok) * groups + 3) / 4 * 4;
+  const uint32_t rl_off = sq_off + (uint32_t(n_tok) * groups + 3) / 4 * 4;
+  const uint32_t end = rl_off + (uint32_t(n_tok * NE) + 3) / 4 * 4;
   MoeRig m(be, end + 64, uint64_t(std::max<int64_t>(4, ER)));
   auto logits = randn(size_t(n_tok) * NE, seed + 300, 2.0f);
   if (tiled)
     for (int tk = 0; tk < n_tok; ++tk) logits[size_t(tk) * NE + 2] += 10.0f;
   const Routing r = ref_route(logits, n_tok, NE, K, (seed & 1) != 0);
   const auto x = randn(size_t(n_tok) * E, seed + 301, 1.0f), hd = randn(size_t(P) * FD, seed + 302, 0.5f);
-  m.rig.put(m.rig.arena(), route_off, route_words(r));
+  const bool decode = !tiled && n_tok <= int(vk::MoeKernels::kSumTokens);
+  // A decode's gate|up routes itself from the logits (ROUTE) and writes the
+  // pairs' words: stale words before it must not matter.
+  m.rig.put(m.rig.arena(), route_off, decode ? std::vector<uint32_t>(words, 0xDEADBEEFu) : route_words(r));
+  m.rig.put(m.rig.arena(), rl_off, logits);
   m.rig.put(m.rig.arena(), x_off, x);
   m.rig.put(m.rig.arena(), hd_off, hd);
   const auto xs = randn(size_t(n_tok) * ER, seed + 303, 2.0f), sh = randn(size_t(n_tok) * ER, seed + 304, 0.5f);
@@ -303,7 +311,6 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
   m.rig.put(m.rig.arena(), sh_off, sh);
   m.rig.put(m.rig.arena(), n_off, nn);
   m.rig.put(m.rig.params(), 0, gv);
-  const bool decode = !tiled && n_tok <= int(vk::MoeKernels::kSumTokens);
   auto pin = randn(size_t(n_tok) * kParts, seed + 307, 1.0f);
   for (float& v : pin) v = v * v * float(E) / kParts;  // Σx² partials: 1/rms around 1
   m.rig.put(m.rig.arena(), pin_off, pin);
@@ -320,7 +327,8 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
   mp.n_expert = uint32_t(NE), mp.k = uint32_t(K), mp.route_off = route_off;
   vk::MoePush gu = mp, dn = mp;
   gu.s.m = {uint32_t(E), uint32_t(FE), uint32_t(n_tok), uint32_t(E), x_off, uint32_t(FE), hx_off};
-  if (decode) gu.s.inv_in = pin_off, gu.s.inv_parts = kParts, gu.s.eps = 1e-5f;
+  if (decode) gu.s.inv_in = pin_off, gu.s.inv_parts = kParts, gu.s.eps = 1e-5f, gu.logits_off = rl_off;
+  gu.flags = (seed & 1) != 0 ? 1u : 0u;
   dn.s.m = {uint32_t(FD), uint32_t(ER), uint32_t(n_tok), uint32_t(FD), hd_off, uint32_t(ER), dx_off};
   const VkDescriptorSet gs = m.set(gate.w->chunks[0].buf, up.w->chunks[0].buf);
   const VkDescriptorSet us = m.set(up.w->chunks[0].buf, up.w->chunks[0].buf);
@@ -331,6 +339,24 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
     m.rig.run([&](VkCommandBuffer cmd) { m.moe.tiled(cmd, *down.w->type, ds, dn, vk::MoeKernels::kRouteWeight, false); });
   } else {
     m.rig.run([&](VkCommandBuffer cmd) { m.moe.matvec(cmd, *gate.w->type, gs, gu, true); });
+    if (decode) {  // the pairs' words as moe_route writes them (its test's bounds)
+      const auto got = m.rig.get_words(m.rig.arena(), route_off, 2 * P);
+      int64_t id_bad = 0;
+      double wrel = 0;
+      for (uint32_t p = 0; p < P; ++p) {
+        id_bad += got[2 * p] != r.expert[p];
+        float g;
+        std::memcpy(&g, &got[2 * p + 1], 4);
+        wrel = std::max(wrel, std::fabs(double(g) - r.weight[p]) / r.weight[p]);
+      }
+      INFO("gate|up's routing: " << id_bad << " wrong experts of " << P << ", max weight rel err " << wrel);
+      CHECK(id_bad == 0);
+      CHECK(wrel <= 2e-6);
+      // The plain down (a prompt chunk's, checked here per pair) reads the
+      // grouped lists, which only moe_route writes: the CPU's, after the pairs.
+      const auto w = route_words(r);
+      m.rig.put(m.rig.arena(), route_off + 2 * P, std::vector<uint32_t>(w.begin() + 2 * P, w.end()));
+    }
     m.rig.run([&](VkCommandBuffer cmd) { m.moe.matvec(cmd, *down.w->type, ds, dn, false); });
   }
   const bool sum = decode, shexp = n_tok > 1, next = sum && !shexp;
@@ -350,9 +376,9 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
     for (int tk = 0; tk < n_tok; ++tk)
       for (uint32_t g0 = 0; g0 < groups; ++g0) {
         double ref = 0;
-        for (uint32_t r = g0 * vk::MoeKernels::kRows; r < std::min<uint32_t>(uint32_t(ER), (g0 + 1) * vk::MoeKernels::kRows); ++r) {
-          const size_t at = size_t(tk) * ER + r;
-          wrong += xg[at] != xs_after[at] * gv[r];
+        for (uint32_t row = g0 * vk::MoeKernels::kRows; row < std::min<uint32_t>(uint32_t(ER), (g0 + 1) * vk::MoeKernels::kRows); ++row) {
+          const size_t at = size_t(tk) * ER + row;
+          wrong += xg[at] != xs_after[at] * gv[row];
           ref += double(xs_after[at]) * xs_after[at];
         }
         worst_sq = std::max(worst_sq, std::fabs(sq[size_t(tk) * groups + g0] - ref) / std::max(ref, 1e-30));
