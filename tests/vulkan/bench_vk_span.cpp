@@ -27,6 +27,9 @@
 //     The T-row table alone; --sweep: then the token-group shapes on 2..32
 //     rows (int8 Q4_K), the fastest against span_matvec_config's choice.
 //
+//   fish_bench_vk_span --prefill [--tokens 512] [--shape 8b|1b|tiny] [--reps N]
+//     A prompt chunk's products per matrix shape, device timestamps, TFLOP/s:
+//     Q4_K_M's types and F16 weights (bench_vk_span_prefill.cpp).
 //   fish_bench_vk_span --sync SMS [--reps N]
 //     What a dependency between two steps costs: phases of streaming reads as
 //     dispatches with / without a pipeline barrier between them, or as one
@@ -163,7 +166,7 @@ int run_sync(uint32_t sms, int reps) {
 }
 
 int run_kernels(const std::string& shape, const std::vector<int>& ctxs, int reps, const std::string& env_out,
-                bool rows_only, bool sweep, bool fq3) {
+                bool rows_only, bool sweep, bool fq3, int prefill_tokens) {
   auto be = vktest::open_backend("fish_bench_vk_span");
   if (!be) return 77;
   be->set_profiling(true);
@@ -202,6 +205,7 @@ int run_kernels(const std::string& shape, const std::vector<int>& ctxs, int reps
     return median(t);
   };
   const int F = big ? 14336 : tiny ? 512 : 8192, copies = big ? 32 : tiny ? 4 : 16;
+  if (prefill_tokens > 0) return vktest::span_prefill_bench(*be, vktest::SpanMvDims{E, F, QD, KD, 1, false}, prefill_tokens, time);
   if (rows_only) return vktest::span_rows_bench(*be, E, F, std::max(2, copies / 4), time, sweep);
   // Attention as decode runs it (fused q/k prep + KV store), per context and
   // number of splits (FISH_VK_ATTN_SPLIT = positions per split picks it).
@@ -271,6 +275,7 @@ int main(int argc, char** argv) {
   std::vector<int> depths = {512, 4096, 16384}, ctxs = {512, 4096, 16384};
   int gen = 64, chunk = 512, threads = 0, reps = 20;
   bool kernels = false, rows = false, sweep = false, fq3 = false;
+  int prefill_tokens = 0;
   int sync_sms = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -289,6 +294,8 @@ int main(int argc, char** argv) {
     else if (a == "--kernels") kernels = true;
     else if (a == "--rows") rows = true;
     else if (a == "--sweep") sweep = true;
+    else if (a == "--prefill") prefill_tokens = prefill_tokens > 0 ? prefill_tokens : 512;
+    else if (a == "--tokens") prefill_tokens = std::atoi(next().c_str());
     else if (a == "--fq3") fq3 = true;
     else if (a == "--sync") sync_sms = std::atoi(next().c_str());
     else if (a == "--shape") shape = next();
@@ -299,13 +306,15 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "usage: fish_bench_vk_span --model M [--depths 512,4096] [--gen 64] [--chunk 512] [-t N]\n"
                            "       fish_bench_vk_span --kernels [--shape 8b|1b|tiny] [--ctx 512,4096,16384] [--reps 20] [--env-out FILE] [--fq3]\n"
                            "       fish_bench_vk_span --rows [--sweep] [--shape 8b|1b|tiny] [--reps 20]\n"
+                           "       fish_bench_vk_span --prefill [--tokens 512] [--shape 8b|1b|tiny] [--reps 20]\n"
                            "       fish_bench_vk_span --sync SMS [--reps 20]\n");
       return 2;
     }
   }
   try {
     if (sync_sms > 0) return run_sync(uint32_t(sync_sms), std::max(1, reps));
-    if (kernels || rows) return run_kernels(shape, ctxs, std::max(1, reps), env_out, rows, sweep, fq3);
+    if (kernels || rows || prefill_tokens > 0)
+      return run_kernels(shape, ctxs, std::max(1, reps), env_out, rows, sweep, fq3, prefill_tokens);
     if (model.empty() || depths.empty() || gen < 1 || chunk < 1) {
       std::fprintf(stderr, "fish_bench_vk_span: --model, --depths, --gen and --chunk are required and positive\n");
       return 2;

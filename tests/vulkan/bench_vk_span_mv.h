@@ -55,4 +55,9 @@ int span_mv_sweep(vk::VulkanBackend& be, const SpanMvDims& d, const TimeFn& time
 // against the heuristic's (fish_bench_vk_span --rows).
 int span_rows_bench(vk::VulkanBackend& be, int E, int F, int copies, const TimeFn& time, bool sweep = false);
 
+// fish_bench_vk_span --prefill: a T-token chunk's products per matrix shape of a
+// layer (f32 x), the prefill kernel on Q4_K_M's types and on F16 weights, in
+// TFLOP/s (bench_vk_span_prefill.cpp). d.copies and d.fq3 are not used.
+int span_prefill_bench(vk::VulkanBackend& be, const SpanMvDims& d, int T, const TimeFn& time);
+
 }  // namespace fish::vktest

@@ -1,0 +1,61 @@
+// fish_bench_vk_span --prefill: a prompt chunk's products (T tokens, f32 x) on
+// one layer's matrix shapes, device timestamps: the span's prefill kernel
+// (coopmat where the device has cooperative matrices, else tiled) on Q4_K_M's
+// types and on F16 weights of the same shape, in TFLOP/s. F16 weights cost no
+// decoding, so the two columns separate the kernel's decode of K-quant blocks
+// from the rest of it (docs/experiments/vulkan-coopmat-prefill.md).
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "bench_vk_span_mv.h"
+#include "vk_test_util.h"
+
+namespace fish::vktest {
+
+int span_prefill_bench(vk::VulkanBackend& be, const SpanMvDims& d, int T, const TimeFn& time) {
+  vk::MatmulKernels& mk = *be.kernels();
+  struct Shape {
+    const char* name;
+    GgmlType t;
+    int n_in, n_out;
+  };
+  // Q4_K_M's types per role (v and down: Q6_K in about half the layers).
+  const Shape shapes[] = {{"q", GgmlType::Q4_K, d.E, d.QD},        {"k", GgmlType::Q4_K, d.E, d.KD},
+                          {"v", GgmlType::Q6_K, d.E, d.KD},        {"o", GgmlType::Q4_K, d.QD, d.E},
+                          {"gate/up", GgmlType::Q4_K, d.E, d.F},   {"down", GgmlType::Q4_K, d.F, d.E},
+                          {"down", GgmlType::Q6_K, d.F, d.E}};
+  const uint32_t N = uint32_t(std::max({d.E, d.F, d.QD}));
+  const uint32_t x_off = 64, y_off = x_off + uint32_t(T) * N;
+  SpanRig rig(be, y_off + uint64_t(T) * N + 64, 4, N, 4);
+  rig.put(rig.arena(), x_off, random_x(T, N, 5));
+  std::printf("\nprefill products on %d tokens (f32 x), one matrix per step, the %s kernel: us and TFLOP/s "
+              "(2·rows·n_in·T / device time) on the quantised weights and on F16 weights of the same shape\n",
+              T, mk.coopmat() ? "coopmat" : "tiled");
+  std::printf("| matrix | type | rows x n_in | us | TFLOP/s | F16: us | TFLOP/s |\n| --- | --- | --- | ---: | ---: | ---: | ---: |\n");
+  double tot_q = 0, tot_h = 0;
+  for (const Shape& s : shapes) {
+    const Mat m = make_mat(be, s.t, s.n_in, s.n_out, 1, 40 + uint64_t(s.n_out));
+    const Mat h = make_mat(be, GgmlType::F16, s.n_in, s.n_out, 1, 41);
+    const VkDescriptorSet set_q = rig.matmul_set(m.w[0]->chunks[0]), set_h = rig.matmul_set(h.w[0]->chunks[0]);
+    const vk::SpanFusion fz{0, false, false, vk::kRoleOther};
+    vk::SpanMatmulPush pc;
+    pc.m = {uint32_t(s.n_in), uint32_t(s.n_out), uint32_t(T), uint32_t(s.n_in), x_off, uint32_t(s.n_out), y_off};
+    pc.inv_in = vk::kNone;
+    const double tq = time([&](VkCommandBuffer c) { mk.record_span(c, *m.w[0]->type, set_q, pc, fz); });
+    const double th = time([&](VkCommandBuffer c) { mk.record_span(c, *h.w[0]->type, set_h, pc, fz); });
+    const double fl = 2.0 * s.n_in * s.n_out * T / 1e12;
+    std::printf("| %s | %s | %d x %d | %.1f | %.1f | %.1f | %.1f |\n", s.name, type_name(s.t).c_str(), s.n_out, s.n_in,
+                tq * 1e6, fl / tq, th * 1e6, fl / th);
+    std::fflush(stdout);
+    const double per_layer = std::string(s.name) == "gate/up" ? 2 : std::string(s.name) == "down" ? 0.5 : 1;
+    tot_q += per_layer * tq, tot_h += per_layer * th;
+    for (const Mat* mm : {&m, &h})
+      for (vk::Weight* w : mm->w) be.release(w);
+  }
+  std::printf("one layer (q, k, v, o, gate, up, half each down type): %.1f us, F16 weights %.1f us\n", tot_q * 1e6,
+              tot_h * 1e6);
+  return 0;
+}
+
+}  // namespace fish::vktest
