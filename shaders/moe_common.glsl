@@ -17,45 +17,54 @@ uint moe_list(uint g, uint n_expert) { return g + 2u + 2u * n_expert; }
 // -inf, so the ids stay valid experts). Leaves rt_sel[j] = the j-th chosen
 // expert and rt_w[j] = its weight, r_e / Σ_all r or, with renorm, r_e / Σ_chosen r.
 // An expert's place is counted (how many logits beat it), not found in k
-// rounds of a workgroup argmax: two barriers whatever k is. The sums have a
-// fixed order for any workgroup size (32 strided partials, then in order), so
-// moe_route.comp and a decode's gate|up (moe_matvec.comp ROUTE) agree bit for bit.
-shared float rt_l[512];   // the logits, then exp(l - max)
+// rounds of a workgroup argmax: four barriers whatever k is, and the count
+// reads the logits four at a time. The sums have a fixed order for any
+// workgroup size (32 strided partials, then in order), so moe_route.comp and
+// a decode's gate|up (moe_matvec.comp ROUTE) agree bit for bit.
+shared vec4 rt_l4[128];   // the logits in fours (NaN and the padding past n_expert: -inf)
 shared uint rt_sel[16];
 shared float rt_w[16];
 shared float rt_part[32];
 
+float rt_logit(uint e) { return rt_l4[e >> 2u][e & 3u]; }
+
 void moe_route_token(uint lo, uint NE, uint K, bool renorm) {
-  const uint lid = gl_LocalInvocationID.x, wgs = gl_WorkGroupSize.x;
+  const uint lid = gl_LocalInvocationID.x, wgs = gl_WorkGroupSize.x, NQ = (NE + 3u) >> 2u;
   const float NEG_INF = uintBitsToFloat(0xFF800000u);
-  for (uint e = lid; e < NE; e += wgs) {
-    const float v = X[lo + e];
-    rt_l[e] = isnan(v) ? NEG_INF : v;
+  for (uint q = lid; q < NQ; q += wgs) {
+    vec4 v4;
+    for (uint c = 0u; c < 4u; ++c) {
+      const float v = 4u * q + c < NE ? X[lo + 4u * q + c] : NEG_INF;
+      v4[c] = isnan(v) ? NEG_INF : v;
+    }
+    rt_l4[q] = v4;
   }
   barrier();
   for (uint e = lid; e < NE; e += wgs) {
-    const float v = rt_l[e];
+    const float v = rt_logit(e);
     uint above = 0u;
-    for (uint i = 0u; i < NE; ++i) {
-      const float u = rt_l[i];
-      above += (u > v || (u == v && i < e)) ? 1u : 0u;
+    for (uint q = 0u; q < NQ; ++q) {  // padding: -inf at indices past e, never above
+      const vec4 u = rt_l4[q];
+      const uvec4 i = uvec4(4u * q) + uvec4(0u, 1u, 2u, 3u);
+      const uvec4 a = uvec4(greaterThan(u, vec4(v))) | (uvec4(equal(u, vec4(v))) & uvec4(lessThan(i, uvec4(e))));
+      above += a.x + a.y + a.z + a.w;
     }
     if (above < K) rt_sel[above] = e;
   }
   barrier();
-  const float mx = rt_l[rt_sel[0]];
+  const float mx = rt_logit(rt_sel[0]);
   if (lid < 32u) {
     float s = 0.0;
-    for (uint e = lid; e < NE; e += 32u) s += exp(rt_l[e] - mx);
+    for (uint e = lid; e < NE; e += 32u) s += exp(rt_logit(e) - mx);
     rt_part[lid] = s;
   }
   barrier();
   if (lid == 0u) {
     float sum = 0.0, chosen = 0.0;
     for (uint i = 0u; i < 32u; ++i) sum += rt_part[i];
-    for (uint j = 0u; j < K; ++j) chosen += exp(rt_l[rt_sel[j]] - mx);
+    for (uint j = 0u; j < K; ++j) chosen += exp(rt_logit(rt_sel[j]) - mx);
     const float den = renorm ? chosen : sum;
-    for (uint j = 0u; j < K; ++j) rt_w[j] = exp(rt_l[rt_sel[j]] - mx) / den;
+    for (uint j = 0u; j < K; ++j) rt_w[j] = exp(rt_logit(rt_sel[j]) - mx) / den;
   }
   barrier();
 }

@@ -20,8 +20,9 @@
 // logits_off + t·n_expert (moe_common.glsl's moe_route_token, as moe_route.comp
 // does) and takes the j-th chosen expert; row group 0's workgroup writes the
 // pair's words (expert, weight) for the down. No moe_route dispatch and no
-// barrier before this one: every workgroup repeats the token's top-k over
-// n_expert logits (cached), which costs less than a dispatch of its own.
+// barrier before this one; every workgroup repeats the token's top-k over
+// n_expert logits (from cache) before its first weight load
+// (docs/experiments/vulkan-moe-decode.md: what each costs on the H200).
 //
 // Scale (gate|up of a decode whose norms are epilogues): with inv_in != NONE,
 // x is n·norm without 1/rms, and inv_in holds each token's [inv_parts] Σx²
