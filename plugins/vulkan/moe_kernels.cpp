@@ -29,6 +29,14 @@ void MoeKernels::route(VkCommandBuffer cmd, VkDescriptorSet set, const MoePush& 
   f.vkCmdDispatch(cmd, 1, 1, 1);
 }
 
+VkPipeline MoeKernels::mvm(const MatmulType& t, Mvm kind, bool next, uint32_t nt) {
+  // moe_matvec.comp's specialisation: workgroup, ROWS, NT, PAIR, SUM, NEXT, ROUTE.
+  const bool pair = kind == Mvm::kPair || kind == Mvm::kRoutePair;
+  return pipelines_.get(std::string("mvm_") + t.name, *layout_,
+                        {kWg, kRows, nt, pair ? 1u : 0u, kind == Mvm::kSum ? 1u : 0u, next ? 1u : 0u,
+                         kind == Mvm::kRoutePair ? 1u : 0u});
+}
+
 void MoeKernels::matvec(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MoePush& pc, bool pair,
                         bool sum, bool next) {
   const uint32_t groups = row_groups(pc.s.m.n_rows);
@@ -37,19 +45,19 @@ void MoeKernels::matvec(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSe
       throw Failure(FailKind::Internal, "MoE down + sum: down of at most " + std::to_string(kSumTokens) + " tokens");
     if (next && pc.s.norm_off == 0xFFFFFFFFu)
       throw Failure(FailKind::Internal, "MoE down + sum + next rmsnorm: no norm weights");
-    bind(cmd, pipelines_.get(std::string("mvm_") + t.name, *layout_, {kWg, kRows, 1u, 0u, 1u, next ? 1u : 0u}), set, pc);
+    bind(cmd, mvm(t, Mvm::kSum, next), set, pc);
     dev_.fns().vkCmdDispatch(cmd, std::min(groups, dev_.caps().max_wg_count_x), pc.s.m.n_tok, 1);
     return;
   }
   if (pc.logits_off != 0xFFFFFFFFu) {  // a decode's gate|up routing its own pair: one workgroup row per pair
     if (!pair || pc.s.m.n_tok > kSumTokens)
       throw Failure(FailKind::Internal, "MoE routing in gate|up: a pair of at most " + std::to_string(kSumTokens) + " tokens");
-    bind(cmd, pipelines_.get(std::string("mvm_") + t.name, *layout_, {kWg, kRows, 1u, 1u, 0u, 0u, 1u}), set, pc);
+    bind(cmd, mvm(t, Mvm::kRoutePair), set, pc);
     dev_.fns().vkCmdDispatch(cmd, std::min(groups, dev_.caps().max_wg_count_x), pc.s.m.n_tok * pc.k, 1);
     return;
   }
   const uint32_t nt = chunk_pairs(pc.s.m.n_tok, pc.n_expert, pc.k);
-  bind(cmd, pipelines_.get(std::string("mvm_") + t.name, *layout_, {kWg, kRows, nt, pair ? 1u : 0u}), set, pc);
+  bind(cmd, mvm(t, pair ? Mvm::kPair : Mvm::kDown, false, nt), set, pc);
   const uint32_t slots = std::min(pc.n_expert, pc.s.m.n_tok * pc.k);
   dev_.fns().vkCmdDispatch(cmd, std::min(groups, dev_.caps().max_wg_count_x), slots, 1);
 }
@@ -73,13 +81,13 @@ void MoeKernels::combine(VkCommandBuffer cmd, VkDescriptorSet set, const MoePush
 
 void MoeKernels::warm_up(const MatmulType& gate_up, const MatmulType& down, bool tiled) {
   for (uint32_t phases : {1u, 2u}) pipelines_.get("moe_route", *layout_, {phases});
-  pipelines_.get(std::string("mvm_") + gate_up.name, *layout_, {kWg, kRows, 1u, 1u, 0u, 0u, 1u});
+  mvm(gate_up, Mvm::kRoutePair);
   pipelines_.get("moe_combine", *layout_, {});
   for (uint32_t nt : {1u, 4u}) {
-    pipelines_.get(std::string("mvm_") + gate_up.name, *layout_, {kWg, kRows, nt, 1u});
-    pipelines_.get(std::string("mvm_") + down.name, *layout_, {kWg, kRows, nt, 0u});
+    mvm(gate_up, Mvm::kPair, false, nt);
+    mvm(down, Mvm::kDown, false, nt);
   }
-  for (uint32_t next : {0u, 1u}) pipelines_.get(std::string("mvm_") + down.name, *layout_, {kWg, kRows, 1u, 0u, 1u, next});
+  for (const bool next : {false, true}) mvm(down, Mvm::kSum, next);
   if (!tiled) return;
   pipelines_.get(std::string("tlm_") + gate_up.name, *layout_, {uint32_t(kSilu), 1u});
   pipelines_.get(std::string("tlm_") + gate_up.name, *layout_, {uint32_t(kMulY), 1u});

@@ -79,6 +79,11 @@ class MoeKernels {
 
  private:
   void bind(VkCommandBuffer cmd, VkPipeline p, VkDescriptorSet set, const MoePush& pc);
+  // The mvm_<T> pipeline of one kind (matvec() records, warm_up() creates the same):
+  // a pair (gate|up), a down, the down summed into x (next: + the next norm), a
+  // decode's gate|up routing its own pair; nt pairs per chunk.
+  enum class Mvm { kPair, kDown, kSum, kRoutePair };
+  VkPipeline mvm(const MatmulType& t, Mvm kind, bool next = false, uint32_t nt = 1);
   const Device& dev_;
   Pipelines& pipelines_;
   const Layout* layout_;

@@ -267,9 +267,10 @@ class Span::Planner {
            SpanFusion{0, false, false, kRoleOther}, Barrier::Compute, "router matmul", "matvec");
     MoePush mp;
     mp.n_expert = NE, mp.k = K, mp.route_off = a_.route, mp.flags = in.gating_norm ? 1u : 0u;
-    // A decode routes inside its gate|up (each pair's workgroups pick its expert); else a step of its own.
-    const bool route_in_gu = n_ <= MoeKernels::kSumTokens;
-    if (!route_in_gu) {
+    // A decode routes inside its gate|up (each pair's workgroups pick its expert)
+    // and sums its down into x; else routing and the sum are steps of their own.
+    const bool decode = n_ <= MoeKernels::kSumTokens;
+    if (!decode) {
       MoePush r = mp;
       r.s.m = {NE, 0, n_, NE, a_.rl, 0, 0};
       add(MoeRouteStep{L.moe_aux, r}, {Region::RouterLogits}, {Region::Route}, Barrier::None, "MoE routing", "MoE routing");
@@ -291,9 +292,10 @@ class Span::Planner {
     MoePush gu = mp;
     gu.s.m = {E_, FE, n_, E_, a_.xn, FE, a_.hx};
     gu.s.inv_in = scale.at, gu.s.inv_parts = scale.parts, gu.s.eps = in.norm_eps;
-    std::vector<Region> gu_reads = {Region::XNorm, Region::Route}, gu_writes = {Region::ExpertHidden};
+    std::vector<Region> gu_reads = {Region::XNorm, decode ? Region::RouterLogits : Region::Route};
+    std::vector<Region> gu_writes = {Region::ExpertHidden};
     if (scale.at != kNone) gu_reads.push_back(region_of(scale.at));
-    if (route_in_gu) gu.logits_off = a_.rl, gu_reads[1] = Region::RouterLogits, gu_writes.push_back(Region::Route);
+    if (decode) gu.logits_off = a_.rl, gu_writes.push_back(Region::Route);
     MoePush dn = mp;
     dn.s.m = {FE, E_, n_, FE, a_.hx, E_, a_.dx};
     if (MoeKernels::use_tiled(n_, NE, K)) {
@@ -309,8 +311,8 @@ class Span::Planner {
           "experts down tiled (+routing weight)", "MoE experts");
     } else {
       add(MoeMatvecStep{L.w[kGateExps], L.moe_gu, gu, true}, gu_reads, gu_writes, Barrier::Compute,
-          route_in_gu ? "experts routing + gate|up (+silu·up)" : "experts gate|up (+silu·up)", "MoE experts");
-      if (n_ <= MoeKernels::kSumTokens) {
+          decode ? "experts routing + gate|up (+silu·up)" : "experts gate|up (+silu·up)", "MoE experts");
+      if (decode) {
         // Decode: the down sums the k weighted rows (+ the gated shared expert) into x itself.
         dn.s.m.y_off = a_.x;
         dn.s.x2_off = a_.shx, dn.s.xg_off = a_.xn, dn.s.norm_off = FS > 0 ? L.shexp_gate : kNone;

@@ -71,6 +71,23 @@ Routing ref_route(const std::vector<float>& logits, int n_tok, int NE, int K, bo
   return r;
 }
 
+// The pairs' words a kernel wrote (got[0 .. 2P)) against r: experts that
+// differ, and the largest relative error of a weight.
+struct PairCheck {
+  int64_t id_bad = 0;
+  double wrel = 0;
+};
+PairCheck check_pairs(const std::vector<uint32_t>& got, const Routing& r) {
+  PairCheck c;
+  for (uint32_t p = 0; p < uint32_t(r.n_tok * r.k); ++p) {
+    c.id_bad += got[2 * p] != r.expert[p];
+    float g;
+    std::memcpy(&g, &got[2 * p + 1], 4);
+    c.wrel = std::max(c.wrel, std::fabs(double(g) - r.weight[p]) / r.weight[p]);
+  }
+  return c;
+}
+
 // The routing words of moe_common.glsl for r (weights as f32 bits).
 std::vector<uint32_t> route_words(const Routing& r) {
   const uint32_t P = uint32_t(r.n_tok * r.k), NE = uint32_t(r.n_expert);
@@ -160,14 +177,8 @@ TEST_CASE("moe_route kernel vs CPU: top-k with ties, both gatings, grouped lists
       const auto got = m.rig.get_words(m.rig.arena(), route_off, words);
       const Routing r = ref_route(logits, c.n_tok, c.NE, c.K, renorm);
       const auto want = route_words(r);
-      int64_t id_bad = 0, list_bad = 0;
-      double wrel = 0;
-      for (uint32_t p = 0; p < P; ++p) {
-        id_bad += got[2 * p] != want[2 * p];
-        float g;
-        std::memcpy(&g, &got[2 * p + 1], 4);
-        wrel = std::max(wrel, std::fabs(double(g) - r.weight[p]) / r.weight[p]);
-      }
+      const auto [id_bad, wrel] = check_pairs(got, r);
+      int64_t list_bad = 0;
       // The grouped part: n_active, active experts, offsets (n_active + 1) and the list (P words).
       const uint32_t G = 2 * P, n_act = want[G];
       std::vector<uint32_t> idx = {G};
@@ -340,15 +351,7 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
   } else {
     m.rig.run([&](VkCommandBuffer cmd) { m.moe.matvec(cmd, *gate.w->type, gs, gu, true); });
     if (decode) {  // the pairs' words as moe_route writes them (its test's bounds)
-      const auto got = m.rig.get_words(m.rig.arena(), route_off, 2 * P);
-      int64_t id_bad = 0;
-      double wrel = 0;
-      for (uint32_t p = 0; p < P; ++p) {
-        id_bad += got[2 * p] != r.expert[p];
-        float g;
-        std::memcpy(&g, &got[2 * p + 1], 4);
-        wrel = std::max(wrel, std::fabs(double(g) - r.weight[p]) / r.weight[p]);
-      }
+      const auto [id_bad, wrel] = check_pairs(m.rig.get_words(m.rig.arena(), route_off, 2 * P), r);
       INFO("gate|up's routing: " << id_bad << " wrong experts of " << P << ", max weight rel err " << wrel);
       CHECK(id_bad == 0);
       CHECK(wrel <= 2e-6);
