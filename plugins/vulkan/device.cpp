@@ -369,6 +369,7 @@ Device::Device(const Instance& inst, VkPhysicalDevice pd, const DeviceCandidate&
   }
   const VkSubgroupFeatureFlags need = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
   caps_.subgroup_arith = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) && (sg.supportedOperations & need) == need;
+  caps_.subgroup_shuffle = caps_.subgroup_arith && (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
   caps_.max_storage_range = lim.maxStorageBufferRange;
   caps_.max_alloc = m3.maxMemoryAllocationSize ? m3.maxMemoryAllocationSize : (uint64_t(1) << 30);
   caps_.max_wg_count_x = lim.maxComputeWorkGroupCount[0];

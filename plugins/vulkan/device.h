@@ -81,6 +81,7 @@ struct DeviceCaps {
   uint32_t api_version = 0;
   uint32_t subgroup_size = 1;
   bool subgroup_arith = false;        // basic + arithmetic subgroup ops in compute shaders
+  bool subgroup_shuffle = false;      // subgroupShuffle* in compute shaders (the prompt attention's tiles)
   uint64_t max_storage_range = 0;     // maxStorageBufferRange
   uint64_t max_alloc = 0;             // maxMemoryAllocationSize
   uint32_t max_wg_count_x = 65535;

@@ -271,6 +271,7 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
   shape_.layers.clear();
   norm0_.assign(in.layers[0].attn_norm, in.layers[0].attn_norm + in.n_embd);
   kshape_ = {uint32_t(in.head_dim), uint32_t(in.n_head / in.n_head_kv), uint32_t(in.n_head_kv)};
+  ctx.kernels->choose_tiles(kshape_, ctx.matmul->coopmat());
   if (kNarrowHeads < kshape_.group && kshape_.group % kNarrowHeads == 0) {
     narrow_heads_ = kNarrowHeads;
     narrow_max_kv_ = kNarrowMaxKv;
@@ -532,6 +533,11 @@ std::string Span::describe() const {
          (ctx_.matmul->coopmat() ? ", prefill: coopmat f16 128x64/128x128"
                                  : int8_ ? ", prefill: tiled int8 64x64" : ", prefill: tiled f32 64x64") +
          (b32_.on ? " (decode x in B32 rows)" : "") +
+         (kshape_.tile_bc ? std::string(", prompt attention on query tiles (") +
+                                (kshape_.tile_coop ? "coopmat" : "scalar") + ", " +
+                                std::to_string(SpanKernels::kTileRows) + " rows x " + std::to_string(kshape_.tile_bc) +
+                                " positions)"
+                          : "") +
          (moe() ? ", MoE " + std::to_string(shape_.n_expert) + " experts (" + std::to_string(shape_.n_expert_used) +
                       " used" + (shape_.gating_norm ? ", renormalised" : "") +
                       (shape_.n_ff_shexp > 0 ? ", + shared expert" : "") +

@@ -20,6 +20,28 @@ uint32_t SpanKernels::attention_shared_bytes(const SpanKernelShape& s) {
          4 * (2 * G * D);
 }
 
+uint32_t SpanKernels::tiles_shared_bytes(uint32_t D, uint32_t bc, bool coop) {
+  // q_sh [64][D+8] + k_sh, v_sh [bc][D+8] halves, p_sh [64][bc+8] halves; coop: stage_sh [64][bc+4] floats.
+  return 2 * (kTileRows * (D + 8) + 2 * bc * (D + 8) + kTileRows * (bc + 8)) + (coop ? 4 * kTileRows * (bc + 4) : 0);
+}
+
+void SpanKernels::choose_tiles(SpanKernelShape& s, bool coop) const {
+  const DeviceCaps& c = dev_.caps();
+  s.tile_bc = 0, s.tile_coop = false;
+  if (s.head_dim % 16 != 0 || s.group == 0 || s.group > kTileRows || !c.subgroup_shuffle || c.subgroup_size < 2 ||
+      c.max_wg_size < 128)
+    return;
+  if (coop && c.coopmat && tiles_shared_bytes(s.head_dim, 32, true) <= c.max_shared_bytes) {
+    s.tile_bc = 32, s.tile_coop = true;
+    return;
+  }
+  for (uint32_t bc : {32u, 16u})
+    if (tiles_shared_bytes(s.head_dim, bc, false) <= c.max_shared_bytes) {
+      s.tile_bc = bc;
+      return;
+    }
+}
+
 void SpanKernels::bind(VkCommandBuffer cmd, VkPipeline p, const Layout& l, VkDescriptorSet set, const void* pc,
                        uint32_t bytes) {
   const DeviceFns& f = dev_.fns();
@@ -48,6 +70,13 @@ void SpanKernels::attention(VkCommandBuffer cmd, VkDescriptorSet set, const Span
   dev_.fns().vkCmdDispatchIndirect(cmd, arena, ctrl::kAttnArgs * 4);
 }
 
+void SpanKernels::attention_tiles(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc,
+                                  const SpanKernelShape& s) {
+  if (s.tile_bc == 0) throw Failure(FailKind::Internal, "span attention: query tiles not chosen for this shape");
+  bind(cmd, tiles_pipeline(s), *aux_, set, &pc, sizeof pc);
+  dev_.fns().vkCmdDispatch(cmd, ceil_div(pc.n_tok, kTileRows / s.group), s.n_head_kv, 1);
+}
+
 void SpanKernels::copy(VkCommandBuffer cmd, VkDescriptorSet set, uint32_t n16) {
   bind(cmd, pipelines_.get("copy_u4", *copy_, {}), *copy_, set, &n16, 4);
   dev_.fns().vkCmdDispatch(cmd, std::min(ceil_div(n16, 256), 1024u), 1, 1);
@@ -59,8 +88,14 @@ VkPipeline SpanKernels::attention_pipeline(const SpanKernelShape& s, bool fused,
                          v_rows_late(s, fused) ? 1u : 0u, multi ? 1u : 0u});
 }
 
+VkPipeline SpanKernels::tiles_pipeline(const SpanKernelShape& s) {
+  return pipelines_.get(s.tile_coop ? "span_attention_tiles_cm" : "span_attention_tiles", *aux_,
+                        {s.head_dim, s.group, s.n_head_kv, s.tile_bc});
+}
+
 void SpanKernels::warm_up(const SpanKernelShape& s, bool b32_out, bool multi) {
   pipelines_.get("span_rmsnorm", *aux_, {0u});
+  if (s.tile_bc) tiles_pipeline(s);
   pipelines_.get("span_rope_store", *aux_, {s.head_dim, s.n_head_kv, 0u});
   attention_pipeline(s, false, false, false);
   attention_pipeline(s, true, b32_out, false);

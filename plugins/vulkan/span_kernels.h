@@ -45,6 +45,10 @@ struct SpanKernelShape {
   // Query heads per attention workgroup (divides group; 0: group, one
   // workgroup per KV head).
   uint32_t wg_heads = 0;
+  // Prompt attention on query tiles (span_attention_tiles.comp): K/V positions
+  // per tile (16 or 32; 0: the per-token kernel) and whether on cooperative matrices.
+  uint32_t tile_bc = 0;
+  bool tile_coop = false;
   uint32_t heads_per_wg() const { return wg_heads ? wg_heads : group; }
   uint32_t attn_groups() const { return n_head_kv * group / heads_per_wg(); }  // workgroups per (token, split)
 };
@@ -64,6 +68,16 @@ class SpanKernels {
   // Shared memory the attention kernel needs for this shape (bytes).
   static uint32_t attention_shared_bytes(const SpanKernelShape& s);
 
+  // The prompt attention's query tiles for this shape on this device: sets
+  // s.tile_bc / s.tile_coop (coop: cooperative matrices wanted and listed),
+  // or leaves tile_bc 0 where the per-token kernel must do (a head size not a
+  // multiple of 16, more than 64 query heads per KV head, no subgroup shuffle,
+  // too little shared memory).
+  void choose_tiles(SpanKernelShape& s, bool coop) const;
+  // Shared memory of span_attention_tiles.comp (bytes) for head size D and BC positions per tile.
+  static uint32_t tiles_shared_bytes(uint32_t D, uint32_t bc, bool coop);
+  static constexpr uint32_t kTileRows = 64;  // query rows (tokens x heads of a KV group) per workgroup
+
   // gather: output row t normalises input row (the row list at pc.meta_off)[t].
   void rmsnorm(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc, bool gather = false);
   // multi: rows of several sequences (positions and page tables from the row table at pc.meta_off).
@@ -74,6 +88,10 @@ class SpanKernels {
   // pc.q8_out set: the output also as B32 rows; multi: as rope_store's (never fused).
   void attention(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc, const SpanKernelShape& s, bool fused,
                  VkBuffer arena, bool multi = false);
+  // A prompt chunk's attention (rows of one sequence at pos0 + t, the cache
+  // holding them) on query tiles: s.tile_bc must be set; grid n_tok / (64 /
+  // group) x n_head_kv.
+  void attention_tiles(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc, const SpanKernelShape& s);
   // dst[i] = src[i], n16 16-byte words, through the SMs.
   void copy(VkCommandBuffer cmd, VkDescriptorSet set, uint32_t n16);
 
@@ -91,6 +109,7 @@ class SpanKernels {
  private:
   void bind(VkCommandBuffer cmd, VkPipeline p, const Layout& l, VkDescriptorSet set, const void* pc, uint32_t bytes);
   VkPipeline attention_pipeline(const SpanKernelShape& s, bool fused, bool b32_out, bool multi);
+  VkPipeline tiles_pipeline(const SpanKernelShape& s);
 
   const Device& dev_;
   Pipelines& pipelines_;

@@ -153,8 +153,11 @@ class Span::Planner {
     std::vector<Region> reads = rows_in;
     reads.push_back(one_token_ ? Region::Qkv : Region::QRoped);
     reads.push_back(Region::Kv);
-    add(AttentionStep{aux, p, s_.attn_shape(narrow_), one_token_, sh_.multi}, reads, writes, Barrier::Compute,
-        one_token_ ? "attention (+q/k prep, RoPE, KV store)" : "attention", "attention");
+    // A prompt chunk of one sequence: on query tiles where the device takes them.
+    const bool tiles = tiled_ && !sh_.multi && s_.kshape_.tile_bc != 0;
+    add(AttentionStep{aux, p, s_.attn_shape(narrow_), one_token_, sh_.multi, tiles}, reads, writes, Barrier::Compute,
+        one_token_ ? "attention (+q/k prep, RoPE, KV store)" : tiles ? "attention (query tiles)" : "attention",
+        "attention");
     if (attention_rows) rows_ = other();
     else quantize({L.w[kAttnOut]}, QuantArgs{.x = a_.att, .x_stride = QD_});
 

@@ -75,6 +75,7 @@ struct AttentionStep {  // span_attention.comp
   SpanKernelShape shape;
   bool fused;
   bool multi = false;
+  bool tiles = false;  // a prompt chunk on query tiles (span_attention_tiles.comp)
 };
 struct MoeRouteStep {  // moe_route.comp
   VkDescriptorSet set;

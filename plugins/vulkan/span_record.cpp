@@ -56,6 +56,7 @@ void Span::record(VkCommandBuffer cmd, const SpanPlan& plan, bool stamps) {
     void operator()(const QuantizeStep& s) const { mm.record_quantize(cmd, span.quant_set_, s.push, s.block, s.xprod, s.b32); }
     void operator()(const RopeStoreStep& s) const { k.rope_store(cmd, s.set, s.push, s.shape, s.multi); }
     void operator()(const AttentionStep& s) const {
+      if (s.tiles) return k.attention_tiles(cmd, s.set, s.push, s.shape);
       k.attention(cmd, s.set, s.push, s.shape, s.fused, span.arena_buf_.buffer, s.multi);
     }
     void operator()(const MoeRouteStep& s) const { span.moe_->route(cmd, s.set, s.push); }

@@ -29,7 +29,8 @@
 //
 //   fish_bench_vk_span --prefill [--tokens 512] [--shape 8b|1b|tiny] [--reps N]
 //     A prompt chunk's products per matrix shape, device timestamps, TFLOP/s:
-//     Q4_K_M's types and F16 weights (bench_vk_span_prefill.cpp).
+//     Q4_K_M's types and F16 weights, then the chunk's attention after 0 and 4096
+//     positions: the per-token kernel against query tiles (bench_vk_span_prefill.cpp).
 //   fish_bench_vk_span --sync SMS [--reps N]
 //     What a dependency between two steps costs: phases of streaming reads as
 //     dispatches with / without a pipeline barrier between them, or as one
@@ -205,7 +206,7 @@ int run_kernels(const std::string& shape, const std::vector<int>& ctxs, int reps
     return median(t);
   };
   const int F = big ? 14336 : tiny ? 512 : 8192, copies = big ? 32 : tiny ? 4 : 16;
-  if (prefill_tokens > 0) return vktest::span_prefill_bench(*be, vktest::SpanMvDims{E, F, QD, KD, 1, false}, prefill_tokens, time);
+  if (prefill_tokens > 0) return vktest::span_prefill_bench(*be, vktest::SpanMvDims{E, F, QD, KD, 1, false}, D, prefill_tokens, time);
   if (rows_only) return vktest::span_rows_bench(*be, E, F, std::max(2, copies / 4), time, sweep);
   // Attention as decode runs it (fused q/k prep + KV store), per context and
   // number of splits (FISH_VK_ATTN_SPLIT = positions per split picks it).

@@ -57,7 +57,9 @@ int span_rows_bench(vk::VulkanBackend& be, int E, int F, int copies, const TimeF
 
 // fish_bench_vk_span --prefill: a T-token chunk's products per matrix shape of a
 // layer (f32 x), the prefill kernel on Q4_K_M's types and on F16 weights, in
-// TFLOP/s (bench_vk_span_prefill.cpp). d.copies and d.fq3 are not used.
-int span_prefill_bench(vk::VulkanBackend& be, const SpanMvDims& d, int T, const TimeFn& time);
+// TFLOP/s, then the chunk's attention (heads of head_dim) after 0 and 4096
+// positions, per-token kernel against query tiles (bench_vk_span_prefill.cpp).
+// d.copies and d.fq3 are not used.
+int span_prefill_bench(vk::VulkanBackend& be, const SpanMvDims& d, int head_dim, int T, const TimeFn& time);
 
 }  // namespace fish::vktest

@@ -3,8 +3,13 @@
 // (coopmat where the device has cooperative matrices, else tiled) on Q4_K_M's
 // types and on F16 weights of the same shape, in TFLOP/s. F16 weights cost no
 // decoding, so the two columns separate the kernel's decode of K-quant blocks
-// from the rest of it (docs/experiments/vulkan-coopmat-prefill.md).
+// from the rest of it (docs/experiments/vulkan-coopmat-prefill.md). Then the
+// chunk's attention after 0 and 4096 positions of context: the per-token kernel
+// (span_attention.comp: a workgroup per token and KV head, as decode and rows
+// of several sequences run it) against the query tiles the span takes
+// (span_attention_tiles.comp, as chosen for the device, and its scalar form).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <vector>
 
@@ -12,8 +17,52 @@
 #include "vk_test_util.h"
 
 namespace fish::vktest {
+namespace {
 
-int span_prefill_bench(vk::VulkanBackend& be, const SpanMvDims& d, int T, const TimeFn& time) {
+void prefill_attention_rows(vk::VulkanBackend& be, int D, const SpanMvDims& d, int T, const TimeFn& time) {
+  const int H = d.QD / D, KVH = d.KD / D, depths[] = {0, 4096}, cap = 4096 + T;
+  const uint32_t q_off = 64, att_off = q_off + uint32_t(T * d.QD);
+  SpanRig rig(be, att_off + uint64_t(T) * d.QD + 64, uint64_t(cap) * d.KD, 4, 4);
+  {
+    std::vector<uint32_t> kv(size_t(cap) * d.KD);
+    uint32_t x = 12345;
+    for (auto& w : kv) x = x * 1664525u + 1013904223u, w = x & 0x3BFF3BFFu;  // f16 pairs in (-1, 1)
+    rig.put(rig.kv(), 0, kv);
+    rig.put(rig.arena(), q_off, random_x(T, d.QD, 6));
+  }
+  vk::SpanKernelShape per_token{uint32_t(D), uint32_t(H / KVH), uint32_t(KVH)}, tiles = per_token, scalar;
+  be.span_kernels()->choose_tiles(tiles, be.kernels()->coopmat());
+  scalar = tiles;
+  be.span_kernels()->choose_tiles(scalar, false);
+  vk::SpanPush p;
+  p.n_tok = uint32_t(T), p.q_off = q_off, p.q_stride = uint32_t(d.QD), p.kv_cap = uint32_t(cap);
+  p.att_off = att_off, p.scale = 1.0f / std::sqrt(float(D)), p.n_head = uint32_t(H);
+  std::printf("\nthe chunk's attention (%d heads of %d, %d KV heads): us and TFLOP/s (4·heads·D·Σ positions seen)\n"
+              "| depth | per token: us | TFLOP/s | query tiles (%s, %u positions): us | TFLOP/s | scalar tiles (%u): us | TFLOP/s |\n"
+              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+              H, D, KVH, tiles.tile_coop ? "coopmat" : "scalar", tiles.tile_bc, scalar.tile_bc);
+  for (const int depth : depths) {
+    const uint32_t n_kv = uint32_t(depth + T);
+    rig.put(rig.arena(), 0, std::vector<uint32_t>{uint32_t(KVH), 1, uint32_t(T), 0, uint32_t(depth), 1, n_kv, 0});
+    const double tp = time([&](VkCommandBuffer c) {
+      be.span_kernels()->attention(c, rig.aux_set(), p, per_token, false, rig.arena().buffer);
+    });
+    const double tt = tiles.tile_bc ? time([&](VkCommandBuffer c) {
+      be.span_kernels()->attention_tiles(c, rig.aux_set(), p, tiles);
+    }) : 0.0;
+    const double ts = scalar.tile_bc && tiles.tile_coop ? time([&](VkCommandBuffer c) {
+      be.span_kernels()->attention_tiles(c, rig.aux_set(), p, scalar);
+    }) : tt;
+    const double fl = 4.0 * H * D * (double(depth) * T + double(T) * (T + 1) / 2) / 1e12;
+    std::printf("| %d | %.1f | %.2f | %.1f | %.2f | %.1f | %.2f |\n", depth, tp * 1e6, fl / tp, tt * 1e6,
+                tt > 0 ? fl / tt : 0.0, ts * 1e6, ts > 0 ? fl / ts : 0.0);
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace
+
+int span_prefill_bench(vk::VulkanBackend& be, const SpanMvDims& d, int head_dim, int T, const TimeFn& time) {
   vk::MatmulKernels& mk = *be.kernels();
   struct Shape {
     const char* name;
@@ -55,6 +104,7 @@ int span_prefill_bench(vk::VulkanBackend& be, const SpanMvDims& d, int T, const 
   }
   std::printf("one layer (q, k, v, o, gate, up, half each down type): %.1f us, F16 weights %.1f us\n", tot_q * 1e6,
               tot_h * 1e6);
+  prefill_attention_rows(be, head_dim, d, T, time);
   return 0;
 }
 

@@ -3,7 +3,7 @@
 // partial rotary dims, frequency factors), attention (plain and fused, one or
 // several context splits, one or several tokens, head dims 8..256, groups
 // 1..7, a KV group or one query head per workgroup, B32 output rows; rows of
-// several sequences with the RoPE / KV store), and the
+// several sequences with the RoPE / KV store; a prompt chunk on query tiles), and the
 // span variants of the matvec / tiled kernels (scaled x, residual add, silu
 // epilogue, x·x2 input, the norm epilogue; FQ3 among the weight types) with
 // the spec's matmul bound.
@@ -281,6 +281,89 @@ TEST_CASE("span attention kernel vs CPU: splits, tokens, head dims, groups, fuse
               << c.splits << (c.fused ? " fused" : "") << " heads/workgroup " << c.heads << (c.qout ? " B32 rows" : "")
               << ": max |out - ref| " << d);
     CHECK(d <= 2e-5 * 8);  // |v| <= ~4 (N(0,1) in f16); f32 softmax and sums
+    seed += 10;
+  }
+}
+
+// The prompt attention on query tiles (span_attention_tiles.comp): a chunk of
+// n_tok rows of one sequence at positions pos0.. over its K/V in pages laid
+// out backwards in the pool, NaN in every word it must not read, against
+// ref_attention per row. The kernel's q·scale is f16 (the reference takes the
+// same rounding), so what remains is its f16 probabilities: each within 2^-11
+// relative, the output (a weighted mean of V rows) within 2^-10·max|v| plus
+// f32 sums. Tiles as the device would choose them, and the scalar kernel with
+// 16 positions per tile too. Output rows past n_tok stay untouched.
+TEST_CASE("span prompt attention on query tiles vs CPU", "[vulkan][span]") {
+  auto be = open_backend("span attention tiles");
+  if (!be) FISH_SKIP(skip_reason());
+  struct Case { int D, H, KVH, pos0, n_tok; };
+  const Case cases[] = {
+      {16, 4, 4, 0, 33},     // one query head per KV head: 64 tokens per tile
+      {64, 32, 8, 0, 100},   // the 1B's heads
+      {64, 8, 1, 190, 70},   // 8 heads per KV head, a context before the chunk
+      {32, 14, 2, 5, 40},    // 7 heads per KV head: 63 rows of 64 used
+      {128, 32, 8, 64, 64},  // the 8B's heads, the chunk at a page boundary
+      {128, 8, 2, 300, 37},
+      {48, 6, 2, 17, 45},    // three 16-dim output chunks (an odd count)
+  };
+  const int page = vk::Span::kKvPage;
+  uint64_t seed = 900;
+  for (const Case& c : cases) {
+    const int QD = c.H * c.D, KD = c.KVH * c.D, n_kv = c.pos0 + c.n_tok;
+    const int n_pages = (n_kv + page - 1) / page, pool = (n_pages + 1) * page;
+    std::vector<uint32_t> table(static_cast<size_t>(n_pages));
+    for (int i = 0; i < n_pages; ++i) table[size_t(i)] = uint32_t(n_pages - i);  // pool page 0 unused
+    const size_t vhalf = size_t(pool) * KD;
+    const uint32_t q_off = 64, att_off = q_off + uint32_t(c.n_tok * QD);
+    SpanRig rig(*be, att_off + uint32_t((c.n_tok + 8) * QD) + 64, vhalf, 4, 4);
+    rig.put(rig.page_tables(), 0, table);
+    auto kf = randn(size_t(n_kv) * KD, seed, 1.0f), vf = randn(size_t(n_kv) * KD, seed + 1, 1.0f);
+    std::vector<uint32_t> kvw(vhalf, 0x7E007E00u);
+    double vmax = 0;
+    for (int j = 0; j < n_kv; ++j)
+      for (int i = 0; i < KD; i += 2) {
+        const size_t e = size_t(j) * KD + size_t(i);
+        for (size_t u : {e, e + 1}) kf[u] = round_f16(kf[u]), vf[u] = round_f16(vf[u]), vmax = std::max(vmax, double(std::fabs(vf[u])));
+        const size_t w = (size_t(table[size_t(j / page)]) * page + size_t(j % page)) * KD / 2 + size_t(i) / 2;
+        kvw[w] = pack_half2(kf[e], kf[e + 1]);
+        kvw[w + vhalf / 2] = pack_half2(vf[e], vf[e + 1]);
+      }
+    rig.put(rig.kv(), 0, kvw);
+    const auto q = randn(size_t(c.n_tok) * QD, seed + 2, 1.0f);
+    rig.put(rig.arena(), q_off, q);
+    rig.put(rig.arena(), 0, std::vector<uint32_t>{0, 0, 0, 0, uint32_t(c.pos0), 0, 0, 0});  // pos0, page table at 0
+    const float scale = 1.0f / std::sqrt(float(c.D));
+    SpanPush p;
+    p.n_tok = uint32_t(c.n_tok), p.q_off = q_off, p.q_stride = uint32_t(QD), p.kv_cap = uint32_t(pool);
+    p.att_off = att_off, p.scale = scale, p.n_head = uint32_t(c.H);
+    vk::SpanKernelShape chosen{uint32_t(c.D), uint32_t(c.H / c.KVH), uint32_t(c.KVH)};
+    be->span_kernels()->choose_tiles(chosen, be->kernels()->coopmat());
+    vk::SpanKernelShape small = chosen;
+    small.tile_bc = 16, small.tile_coop = false;
+    REQUIRE(chosen.tile_bc != 0);
+    for (int variant = 0; variant < 2; ++variant) {
+      const vk::SpanKernelShape& ks = variant == 0 ? chosen : small;
+      if (variant == 1 && chosen.tile_bc == 16 && !chosen.tile_coop) continue;  // the same kernel again
+      const std::vector<float> sentinel(size_t(c.n_tok + 8) * QD, 7.0f);
+      rig.put(rig.arena(), att_off, sentinel);
+      rig.run([&](VkCommandBuffer cmd) { be->span_kernels()->attention_tiles(cmd, rig.aux_set(), p, ks); });
+      const auto out = rig.get(rig.arena(), att_off, size_t(c.n_tok + 8) * QD);
+      double worst = 0;
+      for (int t = 0; t < c.n_tok; ++t) {
+        std::vector<float> qs(&q[size_t(t) * QD], &q[size_t(t + 1) * QD]);
+        for (auto& e : qs) e = round_f16(e * scale);
+        std::vector<float> ref(static_cast<size_t>(QD));
+        ref_attention(qs.data(), kf.data(), vf.data(), c.pos0 + t + 1, c.H, c.KVH, c.D, ref.data());
+        worst = std::max(worst, max_diff(&out[size_t(t) * QD], ref.data(), size_t(QD)));
+      }
+      int64_t touched = 0;
+      for (size_t i = size_t(c.n_tok) * QD; i < out.size(); ++i) touched += out[i] != 7.0f;
+      INFO("D " << c.D << " H " << c.H << " KVH " << c.KVH << " pos0 " << c.pos0 << " n_tok " << c.n_tok << ", "
+                << (ks.tile_coop ? "coopmat" : "scalar") << " BC " << ks.tile_bc << ": max |out - ref| " << worst
+                << " (max |v| " << vmax << ")");
+      CHECK(worst <= std::ldexp(vmax, -10) + 1e-5);
+      CHECK(touched == 0);
+    }
     seed += 10;
   }
 }
