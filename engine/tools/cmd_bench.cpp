@@ -106,7 +106,11 @@ void eval_parallel(fish_model* m, const std::vector<int32_t>& toks, int64_t n, i
 }
 
 // One test (ppN or tgN at a depth) on a loaded model: a warm-up, then `reps`
-// timed repetitions; progress reports both.
+// timed repetitions; progress reports both. The warm-up repeats (untimed)
+// until it has run for kWarmSeconds, at most kWarmRuns times: a GPU idling at
+// a low clock takes that long to reach its speed (the H200 after one 23 ms
+// warm-up pass: the 1B's pp512 at 12242 ± 10041 over -r 2, one repetition at
+// a fraction of the other's speed).
 // The backend that runs m's work now ("CPU" when none: also after a fallback).
 std::string backend_now(const fish_model* m, fish_model_info* info) {
   info->struct_size = sizeof *info;
@@ -128,12 +132,9 @@ Result run_test(fish_model* m, bool prompt, int64_t n, int64_t depth, int64_t np
   const std::string where = test + " on " + backend + ", " + std::to_string(info.n_threads) + " threads";
   const std::vector<int32_t> ctx = bench_tokens(depth + 1, info.n_vocab);
   const std::vector<int32_t> toks = bench_tokens(n, info.n_vocab);
-  for (int rep = -1; rep < reps; ++rep) {  // rep -1 warms up
-    if (rep < 0) progress.update("warm-up: " + where, -1);
-    else progress.update(where, double(rep) / reps);
+  // One repetition of n_run tokens (after the depth's fill): its seconds.
+  const auto run_once = [&](int64_t n_run) {
     fill_depth(m, ctx, depth, np);
-    // Generation's warm-up is a few tokens, not the whole test.
-    const int64_t n_run = prompt || rep >= 0 ? n : std::min<int64_t>(n, 4);
     const double t0 = now_s();
     if (np > 1) {  // np sequences in each forward: the prompt as one batch, generation a row per sequence
       if (prompt) eval_parallel(m, toks, n, depth, np, "prompt eval");
@@ -147,8 +148,18 @@ Result run_test(fish_model* m, bool prompt, int64_t n, int64_t depth, int64_t np
       for (int64_t i = 0; i < n_run; ++i)
         if (fish_eval(m, &toks[size_t(i)], 1, int32_t(depth + i), 0) != 0) die(m, "generation eval");
     }
-    const double dt = now_s() - t0;
-    if (rep >= 0) r.samples.push_back(double(n_run * np) / dt);
+    return now_s() - t0;
+  };
+  constexpr double kWarmSeconds = 0.3;
+  constexpr int kWarmRuns = 10;
+  progress.update("warm-up: " + where, -1);
+  const double warm_t0 = now_s();
+  // Generation's warm-up passes are a few tokens, not the whole test.
+  for (int w = 0; w < kWarmRuns && (w == 0 || now_s() - warm_t0 < kWarmSeconds); ++w)
+    run_once(prompt ? n : std::min<int64_t>(n, 4));
+  for (int rep = 0; rep < reps; ++rep) {
+    progress.update(where, double(rep) / reps);
+    r.samples.push_back(double(n * np) / run_once(n));
   }
   progress.update(where, 1.0);
   // A backend failure falls back to the CPU: the row names what ran at the end.
