@@ -107,10 +107,10 @@ void eval_parallel(fish_model* m, const std::vector<int32_t>& toks, int64_t n, i
 
 // One test (ppN or tgN at a depth) on a loaded model: a warm-up, then `reps`
 // timed repetitions; progress reports both. The warm-up repeats (untimed)
-// until it has run for kWarmSeconds, at most kWarmRuns times: a GPU idling at
-// a low clock takes that long to reach its speed (the H200 after one 23 ms
-// warm-up pass: the 1B's pp512 at 12242 ± 10041 over -r 2, one repetition at
-// a fraction of the other's speed).
+// until it has run for kWarmSeconds: a GPU idling at a low clock takes that
+// long to reach its speed (the H200 after one 23 ms warm-up pass: the 1B's
+// pp512 at 12242 ± 10041 over -r 2, one repetition at a fraction of the
+// other's speed; with the repeats 24041 ± 113).
 // The backend that runs m's work now ("CPU" when none: also after a fallback).
 std::string backend_now(const fish_model* m, fish_model_info* info) {
   info->struct_size = sizeof *info;
@@ -151,12 +151,11 @@ Result run_test(fish_model* m, bool prompt, int64_t n, int64_t depth, int64_t np
     return now_s() - t0;
   };
   constexpr double kWarmSeconds = 0.3;
-  constexpr int kWarmRuns = 10;
   progress.update("warm-up: " + where, -1);
   const double warm_t0 = now_s();
   // Generation's warm-up passes are a few tokens, not the whole test.
-  for (int w = 0; w < kWarmRuns && (w == 0 || now_s() - warm_t0 < kWarmSeconds); ++w)
-    run_once(prompt ? n : std::min<int64_t>(n, 4));
+  do run_once(prompt ? n : std::min<int64_t>(n, 4));
+  while (now_s() - warm_t0 < kWarmSeconds);
   for (int rep = 0; rep < reps; ++rep) {
     progress.update(where, double(rep) / reps);
     r.samples.push_back(double(n * np) / run_once(n));
