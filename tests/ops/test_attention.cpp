@@ -1,5 +1,7 @@
 // Attention over the f16 KV cache: each variant against a double-precision
-// softmax(q·K·scale)·V, and the threaded driver's causal masking and GQA.
+// softmax(q·K·scale)·V, and the threaded driver's causal masking and GQA
+// (also with one thread and with more threads than work: the heads grouped
+// otherwise, the same bits).
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cmath>
@@ -33,7 +35,12 @@ std::vector<double> ref_head(const float* q, const uint16_t* k, const uint16_t* 
 
 }  // namespace
 
-TEST_CASE("attention_head variants vs double reference", "[attention]") {
+// Each variant on 1, 3, 4 and 5 query heads of one KV head (the AVX2 one
+// shares K/V rows among four and two heads at a time) against the double
+// reference, over one array and over pages; and every head's output exactly
+// the bits of that head computed alone (what makes a batch's rows equal to
+// each row evaluated alone, whatever the driver groups).
+TEST_CASE("attention heads variants vs double reference", "[attention]") {
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.f, 1.f);
   for (int hd : {8, 16, 64, 72, 128}) {
@@ -42,10 +49,7 @@ TEST_CASE("attention_head variants vs double reference", "[attention]") {
       std::vector<uint16_t> k(size_t(n_kv) * stride), v(k.size());
       for (auto& x : k) x = fp32_to_fp16(nd(rng));
       for (auto& x : v) x = fp32_to_fp16(nd(rng));
-      std::vector<float> q(hd), out(hd), scores(n_kv);
-      for (auto& x : q) x = nd(rng);
       const float scale = 1.0f / std::sqrt(float(hd));
-      const auto want = ref_head(q.data(), k.data(), v.data(), stride, n_kv, hd, scale);
       const uint16_t* kp = k.data();
       const uint16_t* vp = v.data();
       KvView kv;
@@ -65,10 +69,22 @@ TEST_CASE("attention_head variants vs double reference", "[attention]") {
       }
       KvView paged;
       paged.k = ktab.data(), paged.v = vtab.data(), paged.page_shift = 2, paged.stride = stride;
-      for (AttentionHeadFn fn : {&attention_head_scalar, attention_head_best()}) {
-        for (const KvView* view : {&kv, &paged}) {
-          fn(q.data(), *view, n_kv, hd, scale, out.data(), scores.data());
-          for (int i = 0; i < hd; ++i) CHECK(std::fabs(out[i] - want[i]) < 1e-4);
+      for (int nh : {1, 3, 4, 5}) {
+        std::vector<float> q(size_t(nh) * hd), out(q.size()), alone(hd), scores(size_t(nh) * n_kv);
+        for (auto& x : q) x = nd(rng);
+        for (AttentionHeadsFn fn : {&attention_heads_scalar, attention_heads_best()}) {
+          for (const KvView* view : {&kv, &paged}) {
+            fn(q.data(), nh, *view, n_kv, hd, scale, out.data(), scores.data());
+            int64_t differ = 0;
+            for (int h = 0; h < nh; ++h) {
+              const auto want = ref_head(q.data() + h * hd, k.data(), v.data(), stride, n_kv, hd, scale);
+              for (int i = 0; i < hd; ++i) CHECK(std::fabs(out[h * hd + i] - want[i]) < 1e-4);
+              fn(q.data() + h * hd, 1, *view, n_kv, hd, scale, alone.data(), scores.data());
+              for (int i = 0; i < hd; ++i) differ += out[h * hd + i] != alone[i];
+            }
+            INFO("hd " << hd << " n_kv " << n_kv << " heads " << nh);
+            CHECK(differ == 0);
+          }
         }
       }
     }
@@ -100,6 +116,19 @@ TEST_CASE("attention: causal mask and GQA head mapping over threads", "[attentio
   a.scale = 0.25f;
   a.out = out.data();
   attention(pool, a, scratch);
+  // One thread (whole KV groups per item) and seven (28 items wanted: one head
+  // per item): the same bits.
+  for (const int threads : {1, 7}) {
+    ThreadPool other(threads);
+    AttentionScratch sc;
+    std::vector<float> o2(out.size());
+    a.out = o2.data();
+    attention(other, a, sc);
+    int64_t differ = 0;
+    for (size_t i = 0; i < out.size(); ++i) differ += o2[i] != out[i];
+    INFO(threads << " threads");
+    CHECK(differ == 0);
+  }
   for (int t = 0; t < n_tok; ++t)
     for (int h = 0; h < n_head; ++h) {
       const int kvh = h / (n_head / n_head_kv);

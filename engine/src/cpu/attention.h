@@ -53,13 +53,17 @@ struct AttentionScratch {
 
 void attention(ThreadPool& pool, const AttentionArgs& a, AttentionScratch& scratch);
 
-// One (token, head): out[hd] = softmax(scale · K q) · V over positions 0..n_kv-1.
-// Exposed for tests; `scores` holds n_kv floats.
-using AttentionHeadFn = void (*)(const float* q, const KvView& kv, int32_t n_kv, int32_t hd, float scale, float* out,
-                                 float* scores);
-void attention_head_scalar(const float* q, const KvView& kv, int32_t n_kv, int32_t hd, float scale, float* out,
-                           float* scores);
-// The fastest variant this CPU runs (AVX2+F16C or scalar).
-AttentionHeadFn attention_head_best();
+// The n_heads query heads of one KV head at one token (q, out: n_heads head
+// vectors of hd, one after another): out_i[hd] = softmax(scale · K q_i) · V
+// over positions 0..n_kv-1. `scores` holds n_heads · n_kv floats. A head's
+// result is the same bits however many heads are computed with it (the
+// driver groups them by the work available).
+using AttentionHeadsFn = void (*)(const float* q, int32_t n_heads, const KvView& kv, int32_t n_kv, int32_t hd,
+                                  float scale, float* out, float* scores);
+void attention_heads_scalar(const float* q, int32_t n_heads, const KvView& kv, int32_t n_kv, int32_t hd, float scale,
+                            float* out, float* scores);
+// The fastest variant this CPU runs (AVX2+F16C: the heads share each K/V row's
+// loads and run their FMA chains side by side; else scalar).
+AttentionHeadsFn attention_heads_best();
 
 }  // namespace fish
