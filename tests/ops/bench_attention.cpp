@@ -1,9 +1,10 @@
 // fish_bench_attention: the CPU attention (cpu/attention.h) on a prompt chunk
 // of T tokens after D positions of context, Llama-3.2-1B or 3.1-8B heads:
 // milliseconds per layer and GFLOP/s (4 · heads · head_dim · Σ positions seen),
-// the driver (a KV group's query heads per work item, sharing each K/V row's
-// loads) against one head per item, interleaved, the fastest of N repetitions
-// (the figures of one noisy machine need both).
+// the driver (blocks of up to 8 tokens × a KV group's query heads per work
+// item, sharing each K/V row's loads) against one token and head per item,
+// interleaved, the fastest of N repetitions (the figures of one noisy machine
+// need both).
 //
 //   fish_bench_attention [--shape 1b|8b] [--tokens 128] [--depths 0,2048] [--threads 1,2] [--reps 5]
 #include <algorithm>
@@ -73,7 +74,7 @@ int main(int argc, char** argv) {
   for (auto& x : q) x = nd(rng) * 0.3f;
   std::printf("CPU attention, %s heads (%d x %d, %d KV heads), %d tokens; ms per layer (fastest of %d), GFLOP/s\n",
               shape.c_str(), H, hd, KVH, T, reps);
-  std::printf("| depth | threads | KV group per item: ms | GFLOP/s | one head per item: ms | GFLOP/s |\n"
+  std::printf("| depth | threads | blocks: ms | GFLOP/s | one token and head per item: ms | GFLOP/s |\n"
               "| ---: | ---: | ---: | ---: | ---: | ---: |\n");
   for (const int nth : threads) {
     ThreadPool pool(nth);
@@ -83,8 +84,8 @@ int main(int argc, char** argv) {
       AttentionArgs a;
       a.q = q.data(), a.n_tok = T, a.pos0 = d, a.k = k.data(), a.v = v.data(), a.kv_stride = kvd;
       a.n_head = H, a.n_head_kv = KVH, a.head_dim = hd, a.scale = 1.0f / 8, a.out = out.data();
-      const AttentionHeadsFn fn = attention_heads_best();
-      // One head per item, interleaved over (token, head) as the driver interleaves its items.
+      const AttentionBlockFn fn = attention_block_best();
+      // One row per item, interleaved over (token, head) as the driver interleaves its items.
       const auto per_head = [&] {
         pool.run([&](int ith, int n) {
           KvView kv;
@@ -92,8 +93,9 @@ int main(int argc, char** argv) {
           for (int64_t it = ith; it < int64_t(T) * H; it += n) {
             const int t = int(it / H), h = int(it % H);
             kv.off = int64_t(h / G) * hd;
-            fn(q.data() + t * qd + h * hd, 1, kv, d + t + 1, hd, a.scale, out.data() + t * qd + h * hd,
-               scores[size_t(ith)].data());
+            AttentionBlock b;
+            b.q = q.data() + t * qd + h * hd, b.out = out.data() + t * qd + h * hd, b.n_kv0 = d + t + 1;
+            fn(b, kv, hd, a.scale, scores[size_t(ith)].data());
           }
         });
       };

@@ -35,18 +35,20 @@ std::vector<double> ref_head(const float* q, const uint16_t* k, const uint16_t* 
 
 }  // namespace
 
-// Each variant on 1, 3, 4 and 5 query heads of one KV head (the AVX2 one
-// shares K/V rows among four and two heads at a time) against the double
-// reference, over one array and over pages; and every head's output exactly
-// the bits of that head computed alone (what makes a batch's rows equal to
-// each row evaluated alone, whatever the driver groups).
-TEST_CASE("attention heads variants vs double reference", "[attention]") {
+// Each variant on blocks of tokens × query heads of one KV head (the AVX2
+// one shares K/V rows among them, by blocks of 32 positions) against the
+// double reference, over one array and over pages; and every row's output
+// exactly the bits of that row computed alone (what makes a batch's rows equal
+// to each row evaluated alone, whatever blocks the driver forms). 80 rows: a
+// block past kMaxBlockRows, split.
+TEST_CASE("attention block variants vs double reference", "[attention]") {
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.f, 1.f);
   for (int hd : {8, 16, 64, 72, 128}) {
     for (int n_kv : {1, 5, 33, 300}) {
+      const int max_tok = 10, n_pos = n_kv + max_tok;
       const int64_t stride = hd * 3;
-      std::vector<uint16_t> k(size_t(n_kv) * stride), v(k.size());
+      std::vector<uint16_t> k(size_t(n_pos) * stride), v(k.size());
       for (auto& x : k) x = fp32_to_fp16(nd(rng));
       for (auto& x : v) x = fp32_to_fp16(nd(rng));
       const float scale = 1.0f / std::sqrt(float(hd));
@@ -55,13 +57,13 @@ TEST_CASE("attention heads variants vs double reference", "[attention]") {
       KvView kv;
       kv.k = &kp, kv.v = &vp, kv.stride = stride;
       // The same positions in pages of 4, stored in reverse page order.
-      const int n_pages = (n_kv + 3) / 4;
+      const int n_pages = (n_pos + 3) / 4;
       std::vector<uint16_t> kpg(size_t(n_pages) * 4 * stride), vpg(kpg.size());
       std::vector<const uint16_t*> ktab(n_pages), vtab(n_pages);
       for (int pg = 0; pg < n_pages; ++pg) {
         const size_t slot = size_t(n_pages - 1 - pg) * 4 * stride;
         ktab[pg] = kpg.data() + slot, vtab[pg] = vpg.data() + slot;
-        for (int j = pg * 4; j < std::min(n_kv, pg * 4 + 4); ++j)
+        for (int j = pg * 4; j < std::min(n_pos, pg * 4 + 4); ++j)
           for (int64_t i = 0; i < stride; ++i) {
             kpg[slot + (j - pg * 4) * stride + i] = k[j * stride + i];
             vpg[slot + (j - pg * 4) * stride + i] = v[j * stride + i];
@@ -69,20 +71,29 @@ TEST_CASE("attention heads variants vs double reference", "[attention]") {
       }
       KvView paged;
       paged.k = ktab.data(), paged.v = vtab.data(), paged.page_shift = 2, paged.stride = stride;
-      for (int nh : {1, 3, 4, 5}) {
-        std::vector<float> q(size_t(nh) * hd), out(q.size()), alone(hd), scores(size_t(nh) * n_kv);
+      const int shapes[][2] = {{1, 1}, {1, 3}, {1, 4}, {1, 5}, {3, 4}, {8, 4}, {5, 3}, {10, 8}};
+      for (const auto& sh : shapes) {
+        const int nt = sh[0], nh = sh[1];
+        std::vector<float> q(size_t(nt) * nh * hd), out(q.size()), alone(hd), scores(size_t(nt) * nh * (n_kv + nt));
         for (auto& x : q) x = nd(rng);
-        for (AttentionHeadsFn fn : {&attention_heads_scalar, attention_heads_best()}) {
+        for (AttentionBlockFn fn : {&attention_block_scalar, attention_block_best()}) {
           for (const KvView* view : {&kv, &paged}) {
-            fn(q.data(), nh, *view, n_kv, hd, scale, out.data(), scores.data());
+            AttentionBlock b;
+            b.q = q.data(), b.q_stride = int64_t(nh) * hd, b.out = out.data(), b.out_stride = int64_t(nh) * hd;
+            b.n_tok = nt, b.n_heads = nh, b.n_kv0 = n_kv;
+            fn(b, *view, hd, scale, scores.data());
             int64_t differ = 0;
-            for (int h = 0; h < nh; ++h) {
-              const auto want = ref_head(q.data() + h * hd, k.data(), v.data(), stride, n_kv, hd, scale);
-              for (int i = 0; i < hd; ++i) CHECK(std::fabs(out[h * hd + i] - want[i]) < 1e-4);
-              fn(q.data() + h * hd, 1, *view, n_kv, hd, scale, alone.data(), scores.data());
-              for (int i = 0; i < hd; ++i) differ += out[h * hd + i] != alone[i];
-            }
-            INFO("hd " << hd << " n_kv " << n_kv << " heads " << nh);
+            for (int i = 0; i < nt; ++i)
+              for (int h = 0; h < nh; ++h) {
+                const float* qr = q.data() + (i * nh + h) * hd;
+                const auto want = ref_head(qr, k.data(), v.data(), stride, n_kv + i, hd, scale);
+                for (int e = 0; e < hd; ++e) CHECK(std::fabs(out[(i * nh + h) * hd + e] - want[e]) < 1e-4);
+                AttentionBlock one;
+                one.q = qr, one.out = alone.data(), one.n_kv0 = n_kv + i;
+                fn(one, *view, hd, scale, scores.data());
+                for (int e = 0; e < hd; ++e) differ += out[(i * nh + h) * hd + e] != alone[e];
+              }
+            INFO("hd " << hd << " n_kv " << n_kv << ": " << nt << " tokens x " << nh << " heads");
             CHECK(differ == 0);
           }
         }
@@ -116,8 +127,8 @@ TEST_CASE("attention: causal mask and GQA head mapping over threads", "[attentio
   a.scale = 0.25f;
   a.out = out.data();
   attention(pool, a, scratch);
-  // One thread (whole KV groups per item) and seven (28 items wanted: one head
-  // per item): the same bits.
+  // One thread (blocks of 5 tokens x a KV group) and seven (28 items wanted:
+  // one token and head per item): the same bits.
   for (const int threads : {1, 7}) {
     ThreadPool other(threads);
     AttentionScratch sc;

@@ -9,8 +9,7 @@
 
 namespace fish {
 
-void attention_heads_avx2(const float* q, int32_t n_heads, const KvView& kv, int32_t n_kv, int32_t hd, float scale,
-                          float* out, float* scores);
+void attention_block_avx2(const AttentionBlock& b, const KvView& kv, int32_t hd, float scale, float* scores);
 
 namespace {
 
@@ -41,21 +40,22 @@ void attention_head_scalar(const float* q, const KvView& kv, int32_t n_kv, int32
 
 }  // namespace
 
-void attention_heads_scalar(const float* q, int32_t n_heads, const KvView& kv, int32_t n_kv, int32_t hd, float scale,
-                            float* out, float* scores) {
-  for (int32_t i = 0; i < n_heads; ++i)
-    attention_head_scalar(q + int64_t(i) * hd, kv, n_kv, hd, scale, out + int64_t(i) * hd, scores + int64_t(i) * n_kv);
+void attention_block_scalar(const AttentionBlock& b, const KvView& kv, int32_t hd, float scale, float* scores) {
+  for (int32_t i = 0; i < b.n_tok; ++i)
+    for (int32_t h = 0; h < b.n_heads; ++h)
+      attention_head_scalar(b.q + i * b.q_stride + int64_t(h) * hd, kv, b.n_kv0 + i, hd, scale,
+                            b.out + i * b.out_stride + int64_t(h) * hd, scores);
 }
 
-AttentionHeadsFn attention_heads_best() {
+AttentionBlockFn attention_block_best() {
 #if defined(__x86_64__)
-  static const AttentionHeadsFn fn = [] {
+  static const AttentionBlockFn fn = [] {
     const CpuFeatures& f = cpu_features();
-    return f.avx2 && f.fma && f.f16c ? &attention_heads_avx2 : &attention_heads_scalar;
+    return f.avx2 && f.fma && f.f16c ? &attention_block_avx2 : &attention_block_scalar;
   }();
   return fn;
 #else
-  return &attention_heads_scalar;
+  return &attention_block_scalar;
 #endif
 }
 
@@ -65,38 +65,48 @@ void attention(ThreadPool& pool, const AttentionArgs& a, AttentionScratch& scrat
   if (a.rows)
     for (int32_t t = 0; t < a.n_tok; ++t) max_kv = std::max(max_kv, a.rows[t].pos + 1);
   const int32_t group = a.n_head / a.n_head_kv;
-  // Work items are (token, block of a KV head's query heads). Whole groups
-  // share each K/V row's loads; halved while there are fewer than 4 items per
-  // thread (a decode on many threads). The results are the same either way.
-  int32_t hb = group;
-  while (hb > 1 && int64_t(a.n_tok) * a.n_head_kv * ((group + hb - 1) / hb) < 4 * int64_t(nth)) hb = (hb + 1) / 2;
-  const int32_t blocks = (group + hb - 1) / hb;
+  // Work items are blocks of tb tokens × hb query heads of one KV head (rows
+  // of several sequences: one token each), all sharing each K/V row's loads:
+  // up to 8 tokens and a whole KV group, halved (tokens first) while there
+  // are fewer than 4 items per thread or more rows than a block takes. The
+  // results are the same bits whatever the blocks.
+  int32_t tb = a.rows ? 1 : 8, hb = group;
+  const auto items = [&] { return int64_t((a.n_tok + tb - 1) / tb) * a.n_head_kv * ((group + hb - 1) / hb); };
+  while ((tb > 1 || hb > 1) && (items() < 4 * int64_t(nth) || tb * hb > kMaxBlockRows)) {
+    if (tb > 1) tb = (tb + 1) / 2;
+    else hb = (hb + 1) / 2;
+  }
+  const int32_t blocks = (group + hb - 1) / hb, tok_blocks = (a.n_tok + tb - 1) / tb;
+  const size_t per_thread = size_t(max_kv) * size_t(tb) * size_t(hb);
   if (int(scratch.scores.size()) < nth) scratch.scores.resize(size_t(nth));
   for (auto& s : scratch.scores)
-    if (int64_t(s.size()) < int64_t(max_kv) * hb) s.resize(size_t(max_kv) * size_t(hb));
-  const AttentionHeadsFn heads_fn = attention_heads_best();
+    if (s.size() < per_thread) s.resize(per_thread);
+  const AttentionBlockFn block_fn = attention_block_best();
   const int64_t q_stride = int64_t(a.n_head) * a.head_dim;
   // Later tokens see more positions, so a plain contiguous split would be
   // unbalanced for prefill: interleave instead.
-  const int64_t per_tok = int64_t(a.n_head_kv) * blocks, n_items = int64_t(a.n_tok) * per_tok;
+  const int64_t per_tb = int64_t(a.n_head_kv) * blocks, n_items = int64_t(tok_blocks) * per_tb;
   pool.run([&](int ith, int nthr) {
     float* scores = scratch.scores[size_t(ith)].data();
     KvView kv;
     kv.stride = a.kv_stride;
     kv.page_shift = a.rows ? a.page_shift : 31;
     for (int64_t it = ith; it < n_items; it += nthr) {
-      const int32_t t = int32_t(it / per_tok), g = int32_t(it % per_tok / blocks), b = int32_t(it % blocks);
-      const int32_t h = g * group + b * hb, nh = std::min(hb, group - b * hb);
-      int32_t n_kv = a.pos0 + t + 1;
+      const int32_t t = int32_t(it / per_tb) * tb, g = int32_t(it % per_tb / blocks), hbi = int32_t(it % blocks);
+      const int32_t h = g * group + hbi * hb;
+      AttentionBlock b;
+      b.n_tok = std::min(tb, a.n_tok - t), b.n_heads = std::min(hb, group - hbi * hb);
+      b.q = a.q + t * q_stride + int64_t(h) * a.head_dim, b.q_stride = q_stride;
+      b.out = a.out + t * q_stride + int64_t(h) * a.head_dim, b.out_stride = q_stride;
+      b.n_kv0 = a.pos0 + t + 1;
       if (a.rows) {
         kv.k = a.rows[t].k_pages, kv.v = a.rows[t].v_pages;
-        n_kv = a.rows[t].pos + 1;
+        b.n_kv0 = a.rows[t].pos + 1;
       } else {
         kv.k = &a.k, kv.v = &a.v;
       }
       kv.off = int64_t(g) * a.head_dim;
-      heads_fn(a.q + t * q_stride + int64_t(h) * a.head_dim, nh, kv, n_kv, a.head_dim, a.scale,
-               a.out + t * q_stride + int64_t(h) * a.head_dim, scores);
+      block_fn(b, kv, a.head_dim, a.scale, scores);
     }
   });
 }

@@ -53,17 +53,25 @@ struct AttentionScratch {
 
 void attention(ThreadPool& pool, const AttentionArgs& a, AttentionScratch& scratch);
 
-// The n_heads query heads of one KV head at one token (q, out: n_heads head
-// vectors of hd, one after another): out_i[hd] = softmax(scale · K q_i) · V
-// over positions 0..n_kv-1. `scores` holds n_heads · n_kv floats. A head's
-// result is the same bits however many heads are computed with it (the
-// driver groups them by the work available).
-using AttentionHeadsFn = void (*)(const float* q, int32_t n_heads, const KvView& kv, int32_t n_kv, int32_t hd,
-                                  float scale, float* out, float* scores);
-void attention_heads_scalar(const float* q, int32_t n_heads, const KvView& kv, int32_t n_kv, int32_t hd, float scale,
-                            float* out, float* scores);
-// The fastest variant this CPU runs (AVX2+F16C: the heads share each K/V row's
-// loads and run their FMA chains side by side; else scalar).
-AttentionHeadsFn attention_heads_best();
+// A block of query rows over one KV head: n_tok consecutive tokens of one
+// sequence (token i sees positions 0..n_kv0 + i - 1) × n_heads query heads of
+// that KV head. Token i's head h: q + i·q_stride + h·hd, out likewise.
+constexpr int32_t kMaxBlockRows = 64;  // n_tok · n_heads
+struct AttentionBlock {
+  const float* q = nullptr;
+  int64_t q_stride = 0;
+  float* out = nullptr;
+  int64_t out_stride = 0;
+  int32_t n_tok = 1, n_heads = 1, n_kv0 = 1;
+};
+// out = softmax(scale · K q) · V for every row of b. `scores` holds n_tok ·
+// n_heads · (n_kv0 + n_tok - 1) floats. A row's result is the same bits
+// whatever block it is computed in (the driver forms blocks by the work there is).
+using AttentionBlockFn = void (*)(const AttentionBlock& b, const KvView& kv, int32_t hd, float scale, float* scores);
+void attention_block_scalar(const AttentionBlock& b, const KvView& kv, int32_t hd, float scale, float* scores);
+// The fastest variant this CPU runs (AVX2+F16C: the rows share each K/V row's
+// loads, by blocks of positions held in L1, and run their FMA chains side by
+// side; else scalar, a row at a time).
+AttentionBlockFn attention_block_best();
 
 }  // namespace fish

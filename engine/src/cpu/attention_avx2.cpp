@@ -1,10 +1,10 @@
-// AVX2 + FMA + F16C attention for the query heads of one KV head at one
-// token. Only called after a cpuid check. Every head's arithmetic is the
-// one-head computation's, operation for operation (the same FMA chains in
-// the same order, the same horizontal sums, the same vector e^x): the heads
-// share the loads and f16 conversions of each K and V row and run their
-// chains side by side, so a head's output does not depend on how many heads
-// were computed with it.
+// AVX2 + FMA + F16C attention for a block of query rows over one KV head
+// (cpu/attention.h: AttentionBlock). Only called after a cpuid check. Every
+// row's arithmetic is what it would be alone, operation for operation (the
+// same FMA chain per score, the same order of positions per output lane, the
+// same horizontal sums and vector e^x): the rows share the loads and f16
+// conversions of each K and V row, from L1, and run their chains side by
+// side, so a row's output does not depend on what it was computed with.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -76,23 +76,23 @@ double softmax_exp(float* s, int32_t n, float mx) {
 
 inline __m256 load_h8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 
-// Scores of NH heads (q + i·hd, into scores + i·n_kv) over positions 0..n_kv-1,
-// two positions per step (2·NH independent FMA chains: one chain per head
-// and position, as the one-head loop has); returns each head's maximum in mx.
+// Scores of NH heads (q + i·hd, into scores + i·stride) at positions j0..j1-1,
+// two positions per step (2·NH independent FMA chains: one chain per head and
+// position); each head's running maximum in mx[i].
 template <int NH>
-void scores_nh(const float* q, const KvView& kv, int32_t n_kv, int32_t hd, float scale, float* scores, float* mx) {
+void scores_nh(const float* q, const KvView& kv, int32_t j0, int32_t j1, int32_t hd, float scale, float* scores,
+               int64_t stride, float* mx) {
   const int32_t hd8 = hd & ~7;
-  for (int i = 0; i < NH; ++i) mx[i] = -INFINITY;
-  // The score of head i at position j from its chain (the one-head loop's tail and scale).
+  // The score of head i at position j from its chain (+ the dims past the last 8, × scale).
   const auto finish = [&](int i, int32_t j, __m256 acc, const uint16_t* kj) {
     float s = hsum256(acc);
     for (int32_t d = hd8; d < hd; ++d) s += q[i * hd + d] * fp16_to_fp32(kj[d]);
     s *= scale;
-    scores[i * n_kv + j] = s;
+    scores[i * stride + j] = s;
     mx[i] = s > mx[i] ? s : mx[i];
   };
-  int32_t j = 0;
-  for (; j + 2 <= n_kv; j += 2) {
+  int32_t j = j0;
+  for (; j + 2 <= j1; j += 2) {
     const uint16_t* k0 = kv.key(j);
     const uint16_t* k1 = kv.key(j + 1);
     __m256 a0[NH], a1[NH];
@@ -107,7 +107,7 @@ void scores_nh(const float* q, const KvView& kv, int32_t n_kv, int32_t hd, float
     }
     for (int i = 0; i < NH; ++i) finish(i, j, a0[i], k0), finish(i, j + 1, a1[i], k1);
   }
-  for (; j < n_kv; ++j) {
+  for (; j < j1; ++j) {
     const uint16_t* kj = kv.key(j);
     __m256 acc[NH];
     for (int i = 0; i < NH; ++i) acc[i] = _mm256_setzero_ps();
@@ -119,68 +119,102 @@ void scores_nh(const float* q, const KvView& kv, int32_t n_kv, int32_t hd, float
   }
 }
 
-// out (NH heads) = Σ_j p[i][j] · v_j · inv[i], 32 dims at a time with the
-// head's four accumulators, then 8 at a time, then one.
+// acc (NH heads, out + i·hd) += Σ_{j0 <= j < j1} p[i][j] · v_j (p rows at stride),
+// 32 dims at a time with four accumulators per head, then 8, then one; the
+// accumulators start at 0 where j0 == 0, else continue from acc.
 template <int NH>
-void values_nh(const float* p, const float* inv, const KvView& kv, int32_t n_kv, int32_t hd, float* out) {
+void values_nh(const float* p, int64_t stride, const KvView& kv, int32_t j0, int32_t j1, int32_t hd, float* acc) {
+  const bool first = j0 == 0;
   int32_t d = 0;
   for (; d + 32 <= hd; d += 32) {
     __m256 a[NH][4];
-    for (int i = 0; i < NH; ++i) a[i][0] = a[i][1] = a[i][2] = a[i][3] = _mm256_setzero_ps();
-    for (int32_t j = 0; j < n_kv; ++j) {
+    for (int i = 0; i < NH; ++i)
+      for (int c = 0; c < 4; ++c) a[i][c] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + i * hd + d + 8 * c);
+    for (int32_t j = j0; j < j1; ++j) {
       const uint16_t* vj = kv.value(j) + d;
       const __m256 v0 = load_h8(vj), v1 = load_h8(vj + 8), v2 = load_h8(vj + 16), v3 = load_h8(vj + 24);
       for (int i = 0; i < NH; ++i) {
-        const __m256 pj = _mm256_set1_ps(p[i * n_kv + j]);
+        const __m256 pj = _mm256_set1_ps(p[i * stride + j]);
         a[i][0] = _mm256_fmadd_ps(pj, v0, a[i][0]);
         a[i][1] = _mm256_fmadd_ps(pj, v1, a[i][1]);
         a[i][2] = _mm256_fmadd_ps(pj, v2, a[i][2]);
         a[i][3] = _mm256_fmadd_ps(pj, v3, a[i][3]);
       }
     }
-    for (int i = 0; i < NH; ++i) {
-      const __m256 vi = _mm256_set1_ps(inv[i]);
-      for (int c = 0; c < 4; ++c) _mm256_storeu_ps(out + i * hd + d + 8 * c, _mm256_mul_ps(a[i][c], vi));
-    }
+    for (int i = 0; i < NH; ++i)
+      for (int c = 0; c < 4; ++c) _mm256_storeu_ps(acc + i * hd + d + 8 * c, a[i][c]);
   }
   for (; d + 8 <= hd; d += 8)
     for (int i = 0; i < NH; ++i) {
-      __m256 a0 = _mm256_setzero_ps();
-      for (int32_t j = 0; j < n_kv; ++j) a0 = _mm256_fmadd_ps(_mm256_set1_ps(p[i * n_kv + j]), load_h8(kv.value(j) + d), a0);
-      _mm256_storeu_ps(out + i * hd + d, _mm256_mul_ps(a0, _mm256_set1_ps(inv[i])));
+      __m256 a0 = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + i * hd + d);
+      for (int32_t j = j0; j < j1; ++j) a0 = _mm256_fmadd_ps(_mm256_set1_ps(p[i * stride + j]), load_h8(kv.value(j) + d), a0);
+      _mm256_storeu_ps(acc + i * hd + d, a0);
     }
   for (; d < hd; ++d)
     for (int i = 0; i < NH; ++i) {
-      float acc = 0;
-      for (int32_t j = 0; j < n_kv; ++j) acc += p[i * n_kv + j] * fp16_to_fp32(kv.value(j)[d]);
-      out[i * hd + d] = acc * inv[i];
+      float a0 = first ? 0.0f : acc[i * hd + d];
+      for (int32_t j = j0; j < j1; ++j) a0 = std::fma(p[i * stride + j], fp16_to_fp32(kv.value(j)[d]), a0);
+      acc[i * hd + d] = a0;
     }
 }
 
 }  // namespace
 
-void attention_heads_avx2(const float* q, int32_t n_heads, const KvView& kv, int32_t n_kv, int32_t hd, float scale,
-                          float* out, float* scores) {
-  // Four heads at a time: their scores in one pass over K, the softmax per
-  // head (e^(s - max) eight at a time, the sum in double), their values two
-  // heads per pass over V.
-  for (int32_t h0 = 0; h0 < n_heads; h0 += 4) {
-    const int32_t nh = std::min(4, n_heads - h0);
-    const float* qh = q + int64_t(h0) * hd;
-    float* sh = scores + int64_t(h0) * n_kv;
-    float* oh = out + int64_t(h0) * hd;
-    float mx[4], inv[4];
+void attention_block_avx2(const AttentionBlock& b, const KvView& kv, int32_t hd, float scale, float* scores) {
+  // Rows r = token i · n_heads + head h (scores at r · n_max); positions in
+  // blocks of kPos, so that a block's K (then V) rows serve every row of the
+  // block from L1 before the next block is read. Per row, every score is its
+  // own chain and every output lane sums its positions in order, as computed
+  // alone; the running maximum is exact in any order.
+  constexpr int32_t kPos = 32;
+  if (b.n_tok * b.n_heads > kMaxBlockRows) {  // in two (the same bits: rows are independent)
+    AttentionBlock x = b, y = b;
+    if (b.n_tok > 1) {
+      x.n_tok = b.n_tok / 2, y.n_tok = b.n_tok - x.n_tok;
+      y.q += x.n_tok * b.q_stride, y.out += x.n_tok * b.out_stride, y.n_kv0 += x.n_tok;
+    } else {
+      x.n_heads = b.n_heads / 2, y.n_heads = b.n_heads - x.n_heads;
+      y.q += int64_t(x.n_heads) * hd, y.out += int64_t(x.n_heads) * hd;
+    }
+    attention_block_avx2(x, kv, hd, scale, scores);
+    attention_block_avx2(y, kv, hd, scale, scores);
+    return;
+  }
+  const int32_t n_max = b.n_kv0 + b.n_tok - 1, H = b.n_heads;
+  float mx[kMaxBlockRows], inv[kMaxBlockRows];
+  for (int32_t r = 0; r < b.n_tok * H; ++r) mx[r] = -INFINITY;
+  const auto each_block = [&](const auto& fn) {  // fn(token i, first head, heads, j0, j1)
+    for (int32_t j0 = 0; j0 < n_max; j0 += kPos)
+      for (int32_t i = 0; i < b.n_tok; ++i) {
+        const int32_t j1 = std::min(j0 + kPos, b.n_kv0 + i);
+        for (int32_t h0 = 0; j1 > j0 && h0 < H; h0 += 4) fn(i, h0, std::min(4, H - h0), j0, j1);
+      }
+  };
+  each_block([&](int32_t i, int32_t h0, int32_t nh, int32_t j0, int32_t j1) {
+    const float* q = b.q + i * b.q_stride + int64_t(h0) * hd;
+    float* sc = scores + int64_t(i * H + h0) * n_max;
+    float* m = mx + i * H + h0;
     switch (nh) {
-      case 4: scores_nh<4>(qh, kv, n_kv, hd, scale, sh, mx); break;
-      case 3: scores_nh<3>(qh, kv, n_kv, hd, scale, sh, mx); break;
-      case 2: scores_nh<2>(qh, kv, n_kv, hd, scale, sh, mx); break;
-      default: scores_nh<1>(qh, kv, n_kv, hd, scale, sh, mx); break;
+      case 4: scores_nh<4>(q, kv, j0, j1, hd, scale, sc, n_max, m); break;
+      case 3: scores_nh<3>(q, kv, j0, j1, hd, scale, sc, n_max, m); break;
+      case 2: scores_nh<2>(q, kv, j0, j1, hd, scale, sc, n_max, m); break;
+      default: scores_nh<1>(q, kv, j0, j1, hd, scale, sc, n_max, m); break;
     }
-    for (int32_t i = 0; i < nh; ++i) inv[i] = float(1.0 / softmax_exp(sh + int64_t(i) * n_kv, n_kv, mx[i]));
-    for (int32_t i = 0; i < nh; i += 2) {
-      if (i + 1 < nh) values_nh<2>(sh + int64_t(i) * n_kv, inv + i, kv, n_kv, hd, oh + int64_t(i) * hd);
-      else values_nh<1>(sh + int64_t(i) * n_kv, inv + i, kv, n_kv, hd, oh + int64_t(i) * hd);
+  });
+  // Softmax per row: e^(s - max) eight at a time, the sum in double.
+  for (int32_t r = 0; r < b.n_tok * H; ++r)
+    inv[r] = float(1.0 / softmax_exp(scores + int64_t(r) * n_max, b.n_kv0 + r / H, mx[r]));
+  each_block([&](int32_t i, int32_t h0, int32_t nh, int32_t j0, int32_t j1) {
+    const float* p = scores + int64_t(i * H + h0) * n_max;
+    float* acc = b.out + i * b.out_stride + int64_t(h0) * hd;
+    for (int32_t k = 0; k < nh; k += 2) {
+      if (k + 1 < nh) values_nh<2>(p + k * n_max, n_max, kv, j0, j1, hd, acc + k * hd);
+      else values_nh<1>(p + k * n_max, n_max, kv, j0, j1, hd, acc + k * hd);
     }
+  });
+  for (int32_t r = 0; r < b.n_tok * H; ++r) {
+    float* o = b.out + (r / H) * b.out_stride + int64_t(r % H) * hd;
+    for (int32_t d = 0; d < hd; ++d) o[d] *= inv[r];
   }
 }
 
