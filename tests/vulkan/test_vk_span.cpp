@@ -81,6 +81,14 @@ std::vector<float> decode_logits(TestSpan& sp, const Synth& s, int pos) {
   return logits;
 }
 
+// Whether the span's prompt chunks round to f16 where decode keeps f32: the
+// tensor-core products, or the prompt attention on query tiles (q and the
+// probabilities).
+bool f16_prompts(TestSpan& sp) {
+  const std::string d = span_of(sp).describe();
+  return d.find("prefill: coopmat") != std::string::npos || d.find("query tiles") != std::string::npos;
+}
+
 }  // namespace
 
 // f32 activations (int8 off) within 1% of max |x| and of max |logit|. int8
@@ -177,8 +185,7 @@ TEST_CASE("span tuning variants agree: attention splits, tokens per submission, 
         // 8-token ones keeps f32; lavapipe, Q8_K rows: 1.4% for the Q4_K shape).
         const bool int8 = backend_of(*b).kernels()->int8() && v.type != GgmlType::F32;
         const bool b32 = int8 && span_of(*b).describe().find("decode x in B32 rows") != std::string::npos;
-        const std::string da = span_of(*a).describe();
-        const bool f16 = da.find("prefill: coopmat") != std::string::npos || da.find("query tiles") != std::string::npos;
+        const bool f16 = f16_prompts(*a);
         double bound = 1e-4;
         if (t.tokens <= 32) bound = int8 ? (b32 || f16 ? 0.10 : 1e-2) : f16 ? 3e-3 : 1e-4;
         CHECK(d <= bound * m);
@@ -206,7 +213,7 @@ TEST_CASE("span prefill of 300 tokens ≡ the same tokens one at a time", "[vulk
     a->truncate(0);
     for (int t = 0; t < n; ++t) a->forward(single.data() + size_t(t) * E, 1, t);
     const double d = max_diff(chunked, single), m = max_abs(single);
-    const bool f16 = coopmat || span_of(*a).describe().find("query tiles") != std::string::npos;
+    const bool f16 = coopmat || f16_prompts(*a);
     INFO("coopmat " << coopmat << ", f16 prompt attention " << f16 << ": max |Δx| " << d << " of max |x| " << m);
     CHECK(d <= (f16 ? 1e-3 : 1e-4) * m);
     CHECK(a->kv_len() == n);
