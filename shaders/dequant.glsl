@@ -113,3 +113,48 @@ void dequant8(uint row, uint k, out vec4 lo, out vec4 hi) {
 #else
 #error "dequant.glsl: define one TYPE_<T>"
 #endif
+
+// dequant_seg(row, k, h, a, b): the half of a 64-element segment (k a
+// multiple of 64) that lane h (0, 1) of a row's pair takes: a = elements
+// k + 16h .. +15, b = k + 32 + 16h .. +15. For Q4_K / Q5_K these are exactly
+// the low and high nibbles of one uvec4 of qs: two loads (header, qs) for 32
+// weights, where dequant8 reads the header and two words per 8 (a load
+// instruction's lanes then touch a row each, and the tile's loads were bound
+// by the L1's per-line work: docs/experiments/vulkan-coopmat-prefill.md).
+// Other types: four dequant8 calls. Elements at or past n_in read as 0.
+#if defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
+void dequant_seg(uint row, uint k, uint h, out vec4 a[4], out vec4 b[4]) {
+#if defined(TYPE_Q4_K)
+  const uint bv4 = 9u, qs_v4 = 1u;
+#else
+  const uint bv4 = 11u, qs_v4 = 3u;  // qh: uvec4 1..2
+#endif
+  const uint base = (row * (pc.n_in >> 8) + (k >> 8)) * bv4;
+  const uint j = (k & 255u) >> 6;  // chunk j: group 2j in the low nibbles, 2j + 1 in the high
+  const uvec4 hd = W4[base];
+  const uvec4 q = W4[base + qs_v4 + 2u * j + h];
+  uvec4 lo = q & 0x0F0F0F0Fu, hi = (q >> 4) & 0x0F0F0F0Fu;
+#if defined(TYPE_Q5_K)
+  const uvec4 qh = W4[base + 1u + h];
+  lo |= ((qh >> (2u * j)) & 0x01010101u) << 4;
+  hi |= ((qh >> (2u * j + 1u)) & 0x01010101u) << 4;
+#endif
+  const vec2 dm = unpackHalf2x16(hd.x);
+  const uvec2 sa = k4_scale_min(2u * j, hd), sb = k4_scale_min(2u * j + 1u, hd);
+  const float sca = dm.x * float(sa.x), mna = dm.y * float(sa.y);
+  const float scb = dm.x * float(sb.x), mnb = dm.y * float(sb.y);
+  for (uint i = 0u; i < 4u; ++i) {
+    a[i] = sca * u8x4(lo[i]) - mna;
+    b[i] = scb * u8x4(hi[i]) - mnb;
+  }
+}
+#else
+void dequant_seg(uint row, uint k, uint h, out vec4 a[4], out vec4 b[4]) {
+  for (uint i = 0u; i < 2u; ++i) {
+    const uint ka = k + 16u * h + 8u * i, kb = ka + 32u;
+    a[2u * i] = b[2u * i] = a[2u * i + 1u] = b[2u * i + 1u] = vec4(0.0);
+    if (ka < pc.n_in) dequant8(row, ka, a[2u * i], a[2u * i + 1u]);
+    if (kb < pc.n_in) dequant8(row, kb, b[2u * i], b[2u * i + 1u]);
+  }
+}
+#endif

@@ -8,16 +8,16 @@
 // Product: Yᵀ (rows × tokens) = W (rows × k) · Xᵀ (k × tokens). A workgroup of
 // 256 invocations (8 subgroups of 32) owns a BM = 128 rows × BN tokens tile
 // (BN = 64, or 128 with WIDE: half the dequantisation per product, for grids
-// that stay large enough) and walks k in steps of BK = 32:
-//   - every invocation dequantises 16 weights (two dequant8 calls: row tid / 2,
-//     k half tid % 2) and loads BN / 8 x values (vec4 where aligned), into
-//     registers, one step ahead of the multiply (the loads of step s+1 overlap
-//     the products of s);
+// that stay large enough) and walks k in steps of BK = 64:
+//   - every invocation dequantises 32 weights (dequant_seg: row tid / 2, half
+//     tid % 2 of the step's 64; Q4_K / Q5_K with one header and one qs load)
+//     and loads BN / 4 x values (vec4 where aligned), into registers, one step
+//     ahead of the multiply (the loads of step s+1 overlap the products of s);
 //   - the step's tiles go to shared memory as f16 (in fours), W row-major
 //     [BM][BK], x token-major [BN][BK] (= Xᵀ column-major), rows padded by 8
 //     halves so the fragment loads spread over the banks;
 //   - subgroup s multiplies the 32 rows × BN / 2 tokens at (s % 4, s / 4):
-//     four (eight with WIDE) accumulators, two k16 slices per step. The
+//     four (eight with WIDE) accumulators, four k16 slices per step. The
 //     accumulators are named variables: as an array (indexed in loops) the
 //     8B's prefill ran at half the speed (docs/experiments/vulkan-coopmat-prefill.md).
 // Epilogue: each accumulator goes through a 16 × 16 f32 staging area of the
@@ -61,10 +61,10 @@ float x_load(uint a) { return X[a]; }
 void store_y(uint a, float v) { Y[a] = v; }
 #endif
 
-const uint BM = 128u, BK = 32u;
-const uint LD4 = (BK + 8u) / 4u;            // padded row of both tiles, in f16vec4 (40 halves)
+const uint BM = 128u, BK = 64u;
+const uint LD4 = (BK + 8u) / 4u;            // padded row of both tiles, in f16vec4 (72 halves)
 const uint WN = BN / 2u;                    // tokens per subgroup
-const uint XPER = BN * BK / 256u;           // x values per invocation and step: 8 (16 WIDE)
+const uint XPER = BN * BK / 256u;           // x values per invocation and step: 16 (32 WIDE)
 const uint XLD = BK / XPER;                 // invocations per token: 4 (2 WIDE)
 
 shared f16vec4 w_sh[BM * LD4];
@@ -95,9 +95,9 @@ void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint row_base = gl_WorkGroupID.x * BM, tok_base = gl_WorkGroupID.y * BN;
   // Loader roles. Weights: row tid / 2 (clamped: rows past n_rows are never
-  // written), elements kh .. kh + 15 of the step. x: XPER consecutive values
-  // of token tid / XLD; tokens past n_tok load zeros.
-  const uint w_r = tid >> 1u, kh = (tid & 1u) * 16u;
+  // written), half h of the step (k 16h.. and 32 + 16h..). x: XPER
+  // consecutive values of token tid / XLD; tokens past n_tok load zeros.
+  const uint w_r = tid >> 1u, h = tid & 1u;
   const uint w_row = min(row_base + w_r, pc.n_rows - 1u);
   const uint x_t = tid / XLD, xk = (tid % XLD) * XPER;
   const bool x_ok = tok_base + x_t < pc.n_tok;
@@ -112,12 +112,11 @@ void main() {
   CM_C c00 = CM_C(0.0), c01 = CM_C(0.0), c10 = CM_C(0.0), c11 = CM_C(0.0);
   CM_C c02 = CM_C(0.0), c03 = CM_C(0.0), c12 = CM_C(0.0), c13 = CM_C(0.0);
 
-  vec4 wr[4];
+  vec4 wa[4], wb[4];
   vec4 xr[BN_MAX * BK / 256u / 4u];
   // One step's loads into registers (weights dequantised, x as f32).
   #define LOAD_STEP(k0)                                                              \
-    dequant8(w_row, (k0) + kh, wr[0], wr[1]);                                        \
-    dequant8(w_row, (k0) + kh + 8u, wr[2], wr[3]);                                   \
+    dequant_seg(w_row, (k0), h, wa, wb);                                             \
     for (uint i = 0u; i < XPER / 4u; ++i) {                                          \
       const uint k = (k0) + xk + 4u * i;                                             \
       if (!x_ok) xr[i] = vec4(0.0);                                                  \
@@ -128,7 +127,7 @@ void main() {
   LOAD_STEP(0u)
 
   for (uint k0 = 0u; k0 < pc.n_in; k0 += BK) {
-    for (uint j = 0u; j < 4u; ++j) w_sh[w_r * LD4 + kh / 4u + j] = to_f16(wr[j]);
+    for (uint j = 0u; j < 4u; ++j) w_sh[w_r * LD4 + 4u * h + j] = to_f16(wa[j]), w_sh[w_r * LD4 + 8u + 4u * h + j] = to_f16(wb[j]);
     for (uint i = 0u; i < XPER / 4u; ++i) x_sh[x_t * LD4 + xk / 4u + i] = to_f16(xr[i]);
     barrier();
     const uint k1 = k0 + BK;
