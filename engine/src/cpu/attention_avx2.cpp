@@ -12,18 +12,11 @@
 #include <cstdint>
 
 #include "common/fp16.h"
+#include "cpu/avx2_hsum.h"
 #include "cpu/attention.h"
 
 namespace fish {
 namespace {
-
-inline float hsum256(__m256 v) {
-  __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-  lo = _mm_add_ps(lo, hi);
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
 
 // e^x for the softmax (x = s - max <= 0, or NaN): 2^n · e^r with n = round(x·log2 e),
 // r = x - n·ln 2 (ln 2 in two parts), e^r by its Taylor polynomial of degree 6
@@ -85,7 +78,7 @@ void scores_nh(const float* q, const KvView& kv, int32_t j0, int32_t j1, int32_t
   const int32_t hd8 = hd & ~7;
   // The score of head i at position j from its chain (+ the dims past the last 8, × scale).
   const auto finish = [&](int i, int32_t j, __m256 acc, const uint16_t* kj) {
-    float s = hsum256(acc);
+    float s = avx2_hsum8(acc);
     for (int32_t d = hd8; d < hd; ++d) s += q[i * hd + d] * fp16_to_fp32(kj[d]);
     s *= scale;
     scores[i * stride + j] = s;

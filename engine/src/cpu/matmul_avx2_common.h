@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "cpu/avx2_hsum.h"
 #include "cpu/matmul_drive.h"
 #include "cpu/matmul_kernels.h"
 
@@ -30,13 +31,6 @@ void quantize(ActLayout l, const float* x, int64_t n_in, uint8_t* dst);
 
 namespace {
 
-inline float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 inline int hsum8_epi32(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
@@ -49,7 +43,7 @@ inline void store_sums(const KernelArgs& a, int64_t r0, int t0, const __m256 (&a
   for (int i = 0; i < R; ++i)
     for (int t = 0; t < T; ++t) {
       float& y = a.y[(t0 + t) * a.ldy + r0 + i];
-      const float v = hsum8(acc[i][t]);
+      const float v = avx2_hsum8(acc[i][t]);
       y = add ? y + v : v;
     }
 }
