@@ -104,6 +104,9 @@ class MatmulKernels {
   static constexpr uint32_t kMaxSpanMatvecTokens = 32;
   static constexpr uint32_t kTileRows = 64, kTileTokens = 64;
   static constexpr uint32_t kCoopRows = 128, kCoopTokens = 64;  // matmul_coopmat.comp's tile
+  // matmul_coopmat.comp's shared memory: two 128 x 72-half tiles and eight
+  // 16 x 16 f32 staging areas (45056 bytes: within NVIDIA's 48 KiB).
+  static constexpr uint32_t kCoopSharedBytes = 2 * 128 * 72 * 2 + 8 * 256 * 4;
 
   MatmulKernels(const Device& dev, Pipelines& pipelines);
 
@@ -166,8 +169,11 @@ class MatmulKernels {
 
   // ---- cooperative matrices (tensor cores) ----
   // Prefill (n_tok > kMaxMatvecTokens) on matmul_coopmat.comp, when the
-  // backend asks (FISH_VK_COOPMAT, default on) and the device has them.
-  void set_coopmat(bool on) { coopmat_ = on && dev_.caps().coopmat; }
+  // backend asks (FISH_VK_COOPMAT, default on) and the device has them and
+  // kCoopSharedBytes of shared memory.
+  void set_coopmat(bool on) {
+    coopmat_ = on && dev_.caps().coopmat && dev_.caps().max_shared_bytes >= kCoopSharedBytes;
+  }
   bool coopmat() const { return coopmat_; }
   bool coopmat_for(uint32_t n_tok) const { return coopmat_ && n_tok > kMaxMatvecTokens; }
   // The coopmat kernel's 128-token tiles (WIDE) where the grid of them still

@@ -100,7 +100,9 @@ TEST_CASE("prefill on cooperative matrices (tc_<T>) within 3x the f32 bound, eve
   auto be = open_f32("vk kernels coopmat");
   if (!be) FISH_SKIP(skip_reason());
   be->kernels()->set_coopmat(true);
-  if (!be->kernels()->coopmat()) FISH_SKIP("the device lists no 16x16x16 f16 cooperative matrices at subgroup scope of 32");
+  if (!be->kernels()->coopmat())
+    FISH_SKIP("the device lists no 16x16x16 f16 cooperative matrices at subgroup scope of 32, or has less than " +
+              std::to_string(fish::vk::MatmulKernels::kCoopSharedBytes) + " bytes of shared memory");
   uint64_t seed = 500;
   for (GgmlType t : kTypes) {
     double worst[2] = {0, 0};
