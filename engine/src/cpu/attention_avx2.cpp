@@ -12,33 +12,11 @@
 #include <cstdint>
 
 #include "common/fp16.h"
-#include "cpu/avx2_hsum.h"
+#include "cpu/avx2_math.h"
 #include "cpu/attention.h"
 
 namespace fish {
 namespace {
-
-// e^x for the softmax (x = s - max <= 0, or NaN): 2^n · e^r with n = round(x·log2 e),
-// r = x - n·ln 2 (ln 2 in two parts), e^r by its Taylor polynomial of degree 6
-// (|r| <= ln2/2: relative error below 2e-8 before rounding, about an ulp
-// after); x below -87.33 (2^-126) gives 0; NaN stays NaN.
-inline __m256 exp256(__m256 x) {
-  const __m256 lo = _mm256_set1_ps(-87.33654f);
-  const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-  x = _mm256_max_ps(lo, x);  // the second operand where either is NaN: x
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.0f / 720);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
-}
 
 // s[j] = e^(s[j] - mx) for j < n; returns Σ s[j] (in double, eight lanes, then summed).
 double softmax_exp(float* s, int32_t n, float mx) {
@@ -50,14 +28,14 @@ double softmax_exp(float* s, int32_t n, float mx) {
     hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
   };
   for (; j + 8 <= n; j += 8) {
-    const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(s + j), m));
+    const __m256 e = avx2_exp8_nonpos(_mm256_sub_ps(_mm256_loadu_ps(s + j), m));
     _mm256_storeu_ps(s + j, e);
     add(e);
   }
   if (j < n) {  // the tail through the same arithmetic, padded with -inf (-> 0)
     alignas(32) float t[8];
     for (int i = 0; i < 8; ++i) t[i] = j + i < n ? s[j + i] : -INFINITY;
-    const __m256 e = exp256(_mm256_sub_ps(_mm256_load_ps(t), m));
+    const __m256 e = avx2_exp8_nonpos(_mm256_sub_ps(_mm256_load_ps(t), m));
     _mm256_store_ps(t, e);
     for (int i = 0; j + i < n; ++i) s[j + i] = t[i];
     add(e);

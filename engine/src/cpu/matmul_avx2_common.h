@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "cpu/avx2_hsum.h"
+#include "cpu/avx2_math.h"
 #include "cpu/matmul_drive.h"
 #include "cpu/matmul_kernels.h"
 

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "cpu/cpu_features.h"
+
 namespace fish {
 
 void rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps) {
@@ -15,11 +17,27 @@ void rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps) {
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
 }
 
-void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+void silu_mul_avx2(const float* gate, const float* up, float* out, int64_t n);
+
+namespace {
+void silu_mul_scalar(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     out[i] = g / (1.0f + std::exp(-g)) * up[i];
   }
+}
+}  // namespace
+
+void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+#if defined(__x86_64__)
+  static const auto fn = [] {
+    const CpuFeatures& f = cpu_features();
+    return f.avx2 && f.fma ? &silu_mul_avx2 : &silu_mul_scalar;
+  }();
+  fn(gate, up, out, n);
+#else
+  silu_mul_scalar(gate, up, out, n);
+#endif
 }
 
 void add_inplace(float* y, const float* x, int64_t n) {

@@ -1,5 +1,6 @@
 // Element-wise and row-wise operations of a Llama-family layer, f32, computed as
-// llama.cpp's CPU path does them (sums of squares in double, exact expf).
+// llama.cpp's CPU path does them (sums of squares in double; silu's e^x by a
+// vector polynomial on AVX2 CPUs, within a few ulp of expf).
 #pragma once
 #include <cstdint>
 
@@ -10,7 +11,8 @@ namespace fish {
 // y[i] = x[i] / sqrt(mean(x²) + eps) * w[i]   (w may be null: no weight). n elements; y may alias x.
 void rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps);
 
-// out[i] = silu(gate[i]) * up[i]; out may alias gate.
+// out[i] = silu(gate[i]) * up[i]; out may alias gate (or up). AVX2 + FMA:
+// ops_avx2.cpp (a few ulp from the scalar form), else expf per element.
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 
 // y[i] += x[i]
