@@ -8,7 +8,6 @@
 //
 //   fish_bench_attention [--shape 1b|8b] [--tokens 128] [--depths 0,2048] [--threads 1,2] [--reps 5]
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,29 +15,15 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.h"
 #include "common/fp16.h"
 #include "cpu/attention.h"
 #include "cpu/thread_pool.h"
 
 using namespace fish;
 
-namespace {
-
-std::vector<int> int_list(const char* s) {
-  std::vector<int> out;
-  for (const char* p = s; *p;) {
-    out.push_back(std::atoi(p));
-    while (*p && *p != ',') ++p;
-    if (*p == ',') ++p;
-  }
-  return out;
-}
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
+using bench::int_list;
+using bench::now_s;
 
 int main(int argc, char** argv) {
   std::string shape = "1b";

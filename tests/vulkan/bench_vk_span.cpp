@@ -36,7 +36,6 @@
 //     dispatches with / without a pipeline barrier between them, or as one
 //     dispatch with a grid-wide barrier (grids of 1..16 x SMS workgroups).
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -52,27 +51,14 @@
 #include "bench_vk_span_mv.h"
 #include "bench_vk_sync.h"
 #include "span_rig.h"
+#include "bench_args.h"
 #include "vk_test_util.h"
 
 using namespace fish;
 
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-std::vector<int> parse_list(const std::string& s) {
-  std::vector<int> v;
-  size_t at = 0;
-  while (at < s.size()) {
-    const size_t c = s.find(',', at);
-    v.push_back(std::atoi(s.substr(at, c == std::string::npos ? std::string::npos : c - at).c_str()));
-    if (c == std::string::npos) break;
-    at = c + 1;
-  }
-  return v;
-}
+using bench::now_s;
 
 bool is_gpu_matrix(const std::string& n) {
   for (const char* k : {"attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight", "ffn_gate.weight",
@@ -288,7 +274,7 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "--model" || a == "-m") model = next();
-    else if (a == "--depths") depths = parse_list(next());
+    else if (a == "--depths") depths = bench::int_list(next());
     else if (a == "--gen") gen = std::atoi(next().c_str());
     else if (a == "--chunk") chunk = std::atoi(next().c_str());
     else if (a == "-t") threads = std::atoi(next().c_str());
@@ -300,7 +286,7 @@ int main(int argc, char** argv) {
     else if (a == "--fq3") fq3 = true;
     else if (a == "--sync") sync_sms = std::atoi(next().c_str());
     else if (a == "--shape") shape = next();
-    else if (a == "--ctx") ctxs = parse_list(next());
+    else if (a == "--ctx") ctxs = bench::int_list(next());
     else if (a == "--reps") reps = std::atoi(next().c_str());
     else if (a == "--env-out") env_out = next();
     else {
