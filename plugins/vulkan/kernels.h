@@ -104,9 +104,11 @@ class MatmulKernels {
   static constexpr uint32_t kMaxSpanMatvecTokens = 32;
   static constexpr uint32_t kTileRows = 64, kTileTokens = 64;
   static constexpr uint32_t kCoopRows = 128, kCoopTokens = 64;  // matmul_coopmat.comp's tile
-  // matmul_coopmat.comp's shared memory: two 128 x 72-half tiles and eight
-  // 16 x 16 f32 staging areas (45056 bytes: within NVIDIA's 48 KiB).
-  static constexpr uint32_t kCoopSharedBytes = 2 * 128 * 72 * 2 + 8 * 256 * 4;
+  // matmul_coopmat.comp's shared memory: the weight tile (kCoopRows rows) and
+  // the widest x tile (2 · kCoopTokens tokens), rows of 64 + 8 halves, and
+  // eight 16 x 16 f32 staging areas (45056 bytes: within NVIDIA's 48 KiB).
+  static constexpr uint32_t kCoopSharedBytes = (kCoopRows + 2 * kCoopTokens) * (64 + 8) * 2 + 8 * 16 * 16 * 4;
+  static_assert(kCoopSharedBytes == 45056);
 
   MatmulKernels(const Device& dev, Pipelines& pipelines);
 
