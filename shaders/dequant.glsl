@@ -121,7 +121,8 @@ void dequant8(uint row, uint k, out vec4 lo, out vec4 hi) {
 // weights, where dequant8 reads the header and two words per 8 (a load
 // instruction's lanes then touch a row each, and the tile's loads were bound
 // by the L1's per-line work: docs/experiments/vulkan-coopmat-prefill.md).
-// Other types: four dequant8 calls. Elements at or past n_in read as 0.
+// Q6_K: three 16-byte loads; other types: four dequant8 calls. Elements at
+// or past n_in read as 0.
 #if defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
 void dequant_seg(uint row, uint k, uint h, out vec4 a[4], out vec4 b[4]) {
 #if defined(TYPE_Q4_K)
@@ -146,6 +147,27 @@ void dequant_seg(uint row, uint k, uint h, out vec4 a[4], out vec4 b[4]) {
   for (uint i = 0u; i < 4u; ++i) {
     a[i] = sca * u8x4(lo[i]) - mna;
     b[i] = scb * u8x4(hi[i]) - mnb;
+  }
+}
+#elif defined(TYPE_Q6_K)
+// Segment m (0, 1) of half n of a block: a = quarter k4 = 2m, b = 2m + 1, l =
+// 16h .. 16h + 15 (dequant8's indexing): ql[64n + 16h ..] and ql[64n + 32 +
+// 16h ..], nibble 4m of both; qh[32n + 16h ..] bits 4m (a) and 4m + 2 (b);
+// scales sc[8n + h + 4m] and [.. + 2]. Three 16-byte loads for 32 weights
+// (210-byte blocks: word loads with funnel shifts), the same arithmetic as dequant8.
+void dequant_seg(uint row, uint k, uint h, out vec4 a[4], out vec4 b[4]) {
+  const uint o = (row * (pc.n_in >> 8) + (k >> 8)) * 210u;
+  const uint e0 = k & 255u, n = e0 >> 7, m = (e0 >> 6) & 1u, sh = 4u * m;
+  const uvec4 la = load_bytes16(o + 64u * n + 16u * h), lb = load_bytes16(o + 64u * n + 32u + 16u * h);
+  const uvec4 qh = load_bytes16(o + 128u + 32u * n + 16u * h);
+  const uvec4 qa = ((la >> sh) & 0x0F0F0F0Fu) | (((qh >> sh) & 0x03030303u) << 4);
+  const uvec4 qb = ((lb >> sh) & 0x0F0F0F0Fu) | (((qh >> (sh + 2u)) & 0x03030303u) << 4);
+  const float d = half_to_float(load_half(o + 208u));
+  const float sa = d * float(load_sbyte(o + 192u + 8u * n + h + sh));
+  const float sb = d * float(load_sbyte(o + 194u + 8u * n + h + sh));
+  for (uint i = 0u; i < 4u; ++i) {
+    a[i] = sa * (u8x4(qa[i]) - 32.0);
+    b[i] = sb * (u8x4(qb[i]) - 32.0);
   }
 }
 #else

@@ -11,8 +11,10 @@
 // that stay large enough) and walks k in steps of BK = 64:
 //   - every invocation dequantises 32 weights (dequant_seg: row tid / 2, half
 //     tid % 2 of the step's 64; Q4_K / Q5_K with one header and one qs load)
-//     and loads BN / 4 x values (vec4 where aligned), into registers, one step
-//     ahead of the multiply (the loads of step s+1 overlap the products of s);
+//     and loads BN / 4 x values (vec4 where aligned: the 16 invocations of a
+//     token row take its step's 64 values, so a subgroup's load reads two rows'
+//     256 contiguous bytes), into registers, one step ahead of the multiply
+//     (the loads of step s+1 overlap the products of s);
 //   - the step's tiles go to shared memory as f16 (in fours), W row-major
 //     [BM][BK], x token-major [BN][BK] (= Xᵀ column-major), rows padded by 8
 //     halves so the fragment loads spread over the banks;
@@ -64,8 +66,7 @@ void store_y(uint a, float v) { Y[a] = v; }
 const uint BM = 128u, BK = 64u;
 const uint LD4 = (BK + 8u) / 4u;            // padded row of both tiles, in f16vec4 (72 halves)
 const uint WN = BN / 2u;                    // tokens per subgroup
-const uint XPER = BN * BK / 256u;           // x values per invocation and step: 16 (32 WIDE)
-const uint XLD = BK / XPER;                 // invocations per token: 4 (2 WIDE)
+const uint XROWS = BN / 16u;                // x rows (tokens) per invocation and step: 4 (8 WIDE)
 
 shared f16vec4 w_sh[BM * LD4];
 shared f16vec4 x_sh[BN_MAX * LD4];
@@ -95,13 +96,12 @@ void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint row_base = gl_WorkGroupID.x * BM, tok_base = gl_WorkGroupID.y * BN;
   // Loader roles. Weights: row tid / 2 (clamped: rows past n_rows are never
-  // written), half h of the step (k 16h.. and 32 + 16h..). x: XPER
-  // consecutive values of token tid / XLD; tokens past n_tok load zeros.
+  // written), half h of the step (k 16h.. and 32 + 16h..). x: values
+  // 4 · (tid % 16) .. + 3 of the step for tokens tid / 16 + 16 i (i < XROWS);
+  // tokens past n_tok load zeros.
   const uint w_r = tid >> 1u, h = tid & 1u;
   const uint w_row = min(row_base + w_r, pc.n_rows - 1u);
-  const uint x_t = tid / XLD, xk = (tid % XLD) * XPER;
-  const bool x_ok = tok_base + x_t < pc.n_tok;
-  const uint x_base = pc.x_off + (tok_base + x_t) * pc.x_stride;
+  const uint x_c = tid & 15u, x_t0 = tid >> 4u;
   // vec4 loads of x where its rows are 16-byte aligned and hold whole steps.
   const bool x_vec = ((pc.x_off | pc.x_stride | X2_ALIGN) & 3u) == 0u && (pc.n_in % BK) == 0u;
 
@@ -113,22 +113,23 @@ void main() {
   CM_C c02 = CM_C(0.0), c03 = CM_C(0.0), c12 = CM_C(0.0), c13 = CM_C(0.0);
 
   vec4 wa[4], wb[4];
-  vec4 xr[BN_MAX * BK / 256u / 4u];
+  vec4 xr[BN_MAX / 16u];
   // One step's loads into registers (weights dequantised, x as f32).
   #define LOAD_STEP(k0)                                                              \
     dequant_seg(w_row, (k0), h, wa, wb);                                             \
-    for (uint i = 0u; i < XPER / 4u; ++i) {                                          \
-      const uint k = (k0) + xk + 4u * i;                                             \
-      if (!x_ok) xr[i] = vec4(0.0);                                                  \
-      else if (x_vec) xr[i] = XPROD_VEC(x_base + k);                                 \
-      else xr[i] = vec4(k < pc.n_in ? x_load(x_base + k) : 0.0, k + 1u < pc.n_in ? x_load(x_base + k + 1u) : 0.0, \
-                        k + 2u < pc.n_in ? x_load(x_base + k + 2u) : 0.0, k + 3u < pc.n_in ? x_load(x_base + k + 3u) : 0.0); \
+    for (uint i = 0u; i < XROWS; ++i) {                                              \
+      const uint t = tok_base + x_t0 + 16u * i, k = (k0) + 4u * x_c;                 \
+      const uint xb = pc.x_off + t * pc.x_stride;                                    \
+      if (t >= pc.n_tok) xr[i] = vec4(0.0);                                          \
+      else if (x_vec) xr[i] = XPROD_VEC(xb + k);                                     \
+      else xr[i] = vec4(k < pc.n_in ? x_load(xb + k) : 0.0, k + 1u < pc.n_in ? x_load(xb + k + 1u) : 0.0, \
+                        k + 2u < pc.n_in ? x_load(xb + k + 2u) : 0.0, k + 3u < pc.n_in ? x_load(xb + k + 3u) : 0.0); \
     }
   LOAD_STEP(0u)
 
   for (uint k0 = 0u; k0 < pc.n_in; k0 += BK) {
     for (uint j = 0u; j < 4u; ++j) w_sh[w_r * LD4 + 4u * h + j] = to_f16(wa[j]), w_sh[w_r * LD4 + 8u + 4u * h + j] = to_f16(wb[j]);
-    for (uint i = 0u; i < XPER / 4u; ++i) x_sh[x_t * LD4 + xk / 4u + i] = to_f16(xr[i]);
+    for (uint i = 0u; i < XROWS; ++i) x_sh[(x_t0 + 16u * i) * LD4 + x_c] = to_f16(xr[i]);
     barrier();
     const uint k1 = k0 + BK;
     if (k1 < pc.n_in) {  // the next step's loads, in flight during the products
