@@ -25,7 +25,8 @@
 // Epilogue: each accumulator goes through a 16 × 16 f32 staging area of the
 // subgroup (column-major: a token's 16 rows are adjacent) and every lane
 // writes 8 of its elements to y with EPI (span: 0 store, 1 add: the residual,
-// 2 silu: the gate). x values beyond f16's range are clamped to ±65504.
+// 2 silu: the gate, 4 y = y · v: up onto silu(gate), so the down reads one
+// vector). x values beyond f16's range are clamped to ±65504.
 //
 // Compile-time: TYPE_<T> (dequant.glsl), FISH_SPAN (the span's bindings,
 // XPROD: x := x ∘ x2 on load). Specialisation: WIDE (constant 4). Grid: x =
@@ -54,6 +55,7 @@ float x_load(uint a) { return XPROD ? X[a] * X[pc.x2_off - pc.x_off + a] : X[a];
 void store_y(uint a, float v) {
   if (EPI == 2u) v = v / (1.0 + exp(-v));
   if (EPI == 1u) Y[a] += v;
+  else if (EPI == 4u) Y[a] = Y[a] * v;
   else Y[a] = v;
 }
 #else

@@ -50,7 +50,8 @@ void store_y(uint a, float v, uint p) {
 }
 #elif defined(FISH_SPAN)
 // Span variant: x := x ∘ x2 on load (XPROD), and the epilogue EPI (0 store,
-// 1 add into y: the residual, 2 silu: the gate), as in matvec.comp.
+// 1 add into y: the residual, 2 silu: the gate, 4 y = y · v: up onto
+// silu(gate)).
 layout(constant_id = 0) const uint EPI = 0;
 layout(constant_id = 1) const bool XPROD = false;
 float x_load(uint tok, uint k) {
@@ -61,6 +62,7 @@ float x_load(uint tok, uint k) {
 void store_y(uint a, float v) {
   if (EPI == 2u) v = v / (1.0 + exp(-v));
   if (EPI == 1u) Y[a] += v;
+  else if (EPI == 4u) Y[a] = Y[a] * v;
   else Y[a] = v;
 }
 #else

@@ -15,7 +15,7 @@
 // outputs: acc += d_x · (s0 · Σ_lo + s1 · Σ_hi - m · Σx), Σ by sdot4.
 //
 // Compile-time: TYPE_<T> (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, FQ3); FISH_SPAN: the span's
-// bindings and epilogue (EPI 0 store, 1 add into y, 2 silu; no x·x2: the
+// bindings and epilogue (EPI 0 store, 1 add into y, 2 silu, 4 y = y · v; no x·x2: the
 // quantiser folded it in). Grid: x = row tiles, y = token tiles.
 #extension GL_GOOGLE_include_directive : require
 
@@ -29,6 +29,7 @@ layout(constant_id = 0) const uint EPI = 0;
 void store_y(uint a, float v) {
   if (EPI == 2u) v = v / (1.0 + exp(-v));
   if (EPI == 1u) Y[a] += v;
+  else if (EPI == 4u) Y[a] = Y[a] * v;
   else Y[a] = v;
 }
 #else

@@ -227,6 +227,7 @@ void MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, VkDesc
     const bool qout = pc.q_out != 0xFFFFFFFFu;
     if (qout != fz.qb32 || (fz.qb32 && (!fz.int8 || pc.m.n_tok != 1 || pc.m.n_rows % 32 != 0)))
       throw Failure(FailKind::Internal, "span matvec: B32 output needs int8, one token and rows in 32s");
+    if (fz.epi == 4 && !fz.pair) throw Failure(FailKind::Internal, "span matvec: EPI 4 is the gate|up pair's");
     const MatvecConfig c = span_matvec_config(t, pc.m.n_in, pc.m.n_rows, pc.m.n_tok, fz);
     std::vector<uint32_t> spec = {c.wg, c.rows, c.nb ? c.nt : pc.m.n_tok, fz.epi, fz.xprod && !fz.int8 ? 1u : 0u,
                                   fz.pair ? 1u : 0u, fz.qb32 ? 1u : 0u, fz.xb32 && fz.int8 ? 1u : 0u, c.slices,
@@ -236,7 +237,8 @@ void MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, VkDesc
     const uint32_t token_groups = c.nb ? ceil_div(pc.m.n_tok, c.nt * c.nb) : 1;
     gx = std::min(ceil_div(pc.m.n_rows, c.rows * c.slices) * token_groups, caps.max_wg_count_x);
   } else {
-    if (fz.epi >= 3 || fz.pair) throw Failure(FailKind::Internal, "span: the tiled kernel has no norm or pair epilogue");
+    if (fz.epi == 3 || fz.epi > 4 || fz.pair)
+      throw Failure(FailKind::Internal, "span: the tiled kernel has no norm or pair epilogue");
     if (coopmat_ && !fz.int8) {
       const bool wide = coop_wide(pc.m.n_rows, pc.m.n_tok);
       p = pipelines_.get(std::string("tlc_") + t.name, *span_layout_, {fz.epi, fz.xprod ? 1u : 0u, 0, 0, wide ? 1u : 0u});

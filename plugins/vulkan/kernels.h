@@ -55,7 +55,9 @@ static_assert(sizeof(SpanMatmulPush) == 64);
 
 // What a span matmul folds in (see shaders/matvec_span.comp): the epilogue
 // (0 store, 1 add into y, 2 silu, 3 add + the next rmsnorm's x·g and 1/rms,
-// 4 silu(y_a)·y_b of a pair: matvec only), the x∘x2 input, and pair: two
+// 4 the gate|up product silu(gate)·up: a pair's silu(y_a)·y_b in the matvec,
+// y = y · v in the tiled kernels, whose y holds silu(gate) from the gate's
+// step), the x∘x2 input, and pair: two
 // matrices of the same shape and type (binding 0 and 5) in one dispatch, their
 // rows r side by side (EPI 4: gate and up). role picks FISH_VK_SPAN_MV's shape.
 // int8: x is int8 blocks and the mvsi_<T> module runs: quantize_x's

@@ -1,7 +1,7 @@
 // Which steps a span forward records (span_plan.h): per layer, for n tokens,
 //   prefill (n > 32): rmsnorm → q/k/v tiled → RoPE + KV store → attention →
-//                     wo tiled + residual → rmsnorm → gate (silu), up tiled →
-//                     down tiled on silu(gate)·up + residual
+//                     wo tiled + residual → rmsnorm → gate tiled (silu) → up
+//                     tiled (·silu(gate)) → down tiled + residual
 //   decode (n <= 32): q/k/v matvecs on the previous epilogue's x·attn_norm →
 //                     [RoPE + KV store, n > 1] → attention (n = 1: with the
 //                     q/k preparation, RoPE and KV store) → wo matvec +
@@ -192,25 +192,32 @@ class Span::Planner {
       matmul(L.w[kFfnGate], {L.gu_set}, n_, gu, SpanFusion{4, false, true, kRoleGateUp}, Barrier::Compute,
              "gate|up matvec (+silu·up)", "matvec");
       rows_ = other();
+    } else if (tiled_) {
+      // A prompt chunk: the gate's silu into g, then the up multiplied onto it
+      // (g = silu(gate)·up), so the down reads one vector where x·x2 read two.
+      matmul(L, kFfnGate, gu, SpanFusion{2, false, false, kRoleGateUp}, Barrier::Compute, "gate tiled (+silu)", "matvec");
+      matmul(L, kFfnUp, gu, SpanFusion{4, false, false, kRoleGateUp}, Barrier::Compute, "up tiled (·silu(gate))",
+             "matvec");
     } else {
       matmul(L, kFfnGate, gu, SpanFusion{2, false, false, kRoleGateUp}, Barrier::None);
       gu.y = a_.u;
-      matmul(L, kFfnUp, gu, SpanFusion{0, false, false, kRoleGateUp}, Barrier::Compute,
-             tiled_ ? "gate/up tiled (+silu)" : "gate/up matvec (+silu)", "matvec");
+      matmul(L, kFfnUp, gu, SpanFusion{0, false, false, kRoleGateUp}, Barrier::Compute, "gate/up matvec (+silu)",
+             "matvec");
     }
 
     // down + the residual (decode: + the next layer's or the head's x·norm and Σy² partials).
     const bool norm_next = !plain_norms_ && (!last || head_);
-    if (!pair) quantize({L.w[kFfnDown]}, QuantArgs{.x = a_.g, .x_stride = F_, .x2 = a_.u, .xprod = true});
+    const bool xprod = !pair && !tiled_;  // the down's input is g ∘ u (else g holds it)
+    if (!pair) quantize({L.w[kFfnDown]}, QuantArgs{.x = a_.g, .x_stride = F_, .x2 = a_.u, .xprod = xprod});
     MatmulArgs down{.x = a_.g, .x_stride = F_, .y = a_.x, .y_stride = E_, .x2 = a_.u};
     if (pair) down.rows_in = rows_;
     if (norm_next) down.norm_next = last ? s_.head_norm_ : s_.layers_[li + 1].attn_norm;
     if (b32_ && norm_next && !last) down.rows_out = other();  // the head's input is quantised by a step
     const char* stage = norm_next ? (pair ? "down matvec (+add, next rmsnorm)" : "down matvec (+act·mul, add, next rmsnorm)")
-                        : tiled_  ? "down tiled (+act·mul, add)"
+                        : tiled_  ? "down tiled (+add)"
                         : pair    ? "down matvec (+add)"
                                   : "down matvec (+act·mul, add)";
-    const uint32_t groups = matmul(L, kFfnDown, down, SpanFusion{norm_next ? 3u : 1u, !pair, false, kRoleDown},
+    const uint32_t groups = matmul(L, kFfnDown, down, SpanFusion{norm_next ? 3u : 1u, xprod, false, kRoleDown},
                                    Barrier::Compute, stage, "matvec");
     if (down.rows_out >= 0) rows_ = other();
     if (norm_next) norm_groups_ = groups;
@@ -430,6 +437,7 @@ class Span::Planner {
     }
     if (m.scale.at != kNone) reads.push_back(region_of(m.scale.at));
     if (fz.epi == 1 || fz.epi == 3) reads.push_back(region_of(m.y));  // the residual
+    if (fz.epi == 4 && !fz.pair) reads.push_back(region_of(m.y));    // the tiled up: silu(gate)
     if (fz.epi == 3) writes.push_back(Region::XNorm), writes.push_back(Region::NormSums);
     if (m.rows_out >= 0) writes.push_back(rows_region(m.rows_out));
     SpanMatmulPush pc;

@@ -659,8 +659,11 @@ TEST_CASE("int8 span tiled (prefill) = the CPU's int8 product, every epilogue an
     const bool k = k_type(type);
     const int64_t n_in = k ? 768 : 32 * 21, n_out = 77;  // a partial row tile
     const Matrix m = random_matrix(type, n_in, n_out, 5 + uint64_t(type));
-    for (int v = 0; v < 4; ++v) {  // EPI 0, 1 (x·x2), 2, 0 on 70 tokens (two token tiles)
-      const int n_tok = v == 3 ? 70 : 9;
+    // EPI 0, 1 (x·x2), 2, 0 on 70 tokens (two token tiles), 4 (y · product); above
+    // kMaxSpanMatvecTokens, where the tiled kernel runs.
+    static_assert(VkKernels::kMaxSpanMatvecTokens < 40);
+    for (int v = 0; v < 5; ++v) {
+      const int n_tok = v == 3 ? 70 : 40;
       const uint32_t epi = v == 3 ? 0u : uint32_t(v);
       const bool xprod = v == 1;
       CAPTURE(type_name(type), epi, xprod, n_tok);
@@ -682,6 +685,7 @@ TEST_CASE("int8 span tiled (prefill) = the CPU's int8 product, every epilogue an
         tol[i] = mag[i];
         if (epi == 1) r += y0[i], tol[i] += 1e-2 * std::fabs(y0[i]);
         if (epi == 2) r = silu(r);
+        if (epi == 4) r *= y0[i], tol[i] *= std::fabs(y0[i]);
         ref[i] = r;
       }
       CHECK(worst(out.y, ref, tol, 2e-5) <= 1.0);

@@ -477,7 +477,7 @@ namespace {
 // The span matmul variants on one weight: y = f(s_t · W · x'), x' = x or x·x2
 // (xprod), s_t a per-token scale read from the arena (the producer's 1/rms);
 // f = store / add into y0 / silu / add + the next norm (EPI 3: also x·g of the
-// new y and its Σy² partials per row group). Returns the worst |err| / bound with the
+// new y and its Σy² partials per row group) / y0 · the product (EPI 4, tiled). Returns the worst |err| / bound with the
 // spec's bound 1e-3 · Σ|w||x'| / n_out on the product (silu: its slope is
 // below 1.1, so the bound carries over); EPI 3's extras are checked here.
 double run_span_matmul(vk::VulkanBackend& be, const Matrix& m, int n_tok, vk::SpanFusion fz, bool scaled, uint64_t seed) {
@@ -518,6 +518,7 @@ double run_span_matmul(vk::VulkanBackend& be, const Matrix& m, int n_tok, vk::Sp
   for (size_t i = 0; i < y.size(); ++i) {
     const float s = scaled ? sc[i / n_out] : 1.0f;
     if (fz.epi == 1 || fz.epi == 3) prod[i] = (y[i] - y0[i]) / s;
+    else if (fz.epi == 4) prod[i] = y[i] / y0[i] / s;  // one rounding of the product: within the bound's slack
     else if (fz.epi == 2) {
       const float r = ref[i] * s, si = r / (1.0f + std::exp(-r));
       prod[i] = ref[i] + (y[i] - si) / 1.1f / s;
@@ -558,10 +559,12 @@ TEST_CASE("span matvec / tiled variants: scaled x, add, silu, x·x2, norm epilog
     double worst = 0;
     for (int64_t n_out : {70, 1100}) {  // one row per workgroup, and two
       const Matrix m = random_matrix(t, n_in, n_out, seed++);
-      const vk::SpanFusion fusions[] = {{0, false}, {2, false}, {1, false}, {1, true}, {0, true}, {3, false}, {3, true}};
+      const vk::SpanFusion fusions[] = {{0, false}, {2, false}, {1, false}, {1, true}, {0, true}, {3, false}, {3, true},
+                                        {4, false}};
       for (int n_tok : {1, 2, 4, 37}) {
         for (const vk::SpanFusion& fz : fusions) {
           if (n_tok > 4 && fz.epi == 3) continue;  // the norm epilogue is the matvec's (decode)
+          if (n_tok <= 4 && fz.epi == 4) continue;  // y = y · v is the tiled kernels' (prefill)
           if (n_out > 70 && n_tok > 1 && n_tok < 37) continue;
           // The epilogues and x·x2 are one code for every type (each type's is its unit
           // decode): every fusion on Q4_K, the plain store and the norm epilogue on the others.
