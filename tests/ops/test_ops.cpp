@@ -32,7 +32,7 @@ TEST_CASE("silu_mul", "[ops]") {
 }
 
 // The vector form (AVX2 CPUs: e^-|g| by a polynomial, eight at a time, the
-// tail scalar) over every length's tail, the range a gate takes and both
+// tail padded through the same code) over every length's tail, the range a gate takes and both
 // exponential tails, against double: within 2e-6 of |ref| (a few ulp; below
 // 1e-34 in absolute, where e^g underflows: silu(-88) ~ -6e-37), the
 // same as the scalar form for NaN and ±inf, and in place (out = gate).

@@ -5,14 +5,20 @@
 
 namespace {
 
-// The horizontal sum of eight floats: (v0+v4, v1+v5, v2+v6, v3+v7), then
-// pairs, then the last two. The order is fixed: the attention's rows rely on
-// it being the same everywhere.
-inline float avx2_hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+// A horizontal reduction of eight floats by op (a packed __m128 operation:
+// _mm_add_ps, _mm_max_ps): (v0 op v4, v1 op v5, v2 op v6, v3 op v7), then
+// pairs, then the last two; lane 0 is the result. The order is fixed: the
+// attention's rows rely on the sum being the same everywhere.
+template <class Op>
+inline float avx2_hreduce8(__m256 v, Op op) {
+  __m128 s = op(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = op(s, _mm_movehl_ps(s, s));
+  s = op(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
+}
+
+inline float avx2_hsum8(__m256 v) {
+  return avx2_hreduce8(v, [](__m128 a, __m128 b) { return _mm_add_ps(a, b); });
 }
 
 // e^x for x <= 0 (or NaN): 2^n · e^r with n = round(x·log2 e), r = x - n·ln 2

@@ -16,10 +16,7 @@ namespace {
 inline __m256 abs8(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
 
 inline float hmax8(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  m = _mm_max_ss(m, _mm_movehdup_ps(m));
-  return _mm_cvtss_f32(m);
+  return avx2_hreduce8(v, [](__m128 a, __m128 b) { return _mm_max_ps(a, b); });
 }
 
 // roundf: nearest, ties away from zero (v - trunc(v) is exact).
