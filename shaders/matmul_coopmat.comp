@@ -28,9 +28,17 @@
 // 2 silu: the gate, 4 y = y · v: up onto silu(gate), so the down reads one
 // vector). x values beyond f16's range are clamped to ±65504.
 //
+// Span halves (the prefill's producers write f16 rows for it, half the bytes
+// of the x tile, which was 30-35% of a product's time with f32 x):
+//   XH: x is f16, half index 2 · x_off + t · x_stride + k (x_stride in halves),
+//       loaded 4 halves (8 bytes) at a time where aligned;
+//   OH (with EPI 4): y = Y · v goes as f16 to half index xg_off + (float index
+//       of y) (xg_off: the host's delta to the halves' region), rows in pairs.
+// The halves are rounded as the x tile rounds f32 x, so XH changes no product.
+//
 // Compile-time: TYPE_<T> (dequant.glsl), FISH_SPAN (the span's bindings,
-// XPROD: x := x ∘ x2 on load). Specialisation: WIDE (constant 4). Grid: x =
-// row tiles, y = token tiles.
+// XPROD: x := x ∘ x2 on load). Specialisation: WIDE (constant 4), span: EPI 0,
+// XPROD 1, XH 2, OH 3. Grid: x = row tiles, y = token tiles.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -48,6 +56,20 @@ const uint BN_MAX = 128u;
 #ifdef FISH_SPAN
 layout(constant_id = 0) const uint EPI = 0;
 layout(constant_id = 1) const bool XPROD = false;
+layout(constant_id = 2) const bool XH = false;
+layout(constant_id = 3) const bool OH = false;
+layout(set = 0, binding = 1) readonly restrict buffer ArenaXU { uint XU[]; };
+layout(set = 0, binding = 1) readonly restrict buffer ArenaXU2 { uvec2 XU2[]; };
+layout(set = 0, binding = 3) restrict buffer ArenaYU { uint YU[]; };
+// The half at half index i of the arena, as the low 16 bits.
+uint xh_at(uint i) { return (XU[i >> 1u] >> ((i & 1u) * 16u)) & 0xFFFFu; }
+// Halves 4i .. 4i + 3.
+uvec2 xh4_at(uint i) { return XU2[i]; }
+// OH: y = Y · v of rows a, a + 1 (if two) as one word of halves.
+void store_half_pair(uint a, float v0, float v1, bool two) {
+  const vec2 v = vec2(Y[a] * v0, two ? Y[a + 1u] * v1 : 0.0);
+  YU[(pc.xg_off + a) >> 1u] = packFloat2x16(f16vec2(clamp(v, vec2(-65504.0), vec2(65504.0))));
+}
 float x_load(uint a) { return XPROD ? X[a] * X[pc.x2_off - pc.x_off + a] : X[a]; }
 // a: a multiple of 4 (x_vec).
 #define X2_ALIGN pc.x2_off
@@ -59,6 +81,10 @@ void store_y(uint a, float v) {
   else Y[a] = v;
 }
 #else
+const bool XH = false, OH = false;
+uint xh_at(uint i) { return 0u; }
+uvec2 xh4_at(uint i) { return uvec2(0u); }
+void store_half_pair(uint a, float v0, float v1, bool two) {}
 float x_load(uint a) { return X[a]; }
 #define XPROD_VEC(a) X4[(a) >> 2u]
 #define X2_ALIGN 0u
@@ -87,9 +113,17 @@ void write_out(CM_C c, uint r0, uint t0) {
   coopMatStore(c, stage_sh, st, 16, gl_CooperativeMatrixLayoutColumnMajor);
   subgroupMemoryBarrierShared();
   subgroupBarrier();
-  for (uint e = gl_SubgroupInvocationID; e < 256u; e += gl_SubgroupSize) {
-    const uint r = r0 + (e & 15u), t = t0 + (e >> 4u);
-    if (r < pc.n_rows && t < pc.n_tok) store_y(pc.y_off + t * pc.y_stride + r, stage_sh[st + e]);
+  if (OH) {  // rows r, r + 1 of a token: one word of two halves
+    for (uint e = 2u * gl_SubgroupInvocationID; e < 256u; e += 2u * gl_SubgroupSize) {
+      const uint r = r0 + (e & 15u), t = t0 + (e >> 4u);
+      if (r >= pc.n_rows || t >= pc.n_tok) continue;
+      store_half_pair(pc.y_off + t * pc.y_stride + r, stage_sh[st + e], stage_sh[st + e + 1u], r + 1u < pc.n_rows);
+    }
+  } else {
+    for (uint e = gl_SubgroupInvocationID; e < 256u; e += gl_SubgroupSize) {
+      const uint r = r0 + (e & 15u), t = t0 + (e >> 4u);
+      if (r < pc.n_rows && t < pc.n_tok) store_y(pc.y_off + t * pc.y_stride + r, stage_sh[st + e]);
+    }
   }
   subgroupBarrier();
 }
@@ -105,7 +139,9 @@ void main() {
   const uint w_row = min(row_base + w_r, pc.n_rows - 1u);
   const uint x_c = tid & 15u, x_t0 = tid >> 4u;
   // vec4 loads of x where its rows are 16-byte aligned and hold whole steps.
-  const bool x_vec = ((pc.x_off | pc.x_stride | X2_ALIGN) & 3u) == 0u && (pc.n_in % BK) == 0u;
+  // XH: 8-byte loads where every row's halves start at a multiple of 4.
+  const bool x_vec = XH ? ((pc.x_off & 1u) | (pc.x_stride & 3u)) == 0u && (pc.n_in % BK) == 0u
+                        : ((pc.x_off | pc.x_stride | X2_ALIGN) & 3u) == 0u && (pc.n_in % BK) == 0u;
 
   // Subgroup tile: rows sm * 32 .., tokens sn * WN ...
   const uint sg = gl_SubgroupID, sm = sg & 3u, sn = sg >> 2u;
@@ -116,13 +152,20 @@ void main() {
 
   vec4 wa[4], wb[4];
   vec4 xr[BN_MAX / 16u];
-  // One step's loads into registers (weights dequantised, x as f32).
+  uvec2 xq[BN_MAX / 16u];  // XH: four halves
+  // One step's loads into registers (weights dequantised, x as f32 or halves).
   #define LOAD_STEP(k0)                                                              \
     dequant_seg(w_row, (k0), h, wa, wb);                                             \
     for (uint i = 0u; i < XROWS; ++i) {                                              \
       const uint t = tok_base + x_t0 + 16u * i, k = (k0) + 4u * x_c;                 \
       const uint xb = pc.x_off + t * pc.x_stride;                                    \
-      if (t >= pc.n_tok) xr[i] = vec4(0.0);                                          \
+      if (XH) {                                                                      \
+        const uint hb = 2u * pc.x_off + t * pc.x_stride + k;                         \
+        if (t >= pc.n_tok) xq[i] = uvec2(0u);                                        \
+        else if (x_vec) xq[i] = xh4_at(hb >> 2u);                                       \
+        else xq[i] = uvec2((k < pc.n_in ? xh_at(hb) : 0u) | (k + 1u < pc.n_in ? xh_at(hb + 1u) << 16u : 0u), \
+                           (k + 2u < pc.n_in ? xh_at(hb + 2u) : 0u) | (k + 3u < pc.n_in ? xh_at(hb + 3u) << 16u : 0u)); \
+      } else if (t >= pc.n_tok) xr[i] = vec4(0.0);                                   \
       else if (x_vec) xr[i] = XPROD_VEC(xb + k);                                     \
       else xr[i] = vec4(k < pc.n_in ? x_load(xb + k) : 0.0, k + 1u < pc.n_in ? x_load(xb + k + 1u) : 0.0, \
                         k + 2u < pc.n_in ? x_load(xb + k + 2u) : 0.0, k + 3u < pc.n_in ? x_load(xb + k + 3u) : 0.0); \
@@ -131,7 +174,8 @@ void main() {
 
   for (uint k0 = 0u; k0 < pc.n_in; k0 += BK) {
     for (uint j = 0u; j < 4u; ++j) w_sh[w_r * LD4 + 4u * h + j] = to_f16(wa[j]), w_sh[w_r * LD4 + 8u + 4u * h + j] = to_f16(wb[j]);
-    for (uint i = 0u; i < XROWS; ++i) x_sh[(x_t0 + 16u * i) * LD4 + x_c] = to_f16(xr[i]);
+    for (uint i = 0u; i < XROWS; ++i)
+      x_sh[(x_t0 + 16u * i) * LD4 + x_c] = XH ? f16vec4(unpackFloat2x16(xq[i].x), unpackFloat2x16(xq[i].y)) : to_f16(xr[i]);
     barrier();
     const uint k1 = k0 + BK;
     if (k1 < pc.n_in) {  // the next step's loads, in flight during the products

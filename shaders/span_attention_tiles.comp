@@ -30,9 +30,10 @@
 //
 // Reads q from the roped rows (span_rope_store.comp: pc.q_off, pc.q_stride),
 // the chunk's position pos0 and page table from the ctrl block; writes the
-// output rows at pc.att_off ([n_tok][n_head·D]).
+// output rows at pc.att_off ([n_tok][n_head·D]; HALF: as f16 for wo's
+// tensor-core product, matmul_coopmat.comp XH).
 // Specialisation: 0 = D (a multiple of 16), 1 = GQ (query heads per KV head,
-// <= 64), 2 = KVH, 3 = BC.
+// <= 64), 2 = KVH, 3 = BC, 4 = HALF.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
@@ -47,6 +48,7 @@ layout(constant_id = 0) const uint D = 128;
 layout(constant_id = 1) const uint GQ = 4;
 layout(constant_id = 2) const uint KVH = 8;
 layout(constant_id = 3) const uint BC = 32;
+layout(constant_id = 4) const bool HALF = false;  // output rows as f16 (half index 2 · att_off + t · QD + i)
 const uint WG = 128u;
 #include "span_common.glsl"
 
@@ -251,7 +253,15 @@ void main() {
 
   if (!row_ok) return;
   const float inv = 1.0 / l_run;
-  const uint a = pc.att_off + t * QD + (g * GQ + h) * D + hf * 8u;
-  for (uint ch = 0u; ch < NCH; ++ch)
-    for (uint e = 0u; e < 8u; ++e) A[a + ch * 16u + e] = o[ch * 8u + e] * inv;
+  const uint a = t * QD + (g * GQ + h) * D + hf * 8u;
+  if (HALF) {  // a is even (D a multiple of 16): four words of two halves per chunk
+    for (uint ch = 0u; ch < NCH; ++ch)
+      for (uint e = 0u; e < 8u; e += 2u) {
+        const vec2 v = vec2(o[ch * 8u + e], o[ch * 8u + e + 1u]) * inv;
+        AU[pc.att_off + ((a + ch * 16u + e) >> 1u)] = packHalf2x16(clamp(v, vec2(-65504.0), vec2(65504.0)));
+      }
+  } else {
+    for (uint ch = 0u; ch < NCH; ++ch)
+      for (uint e = 0u; e < 8u; ++e) A[pc.att_off + a + ch * 16u + e] = o[ch * 8u + e] * inv;
+  }
 }

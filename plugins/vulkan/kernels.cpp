@@ -228,6 +228,7 @@ void MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, VkDesc
     if (qout != fz.qb32 || (fz.qb32 && (!fz.int8 || pc.m.n_tok != 1 || pc.m.n_rows % 32 != 0)))
       throw Failure(FailKind::Internal, "span matvec: B32 output needs int8, one token and rows in 32s");
     if (fz.epi == 4 && !fz.pair) throw Failure(FailKind::Internal, "span matvec: EPI 4 is the gate|up pair's");
+    if (fz.xh || fz.oh) throw Failure(FailKind::Internal, "span matvec: f16 rows are the coopmat prefill's");
     const MatvecConfig c = span_matvec_config(t, pc.m.n_in, pc.m.n_rows, pc.m.n_tok, fz);
     std::vector<uint32_t> spec = {c.wg, c.rows, c.nb ? c.nt : pc.m.n_tok, fz.epi, fz.xprod && !fz.int8 ? 1u : 0u,
                                   fz.pair ? 1u : 0u, fz.qb32 ? 1u : 0u, fz.xb32 && fz.int8 ? 1u : 0u, c.slices,
@@ -239,9 +240,12 @@ void MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, VkDesc
   } else {
     if (fz.epi == 3 || fz.epi > 4 || fz.pair)
       throw Failure(FailKind::Internal, "span: the tiled kernel has no norm or pair epilogue");
+    if ((fz.xh || fz.oh) && (!coopmat_ || fz.int8 || fz.xprod || (fz.oh && fz.epi != 4)))
+      throw Failure(FailKind::Internal, "span: f16 rows need the coopmat prefill on f32 products (OH: EPI 4)");
     if (coopmat_ && !fz.int8) {
       const bool wide = coop_wide(pc.m.n_rows, pc.m.n_tok);
-      p = pipelines_.get(std::string("tlc_") + t.name, *span_layout_, {fz.epi, fz.xprod ? 1u : 0u, 0, 0, wide ? 1u : 0u});
+      p = pipelines_.get(std::string("tlc_") + t.name, *span_layout_,
+                         {fz.epi, fz.xprod ? 1u : 0u, fz.xh ? 1u : 0u, fz.oh ? 1u : 0u, wide ? 1u : 0u});
       coop_grid(caps, pc.m.n_rows, pc.m.n_tok, wide, gx, gy);
     } else {
       p = fz.int8 ? pipelines_.get(std::string("tlsi_") + t.name, *span_layout_, {fz.epi})

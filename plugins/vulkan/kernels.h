@@ -66,6 +66,9 @@ static_assert(sizeof(SpanMatmulPush) == 64);
 // xb32: x is the span's B32 rows (K-quant weights; quantize_x's B32K mode or a
 // producer's); qb32: q_out is written as B32 rows (32 rows per workgroup, each
 // quantising its own block: n_rows a multiple of 32, one token).
+// xh / oh: the coopmat prefill's f16 rows (matmul_coopmat.comp XH / OH): x is
+// f16 (x_off a float offset, x_stride in halves); with EPI 4 the product goes
+// as f16 to half index xg_off + y's float index (rows in pairs: even chunk rows).
 struct SpanFusion {
   uint32_t epi = 0;
   bool xprod = false;
@@ -74,6 +77,8 @@ struct SpanFusion {
   bool int8 = false;
   bool xb32 = false;
   bool qb32 = false;
+  bool xh = false;
+  bool oh = false;
 };
 
 // Push constants of quantize_x.comp (QuantParams): x'[t] = x[t] (· x2[t]) (· s_t)

@@ -50,8 +50,9 @@ void SpanKernels::bind(VkCommandBuffer cmd, VkPipeline p, const Layout& l, VkDes
   f.vkCmdPushConstants(cmd, l.pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, bytes, pc);
 }
 
-void SpanKernels::rmsnorm(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc, bool gather) {
-  bind(cmd, pipelines_.get("span_rmsnorm", *aux_, {gather ? 1u : 0u}), *aux_, set, &pc, sizeof pc);
+void SpanKernels::rmsnorm(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc, bool gather, bool half) {
+  if (half && pc.n_embd % 2 != 0) throw Failure(FailKind::Internal, "span rmsnorm: f16 rows need an even n_embd");
+  bind(cmd, pipelines_.get("span_rmsnorm", *aux_, {gather ? 1u : 0u, half ? 1u : 0u}), *aux_, set, &pc, sizeof pc);
   dev_.fns().vkCmdDispatch(cmd, pc.n_tok, 1, 1);
 }
 
@@ -71,9 +72,9 @@ void SpanKernels::attention(VkCommandBuffer cmd, VkDescriptorSet set, const Span
 }
 
 void SpanKernels::attention_tiles(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc,
-                                  const SpanKernelShape& s) {
+                                  const SpanKernelShape& s, bool half) {
   if (s.tile_bc == 0) throw Failure(FailKind::Internal, "span attention: query tiles not chosen for this shape");
-  bind(cmd, tiles_pipeline(s), *aux_, set, &pc, sizeof pc);
+  bind(cmd, tiles_pipeline(s, half), *aux_, set, &pc, sizeof pc);
   dev_.fns().vkCmdDispatch(cmd, ceil_div(pc.n_tok, kTileRows / s.group), s.n_head_kv, 1);
 }
 
@@ -88,14 +89,16 @@ VkPipeline SpanKernels::attention_pipeline(const SpanKernelShape& s, bool fused,
                          v_rows_late(s, fused) ? 1u : 0u, multi ? 1u : 0u});
 }
 
-VkPipeline SpanKernels::tiles_pipeline(const SpanKernelShape& s) {
+VkPipeline SpanKernels::tiles_pipeline(const SpanKernelShape& s, bool half) {
   return pipelines_.get(s.tile_coop ? "span_attention_tiles_cm" : "span_attention_tiles", *aux_,
-                        {s.head_dim, s.group, s.n_head_kv, s.tile_bc});
+                        {s.head_dim, s.group, s.n_head_kv, s.tile_bc, half ? 1u : 0u});
 }
 
 void SpanKernels::warm_up(const SpanKernelShape& s, bool b32_out, bool multi) {
-  pipelines_.get("span_rmsnorm", *aux_, {0u});
-  if (s.tile_bc) tiles_pipeline(s);
+  for (uint32_t half : {0u, 1u}) {  // f16 rows: prefill on cooperative matrices
+    pipelines_.get("span_rmsnorm", *aux_, {0u, half});
+    if (s.tile_bc && (half == 0 || s.tile_coop)) tiles_pipeline(s, half != 0);
+  }
   pipelines_.get("span_rope_store", *aux_, {s.head_dim, s.n_head_kv, 0u});
   attention_pipeline(s, false, false, false);
   attention_pipeline(s, true, b32_out, false);

@@ -79,7 +79,8 @@ class SpanKernels {
   static constexpr uint32_t kTileRows = 64;  // query rows (tokens x heads of a KV group) per workgroup
 
   // gather: output row t normalises input row (the row list at pc.meta_off)[t].
-  void rmsnorm(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc, bool gather = false);
+  // half: the output as f16 rows (for matmul_coopmat.comp XH; n_embd even).
+  void rmsnorm(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc, bool gather = false, bool half = false);
   // multi: rows of several sequences (positions and page tables from the row table at pc.meta_off).
   void rope_store(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc, const SpanKernelShape& s,
                   bool multi = false);
@@ -90,8 +91,9 @@ class SpanKernels {
                  VkBuffer arena, bool multi = false);
   // A prompt chunk's attention (rows of one sequence at pos0 + t, the cache
   // holding them) on query tiles: s.tile_bc must be set; grid n_tok / (64 /
-  // group) x n_head_kv.
-  void attention_tiles(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc, const SpanKernelShape& s);
+  // group) x n_head_kv. half: the output rows as f16 (for wo's XH product).
+  void attention_tiles(VkCommandBuffer cmd, VkDescriptorSet set, const SpanPush& pc, const SpanKernelShape& s,
+                       bool half = false);
   // dst[i] = src[i], n16 16-byte words, through the SMs.
   void copy(VkCommandBuffer cmd, VkDescriptorSet set, uint32_t n16);
 
@@ -109,7 +111,7 @@ class SpanKernels {
  private:
   void bind(VkCommandBuffer cmd, VkPipeline p, const Layout& l, VkDescriptorSet set, const void* pc, uint32_t bytes);
   VkPipeline attention_pipeline(const SpanKernelShape& s, bool fused, bool b32_out, bool multi);
-  VkPipeline tiles_pipeline(const SpanKernelShape& s);
+  VkPipeline tiles_pipeline(const SpanKernelShape& s, bool half);
 
   const Device& dev_;
   Pipelines& pipelines_;

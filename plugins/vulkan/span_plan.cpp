@@ -2,6 +2,9 @@
 //   prefill (n > 32): rmsnorm → q/k/v tiled → RoPE + KV store → attention →
 //                     wo tiled + residual → rmsnorm → gate tiled (silu) → up
 //                     tiled (·silu(gate)) → down tiled + residual
+//                     (on cooperative matrices with f32 products, the
+//                     rmsnorms, the attention and the up write f16 rows for
+//                     the next products: SpanFusion::xh / oh)
 //   decode (n <= 32): q/k/v matvecs on the previous epilogue's x·attn_norm →
 //                     [RoPE + KV store, n > 1] → attention (n = 1: with the
 //                     q/k preparation, RoPE and KV store) → wo matvec +
@@ -49,6 +52,7 @@ struct MatmulArgs {
   int rows_in = -1;              // int8: x is a producer's B32 rows in region 0/1; -1: a quantise step's rows
   int rows_out = -1;             // B32 decode: the output also as B32 rows into region 0/1; -1: no
   uint32_t int8_tokens = 0;      // the tokens whose count decides int8 (coopmat prefill reads f32); 0: the forward's
+  uint32_t half_out = kNone;     // SpanFusion::oh: where the f16 rows of y = y · v go
 };
 
 // A matmul input to quantise: its f32 rows, scale and second factor.
@@ -115,8 +119,9 @@ class Span::Planner {
     // previous down's partials); prefill normalises x here.
     uint32_t in = li == 0 ? a_.x + n_ * E_ : a_.xn;
     Scale scale = li == 0 ? Scale{ctrl::kInvAttn, 0} : Scale{a_.sq, norm_groups_};
+    const bool half_qkv = half_x(L.w[kAttnQ]) && half_x(L.w[kAttnK]) && half_x(L.w[kAttnV]);
     if (plain_norms_) {
-      rmsnorm(L, p, L.attn_norm);
+      rmsnorm(L, p, L.attn_norm, half_qkv);
       in = a_.xn, scale = {};
     }
     // The previous down wrote x·attn_norm's B32 rows (not an MoE layer's summed down).
@@ -124,7 +129,8 @@ class Span::Planner {
     if (!rows_ready) quantize({L.w[kAttnQ], L.w[kAttnK], L.w[kAttnV]}, QuantArgs{.x = in, .x_stride = E_, .scale = scale});
     MatmulArgs qkv{.x = in, .x_stride = E_, .y = a_.qkv, .y_stride = QD_ + 2 * KD_, .scale = scale};
     if (rows_ready) qkv.rows_in = rows_;
-    const SpanFusion plain{0, false, false, kRoleQkv};
+    SpanFusion plain{0, false, false, kRoleQkv};
+    plain.xh = half_qkv;
     matmul(L, kAttnQ, qkv, plain, Barrier::None);
     qkv.y = a_.qkv + QD_;
     matmul(L, kAttnK, qkv, plain, Barrier::None);
@@ -155,7 +161,8 @@ class Span::Planner {
     reads.push_back(Region::Kv);
     // A prompt chunk of one sequence: on query tiles where the device takes them.
     const bool tiles = tiled_ && !sh_.multi && s_.kshape_.tile_bc != 0;
-    add(AttentionStep{aux, p, s_.attn_shape(narrow_), one_token_, sh_.multi, tiles}, reads, writes, Barrier::Compute,
+    const bool half_att = tiles && half_x(L.w[kAttnOut]);
+    add(AttentionStep{aux, p, s_.attn_shape(narrow_), one_token_, sh_.multi, tiles, half_att}, reads, writes, Barrier::Compute,
         one_token_ ? "attention (+q/k prep, RoPE, KV store)" : tiles ? "attention (query tiles)" : "attention",
         "attention");
     if (attention_rows) rows_ = other();
@@ -166,7 +173,9 @@ class Span::Planner {
     if (!plain_norms_) wo.norm_next = L.ffn_norm;
     if (attention_rows) wo.rows_in = rows_;
     if (b32_ && !s_.moe()) wo.rows_out = other();  // gate|up's rows (the experts read f32 n)
-    norm_groups_ = matmul(L, kAttnOut, wo, SpanFusion{plain_norms_ ? 1u : 3u, false, false, kRoleWo}, Barrier::Compute,
+    SpanFusion wo_fz{plain_norms_ ? 1u : 3u, false, false, kRoleWo};
+    wo_fz.xh = half_att;
+    norm_groups_ = matmul(L, kAttnOut, wo, wo_fz, Barrier::Compute,
                           tiled_ ? "wo tiled (+add)" : plain_norms_ ? "wo matvec (+add)" : "wo matvec (+add, FFN rmsnorm)",
                           "matvec");
     if (wo.rows_out >= 0) rows_ = other();
@@ -178,8 +187,12 @@ class Span::Planner {
     const bool last = li + 1 == s_.layers_.size();
     uint32_t in = a_.xn;
     Scale scale{a_.sq, norm_groups_};
+    // A prompt chunk on the coopmat kernel: f16 rows from the rmsnorm (gate,
+    // up) and from the up (down).
+    const bool half_gu = half_x(L.w[kFfnGate]) && half_x(L.w[kFfnUp]);
+    const bool half_down = half_gu && half_x(L.w[kFfnDown]) && even_chunks(L.w[kFfnUp]) && F_ % 2 == 0;
     if (tiled_) {
-      rmsnorm(L, layer_push(L), L.ffn_norm);
+      rmsnorm(L, layer_push(L), L.ffn_norm, half_gu);
       scale = {};
     }
     // The pair: gate and up in one dispatch writing silu(gate)·up (and its B32 rows for down).
@@ -195,9 +208,12 @@ class Span::Planner {
     } else if (tiled_) {
       // A prompt chunk: the gate's silu into g, then the up multiplied onto it
       // (g = silu(gate)·up), so the down reads one vector where x·x2 read two.
-      matmul(L, kFfnGate, gu, SpanFusion{2, false, false, kRoleGateUp}, Barrier::Compute, "gate tiled (+silu)", "matvec");
-      matmul(L, kFfnUp, gu, SpanFusion{4, false, false, kRoleGateUp}, Barrier::Compute, "up tiled (·silu(gate))",
-             "matvec");
+      SpanFusion gate_fz{2, false, false, kRoleGateUp}, up_fz{4, false, false, kRoleGateUp};
+      gate_fz.xh = up_fz.xh = half_gu;
+      up_fz.oh = half_down;
+      matmul(L, kFfnGate, gu, gate_fz, Barrier::Compute, "gate tiled (+silu)", "matvec");
+      if (half_down) gu.half_out = a_.u;
+      matmul(L, kFfnUp, gu, up_fz, Barrier::Compute, "up tiled (·silu(gate))", "matvec");
     } else {
       matmul(L, kFfnGate, gu, SpanFusion{2, false, false, kRoleGateUp}, Barrier::None);
       gu.y = a_.u;
@@ -210,6 +226,7 @@ class Span::Planner {
     const bool xprod = !pair && !tiled_;  // the down's input is g ∘ u (else g holds it)
     if (!pair) quantize({L.w[kFfnDown]}, QuantArgs{.x = a_.g, .x_stride = F_, .x2 = a_.u, .xprod = xprod});
     MatmulArgs down{.x = a_.g, .x_stride = F_, .y = a_.x, .y_stride = E_, .x2 = a_.u};
+    if (half_down) down.x = a_.u;
     if (pair) down.rows_in = rows_;
     if (norm_next) down.norm_next = last ? s_.head_norm_ : s_.layers_[li + 1].attn_norm;
     if (b32_ && norm_next && !last) down.rows_out = other();  // the head's input is quantised by a step
@@ -217,8 +234,9 @@ class Span::Planner {
                         : tiled_  ? "down tiled (+add)"
                         : pair    ? "down matvec (+add)"
                                   : "down matvec (+act·mul, add)";
-    const uint32_t groups = matmul(L, kFfnDown, down, SpanFusion{norm_next ? 3u : 1u, xprod, false, kRoleDown},
-                                   Barrier::Compute, stage, "matvec");
+    SpanFusion down_fz{norm_next ? 3u : 1u, xprod, false, kRoleDown};
+    down_fz.xh = half_down;
+    const uint32_t groups = matmul(L, kFfnDown, down, down_fz, Barrier::Compute, stage, "matvec");
     if (down.rows_out >= 0) rows_ = other();
     if (norm_next) norm_groups_ = groups;
   }
@@ -368,9 +386,21 @@ class Span::Planner {
     return p;
   }
 
-  void rmsnorm(const Layer& L, SpanPush p, uint32_t norm) {
+  void rmsnorm(const Layer& L, SpanPush p, uint32_t norm, bool half = false) {
     p.x_off = a_.x, p.y_off = a_.xn, p.norm_off = norm;
-    add(RmsNormStep{L.aux_set, p}, {Region::X}, {Region::XNorm}, Barrier::Compute, "rmsnorm", "rmsnorm");
+    add(RmsNormStep{L.aux_set, p, false, half}, {Region::X}, {Region::XNorm}, Barrier::Compute, "rmsnorm", "rmsnorm");
+  }
+
+  // Whether w's product reads f16 rows (SpanFusion::xh): a prompt chunk on
+  // the coopmat kernel with f32 products; the producer writes halves for it.
+  bool half_x(const Weight* w) const {
+    return tiled_ && s_.ctx_.matmul->coopmat() && !int8(w) && E_ % 2 == 0;
+  }
+  // OH writes rows in pairs: every chunk but the last starts and ends on an even row.
+  static bool even_chunks(const Weight* w) {
+    for (size_t c = 0; c + 1 < w->chunks.size(); ++c)
+      if (w->chunks[c].rows % 2 != 0) return false;
+    return true;
   }
 
   // Whether w's product runs on int8 x, decided on nt tokens (0: the forward's).
@@ -440,10 +470,12 @@ class Span::Planner {
     if (fz.epi == 4 && !fz.pair) reads.push_back(region_of(m.y));    // the tiled up: silu(gate)
     if (fz.epi == 3) writes.push_back(Region::XNorm), writes.push_back(Region::NormSums);
     if (m.rows_out >= 0) writes.push_back(rows_region(m.rows_out));
+    if (fz.oh) writes.push_back(region_of(m.half_out));
     SpanMatmulPush pc;
     pc.m = {uint32_t(w->n_in), 0, nt, m.x_stride, m.x, m.y_stride, m.y};  // rows and y offset: per chunk
     pc.inv_in = m.scale.at, pc.inv_parts = m.scale.at == kNone ? 0 : m.scale.parts, pc.eps = s_.shape_.norm_eps;
     pc.x2_off = m.x2, pc.norm_off = m.norm_next, pc.xg_off = a_.xn, pc.sq_off = a_.sq;
+    if (fz.oh) pc.xg_off = 2 * m.half_out - m.y;  // half index xg_off + y's float index: 2 · half_out + (y - m.y)
     if (m.rows_out >= 0) pc.q_out = rows_offset(m.rows_out), pc.q_stride = MatmulKernels::b32_row_words(uint32_t(w->n_out));
     add(MatmulStep{w, sets, pc, fz}, reads, writes, b, stage, category);
     if (w == s_.head_) plan_.steps.back().writes = {Region::Logits};

@@ -50,6 +50,7 @@ struct RmsNormStep {  // span_rmsnorm.comp
   VkDescriptorSet set;
   SpanPush push;
   bool gather = false;  // the rows listed in the row table (the head's)
+  bool half = false;    // f16 rows (the coopmat prefill's x, SpanFusion::xh)
 };
 struct QuantizeStep {  // quantize_x.comp: a matmul input to int8 rows
   QuantPush push;
@@ -76,6 +77,7 @@ struct AttentionStep {  // span_attention.comp (tiles: span_attention_tiles.comp
   bool fused;
   bool multi = false;
   bool tiles = false;  // a prompt chunk on query tiles (span_attention_tiles.comp)
+  bool half = false;   // tiles: f16 output rows (wo's x, SpanFusion::xh)
 };
 struct MoeRouteStep {  // moe_route.comp
   VkDescriptorSet set;

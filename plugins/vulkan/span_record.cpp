@@ -52,11 +52,11 @@ void Span::record(VkCommandBuffer cmd, const SpanPlan& plan, bool stamps) {
     MatmulKernels& mm;
     const Span& span;
     void operator()(const CopyStep& s) const { k.copy(cmd, s.set, s.n16); }
-    void operator()(const RmsNormStep& s) const { k.rmsnorm(cmd, s.set, s.push, s.gather); }
+    void operator()(const RmsNormStep& s) const { k.rmsnorm(cmd, s.set, s.push, s.gather, s.half); }
     void operator()(const QuantizeStep& s) const { mm.record_quantize(cmd, span.quant_set_, s.push, s.block, s.xprod, s.b32); }
     void operator()(const RopeStoreStep& s) const { k.rope_store(cmd, s.set, s.push, s.shape, s.multi); }
     void operator()(const AttentionStep& s) const {
-      if (s.tiles) return k.attention_tiles(cmd, s.set, s.push, s.shape);
+      if (s.tiles) return k.attention_tiles(cmd, s.set, s.push, s.shape, s.half);
       k.attention(cmd, s.set, s.push, s.shape, s.fused, span.arena_buf_.buffer, s.multi);
     }
     void operator()(const MoeRouteStep& s) const { span.moe_->route(cmd, s.set, s.push); }

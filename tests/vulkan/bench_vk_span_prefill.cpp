@@ -3,7 +3,9 @@
 // (coopmat where the device has cooperative matrices, else tiled) on Q4_K_M's
 // types and on F16 weights of the same shape, in TFLOP/s. F16 weights cost no
 // decoding, so the two columns separate the kernel's decode of K-quant blocks
-// from the rest of it (docs/experiments/vulkan-coopmat-prefill.md). Then the
+// from the rest of it (docs/experiments/vulkan-coopmat-prefill.md); on the
+// coopmat kernel also with f16 x (SpanFusion::xh, as the span's prefill runs
+// it: its producers write f16 rows). Then the
 // chunk's attention after 0 and 4096 positions of context: the per-token kernel
 // (span_attention.comp: a workgroup per token and KV head, as decode and rows
 // of several sequences run it) against the query tiles the span takes
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "bench_vk_span_mv.h"
+#include "common/fp16.h"
 #include "vk_test_util.h"
 
 namespace fish::vktest {
@@ -76,13 +79,23 @@ int span_prefill_bench(vk::VulkanBackend& be, const SpanMvDims& d, int head_dim,
                           {"down", GgmlType::Q6_K, d.F, d.E}};
   const uint32_t N = uint32_t(std::max({d.E, d.F, d.QD}));
   const uint32_t x_off = 64, y_off = x_off + uint32_t(T) * N;
-  SpanRig rig(be, y_off + uint64_t(T) * N + 64, 4, N, 4);
+  SpanRig rig(be, y_off + uint64_t(T) * N * 3 / 2 + 64, 4, N, 4);
   rig.put(rig.arena(), x_off, random_x(T, N, 5));
+  const bool coop = mk.coopmat();
+  const uint32_t xh_off = y_off + uint32_t(T) * N;  // f16 x: T · N halves
+  {
+    const std::vector<float> xf = random_x(T, N, 6);
+    std::vector<uint32_t> xh(xf.size() / 2);
+    for (size_t i = 0; i < xh.size(); ++i)
+      xh[i] = uint32_t(fp32_to_fp16(xf[2 * i])) | uint32_t(fp32_to_fp16(xf[2 * i + 1])) << 16;
+    if (coop) rig.put(rig.arena(), xh_off, xh);
+  }
   std::printf("\nprefill products on %d tokens (f32 x), one matrix per step, the %s kernel: us and TFLOP/s "
               "(2·rows·n_in·T / device time) on the quantised weights and on F16 weights of the same shape\n",
               T, mk.coopmat() ? "coopmat" : "tiled");
-  std::printf("| matrix | type | rows x n_in | us | TFLOP/s | F16: us | TFLOP/s |\n| --- | --- | --- | ---: | ---: | ---: | ---: |\n");
-  double tot_q = 0, tot_h = 0;
+  std::printf("| matrix | type | rows x n_in | us | TFLOP/s | F16: us | TFLOP/s |%s\n| --- | --- | --- | ---: | ---: | ---: | ---: |%s\n",
+              coop ? " f16 x: us | TFLOP/s |" : "", coop ? " ---: | ---: |" : "");
+  double tot_q = 0, tot_h = 0, tot_x = 0;
   for (const Shape& s : shapes) {
     const Mat m = make_mat(be, s.t, s.n_in, s.n_out, 1, 40 + uint64_t(s.n_out));
     const Mat h = make_mat(be, GgmlType::F16, s.n_in, s.n_out, 1, 41);
@@ -93,17 +106,29 @@ int span_prefill_bench(vk::VulkanBackend& be, const SpanMvDims& d, int head_dim,
     pc.inv_in = vk::kNone;
     const double tq = time([&](VkCommandBuffer c) { mk.record_span(c, *m.w[0]->type, set_q, pc, fz); });
     const double th = time([&](VkCommandBuffer c) { mk.record_span(c, *h.w[0]->type, set_h, pc, fz); });
+    double tx = 0;
+    if (coop) {
+      vk::SpanFusion fx = fz;
+      fx.xh = true;
+      vk::SpanMatmulPush px = pc;
+      px.m.x_off = xh_off;
+      tx = time([&](VkCommandBuffer c) { mk.record_span(c, *m.w[0]->type, set_q, px, fx); });
+    }
     const double fl = 2.0 * s.n_in * s.n_out * T / 1e12;
-    std::printf("| %s | %s | %d x %d | %.1f | %.1f | %.1f | %.1f |\n", s.name, type_name(s.t).c_str(), s.n_out, s.n_in,
+    std::printf("| %s | %s | %d x %d | %.1f | %.1f | %.1f | %.1f |", s.name, type_name(s.t).c_str(), s.n_out, s.n_in,
                 tq * 1e6, fl / tq, th * 1e6, fl / th);
+    if (coop) std::printf(" %.1f | %.1f |", tx * 1e6, fl / tx);
+    std::printf("\n");
     std::fflush(stdout);
     const double per_layer = std::string(s.name) == "gate/up" ? 2 : std::string(s.name) == "down" ? 0.5 : 1;
-    tot_q += per_layer * tq, tot_h += per_layer * th;
+    tot_q += per_layer * tq, tot_h += per_layer * th, tot_x += per_layer * tx;
     for (const Mat* mm : {&m, &h})
       for (vk::Weight* w : mm->w) be.release(w);
   }
-  std::printf("one layer (q, k, v, o, gate, up, half each down type): %.1f us, F16 weights %.1f us\n", tot_q * 1e6,
+  std::printf("one layer (q, k, v, o, gate, up, half each down type): %.1f us, F16 weights %.1f us", tot_q * 1e6,
               tot_h * 1e6);
+  if (coop) std::printf(", f16 x %.1f us", tot_x * 1e6);
+  std::printf("\n");
   prefill_attention_rows(be, head_dim, d, T, time);
   return 0;
 }

@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 
 #include "common/fp16.h"
@@ -49,6 +50,26 @@ TEST_CASE("span rmsnorm kernel vs CPU", "[vulkan][span]") {
   const double d = max_diff(y.data(), ref.data(), y.size());
   INFO("max |y - ref| " << d << " of max |ref| " << max_abs(ref));
   CHECK(d <= 1e-5 * max_abs(ref));  // f32 tree sum vs double: ~1e-7 relative
+  // HALF (the coopmat prefill's x): the same rows as f16, packed two per word
+  // from the region's start; the words past them untouched.
+  const uint32_t words = uint32_t(n_tok * E / 2);
+  rig.put(rig.arena(), p.y_off, std::vector<float>(size_t(n_tok) * E, 7.0f));
+  rig.run([&](VkCommandBuffer c) { be->span_kernels()->rmsnorm(c, rig.aux_set(), p, false, true); });
+  const auto hw = rig.get(rig.arena(), p.y_off, size_t(n_tok) * E);
+  double dh = 0;
+  for (uint32_t i = 0; i < words; ++i) {
+    uint32_t u;
+    std::memcpy(&u, &hw[i], 4);
+    for (int j = 0; j < 2; ++j) {
+      const double r = ref[2 * i + uint32_t(j)];
+      dh = std::max(dh, std::fabs(double(fp16_to_fp32(uint16_t(u >> (16 * j)))) - r) / (std::fabs(r) + 1e-6));
+    }
+  }
+  int64_t touched = 0;
+  for (size_t i = words; i < hw.size(); ++i) touched += hw[i] != 7.0f;
+  INFO("HALF: max relative |y - ref| " << dh);
+  CHECK(dh <= std::ldexp(1.0, -11) + 2e-5);  // one f16 rounding of the f32 result
+  CHECK(touched == 0);
 }
 
 namespace {
@@ -342,13 +363,27 @@ TEST_CASE("span prompt attention on query tiles vs CPU", "[vulkan][span]") {
     small.tile_bc = 16, small.tile_coop = false;
     if (chosen.tile_bc == 0)  // every case's heads fit the tiles: the device lacks shuffles or shared memory
       FISH_SKIP("span attention tiles: no query-tile form on " + be->device()->info().name);
-    for (int variant = 0; variant < 2; ++variant) {
-      const vk::SpanKernelShape& ks = variant == 0 ? chosen : small;
+    // Variants: the chosen tiles, the scalar 16-position form, and the chosen
+    // tiles writing f16 rows (HALF: wo's x on the coopmat prefill).
+    for (int variant = 0; variant < 3; ++variant) {
+      const vk::SpanKernelShape& ks = variant == 1 ? small : chosen;
+      const bool half = variant == 2;
       if (variant == 1 && chosen.tile_bc == 16 && !chosen.tile_coop) continue;  // the same kernel again
       const std::vector<float> sentinel(size_t(c.n_tok + 8) * QD, 7.0f);
       rig.put(rig.arena(), att_off, sentinel);
-      rig.run([&](VkCommandBuffer cmd) { be->span_kernels()->attention_tiles(cmd, rig.aux_set(), p, ks); });
-      const auto out = rig.get(rig.arena(), att_off, size_t(c.n_tok + 8) * QD);
+      rig.run([&](VkCommandBuffer cmd) { be->span_kernels()->attention_tiles(cmd, rig.aux_set(), p, ks, half); });
+      auto out = rig.get(rig.arena(), att_off, size_t(c.n_tok + 8) * QD);
+      if (half) {  // unpack the halves in place; every word after them untouched
+        const size_t words = size_t(c.n_tok) * QD / 2;
+        int64_t stray = 0;
+        for (size_t i = words; i < out.size(); ++i) stray += out[i] != 7.0f;
+        CHECK(stray == 0);
+        for (size_t i = words; i-- > 0;) {
+          uint32_t u;
+          std::memcpy(&u, &out[i], 4);
+          out[2 * i] = fp16_to_fp32(uint16_t(u)), out[2 * i + 1] = fp16_to_fp32(uint16_t(u >> 16));
+        }
+      }
       double worst = 0;
       for (int t = 0; t < c.n_tok; ++t) {
         std::vector<float> qs(&q[size_t(t) * QD], &q[size_t(t + 1) * QD]);
@@ -360,9 +395,10 @@ TEST_CASE("span prompt attention on query tiles vs CPU", "[vulkan][span]") {
       int64_t touched = 0;
       for (size_t i = size_t(c.n_tok) * QD; i < out.size(); ++i) touched += out[i] != 7.0f;
       INFO("D " << c.D << " H " << c.H << " KVH " << c.KVH << " pos0 " << c.pos0 << " n_tok " << c.n_tok << ", "
-                << (ks.tile_coop ? "coopmat" : "scalar") << " BC " << ks.tile_bc << ": max |out - ref| " << worst
-                << " (max |v| " << vmax << ")");
-      CHECK(worst <= std::ldexp(vmax, -10) + 1e-5);
+                << (ks.tile_coop ? "coopmat" : "scalar") << " BC " << ks.tile_bc << (half ? " f16 rows" : "")
+                << ": max |out - ref| " << worst << " (max |v| " << vmax << ")");
+      // f16 rows: one more rounding, 2^-11 of |out| <= max |v|.
+      CHECK(worst <= std::ldexp(vmax, -10) + (half ? std::ldexp(vmax, -11) : 0.0) + 1e-5);
       CHECK(touched == 0);
     }
     seed += 10;
@@ -480,16 +516,30 @@ namespace {
 // new y and its Σy² partials per row group) / y0 · the product (EPI 4, tiled). Returns the worst |err| / bound with the
 // spec's bound 1e-3 · Σ|w||x'| / n_out on the product (silu: its slope is
 // below 1.1, so the bound carries over); EPI 3's extras are checked here.
+// fz.xh: x goes in as f16 rows (the reference takes the same rounded x);
+// fz.oh: y · product comes back as f16 rows from a region of its own.
 double run_span_matmul(vk::VulkanBackend& be, const Matrix& m, int n_tok, vk::SpanFusion fz, bool scaled, uint64_t seed) {
   const uint32_t n_in = uint32_t(m.n_in), n_out = uint32_t(m.n_out);
   const uint32_t inv_off = 16, x_off = 64, x2_off = x_off + n_tok * n_in, y_off = x2_off + n_tok * n_in;
   const uint32_t xg_off = y_off + n_tok * n_out, sq_off = xg_off + n_tok * n_out;
-  SpanRig rig(be, sq_off + 4 * n_out + 64, 4, n_out, 4);
-  const auto x = randn(size_t(n_tok) * n_in, seed, 2.0f), x2 = randn(size_t(n_tok) * n_in, seed + 1);
-  const auto g = uniform(n_out, seed + 2, 0.7f, 1.3f), y0 = randn(size_t(n_tok) * n_out, seed + 3);
+  const uint32_t oh_off = sq_off + 4 * n_out;  // OH: n_tok · n_out halves
+  SpanRig rig(be, oh_off + n_tok * n_out + 64, 4, n_out, 4);
+  auto x = randn(size_t(n_tok) * n_in, seed, 2.0f);
+  const auto x2 = randn(size_t(n_tok) * n_in, seed + 1);
+  auto y0 = randn(size_t(n_tok) * n_out, seed + 3);
+  const auto g = uniform(n_out, seed + 2, 0.7f, 1.3f);
   const auto sc = uniform(4, seed + 4, 0.7f, 1.3f);
   rig.put(rig.arena(), inv_off, sc);
-  rig.put(rig.arena(), x_off, x);
+  if (fz.xh) {  // f16 rows, two halves per word
+    std::vector<uint32_t> words(x.size() / 2);
+    for (size_t i = 0; i < words.size(); ++i) words[i] = pack_half2(x[2 * i], x[2 * i + 1]);
+    for (auto& e : x) e = round_f16(e);
+    rig.put(rig.arena(), x_off, words);
+  } else {
+    rig.put(rig.arena(), x_off, x);
+  }
+  if (fz.oh)  // y0 away from 0: y / y0 keeps the product's f16 rounding, not a subnormal's
+    for (auto& e : y0) e = std::copysign(0.5f + std::fabs(e), e);
   rig.put(rig.arena(), x2_off, x2);
   rig.put(rig.arena(), y_off, y0);
   rig.put(rig.params(), 0, g);
@@ -500,11 +550,21 @@ double run_span_matmul(vk::VulkanBackend& be, const Matrix& m, int n_tok, vk::Sp
   vk::SpanMatmulPush pc;
   pc.m = {n_in, ch.rows, uint32_t(n_tok), n_in, x_off, n_out, y_off};
   pc.inv_in = scaled ? inv_off : vk::kNone, pc.eps = 1e-5f, pc.x2_off = x2_off;
-  pc.norm_off = 0, pc.xg_off = xg_off, pc.sq_off = sq_off;
+  pc.norm_off = 0, pc.xg_off = fz.oh ? 2 * oh_off - y_off : xg_off, pc.sq_off = sq_off;
   const VkDescriptorSet set = rig.matmul_set(ch);
   rig.run([&](VkCommandBuffer cmd) { be.kernels()->record_span(cmd, *w->type, set, pc, fz); });
   const uint32_t groups = be.kernels()->span_row_groups(*w->type, n_in, n_out, uint32_t(n_tok), fz);
-  const auto y = rig.get(rig.arena(), y_off, size_t(n_tok) * n_out);
+  auto y = rig.get(rig.arena(), y_off, size_t(n_tok) * n_out);
+  if (fz.oh) {  // y itself keeps silu(gate); the product's rows are the halves
+    const auto yk = rig.get(rig.arena(), y_off, size_t(n_tok) * n_out);
+    const auto h = rig.get(rig.arena(), oh_off, size_t(n_tok) * n_out / 2);
+    CHECK(std::equal(y0.begin(), y0.end(), yk.begin()));
+    for (size_t i = 0; i < h.size(); ++i) {
+      uint32_t u;
+      std::memcpy(&u, &h[i], 4);
+      y[2 * i] = fp16_to_fp32(uint16_t(u)), y[2 * i + 1] = fp16_to_fp32(uint16_t(u >> 16));
+    }
+  }
   REQUIRE(be.release(w));
   std::vector<float> xe(x);
   if (fz.xprod)
@@ -518,7 +578,7 @@ double run_span_matmul(vk::VulkanBackend& be, const Matrix& m, int n_tok, vk::Sp
   for (size_t i = 0; i < y.size(); ++i) {
     const float s = scaled ? sc[i / n_out] : 1.0f;
     if (fz.epi == 1 || fz.epi == 3) prod[i] = (y[i] - y0[i]) / s;
-    else if (fz.epi == 4) prod[i] = y[i] / y0[i] / s;  // one rounding of the product: within the bound's slack
+    else if (fz.epi == 4) prod[i] = y[i] / y0[i] / s;  // one rounding of the product (f32, or f16 with OH): within the bound's slack
     else if (fz.epi == 2) {
       const float r = ref[i] * s, si = r / (1.0f + std::exp(-r));
       prod[i] = ref[i] + (y[i] - si) / 1.1f / s;
@@ -559,12 +619,20 @@ TEST_CASE("span matvec / tiled variants: scaled x, add, silu, x·x2, norm epilog
     double worst = 0;
     for (int64_t n_out : {70, 1100}) {  // one row per workgroup, and two
       const Matrix m = random_matrix(t, n_in, n_out, seed++);
+      // f16 rows in (xh) and out (oh): the coopmat prefill's, on a device with cooperative matrices.
+      const auto halves = [](uint32_t epi, bool oh) {
+        vk::SpanFusion f{epi, false};
+        f.xh = true, f.oh = oh;
+        return f;
+      };
       const vk::SpanFusion fusions[] = {{0, false}, {2, false}, {1, false}, {1, true}, {0, true}, {3, false}, {3, true},
-                                        {4, false}};
+                                        {4, false}, halves(0, false), halves(1, false), halves(2, false),
+                                        halves(4, false), halves(4, true)};
       for (int n_tok : {1, 2, 4, 37}) {
         for (const vk::SpanFusion& fz : fusions) {
           if (n_tok > 4 && fz.epi == 3) continue;  // the norm epilogue is the matvec's (decode)
           if (n_tok <= 4 && fz.epi == 4) continue;  // y = y · v is the tiled kernels' (prefill)
+          if (fz.xh && !(n_tok > 4 && be->kernels()->coopmat())) continue;
           if (n_out > 70 && n_tok > 1 && n_tok < 37) continue;
           // The epilogues and x·x2 are one code for every type (each type's is its unit
           // decode): every fusion on Q4_K, the plain store and the norm epilogue on the others.
@@ -572,7 +640,7 @@ TEST_CASE("span matvec / tiled variants: scaled x, add, silu, x·x2, norm epilog
           const bool scaled = n_tok <= 4;
           const double r = run_span_matmul(*be, m, n_tok, fz, scaled, seed++);
           INFO(type_name(t) << " " << n_out << " rows, n_tok " << n_tok << " epi " << fz.epi << " xprod " << fz.xprod
-                            << ": worst |err|/bound " << r);
+                            << " f16 x " << fz.xh << " f16 out " << fz.oh << ": worst |err|/bound " << r);
           CHECK(r <= 1.0);
           worst = std::max(worst, r);
         }
