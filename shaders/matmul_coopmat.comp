@@ -7,8 +7,9 @@
 //
 // Product: Yᵀ (rows × tokens) = W (rows × k) · Xᵀ (k × tokens). A workgroup of
 // 256 invocations (8 subgroups of 32) owns a BM = 128 rows × BN tokens tile
-// (BN = 64, or 128 with WIDE: half the dequantisation per product, for grids
-// that stay large enough) and walks k in steps of BK = 64:
+// (BN = 64; 128 with WIDE: half the dequantisation per product, for grids
+// that stay large enough; 32 with NARROW: twice the workgroups, for grids too
+// small to fill the device) and walks k in steps of BK = 64:
 //   - every invocation dequantises 32 weights (dequant_seg: row tid / 2, half
 //     tid % 2 of the step's 64; Q4_K / Q5_K with one header and one qs load)
 //     and loads BN / 4 x values (vec4 where aligned: the 16 invocations of a
@@ -19,7 +20,7 @@
 //     [BM][BK], x token-major [BN][BK] (= Xᵀ column-major), rows padded by 8
 //     halves so the fragment loads spread over the banks;
 //   - subgroup s multiplies the 32 rows × BN / 2 tokens at (s % 4, s / 4):
-//     four (eight with WIDE) accumulators, four k16 slices per step. The
+//     four (eight with WIDE, two with NARROW) accumulators, four k16 slices per step. The
 //     accumulators are named variables: as an array (indexed in loops) the
 //     8B's prefill ran at half the speed (docs/experiments/vulkan-coopmat-prefill.md).
 // Epilogue: each accumulator goes through a 16 × 16 f32 staging area of the
@@ -37,8 +38,8 @@
 // The halves are rounded as the x tile rounds f32 x, so XH changes no product.
 //
 // Compile-time: TYPE_<T> (dequant.glsl), FISH_SPAN (the span's bindings,
-// XPROD: x := x ∘ x2 on load). Specialisation: WIDE (constant 4), span: EPI 0,
-// XPROD 1, XH 2, OH 3. Grid: x = row tiles, y = token tiles.
+// XPROD: x := x ∘ x2 on load). Specialisation: WIDE (constant 4), NARROW (5),
+// span: EPI 0, XPROD 1, XH 2, OH 3. Grid: x = row tiles, y = token tiles.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -51,7 +52,8 @@ layout(local_size_x = 256) in;
 #include "dequant.glsl"
 
 layout(constant_id = 4) const bool WIDE = false;
-const uint BN = WIDE ? 128u : 64u;  // tokens per tile
+layout(constant_id = 5) const bool NARROW = false;
+const uint BN = WIDE ? 128u : NARROW ? 32u : 64u;  // tokens per tile
 const uint BN_MAX = 128u;
 #ifdef FISH_SPAN
 layout(constant_id = 0) const uint EPI = 0;
@@ -94,7 +96,7 @@ void store_y(uint a, float v) { Y[a] = v; }
 const uint BM = 128u, BK = 64u;
 const uint LD4 = (BK + 8u) / 4u;            // padded row of both tiles, in f16vec4 (72 halves)
 const uint WN = BN / 2u;                    // tokens per subgroup
-const uint XROWS = BN / 16u;                // x rows (tokens) per invocation and step: 4 (8 WIDE)
+const uint XROWS = BN / 16u;                // x rows (tokens) per invocation and step: 4 (8 WIDE, 2 NARROW)
 
 shared f16vec4 w_sh[BM * LD4];
 shared f16vec4 x_sh[BN_MAX * LD4];
@@ -146,7 +148,7 @@ void main() {
   // Subgroup tile: rows sm * 32 .., tokens sn * WN ...
   const uint sg = gl_SubgroupID, sm = sg & 3u, sn = sg >> 2u;
   // The accumulators as plain variables (an array of them may live in local
-  // memory); c02 .. c13 only with WIDE.
+  // memory); c02 .. c13 only with WIDE, c01 / c11 not with NARROW.
   CM_C c00 = CM_C(0.0), c01 = CM_C(0.0), c10 = CM_C(0.0), c11 = CM_C(0.0);
   CM_C c02 = CM_C(0.0), c03 = CM_C(0.0), c12 = CM_C(0.0), c13 = CM_C(0.0);
 
@@ -183,15 +185,18 @@ void main() {
     }
     for (uint kk = 0u; kk < BK / 4u; kk += 4u) {  // k16 slices, in f16vec4 units
       CM_A a0, a1;
-      CM_B b0, b1;
+      CM_B b0;
       coopMatLoad(a0, w_sh, (sm * 32u) * LD4 + kk, LD4, gl_CooperativeMatrixLayoutRowMajor);
       coopMatLoad(a1, w_sh, (sm * 32u + 16u) * LD4 + kk, LD4, gl_CooperativeMatrixLayoutRowMajor);
       coopMatLoad(b0, x_sh, (sn * WN) * LD4 + kk, LD4, gl_CooperativeMatrixLayoutColumnMajor);
-      coopMatLoad(b1, x_sh, (sn * WN + 16u) * LD4 + kk, LD4, gl_CooperativeMatrixLayoutColumnMajor);
       c00 = coopMatMulAdd(a0, b0, c00);
-      c01 = coopMatMulAdd(a0, b1, c01);
       c10 = coopMatMulAdd(a1, b0, c10);
-      c11 = coopMatMulAdd(a1, b1, c11);
+      if (!NARROW) {
+        CM_B b1;
+        coopMatLoad(b1, x_sh, (sn * WN + 16u) * LD4 + kk, LD4, gl_CooperativeMatrixLayoutColumnMajor);
+        c01 = coopMatMulAdd(a0, b1, c01);
+        c11 = coopMatMulAdd(a1, b1, c11);
+      }
       if (WIDE) {
         CM_B b2, b3;
         coopMatLoad(b2, x_sh, (sn * WN + 32u) * LD4 + kk, LD4, gl_CooperativeMatrixLayoutColumnMajor);
@@ -208,9 +213,11 @@ void main() {
   // Epilogue: accumulator cij holds rows sm * 32 + i * 16 .., tokens sn * WN + j * 16 ...
   const uint r0 = row_base + sm * 32u, t0 = tok_base + sn * WN;
   write_out(c00, r0, t0);
-  write_out(c01, r0, t0 + 16u);
   write_out(c10, r0 + 16u, t0);
-  write_out(c11, r0 + 16u, t0 + 16u);
+  if (!NARROW) {
+    write_out(c01, r0, t0 + 16u);
+    write_out(c11, r0 + 16u, t0 + 16u);
+  }
   if (WIDE) {
     write_out(c02, r0, t0 + 32u);
     write_out(c03, r0, t0 + 48u);

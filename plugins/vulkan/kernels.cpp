@@ -30,8 +30,14 @@ void tile_grid(const DeviceCaps& caps, uint32_t n_rows, uint32_t n_tok, uint32_t
 void tiled_grid(const DeviceCaps& caps, uint32_t n_rows, uint32_t n_tok, uint32_t& gx, uint32_t& gy) {
   tile_grid(caps, n_rows, n_tok, MatmulKernels::kTileRows, MatmulKernels::kTileTokens, gx, gy);
 }
-void coop_grid(const DeviceCaps& caps, uint32_t n_rows, uint32_t n_tok, bool wide, uint32_t& gx, uint32_t& gy) {
-  tile_grid(caps, n_rows, n_tok, MatmulKernels::kCoopRows, MatmulKernels::kCoopTokens * (wide ? 2 : 1), gx, gy);
+// The coopmat kernel's pipeline specialisation for bn tokens per tile (WIDE: constant 4, NARROW: 5) and its grid.
+void coop_spec(std::vector<uint32_t>& spec, uint32_t bn) {
+  spec.resize(6, 0);
+  spec[4] = bn == 2 * MatmulKernels::kCoopTokens ? 1u : 0u;
+  spec[5] = bn == MatmulKernels::kCoopTokens / 2 ? 1u : 0u;
+}
+void coop_grid(const DeviceCaps& caps, uint32_t n_rows, uint32_t n_tok, uint32_t bn, uint32_t& gx, uint32_t& gy) {
+  tile_grid(caps, n_rows, n_tok, MatmulKernels::kCoopRows, bn, gx, gy);
 }
 
 }  // namespace
@@ -122,9 +128,11 @@ void MatmulKernels::record(VkCommandBuffer cmd, const MatmulType& t, VkDescripto
     const uint32_t teams = subgroups_ ? std::max(1u, c.wg / caps.subgroup_size) : 1u;
     gx = std::min(ceil_div(ceil_div(pc.n_rows, c.rows), teams), caps.max_wg_count_x);
   } else if (coopmat_ && !int8) {
-    const bool wide = coop_wide(pc.n_rows, pc.n_tok);
-    p = pipelines_.get(std::string("tc_") + t.name, *layout_, {0, 0, 0, 0, wide ? 1u : 0u});
-    coop_grid(caps, pc.n_rows, pc.n_tok, wide, gx, gy);
+    const uint32_t bn = coop_tokens(t, pc.n_rows, pc.n_tok);
+    std::vector<uint32_t> spec;
+    coop_spec(spec, bn);
+    p = pipelines_.get(std::string("tc_") + t.name, *layout_, spec);
+    coop_grid(caps, pc.n_rows, pc.n_tok, bn, gx, gy);
   } else {
     p = pipelines_.get(std::string(int8 ? "tiledi_" : "tiled_") + t.name, *layout_, {});
     tiled_grid(caps, pc.n_rows, pc.n_tok, gx, gy);
@@ -197,12 +205,19 @@ MatvecConfig MatmulKernels::span_matvec_config(const MatmulType& t, uint32_t n_i
   return c;
 }
 
-bool MatmulKernels::coop_wide(uint32_t n_rows, uint32_t n_tok) const {
-  // 128 workgroups of 128 x 128: on the H200 (132 SMs) the 8B's 4096- and
-  // 14336-row matrices at 512 tokens qualify (span prefill 2729 -> 4258 tok/s
-  // of device time), the 1B's 2048-row ones do not (always wide: 23378 -> 19948);
-  // docs/experiments/vulkan-coopmat-prefill.md.
-  return n_tok > kCoopTokens && ceil_div(n_rows, kCoopRows) * ceil_div(n_tok, 2 * kCoopTokens) >= 128;
+uint32_t MatmulKernels::coop_tokens(const MatmulType& t, uint32_t n_rows, uint32_t n_tok) const {
+  if (coop_tokens_) return coop_tokens_;
+  // Measured with f16 x on an H100 (132 SMs; fish_bench_vk_span --prefill,
+  // docs/experiments/vulkan-coopmat-prefill.md): 128-token tiles, half the
+  // weight decoding per product, pay only for Q6_K's costly decode (8B down
+  // 572 -> 505 us) and where 128 of them still fill the device; Q4_K runs
+  // faster on 64 (8B gate/up 525 -> 469). Grids of fewer than 128 64-token
+  // tiles take 32-token ones (8B k, v: 95 -> 73, 121 -> 99 us).
+  const uint32_t row_tiles = ceil_div(n_rows, kCoopRows);
+  if (t.ggml_type == 14 && n_tok > kCoopTokens && row_tiles * ceil_div(n_tok, 2 * kCoopTokens) >= kCoopFill)
+    return 2 * kCoopTokens;
+  if (row_tiles * ceil_div(n_tok, kCoopTokens) < kCoopFill) return kCoopTokens / 2;
+  return kCoopTokens;
 }
 
 bool MatmulKernels::span_u64(const MatmulType& t, SpanFusion fz, uint32_t n_tok) const {
@@ -243,10 +258,11 @@ void MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, VkDesc
     if ((fz.xh || fz.oh) && (!coopmat_ || fz.int8 || fz.xprod || (fz.oh && fz.epi != 4)))
       throw Failure(FailKind::Internal, "span: f16 rows need the coopmat prefill on f32 products (OH: EPI 4)");
     if (coopmat_ && !fz.int8) {
-      const bool wide = coop_wide(pc.m.n_rows, pc.m.n_tok);
-      p = pipelines_.get(std::string("tlc_") + t.name, *span_layout_,
-                         {fz.epi, fz.xprod ? 1u : 0u, fz.xh ? 1u : 0u, fz.oh ? 1u : 0u, wide ? 1u : 0u});
-      coop_grid(caps, pc.m.n_rows, pc.m.n_tok, wide, gx, gy);
+      const uint32_t bn = coop_tokens(t, pc.m.n_rows, pc.m.n_tok);
+      std::vector<uint32_t> spec = {fz.epi, fz.xprod ? 1u : 0u, fz.xh ? 1u : 0u, fz.oh ? 1u : 0u};
+      coop_spec(spec, bn);
+      p = pipelines_.get(std::string("tlc_") + t.name, *span_layout_, spec);
+      coop_grid(caps, pc.m.n_rows, pc.m.n_tok, bn, gx, gy);
     } else {
       p = fz.int8 ? pipelines_.get(std::string("tlsi_") + t.name, *span_layout_, {fz.epi})
                   : pipelines_.get(std::string("tls_") + t.name, *span_layout_, {fz.epi, fz.xprod ? 1u : 0u});
@@ -264,9 +280,13 @@ bool MatmulKernels::warm_up(const MatmulType& t, uint32_t n_in, uint32_t n_rows)
     const MatvecConfig c = matvec_config(t, n_in, n_rows, nt);
     pipelines_.get(matvec_module(t), *layout_, {c.wg, c.rows, nt});
   }
-  if (coopmat_)
-    pipelines_.get(std::string("tc_") + t.name, *layout_, {});
-  else
+  if (coopmat_) {
+    for (uint32_t bn : {kCoopTokens / 2, kCoopTokens, 2 * kCoopTokens}) {  // the tile widths record() picks from
+      std::vector<uint32_t> spec;
+      coop_spec(spec, bn);
+      pipelines_.get(std::string("tc_") + t.name, *layout_, spec);
+    }
+  } else
     pipelines_.get(std::string("tiled_") + t.name, *layout_, {});
   return true;
 }

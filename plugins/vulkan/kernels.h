@@ -185,9 +185,13 @@ class MatmulKernels {
   }
   bool coopmat() const { return coopmat_; }
   bool coopmat_for(uint32_t n_tok) const { return coopmat_ && n_tok > kMaxMatvecTokens; }
-  // The coopmat kernel's 128-token tiles (WIDE) where the grid of them still
-  // has enough workgroups to fill the device; 64-token tiles otherwise.
-  bool coop_wide(uint32_t n_rows, uint32_t n_tok) const;
+  // Tokens per tile of the coopmat kernel for weights of type t: 128 (WIDE)
+  // for Q6_K where a grid of them still has kCoopFill workgroups, 32 (NARROW)
+  // where even 64-token tiles fall short of it, else 64; set_coop_tokens
+  // (tests, benchmarks: 32, 64, 128; 0: this rule) fixes it.
+  uint32_t coop_tokens(const MatmulType& t, uint32_t n_rows, uint32_t n_tok) const;
+  void set_coop_tokens(uint32_t bn) { coop_tokens_ = bn; }
+  static constexpr uint32_t kCoopFill = 128;
   // The CPU's activation block for t: 256 (Q8_K: Q4_K, Q5_K, Q6_K, FQ3), 32
   // (Q8_0: Q4_0, Q8_0), 0 (no int8 kernel).
   static uint32_t q8_block(const MatmulType& t);
@@ -222,6 +226,7 @@ class MatmulKernels {
   bool int8_ = false;
   bool coopmat_ = false;
   uint32_t override_rows_ = 0, override_wg_ = 0;
+  uint32_t coop_tokens_ = 0;
   SpanMvShape span_shape_[kRoles];
   uint32_t span_u64_ = 0;
   MatvecConfig group_override_{0, 0, 0, 0, 0};

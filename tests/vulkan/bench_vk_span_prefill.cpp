@@ -5,7 +5,8 @@
 // decoding, so the two columns separate the kernel's decode of K-quant blocks
 // from the rest of it (docs/experiments/vulkan-coopmat-prefill.md); on the
 // coopmat kernel also with f16 x (SpanFusion::xh, as the span's prefill runs
-// it: its producers write f16 rows). Then the
+// it: its producers write f16 rows), at the tile width MatmulKernels::
+// coop_tokens picks and at each of 32, 64 and 128 tokens. Then the
 // chunk's attention after 0 and 4096 positions of context: the per-token kernel
 // (span_attention.comp: a workgroup per token and KV head, as decode and rows
 // of several sequences run it) against the query tiles the span takes
@@ -94,8 +95,9 @@ int span_prefill_bench(vk::VulkanBackend& be, const SpanMvDims& d, int head_dim,
               "(2·rows·n_in·T / device time) on the quantised weights and on F16 weights of the same shape\n",
               T, mk.coopmat() ? "coopmat" : "tiled");
   std::printf("| matrix | type | rows x n_in | us | TFLOP/s | F16: us | TFLOP/s |%s\n| --- | --- | --- | ---: | ---: | ---: | ---: |%s\n",
-              coop ? " f16 x: us | TFLOP/s |" : "", coop ? " ---: | ---: |" : "");
-  double tot_q = 0, tot_h = 0, tot_x = 0;
+              coop ? " f16 x: us | TFLOP/s | tiles | f16 x, 32 / 64 / 128-token tiles: us |" : "",
+              coop ? " ---: | ---: | ---: | ---: |" : "");
+  double tot_q = 0, tot_h = 0, tot_x = 0, tot_bn[3] = {0, 0, 0};
   for (const Shape& s : shapes) {
     const Mat m = make_mat(be, s.t, s.n_in, s.n_out, 1, 40 + uint64_t(s.n_out));
     const Mat h = make_mat(be, GgmlType::F16, s.n_in, s.n_out, 1, 41);
@@ -106,28 +108,39 @@ int span_prefill_bench(vk::VulkanBackend& be, const SpanMvDims& d, int head_dim,
     pc.inv_in = vk::kNone;
     const double tq = time([&](VkCommandBuffer c) { mk.record_span(c, *m.w[0]->type, set_q, pc, fz); });
     const double th = time([&](VkCommandBuffer c) { mk.record_span(c, *h.w[0]->type, set_h, pc, fz); });
-    double tx = 0;
+    double tx = 0, tbn[3] = {0, 0, 0};
     if (coop) {
       vk::SpanFusion fx = fz;
       fx.xh = true;
       vk::SpanMatmulPush px = pc;
       px.m.x_off = xh_off;
-      tx = time([&](VkCommandBuffer c) { mk.record_span(c, *m.w[0]->type, set_q, px, fx); });
+      const auto run = [&](VkCommandBuffer c) { mk.record_span(c, *m.w[0]->type, set_q, px, fx); };
+      tx = time(run);
+      for (int i = 0; i < 3; ++i) {
+        mk.set_coop_tokens(32u << i);
+        tbn[i] = time(run);
+      }
+      mk.set_coop_tokens(0);
     }
     const double fl = 2.0 * s.n_in * s.n_out * T / 1e12;
     std::printf("| %s | %s | %d x %d | %.1f | %.1f | %.1f | %.1f |", s.name, type_name(s.t).c_str(), s.n_out, s.n_in,
                 tq * 1e6, fl / tq, th * 1e6, fl / th);
-    if (coop) std::printf(" %.1f | %.1f |", tx * 1e6, fl / tx);
+    if (coop)
+      std::printf(" %.1f | %.1f | %u | %.1f / %.1f / %.1f |", tx * 1e6, fl / tx,
+                  mk.coop_tokens(*m.w[0]->type, uint32_t(s.n_out), uint32_t(T)), tbn[0] * 1e6, tbn[1] * 1e6, tbn[2] * 1e6);
     std::printf("\n");
     std::fflush(stdout);
     const double per_layer = std::string(s.name) == "gate/up" ? 2 : std::string(s.name) == "down" ? 0.5 : 1;
     tot_q += per_layer * tq, tot_h += per_layer * th, tot_x += per_layer * tx;
+    for (int i = 0; i < 3; ++i) tot_bn[i] += per_layer * tbn[i];
     for (const Mat* mm : {&m, &h})
       for (vk::Weight* w : mm->w) be.release(w);
   }
   std::printf("one layer (q, k, v, o, gate, up, half each down type): %.1f us, F16 weights %.1f us", tot_q * 1e6,
               tot_h * 1e6);
-  if (coop) std::printf(", f16 x %.1f us", tot_x * 1e6);
+  if (coop)
+    std::printf(", f16 x %.1f us (32 / 64 / 128-token tiles throughout: %.1f / %.1f / %.1f)", tot_x * 1e6,
+                tot_bn[0] * 1e6, tot_bn[1] * 1e6, tot_bn[2] * 1e6);
   std::printf("\n");
   prefill_attention_rows(be, head_dim, d, T, time);
   return 0;

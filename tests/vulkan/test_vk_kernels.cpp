@@ -111,8 +111,14 @@ TEST_CASE("prefill on cooperative matrices (tc_<T>) within 3x the f32 bound, eve
       for (int n_tok : {5, 37, 256}) {
         for (int coop = 1; coop >= 0; --coop) {
           be->kernels()->set_coopmat(coop != 0);
-          INFO("coopmat " << coop);
-          worst[coop] = std::max(worst[coop], run_one(*be, m, n_tok, seed, 3e-3));
+          // Every tile width (NARROW 32, 64, WIDE 128 tokens), whichever the rule would pick.
+          for (uint32_t bn : {32u, 64u, 128u}) {
+            if (!coop && bn != 64) continue;
+            be->kernels()->set_coop_tokens(bn);
+            INFO("coopmat " << coop << ", " << bn << "-token tiles");
+            worst[coop] = std::max(worst[coop], run_one(*be, m, n_tok, seed, 3e-3));
+          }
+          be->kernels()->set_coop_tokens(0);
         }
         ++seed;
       }
@@ -122,8 +128,12 @@ TEST_CASE("prefill on cooperative matrices (tc_<T>) within 3x the f32 bound, eve
   }
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K}) {
     const Matrix m = random_matrix(t, 256, 16384, seed++);
-    std::printf("  %-5s 16384 x 256, 300 tokens: worst |err|/bound %.5f\n", type_name(t).c_str(),
-                run_one(*be, m, 300, seed++, 3e-3));
+    for (uint32_t bn : {32u, 64u, 128u}) {
+      be->kernels()->set_coop_tokens(bn);
+      std::printf("  %-5s 16384 x 256, 300 tokens, %u-token tiles: worst |err|/bound %.5f\n", type_name(t).c_str(), bn,
+                  run_one(*be, m, 300, seed++, 3e-3));
+    }
+    be->kernels()->set_coop_tokens(0);
   }
 }
 

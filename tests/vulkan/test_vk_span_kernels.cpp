@@ -638,11 +638,19 @@ TEST_CASE("span matvec / tiled variants: scaled x, add, silu, x·x2, norm epilog
           // decode): every fusion on Q4_K, the plain store and the norm epilogue on the others.
           if (t != GgmlType::Q4_K && !(fz.epi == 0 && !fz.xprod) && !(fz.epi == 3 && fz.xprod)) continue;
           const bool scaled = n_tok <= 4;
-          const double r = run_span_matmul(*be, m, n_tok, fz, scaled, seed++);
-          INFO(type_name(t) << " " << n_out << " rows, n_tok " << n_tok << " epi " << fz.epi << " xprod " << fz.xprod
-                            << " f16 x " << fz.xh << " f16 out " << fz.oh << ": worst |err|/bound " << r);
-          CHECK(r <= 1.0);
-          worst = std::max(worst, r);
+          // The coopmat kernel at each tile width (NARROW 32, 64, WIDE 128 tokens).
+          const bool coop = n_tok > 4 && be->kernels()->coopmat();
+          for (uint32_t bn : {32u, 64u, 128u}) {
+            if (!coop && bn != 64) continue;
+            if (coop) be->kernels()->set_coop_tokens(bn);
+            const double r = run_span_matmul(*be, m, n_tok, fz, scaled, seed++);
+            INFO(type_name(t) << " " << n_out << " rows, n_tok " << n_tok << " epi " << fz.epi << " xprod " << fz.xprod
+                              << " f16 x " << fz.xh << " f16 out " << fz.oh << (coop ? ", tiles of " : "")
+                              << (coop ? std::to_string(bn) : "") << ": worst |err|/bound " << r);
+            CHECK(r <= 1.0);
+            worst = std::max(worst, r);
+          }
+          be->kernels()->set_coop_tokens(0);
         }
       }
     }
