@@ -6,7 +6,8 @@
 // several sequences with the RoPE / KV store; a prompt chunk on query tiles), and the
 // span variants of the matvec / tiled kernels (scaled x, residual add, silu
 // epilogue, x·x2 input, the norm epilogue; FQ3 among the weight types) with
-// the spec's matmul bound.
+// the spec's matmul bound, and the coopmat prefill's f16 rows in and out at
+// every tile width (skipped without cooperative matrices).
 // Tolerances are stated per case.
 #include <catch2/catch.hpp>
 
@@ -14,6 +15,8 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "common/fp16.h"
 #include "cpu/matmul.h"
@@ -610,50 +613,72 @@ double run_span_matmul(vk::VulkanBackend& be, const Matrix& m, int n_tok, vk::Sp
 
 }  // namespace
 
-TEST_CASE("span matvec / tiled variants: scaled x, add, silu, x·x2, norm epilogue", "[vulkan][span]") {
-  auto be = open_backend("span matmul variants");
-  if (!be) FISH_SKIP(skip_reason());
-  uint64_t seed = 500;
+namespace {
+
+// The span matmul variants over the types, both row counts and 1..37 tokens
+// (run_span_matmul). halves: the coopmat prefill's f16 rows in (xh) and out
+// (oh) at 37 tokens, else the other fusions; the coopmat kernel (37 tokens
+// on a device with cooperative matrices) at each tile width, NARROW 32, 64 and
+// WIDE 128 tokens.
+void check_span_variants(vk::VulkanBackend& be, bool halves) {
+  uint64_t seed = halves ? 700 : 500;
+  const auto half_rows = [](uint32_t epi, bool oh) {
+    vk::SpanFusion f{epi, false};
+    f.xh = true, f.oh = oh;
+    return f;
+  };
+  const std::vector<vk::SpanFusion> fusions =
+      halves ? std::vector<vk::SpanFusion>{half_rows(0, false), half_rows(1, false), half_rows(2, false),
+                                           half_rows(4, false), half_rows(4, true)}
+             : std::vector<vk::SpanFusion>{{0, false}, {2, false}, {1, false}, {1, true}, {0, true},
+                                           {3, false}, {3, true},  {4, false}};
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::FQ3}) {
     const int64_t n_in = (t == GgmlType::F32 || t == GgmlType::F16) ? 200 : 512;
     double worst = 0;
     for (int64_t n_out : {70, 1100}) {  // one row per workgroup, and two
       const Matrix m = random_matrix(t, n_in, n_out, seed++);
-      // f16 rows in (xh) and out (oh): the coopmat prefill's, on a device with cooperative matrices.
-      const auto halves = [](uint32_t epi, bool oh) {
-        vk::SpanFusion f{epi, false};
-        f.xh = true, f.oh = oh;
-        return f;
-      };
-      const vk::SpanFusion fusions[] = {{0, false}, {2, false}, {1, false}, {1, true}, {0, true}, {3, false}, {3, true},
-                                        {4, false}, halves(0, false), halves(1, false), halves(2, false),
-                                        halves(4, false), halves(4, true)};
       for (int n_tok : {1, 2, 4, 37}) {
         for (const vk::SpanFusion& fz : fusions) {
           if (n_tok > 4 && fz.epi == 3) continue;  // the norm epilogue is the matvec's (decode)
           if (n_tok <= 4 && fz.epi == 4) continue;  // y = y · v is the tiled kernels' (prefill)
-          if (fz.xh && !(n_tok > 4 && be->kernels()->coopmat())) continue;
+          if (fz.xh && n_tok <= 4) continue;        // f16 rows: prefill on cooperative matrices
           if (n_out > 70 && n_tok > 1 && n_tok < 37) continue;
           // The epilogues and x·x2 are one code for every type (each type's is its unit
           // decode): every fusion on Q4_K, the plain store and the norm epilogue on the others.
           if (t != GgmlType::Q4_K && !(fz.epi == 0 && !fz.xprod) && !(fz.epi == 3 && fz.xprod)) continue;
           const bool scaled = n_tok <= 4;
-          // The coopmat kernel at each tile width (NARROW 32, 64, WIDE 128 tokens).
-          const bool coop = n_tok > 4 && be->kernels()->coopmat();
+          const bool coop = n_tok > 4 && be.kernels()->coopmat();
           for (uint32_t bn : {32u, 64u, 128u}) {
             if (!coop && bn != 64) continue;
-            if (coop) be->kernels()->set_coop_tokens(bn);
-            const double r = run_span_matmul(*be, m, n_tok, fz, scaled, seed++);
+            if (coop) be.kernels()->set_coop_tokens(bn);
+            const double r = run_span_matmul(be, m, n_tok, fz, scaled, seed++);
             INFO(type_name(t) << " " << n_out << " rows, n_tok " << n_tok << " epi " << fz.epi << " xprod " << fz.xprod
                               << " f16 x " << fz.xh << " f16 out " << fz.oh << (coop ? ", tiles of " : "")
                               << (coop ? std::to_string(bn) : "") << ": worst |err|/bound " << r);
             CHECK(r <= 1.0);
             worst = std::max(worst, r);
           }
-          be->kernels()->set_coop_tokens(0);
+          be.kernels()->set_coop_tokens(0);
         }
       }
     }
-    std::printf("  span matmul %-5s worst |err|/bound %.5f\n", type_name(t).c_str(), worst);
+    std::printf("  span matmul%s %-5s worst |err|/bound %.5f\n", halves ? " (f16 rows)" : "", type_name(t).c_str(),
+                worst);
   }
+}
+
+}  // namespace
+
+TEST_CASE("span matvec / tiled variants: scaled x, add, silu, x·x2, norm epilogue", "[vulkan][span]") {
+  auto be = open_backend("span matmul variants");
+  if (!be) FISH_SKIP(skip_reason());
+  check_span_variants(*be, false);
+}
+
+TEST_CASE("span coopmat prefill on f16 rows in and out (XH, OH), every tile width", "[vulkan][span][coopmat]") {
+  auto be = open_backend("span matmul f16 rows");
+  if (!be) FISH_SKIP(skip_reason());
+  if (!be->kernels()->coopmat())
+    FISH_SKIP("f16 rows are the coopmat prefill's; no cooperative matrices on " + be->device()->info().name);
+  check_span_variants(*be, true);
 }
