@@ -110,7 +110,9 @@ void eval_parallel(fish_model* m, const std::vector<int32_t>& toks, int64_t n, i
 // until it has run for kWarmSeconds: a GPU idling at a low clock takes that
 // long to reach its speed (the H200 after one 23 ms warm-up pass: the 1B's
 // pp512 at 12242 ± 10041 over -r 2, one repetition at a fraction of the
-// other's speed; with the repeats 24041 ± 113).
+// other's speed; with the repeats 24041 ± 113). 0.3 s still left the first
+// test of a process slow at times (H100, 1B pp512 10416 ± 1228, the next
+// test 37277 ± 296; 8B 6129 ± 2029, then 7396 ± 4): 1 s.
 // The backend that runs m's work now ("CPU" when none: also after a fallback).
 std::string backend_now(const fish_model* m, fish_model_info* info) {
   info->struct_size = sizeof *info;
@@ -150,7 +152,7 @@ Result run_test(fish_model* m, bool prompt, int64_t n, int64_t depth, int64_t np
     }
     return now_s() - t0;
   };
-  constexpr double kWarmSeconds = 0.3;
+  constexpr double kWarmSeconds = 1.0;
   progress.update("warm-up: " + where, -1);
   const double warm_t0 = now_s();
   // Generation's warm-up passes are a few tokens, not the whole test.
