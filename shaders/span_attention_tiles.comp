@@ -74,10 +74,7 @@ H4 words_h4(uvec2 w) { return f16vec4(unpackFloat2x16(w.x), unpackFloat2x16(w.y)
 shared float stage_sh[4u * 16u * SS];  // per group: S (16 × BC), then P·V chunks (16 × 32)
 #else
 #define H4 uvec2
-H4 to_h4(vec4 v) {
-  v = clamp(v, vec4(-65504.0), vec4(65504.0));
-  return uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
-}
+H4 to_h4(vec4 v) { return uvec2(pack_half2_sat(v.xy), pack_half2_sat(v.zw)); }
 vec4 from_h4(H4 h) { return vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y)); }
 H4 words_h4(uvec2 w) { return w; }
 #endif
@@ -258,7 +255,7 @@ void main() {
     for (uint ch = 0u; ch < NCH; ++ch)
       for (uint e = 0u; e < 8u; e += 2u) {
         const vec2 v = vec2(o[ch * 8u + e], o[ch * 8u + e + 1u]) * inv;
-        AU[pc.att_off + ((a + ch * 16u + e) >> 1u)] = packHalf2x16(clamp(v, vec2(-65504.0), vec2(65504.0)));
+        AU[pc.att_off + ((a + ch * 16u + e) >> 1u)] = pack_half2_sat(v);
       }
   } else {
     for (uint ch = 0u; ch < NCH; ++ch)

@@ -38,6 +38,10 @@ layout(set = 0, binding = 5) readonly buffer PageTables { uint PT[]; };
 // Optional parameter vectors are absent when their offset is NONE.
 const uint NONE = 0xFFFFFFFFu;
 
+// Two floats as one word of f16 halves (x low), saturated to f16's finite
+// range (±65504) as the tensor-core kernels' f16 tiles are.
+uint pack_half2_sat(vec2 v) { return packHalf2x16(clamp(v, vec2(-65504.0), vec2(65504.0))); }
+
 // The ctrl block (uint words of the arena): the attention dispatch's indirect
 // arguments (n_head_kv, splits, n_tok) and the forward's dynamic values.
 const uint CTRL_POS0 = 4u;       // position of token 0

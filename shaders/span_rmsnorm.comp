@@ -31,7 +31,7 @@ void main() {
     const uint hb = pc.y_off + t * (pc.n_embd >> 1u);
     for (uint i = 2u * tid; i < pc.n_embd; i += 512u) {
       const vec2 v = vec2(A[xb + i], A[xb + i + 1u]) * inv * vec2(P[pc.norm_off + i], P[pc.norm_off + i + 1u]);
-      AU[hb + (i >> 1u)] = packHalf2x16(clamp(v, vec2(-65504.0), vec2(65504.0)));
+      AU[hb + (i >> 1u)] = pack_half2_sat(v);
     }
   } else {
     for (uint i = tid; i < pc.n_embd; i += 256u) A[yb + i] = A[xb + i] * inv * P[pc.norm_off + i];

@@ -190,7 +190,7 @@ class Span::Planner {
     // A prompt chunk on the coopmat kernel: f16 rows from the rmsnorm (gate,
     // up) and from the up (down).
     const bool half_gu = half_x(L.w[kFfnGate]) && half_x(L.w[kFfnUp]);
-    const bool half_down = half_gu && half_x(L.w[kFfnDown]) && even_chunks(L.w[kFfnUp]) && F_ % 2 == 0;
+    const bool half_down = half_gu && half_x(L.w[kFfnDown]) && even_chunks(L.w[kFfnUp]);
     if (tiled_) {
       rmsnorm(L, layer_push(L), L.ffn_norm, half_gu);
       scale = {};
@@ -392,9 +392,10 @@ class Span::Planner {
   }
 
   // Whether w's product reads f16 rows (SpanFusion::xh): a prompt chunk on
-  // the coopmat kernel with f32 products; the producer writes halves for it.
+  // the coopmat kernel with f32 products; the producer writes its rows of
+  // n_in halves in words of two.
   bool half_x(const Weight* w) const {
-    return tiled_ && s_.ctx_.matmul->coopmat() && !int8(w) && E_ % 2 == 0;
+    return tiled_ && s_.ctx_.matmul->coopmat() && !int8(w) && w->n_in % 2 == 0;
   }
   // OH writes rows in pairs: every chunk but the last starts and ends on an even row.
   static bool even_chunks(const Weight* w) {

@@ -11,6 +11,7 @@
 // Tolerances are stated per case.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -33,6 +34,18 @@ using vk::SpanPush;
 namespace {
 
 uint32_t pack_half2(float a, float b) { return uint32_t(fp32_to_fp16(a)) | uint32_t(fp32_to_fp16(b)) << 16; }
+
+// The first n halves of words read back from the arena (rig.get: floats
+// holding the words' bits), two per word as pack_half2 packs them.
+std::vector<float> unpack_halves(const std::vector<float>& words, size_t n) {
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, &words[i / 2], 4);
+    out[i] = fp16_to_fp32(uint16_t(u >> (16 * (i & 1))));
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -59,15 +72,9 @@ TEST_CASE("span rmsnorm kernel vs CPU", "[vulkan][span]") {
   rig.put(rig.arena(), p.y_off, std::vector<float>(size_t(n_tok) * E, 7.0f));
   rig.run([&](VkCommandBuffer c) { be->span_kernels()->rmsnorm(c, rig.aux_set(), p, false, true); });
   const auto hw = rig.get(rig.arena(), p.y_off, size_t(n_tok) * E);
+  const auto yh = unpack_halves(hw, 2 * size_t(words));
   double dh = 0;
-  for (uint32_t i = 0; i < words; ++i) {
-    uint32_t u;
-    std::memcpy(&u, &hw[i], 4);
-    for (int j = 0; j < 2; ++j) {
-      const double r = ref[2 * i + uint32_t(j)];
-      dh = std::max(dh, std::fabs(double(fp16_to_fp32(uint16_t(u >> (16 * j)))) - r) / (std::fabs(r) + 1e-6));
-    }
-  }
+  for (size_t i = 0; i < yh.size(); ++i) dh = std::max(dh, std::fabs(double(yh[i]) - ref[i]) / (std::fabs(ref[i]) + 1e-6));
   int64_t touched = 0;
   for (size_t i = words; i < hw.size(); ++i) touched += hw[i] != 7.0f;
   INFO("HALF: max relative |y - ref| " << dh);
@@ -376,16 +383,13 @@ TEST_CASE("span prompt attention on query tiles vs CPU", "[vulkan][span]") {
       rig.put(rig.arena(), att_off, sentinel);
       rig.run([&](VkCommandBuffer cmd) { be->span_kernels()->attention_tiles(cmd, rig.aux_set(), p, ks, half); });
       auto out = rig.get(rig.arena(), att_off, size_t(c.n_tok + 8) * QD);
-      if (half) {  // unpack the halves in place; every word after them untouched
-        const size_t words = size_t(c.n_tok) * QD / 2;
+      if (half) {  // the rows as halves, every word after them untouched (then the sentinel rows as before)
+        const size_t rows = size_t(c.n_tok) * QD;
         int64_t stray = 0;
-        for (size_t i = words; i < out.size(); ++i) stray += out[i] != 7.0f;
+        for (size_t i = rows / 2; i < out.size(); ++i) stray += out[i] != 7.0f;
         CHECK(stray == 0);
-        for (size_t i = words; i-- > 0;) {
-          uint32_t u;
-          std::memcpy(&u, &out[i], 4);
-          out[2 * i] = fp16_to_fp32(uint16_t(u)), out[2 * i + 1] = fp16_to_fp32(uint16_t(u >> 16));
-        }
+        const auto h = unpack_halves(out, rows);
+        std::copy(h.begin(), h.end(), out.begin());
       }
       double worst = 0;
       for (int t = 0; t < c.n_tok; ++t) {
@@ -559,14 +563,8 @@ double run_span_matmul(vk::VulkanBackend& be, const Matrix& m, int n_tok, vk::Sp
   const uint32_t groups = be.kernels()->span_row_groups(*w->type, n_in, n_out, uint32_t(n_tok), fz);
   auto y = rig.get(rig.arena(), y_off, size_t(n_tok) * n_out);
   if (fz.oh) {  // y itself keeps silu(gate); the product's rows are the halves
-    const auto yk = rig.get(rig.arena(), y_off, size_t(n_tok) * n_out);
-    const auto h = rig.get(rig.arena(), oh_off, size_t(n_tok) * n_out / 2);
-    CHECK(std::equal(y0.begin(), y0.end(), yk.begin()));
-    for (size_t i = 0; i < h.size(); ++i) {
-      uint32_t u;
-      std::memcpy(&u, &h[i], 4);
-      y[2 * i] = fp16_to_fp32(uint16_t(u)), y[2 * i + 1] = fp16_to_fp32(uint16_t(u >> 16));
-    }
+    CHECK(std::equal(y0.begin(), y0.end(), y.begin()));
+    y = unpack_halves(rig.get(rig.arena(), oh_off, size_t(n_tok) * n_out / 2), y.size());
   }
   REQUIRE(be.release(w));
   std::vector<float> xe(x);
