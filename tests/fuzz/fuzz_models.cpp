@@ -300,6 +300,12 @@ std::vector<std::string> write_regressions(const std::string& dir) {
   // and 13 s spent before the fix at 2^24, a bare std::bad_alloc at 2^30.
   write(dir, "block-count-2p24.gguf", model(base, [](gguf::Writer& w) { w.set_u32("llama.block_count", 1u << 24); }));
   write(dir, "block-count-2p30.gguf", model(base, [](gguf::Writer& w) { w.set_u32("llama.block_count", 1u << 30); }));
+  // head_count * key_length past int32 (2^28 * 32, found by the CI campaign):
+  // a signed overflow (UBSan) in Hparams::q_dim before the fix.
+  write(dir, "head-count-2p28.gguf", model(base, [](gguf::Writer& w) {
+          w.set_u32("llama.attention.head_count", 1u << 28);
+          w.set_u32("llama.attention.key_length", 32);
+        }));
   // An empty vocabulary, each way it can be spelled (SIGFPE in load_weights
   // before the fix): vocab_size 0; an empty token list with token_embd and
   // output [n_embd, 0]; token_embd [n_embd, 0] under a full token list; all of

@@ -64,6 +64,8 @@ const std::map<std::string, Expect>& crafted() {
        {"", "{path}: metadata 'llama.block_count' = 16777216, but the file holds 12 tensors (a layer has at least 9)"}},
       {"block-count-2p30.gguf",
        {"", "{path}: metadata 'llama.block_count' = 1073741824, but the file holds 12 tensors (a layer has at least 9)"}},
+      {"head-count-2p28.gguf",
+       {"", "{path}: metadata 'llama.attention.head_count' = 268435456 times key_length 32 exceeds 2^30"}},
       {"vocab-size-0.gguf", {"", "{path}: metadata 'llama.vocab_size' = 0: expected 1 .. 2^30"}},
       {"empty-token-list.gguf",
        {"{path}: metadata 'tokenizer.ggml.tokens': is empty",

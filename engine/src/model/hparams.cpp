@@ -81,6 +81,11 @@ Hparams Hparams::from_gguf(const gguf::File& f) {
   if (h.n_head % h.n_head_kv != 0)
     throw Error(f.path() + ": head_count " + std::to_string(h.n_head) + " is not a multiple of head_count_kv " +
                 std::to_string(h.n_head_kv));
+  // q_dim() = head_count * key_length sizes q, wo and the attention's rows in
+  // int32: a product past 2^30 cannot be a real model's and would overflow.
+  if (int64_t(h.n_head) * h.head_dim > (int64_t(1) << 30))
+    throw Error(f.path() + ": metadata '" + p + "attention.head_count' = " + std::to_string(h.n_head) +
+                " times key_length " + std::to_string(h.head_dim) + " exceeds 2^30");
   h.n_rot = opt_i32(f, p + "rope.dimension_count", h.head_dim);
   if (h.n_rot > h.head_dim || h.n_rot % 2)
     throw Error(f.path() + ": rope.dimension_count " + std::to_string(h.n_rot) + " is invalid for head size " +
