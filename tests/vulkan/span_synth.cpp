@@ -24,13 +24,17 @@ const SynthShape kSynthShapes[4] = {
 };
 
 // name, E, H, KVH, D, F (unused), L, n_rot, rope, base, freqs, biases, qk_norm, type, NE, K, FE, FS, renormalised
-const SynthShape kSynthMoeShapes[3] = {
+const SynthShape kSynthMoeShapes[4] = {
     {"qwen3moe 8x2 F32", 64, 4, 2, 16, 0, 2, 16, FISH_ROPE_NEOX, 1000000.f, false, false, true, GgmlType::F32, 8, 2,
      32, 0, true},
     {"qwen2moe 6x3 + shared Q8_0", 64, 4, 1, 16, 0, 2, 16, FISH_ROPE_NEOX, 1000000.f, false, true, false,
      GgmlType::Q8_0, 6, 3, 32, 64, false},
     {"mixtral 8x2 Q4_K", 256, 4, 2, 64, 0, 1, 64, FISH_ROPE_NORMAL, 1000000.f, false, false, false, GgmlType::Q4_K, 8,
      2, 256, 0, true},
+    // Qwen3-30B-A3B's routing (128 experts, 8 per token, renormalised) and its
+    // head_dim != n_embd / n_head, small.
+    {"qwen3moe 128x8 Q8_0", 128, 4, 2, 64, 0, 2, 64, FISH_ROPE_NEOX, 1000000.f, false, false, true, GgmlType::Q8_0,
+     128, 8, 64, 0, true},
 };
 
 namespace {

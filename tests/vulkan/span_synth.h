@@ -29,8 +29,9 @@ struct SynthShape {
   bool gating_norm = false;
 };
 extern const SynthShape kSynthShapes[4];  // llama3 F32, qwen2 Q8_0, qwen3 F32, llama Q4_K partial rotary
-// qwen3moe-like 8x2 renormalised F32, qwen2moe-like 6x3 + shared expert Q8_0, mixtral-like 8x2 Q4_K (E 256)
-extern const SynthShape kSynthMoeShapes[3];
+// qwen3moe-like 8x2 renormalised F32, qwen2moe-like 6x3 + shared expert Q8_0, mixtral-like 8x2 Q4_K (E 256),
+// qwen3moe-like 128x8 renormalised Q8_0 (Qwen3-30B-A3B's routing)
+extern const SynthShape kSynthMoeShapes[4];
 
 // A layer's matrices by slot: the dense ones, then MoE's (fish::vk::kLayerWeights' order).
 enum SynthSlot { kSlotQ, kSlotK, kSlotV, kSlotO, kSlotGate, kSlotUp, kSlotDown, kSlotRouter, kSlotGateExps,
