@@ -339,8 +339,34 @@ Device::Device(const Instance& inst, VkPhysicalDevice pd, const DeviceCandidate&
   auto idp = vk_init<VkPhysicalDeviceShaderIntegerDotProductProperties>(
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES);
   if (caps_.int_dot) m3.pNext = &idp;
+  // The compute units, from whichever vendor extension the device lists (a
+  // property query needs the extension supported, not enabled).
+  auto nv_sm = vk_init<VkPhysicalDeviceShaderSMBuiltinsPropertiesNV>(
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV);
+  auto amd_cu = vk_init<VkPhysicalDeviceShaderCorePropertiesAMD>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD);
+  auto arm_core = vk_init<VkPhysicalDeviceShaderCoreBuiltinsPropertiesARM>(
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_BUILTINS_PROPERTIES_ARM);
+  const bool has_nv_sm = has_extension(exts, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
+  const bool has_amd_cu = has_extension(exts, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME);
+  const bool has_arm_core = has_extension(exts, VK_ARM_SHADER_CORE_BUILTINS_EXTENSION_NAME);
+  auto* last = reinterpret_cast<VkBaseOutStructure*>(&sg);
+  auto append = [&](void* p) {
+    while (last->pNext) last = last->pNext;
+    last->pNext = static_cast<VkBaseOutStructure*>(p);
+  };
+  if (has_nv_sm) append(&nv_sm);
+  if (has_amd_cu) append(&amd_cu);
+  if (has_arm_core) append(&arm_core);
   props.pNext = &sg;
   f.vkGetPhysicalDeviceProperties2(pd, &props);
+  if (has_nv_sm && nv_sm.shaderSMCount) {
+    caps_.compute_units = nv_sm.shaderSMCount, caps_.compute_unit_name = "SMs";
+  } else if (has_amd_cu && amd_cu.shaderEngineCount) {
+    caps_.compute_units = amd_cu.shaderEngineCount * amd_cu.shaderArraysPerEngineCount * amd_cu.computeUnitsPerShaderArray;
+    caps_.compute_unit_name = "CUs";
+  } else if (has_arm_core && arm_core.shaderCoreCount) {
+    caps_.compute_units = arm_core.shaderCoreCount, caps_.compute_unit_name = "cores";
+  }
   caps_.int_dot_accel = caps_.int_dot && idp.integerDotProduct4x8BitPackedSignedAccelerated;
   const VkPhysicalDeviceLimits& lim = props.properties.limits;
   caps_.api_version = props.properties.apiVersion;
@@ -407,6 +433,7 @@ std::string Device::detail() const {
   if (caps_.shader_int8) s += ", int8";
   if (caps_.int_dot) s += caps_.int_dot_accel ? ", int8 dot (accelerated)" : ", int8 dot";
   if (caps_.coopmat) s += ", coopmat f16 16x16x16";
+  if (caps_.compute_units) s += ", " + std::to_string(caps_.compute_units) + " " + caps_.compute_unit_name;
   return s;
 }
 

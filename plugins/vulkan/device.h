@@ -102,6 +102,11 @@ struct DeviceCaps {
   bool int_dot_accel = false;         // ...4x8BitPackedSignedAccelerated (int8 activations by default)
   bool coopmat = false;               // VK_KHR_cooperative_matrix with 16x16x16 f16 -> f32 at subgroup
                                       // scope, shaderFloat16, subgroups of 32: the prefill matmul on tensor cores
+  // Streaming multiprocessors / compute units / shader cores, where the device
+  // says (VK_NV_shader_sm_builtins, VK_AMD_shader_core_properties,
+  // VK_ARM_shader_core_builtins); 0: unknown. Grids are sized to fill them.
+  uint32_t compute_units = 0;
+  const char* compute_unit_name = "";  // "SMs", "CUs", "cores"
 };
 
 // The logical device, its queue and the memory types fish uses.

@@ -53,7 +53,8 @@ const MatmulType* matmul_types_end() { return kTypes + sizeof(kTypes) / sizeof(k
 MatmulKernels::MatmulKernels(const Device& dev, Pipelines& pipelines)
     : dev_(dev), pipelines_(pipelines), layout_(&pipelines.layout(3, sizeof(MatmulPush))),
       span_layout_(&pipelines.layout(6, sizeof(SpanMatmulPush))),
-      quant_layout_(&pipelines.layout(1, sizeof(QuantPush))), subgroups_(dev.caps().subgroup_arith) {}
+      quant_layout_(&pipelines.layout(1, sizeof(QuantPush))), subgroups_(dev.caps().subgroup_arith),
+      coop_fill_(coop_fill_for(dev.caps().compute_units)) {}
 
 std::string MatmulKernels::matvec_module(const MatmulType& t) const {
   return std::string("matvec_") + t.name + (subgroups_ ? "" : "_nosg");
@@ -206,17 +207,21 @@ MatvecConfig MatmulKernels::span_matvec_config(const MatmulType& t, uint32_t n_i
 }
 
 uint32_t MatmulKernels::coop_tokens(const MatmulType& t, uint32_t n_rows, uint32_t n_tok) const {
-  if (coop_tokens_) return coop_tokens_;
-  // Measured with f16 x on an H100 (132 SMs; fish_bench_vk_span --prefill,
-  // docs/experiments/vulkan-coopmat-prefill.md): 128-token tiles, half the
-  // weight decoding per product, pay only for Q6_K's costly decode (8B down
-  // 572 -> 505 us) and where 128 of them still fill the device; Q4_K runs
-  // faster on 64 (8B gate/up 525 -> 469). Grids of fewer than 128 64-token
-  // tiles take 32-token ones (8B k, v: 95 -> 73, 121 -> 99 us).
+  return coop_tokens_ ? coop_tokens_ : coop_tokens_rule(t.ggml_type, n_rows, n_tok, coop_fill_);
+}
+
+uint32_t MatmulKernels::coop_tokens_rule(uint32_t ggml_type, uint32_t n_rows, uint32_t n_tok, uint32_t fill) {
+  // Measured with f16 x on an H100 (132 SMs, fill 99; fish_bench_vk_span
+  // --prefill, docs/experiments/vulkan-coopmat-prefill.md): 128-token tiles,
+  // half the weight decoding per product, pay only for Q6_K's costly decode
+  // (8B down 572 -> 505 us) and where a grid of them still fills the device;
+  // Q4_K runs faster on 64 (8B gate/up 525 -> 469). Grids of 64 64-token
+  // tiles take 32-token ones (8B k, v: 95 -> 73, 121 -> 99 us); grids of 128
+  // keep 64 (1B q: 53.4 us against 56.3 at 32).
   const uint32_t row_tiles = ceil_div(n_rows, kCoopRows);
-  if (t.ggml_type == 14 && n_tok > kCoopTokens && row_tiles * ceil_div(n_tok, 2 * kCoopTokens) >= kCoopFill)
+  if (ggml_type == 14 && n_tok > kCoopTokens && row_tiles * ceil_div(n_tok, 2 * kCoopTokens) >= fill)
     return 2 * kCoopTokens;
-  if (row_tiles * ceil_div(n_tok, kCoopTokens) < kCoopFill) return kCoopTokens / 2;
+  if (row_tiles * ceil_div(n_tok, kCoopTokens) < fill) return kCoopTokens / 2;
   return kCoopTokens;
 }
 

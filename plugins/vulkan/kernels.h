@@ -10,6 +10,7 @@
 // tlc_<T> (matmul_coopmat.comp: f16 tensor-core products on f32 x) instead of
 // the tiled and int8 tiled kernels.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -186,12 +187,20 @@ class MatmulKernels {
   bool coopmat() const { return coopmat_; }
   bool coopmat_for(uint32_t n_tok) const { return coopmat_ && n_tok > kMaxMatvecTokens; }
   // Tokens per tile of the coopmat kernel for weights of type t: 128 (WIDE)
-  // for Q6_K where a grid of them still has kCoopFill workgroups, 32 (NARROW)
-  // where even 64-token tiles fall short of it, else 64; set_coop_tokens
-  // (tests, benchmarks: 32, 64, 128; 0: this rule) fixes it.
+  // for Q6_K where a grid of them still has coop_fill() workgroups, 32
+  // (NARROW) where even 64-token tiles fall short of it, else 64
+  // (coop_tokens_rule); set_coop_tokens (tests, benchmarks: 32, 64, 128; 0:
+  // the rule) fixes it.
   uint32_t coop_tokens(const MatmulType& t, uint32_t n_rows, uint32_t n_tok) const;
+  static uint32_t coop_tokens_rule(uint32_t ggml_type, uint32_t n_rows, uint32_t n_tok, uint32_t fill);
   void set_coop_tokens(uint32_t bn) { coop_tokens_ = bn; }
-  static constexpr uint32_t kCoopFill = 128;
+  // Workgroups that fill the device: three quarters of its compute units
+  // (DeviceCaps::compute_units), kCoopFillUnknown where it does not say.
+  uint32_t coop_fill() const { return coop_fill_; }
+  static uint32_t coop_fill_for(uint32_t compute_units) {
+    return compute_units ? std::max(1u, compute_units * 3u / 4u) : kCoopFillUnknown;
+  }
+  static constexpr uint32_t kCoopFillUnknown = 128;
   // The CPU's activation block for t: 256 (Q8_K: Q4_K, Q5_K, Q6_K, FQ3), 32
   // (Q8_0: Q4_0, Q8_0), 0 (no int8 kernel).
   static uint32_t q8_block(const MatmulType& t);
@@ -227,6 +236,7 @@ class MatmulKernels {
   bool coopmat_ = false;
   uint32_t override_rows_ = 0, override_wg_ = 0;
   uint32_t coop_tokens_ = 0;
+  uint32_t coop_fill_ = kCoopFillUnknown;
   SpanMvShape span_shape_[kRoles];
   uint32_t span_u64_ = 0;
   MatvecConfig group_override_{0, 0, 0, 0, 0};

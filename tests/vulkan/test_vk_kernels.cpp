@@ -137,6 +137,41 @@ TEST_CASE("prefill on cooperative matrices (tc_<T>) within 3x the f32 bound, eve
   }
 }
 
+// The coopmat tile width per product (no device needed): the rule's choices
+// for the 8B's and 1B's products at 512 tokens on an H100 (132 SMs: fill 99)
+// are the ones measured fastest there (docs/experiments/vulkan-coopmat-prefill.md);
+// a small GPU (24 SMs) keeps 64-token tiles for k and v, and 128 for the
+// 8B's Q6_K v; an unknown device counts as 128.
+TEST_CASE("coopmat tile width from the product's grid and the device's compute units", "[vulkan]") {
+  using K = fish::vk::MatmulKernels;
+  const uint32_t q4k = 12, q6k = 14;
+  CHECK(K::coop_fill_for(132) == 99);
+  CHECK(K::coop_fill_for(24) == 18);
+  CHECK(K::coop_fill_for(1) == 1);
+  CHECK(K::coop_fill_for(0) == K::kCoopFillUnknown);
+  const uint32_t h100 = K::coop_fill_for(132), small = K::coop_fill_for(24);
+  // 8B: q / wo 4096 rows, k 1024, v (Q6_K) 1024, gate/up 14336, down 4096 (Q4_K or Q6_K).
+  CHECK(K::coop_tokens_rule(q4k, 4096, 512, h100) == 64);
+  CHECK(K::coop_tokens_rule(q4k, 1024, 512, h100) == 32);
+  CHECK(K::coop_tokens_rule(q6k, 1024, 512, h100) == 32);
+  CHECK(K::coop_tokens_rule(q4k, 14336, 512, h100) == 64);
+  CHECK(K::coop_tokens_rule(q6k, 4096, 512, h100) == 128);
+  // 1B: q 2048 rows (128 tiles: full), k / v 512, gate/up 8192, down 2048 Q6_K (64 WIDE tiles: not full).
+  CHECK(K::coop_tokens_rule(q4k, 2048, 512, h100) == 64);
+  CHECK(K::coop_tokens_rule(q4k, 512, 512, h100) == 32);
+  CHECK(K::coop_tokens_rule(q6k, 2048, 512, h100) == 64);
+  CHECK(K::coop_tokens_rule(q4k, 8192, 512, h100) == 64);
+  // Longer prompts fill the device with wider tiles.
+  CHECK(K::coop_tokens_rule(q4k, 1024, 2048, h100) == 64);
+  CHECK(K::coop_tokens_rule(q6k, 2048, 2048, h100) == 128);
+  // A few tokens never take WIDE tiles.
+  CHECK(K::coop_tokens_rule(q6k, 14336, 64, h100) == 64);
+  // 24 SMs: 8 x 8 64-token tiles are enough.
+  CHECK(K::coop_tokens_rule(q4k, 1024, 512, small) == 64);
+  CHECK(K::coop_tokens_rule(q6k, 1024, 512, small) == 128);
+  CHECK(K::coop_tokens_rule(q4k, 128, 64, small) == 32);
+}
+
 TEST_CASE("matvec with several rows per subgroup on a tall matrix", "[vulkan]") {
   auto be = open_f32("vk kernels tall matvec");
   if (!be) FISH_SKIP(skip_reason());
