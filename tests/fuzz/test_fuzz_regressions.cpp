@@ -21,6 +21,7 @@
 
 #include "fuzz_models.h"
 #include "fuzz_one.h"
+#include "fuzz_template.h"
 #include "test_paths.h"
 
 using namespace fish;
@@ -157,4 +158,30 @@ TEST_CASE("fuzz seeds: every seed model loads, every seed vocabulary describes",
     std::remove(p.c_str());
   }
   ::rmdir(dir.c_str());
+}
+
+// The chat-template target's seeds: every real template of the shared models
+// folder through fuzz_template (under 16 KB, run-campaign.sh's -max_len for
+// it) parses and renders the target's conversations (gemma-2 refuses the
+// system turn and the tool turn with raise_exception: only the third).
+TEST_CASE("fuzz seeds: every real chat template parses and renders the fuzz target's conversations", "[fuzz]") {
+  const std::string dir = test::shared_path("models/templates");
+  int n = 0;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.size() < 7 || name.compare(name.size() - 6, 6, ".jinja") != 0) continue;
+      ++n;
+      const std::string src = slurp(dir + "/" + name);
+      INFO(name << " (" << src.size() << " bytes)");
+      CHECK(src.size() <= 16 * 1024);
+      const fuzz::TemplateOutcome o = fuzz::run_template(src);
+      INFO(o.other);
+      CHECK(o.clean());
+      CHECK(o.parsed);
+      CHECK(o.rendered >= (name.find("gemma") != std::string::npos ? 1 : 3));
+    }
+    closedir(d);
+  }
+  CHECK(n >= 10);
 }
