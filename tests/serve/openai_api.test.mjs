@@ -175,6 +175,11 @@ test('bad requests get a 4xx with an OpenAI error body, and the server goes on',
   assert.match(e.message, /^the request body is not valid JSON: /);
   r = await post('/v1/completions', '[1, 2]');
   assert.equal(r.status, 400);
+  // 100,000 levels of brackets in "tools" (a 200 KB body) overflowed a thread's stack and killed the server.
+  const deep = '['.repeat(100000) + ']'.repeat(100000);
+  r = await post('/v1/chat/completions', `{"messages": [{"role": "user", "content": "Hi"}], "tools": ${deep}}`);
+  assert.equal(r.status, 400);
+  assert.equal((await r.json()).error.message, 'the request body nests arrays and objects more than 128 levels deep');
   const bad = async (body, param, re) => {
     await assert.rejects(client.completions.create(body), (err) => {
       assert.ok(err instanceof OpenAI.BadRequestError, String(err));
@@ -217,6 +222,7 @@ test('bad requests get a 4xx with an OpenAI error body, and the server goes on',
   assert.equal(ok.choices[0].text, STORIES_FROM_BOS);
   const m = await metrics(srv.url);
   assert.ok(m['fish_http_requests_total{path="/v1/completions",code="400"}'] >= 9);
+  assert.ok(m['fish_http_requests_total{path="/v1/chat/completions",code="400"}'] >= 3);
 });
 
 test('--api-key: 401 without the key or with a wrong one; /health stays open; no template, no chat', async () => {

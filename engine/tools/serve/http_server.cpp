@@ -61,18 +61,8 @@ ApiError error(int status, const std::string& message, const std::string& type =
   return e;
 }
 
-// A JSON request body, or the 400 that explains why not.
-std::optional<ApiError> parse_body(const httplib::Request& req, json* out) {
-  try {
-    *out = json::parse(req.body);
-  } catch (const json::parse_error& e) {
-    std::string what = e.what();
-    if (const size_t p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
-    return error(400, "the request body is not valid JSON: " + what);
-  }
-  if (!out->is_object()) return error(400, "the request body must be a JSON object");
-  return std::nullopt;
-}
+// A JSON request body, or the 400 that explains why not (parse_request_body).
+std::optional<ApiError> parse_body(const httplib::Request& req, json* out) { return parse_request_body(req.body, out); }
 
 }  // namespace
 

@@ -1,6 +1,7 @@
 // OpenAI request bodies to generation parameters: see openai_request.h.
 #include "serve/openai_request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -158,7 +159,45 @@ std::optional<ApiError> get_token_ids(const json& a, const char* param, std::vec
   return std::nullopt;
 }
 
+// The deepest nesting of arrays and objects in a JSON text, brackets inside
+// strings not counted; stops counting past `limit`.
+int json_depth(const std::string& text, int limit) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) break;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 }  // namespace
+
+std::optional<ApiError> parse_request_body(const std::string& body, json* out) {
+  if (json_depth(body, kMaxBodyDepth) > kMaxBodyDepth)
+    return bad("", "the request body nests arrays and objects more than " + std::to_string(kMaxBodyDepth) +
+                       " levels deep");
+  try {
+    *out = json::parse(body);
+  } catch (const json::exception& e) {  // parse_error; out_of_range for a number past double's range
+    std::string what = e.what();
+    if (const size_t p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+    if (what.size() > 200) what = what.substr(0, 200) + "...";  // it may quote a whole token
+    return bad("", "the request body is not valid JSON: " + what);
+  }
+  if (!out->is_object()) return bad("", "the request body must be a JSON object");
+  return std::nullopt;
+}
 
 std::optional<ApiError> parse_chat_request(const json& body, const fish_sampler_params& defaults, bool seed_fixed,
                                            ParsedRequest* out) {

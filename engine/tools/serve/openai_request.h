@@ -40,6 +40,19 @@ struct ParsedRequest {
   GenParams gen;
 };
 
+// Request bodies nest arrays and objects at most kMaxBodyDepth levels deep:
+// nlohmann::json copies, dumps and compares a value recursively, one stack
+// frame per level, so a 200 KB body of brackets in "tools" overflowed an HTTP
+// thread's stack and killed the server. Real bodies (tool schemas included)
+// nest a few dozen levels at most; the chat template reads up to
+// chat::jinja::kMaxJsonDepth (200) with the conversation around them.
+constexpr int kMaxBodyDepth = 128;
+
+// A request body as a JSON object, or the 400 that says why not: not JSON,
+// nested deeper than kMaxBodyDepth (found by a scan before parsing), or not
+// an object.
+std::optional<ApiError> parse_request_body(const std::string& body, nlohmann::json* out);
+
 // defaults: the server's sampling flags (a request without "seed" gets
 // defaults.seed when seed_fixed, else a random one).
 std::optional<ApiError> parse_chat_request(const nlohmann::json& body, const fish_sampler_params& defaults,
