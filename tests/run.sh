@@ -5,9 +5,10 @@
 # ASan + UBSan and libFuzzer (-DFISH_FUZZ=ON, build-fuzz/) runs the GGUF
 # corruption corpus and the fuzz regression files under the sanitizers, and
 # short fuzz campaigns of the GGUF loader (FISH_FUZZ_SECONDS, default 120; 0
-# skips both) and of the chat templates (FISH_FUZZ_JINJA_SECONDS, default 60)
-# whose corpora are kept in /var/cache/fish-ci/fuzz{,-jinja} between runs
-# (tests/fuzz/README.md).
+# skips them all), of the chat templates (FISH_FUZZ_JINJA_SECONDS, default 60)
+# and of fish serve's request bodies (FISH_FUZZ_REQUEST_SECONDS, default 60),
+# whose corpora are kept in /var/cache/fish-ci/fuzz{,-jinja,-request} between
+# runs (tests/fuzz/README.md).
 # --configure-only: the dependency step and the configure, nothing more (the
 # fresh-root check in .ci/ runs that much).
 set -e
@@ -37,7 +38,7 @@ grep -v '^---' build/Testing/Temporary/CTestCostData.txt | awk '{t=$NF; $NF=""; 
 t0=$(date +%s)
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
   -DFISH_FUZZ=ON -DFISH_VULKAN=OFF -DFISH_BUILD_TESTS=ON $launcher >/dev/null
-cmake --build build-fuzz -j "$jobs" --target fuzz_gguf fuzz_jinja make_fuzz_seeds test_gguf_corrupt test_fuzz_regressions
+cmake --build build-fuzz -j "$jobs" --target fuzz_gguf fuzz_jinja fuzz_request make_fuzz_seeds test_gguf_corrupt test_fuzz_regressions
 echo "== GGUF corruption corpus and fuzz regressions under ASan + UBSan (clang)"
 build-fuzz/bin/test_gguf_corrupt
 build-fuzz/bin/test_fuzz_regressions
@@ -45,5 +46,6 @@ secs=${FISH_FUZZ_SECONDS:-120}
 if [ "$secs" -gt 0 ]; then
   FISH_FUZZ_JOBS="$jobs" tests/fuzz/run-campaign.sh build-fuzz "$secs"
   FISH_FUZZ_JOBS="$jobs" tests/fuzz/run-campaign.sh build-fuzz "${FISH_FUZZ_JINJA_SECONDS:-60}" jinja
+  FISH_FUZZ_JOBS="$jobs" tests/fuzz/run-campaign.sh build-fuzz "${FISH_FUZZ_REQUEST_SECONDS:-60}" request
 fi
 echo "== sanitizer build, corpus and fuzzing: $(( $(date +%s) - t0 )) s"

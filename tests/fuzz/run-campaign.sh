@@ -1,5 +1,5 @@
 #!/bin/sh
-# A fuzz campaign: tests/fuzz/run-campaign.sh BUILD_DIR SECONDS [gguf|jinja]
+# A fuzz campaign: tests/fuzz/run-campaign.sh BUILD_DIR SECONDS [gguf|jinja|request]
 #
 # BUILD_DIR is a clang build configured with -DFISH_FUZZ=ON that has the
 # target's programs built.
@@ -14,6 +14,9 @@
 #     build's FISH_SHARED_DIR); the corpus lives in FISH_FUZZ_JINJA_DIR
 #     (default /var/cache/fish-ci/fuzz-jinja/corpus, or
 #     ~/.cache/fish/fuzz-jinja/corpus).
+#   request: fuzz_request, fish serve's request bodies. Seeds: request-seeds/;
+#     corpus in FISH_FUZZ_REQUEST_DIR (default
+#     /var/cache/fish-ci/fuzz-request/corpus).
 # FISH_FUZZ_JOBS (default 1) fuzzers run side by side on the shared corpus.
 #
 # Prints the executions of this run and the running total over every campaign
@@ -22,7 +25,7 @@
 # crash, a hang (-timeout=10 s), an allocation past 2 GB or a sanitizer report,
 # naming the input file it saved (copy it to tests/fuzz/regressions/ once fixed).
 set -eu
-[ $# -eq 2 ] || [ $# -eq 3 ] || { echo "usage: $0 BUILD_DIR SECONDS [gguf|jinja]" >&2; exit 2; }
+[ $# -eq 2 ] || [ $# -eq 3 ] || { echo "usage: $0 BUILD_DIR SECONDS [gguf|jinja|request]" >&2; exit 2; }
 build=$(cd "$1" && pwd)
 secs=$2
 target=${3:-gguf}
@@ -31,7 +34,8 @@ jobs=${FISH_FUZZ_JOBS:-1}
 case "$target" in
   gguf) dir=fuzz override=${FISH_FUZZ_DIR:-} progs="fuzz_gguf make_fuzz_seeds" max_len=65536 ;;
   jinja) dir=fuzz-jinja override=${FISH_FUZZ_JINJA_DIR:-} progs="fuzz_jinja" max_len=16384 ;;
-  *) echo "$0: unknown target '$target' (gguf, jinja)" >&2; exit 2 ;;
+  request) dir=fuzz-request override=${FISH_FUZZ_REQUEST_DIR:-} progs="fuzz_request" max_len=65536 ;;
+  *) echo "$0: unknown target '$target' (gguf, jinja, request)" >&2; exit 2 ;;
 esac
 # The CI machine's cache (root); elsewhere the user's.
 default=/var/cache/fish-ci/$dir/corpus
@@ -48,6 +52,9 @@ if [ "$target" = gguf ]; then
   rm -rf "$seeds"
   "$build/bin/make_fuzz_seeds" --seeds "$seeds" >/dev/null
   inputs="$seeds $src/regressions"
+elif [ "$target" = request ]; then
+  seeds=$src/request-seeds
+  inputs=$seeds
 else
   shared=$(sed -n 's/^FISH_SHARED_DIR:PATH=//p' "$build/CMakeCache.txt")
   seeds=$shared/models/templates
