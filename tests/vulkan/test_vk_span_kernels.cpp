@@ -35,6 +35,11 @@ namespace {
 
 uint32_t pack_half2(float a, float b) { return uint32_t(fp32_to_fp16(a)) | uint32_t(fp32_to_fp16(b)) << 16; }
 
+// Half i of 32-bit words (rig.get_words), two per word as pack_half2 packs them.
+float half_in(const std::vector<uint32_t>& words, size_t i) {
+  return fp16_to_fp32(uint16_t(words[i / 2] >> (16 * (i & 1))));
+}
+
 // The first n halves of words read back from the arena (rig.get: floats
 // holding the words' bits), two per word as pack_half2 packs them.
 std::vector<float> unpack_halves(const std::vector<float>& words, size_t n) {
@@ -144,9 +149,7 @@ TEST_CASE("span q/k preparation + KV store kernel vs CPU", "[vulkan][span]") {
             continue;
           }
           const size_t hk = size_t(pos) * KD + size_t(g) * c.D + size_t(i);  // half index of K
-          const auto half_at = [&](size_t idx) {
-            return fp16_to_fp32(uint16_t(kvw[idx / 2] >> (16 * (idx & 1))));
-          };
+          const auto half_at = [&](size_t idx) { return half_in(kvw, idx); };
           dk = std::max(dk, double(std::fabs(half_at(hk) - round_f16(v[size_t(i)]))) / std::max(1e-3f, std::fabs(v[size_t(i)])));
           const float vv = qkv[size_t(t) * QKV + QD + KD + size_t(g) * c.D + i] + (c.bias ? bv[size_t(g) * c.D + i] : 0.0f);
           dv = std::max(dv, double(std::fabs(half_at(size_t(cap) * KD + hk) - round_f16(vv))));
@@ -252,7 +255,7 @@ double run_attention(vk::VulkanBackend& be, const AttnCase& c, uint64_t seed) {
   }
   // The cache as the kernel left it (fused: it wrote the new position).
   const auto kv_after = rig.get_words(rig.kv(), 0, uint64_t(cap) * KD);
-  auto half_at = [&](size_t idx) { return fp16_to_fp32(uint16_t(kv_after[idx / 2] >> (16 * (idx & 1)))); };
+  auto half_at = [&](size_t idx) { return half_in(kv_after, idx); };
   double worst = 0;
   for (int t = 0; t < c.n_tok; ++t) {
     const int pos = pos0 + t, n_kv = pos + 1;
@@ -477,7 +480,7 @@ TEST_CASE("span RoPE / KV store and attention over rows of several sequences vs 
       // The KV: each row's position of its sequence written (one f16 step from
       // the reference's k, v), every other word as it was.
       const auto after = rig.get_words(rig.kv(), 0, vhalf);
-      auto half_at = [&](size_t idx) { return fp16_to_fp32(uint16_t(after[idx / 2] >> (16 * (idx & 1)))); };
+      auto half_at = [&](size_t idx) { return half_in(after, idx); };
       std::vector<float> ks_f = kf, vs_f = vf;
       std::vector<uint8_t> written(after.size(), 0);
       double dk = 0;
