@@ -10,6 +10,7 @@
 #include "cli_model.h"
 #include "command.h"
 #include "fish/fish_spec.h"
+#include "sampling_flags.h"
 
 using namespace fish::cli;
 
@@ -63,8 +64,7 @@ static int cmd_run(int argc, char** argv) {
   Args a(argc, argv);
   if (a.flag("-h", "--help")) {
     std::printf(
-        "usage: fish run -m MODEL [-p PROMPT | -f FILE] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
-        "                [--repeat-penalty R] [--seed S] [-t N] [-c CTX] [-ngl|--n-gpu-layers N]\n"
+        "usage: fish run -m MODEL [-p PROMPT | -f FILE] [-n N] [sampling flags] [-t N] [-c CTX] [-ngl|--n-gpu-layers N]\n"
         "                [--keep N] [--no-context-shift] [--ids] [--special] [--verbose] [--requant MODE]\n"
         "                [-md|--model-draft M [--draft N] [--draft-p-min P] [-ngld N] | --lookup N]\n"
         "  Streams the continuation of PROMPT (BOS first when the model adds one) to stdout;\n"
@@ -79,8 +79,9 @@ static int cmd_run(int argc, char** argv) {
         "  early at a token it gives less than --draft-p-min P; -ngld: its GPU layers, default as -ngl).\n"
         "  --lookup N: no draft model; proposes up to N tokens that followed the last 3, 2 or 1 tokens\n"
         "  earlier in the prompt and output (n-gram lookup: repetitive text, code, edits).\n"
-        "  --verbose also reports proposed/accepted tokens and the speed-up over one token per forward.\n%s%s%s",
-        kRequantHelp, kNCpuMoeHelp, kDeviceHelp);
+        "  --verbose also reports proposed/accepted tokens and the speed-up over one token per forward.\n"
+        "Sampling flags:\n%s%s%s%s",
+        kSamplingHelp, kRequantHelp, kNCpuMoeHelp, kDeviceHelp);
     return 0;
   }
   ModelFlags mf = parse_model_flags(a);
@@ -90,16 +91,9 @@ static int cmd_run(int argc, char** argv) {
     if (has_prompt) a.fail("give the prompt with -p or -f, not both");
     prompt = read_text_file(a, "-f", prompt_file);
   }
-  int64_t n_predict = 128, top_k = 40, seed = -1, last_n = 64, keep = 0;
-  double temp = 0.8, top_p = 0.95, min_p = 0.05, rep = 1.0;
+  int64_t n_predict = 128, keep = 0;
   a.int_value("-n", "--n-predict", n_predict);
-  a.float_value(nullptr, "--temp", temp);
-  a.int_value(nullptr, "--top-k", top_k);
-  a.float_value(nullptr, "--top-p", top_p);
-  a.float_value(nullptr, "--min-p", min_p);
-  a.float_value(nullptr, "--repeat-penalty", rep);
-  a.int_value(nullptr, "--repeat-last-n", last_n);
-  a.int_value("-s", "--seed", seed);
+  const fish_sampler_params sp = parse_sampling_flags(a);
   a.int_value(nullptr, "--keep", keep);
   const bool no_shift = a.flag(nullptr, "--no-context-shift");
   const bool ids_only = a.flag(nullptr, "--ids");
@@ -122,22 +116,7 @@ static int cmd_run(int argc, char** argv) {
   if (!a.positional().empty()) a.fail("unexpected argument (the prompt goes after -p)");
   if (n_predict < 0) a.fail("-n must be >= 0");
   if (keep < -1) a.fail("--keep must be >= -1");
-  if (top_k < INT32_MIN || top_k > INT32_MAX) a.fail("--top-k: out of range");
-  if (last_n < -1 || last_n > INT32_MAX) a.fail("--repeat-last-n must be between -1 and 2147483647");
 
-  fish_sampler_params sp = fish_sampler_default_params();
-  sp.temp = float(temp);
-  sp.top_k = int32_t(top_k);
-  sp.top_p = float(top_p);
-  sp.min_p = float(min_p);
-  sp.repeat_penalty = float(rep);
-  sp.repeat_last_n = int32_t(last_n);
-  sp.seed = seed >= 0 ? uint64_t(seed) : std::random_device{}();
-  if (const char* why = fish_sampler_params_check(&sp)) {  // "top_p = 2.000000: expected ..." -> --top-p
-    std::string flag = std::string(why).substr(0, std::string(why).find(' '));
-    for (char& c : flag) c = c == '_' ? '-' : c;
-    a.fail("--" + flag + std::string(why).substr(flag.size()));
-  }
 
   fish_model* m = load_or_exit("run", mf);
   fish_model_info info{};

@@ -240,12 +240,12 @@ static int cmd_test_gpu(int argc, char** argv) {
     const uint64_t after_a = fish_backend_bytes_resident();
     report(after_a == resident0, "device memory freed after the auto run",
            std::to_string(after_a) + " bytes resident vs " + std::to_string(resident0) + " before");
-    std::string moe;
+    std::string moe_where;
     if (span.n_expert > 0)
-      moe = " (MoE: " + std::to_string(span.span_layers) + " layers' experts in the span, " +
-            std::to_string(span.cpu_moe_layers) + " in host memory)";
+      moe_where = " (MoE: " + std::to_string(span.span_layers) + " layers' experts in the span, " +
+                  std::to_string(span.cpu_moe_layers) + " in host memory)";
     std::printf("auto placement: %d layers%s%s%s; %s\n", span.gpu_layers, span.gpu_output ? " + output" : "",
-                span.gpu_span ? " as one span" : " per matmul", moe.c_str(), span.detail.c_str());
+                span.gpu_span ? " as one span" : " per matmul", moe_where.c_str(), span.detail.c_str());
     // MoE under a re-quantisation mode: the span holds converted expert
     // stacks, per matmul the CPU multiplies the experts from host memory;
     // FISH_TEST_REQUANT_HOST_EXPERTS gives it the same converted bytes, so the

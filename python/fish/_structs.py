@@ -96,6 +96,8 @@ class SamplerParams(C.Structure):
         ("repeat_penalty", C.c_float),
         ("repeat_last_n", C.c_int32),
         ("seed", C.c_uint64),
+        ("presence_penalty", C.c_float),
+        ("frequency_penalty", C.c_float),
     ]
 
 

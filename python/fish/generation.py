@@ -116,8 +116,8 @@ class Generation:
 
 
 def generate(model, prompt, *, max_tokens=128, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
-             repeat_penalty=1.0, repeat_last_n=64, seed=None, stop=None, ignore_eos=False, add_special=True,
-             parse_special=False, stream=True):
+             repeat_penalty=1.0, repeat_last_n=64, presence_penalty=0.0, frequency_penalty=0.0, seed=None, stop=None,
+             ignore_eos=False, add_special=True, parse_special=False, stream=True):
     """The continuation of prompt (a str, or token ids) on the model's sequence 0.
 
     stream=True: a Generation, iterating over text pieces as they come;
@@ -126,6 +126,7 @@ def generate(model, prompt, *, max_tokens=128, temperature=0.8, top_k=40, top_p=
     sampling repeatable. stop: strings that end the text (not included).
     """
     ids = model.tokenize(prompt, add_special, parse_special) if isinstance(prompt, (str, bytes)) else list(prompt)
-    sampler = Sampler(temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed)
+    sampler = Sampler(temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, presence_penalty,
+                      frequency_penalty)
     g = Generation(model, ids, max_tokens, sampler, stop, ignore_eos)
     return g if stream else "".join(g)

@@ -1,5 +1,7 @@
-"""Token sampling (fish_sampler_*): temperature, top-k, top-p, min-p and a
-repetition penalty; temperature 0 is greedy."""
+"""Token sampling (fish_sampler_*): temperature, top-k, top-p, min-p, a
+repetition penalty and OpenAI's presence / frequency penalties (a token seen c
+times in the last repeat_last_n loses c * frequency_penalty + presence_penalty
+from its logit); temperature 0 is greedy."""
 import ctypes as C
 import random
 
@@ -9,7 +11,7 @@ from .errors import FishError
 
 class Sampler:
     def __init__(self, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.0, repeat_last_n=64,
-                 seed=None):
+                 seed=None, presence_penalty=0.0, frequency_penalty=0.0):
         L = _lib.lib()
         p = L.fish_sampler_default_params()
         p.temp = float(temperature)
@@ -18,6 +20,8 @@ class Sampler:
         p.min_p = float(min_p)
         p.repeat_penalty = float(repeat_penalty)
         p.repeat_last_n = int(repeat_last_n)
+        p.presence_penalty = float(presence_penalty)
+        p.frequency_penalty = float(frequency_penalty)
         p.seed = random.getrandbits(64) if seed is None else int(seed) & (2**64 - 1)
         why = L.fish_sampler_params_check(C.byref(p))
         if why:

@@ -63,3 +63,19 @@ def test_sampler_alone(stories):
     assert s.sample_logits([0.0, 5.0, 1.0]) == 1
     with pytest.raises(ValueError):
         fish.Sampler(temperature=-1)
+
+
+def test_presence_and_frequency_penalties_as_fish_run(stories):
+    # The same penalties through the Python package and the CLI flags give the
+    # same greedy text, and it differs from the text without them.
+    kw = dict(max_tokens=40, temperature=0, presence_penalty=0.6, frequency_penalty=0.4, repeat_last_n=32, stream=False)
+    ref = run_fish("run", "-m", STORIES, "-p", "Once upon a time", "-n", "40", "--temp", "0", "-t", "2", "-ngl", "0",
+                   "--presence-penalty", "0.6", "--frequency-penalty", "0.4", "--repeat-last-n", "32")
+    text = stories.generate("Once upon a time", **kw)
+    assert text == ref[:-1]
+    assert text != stories.generate("Once upon a time", max_tokens=40, temperature=0, stream=False)
+    s = fish.Sampler(temperature=0, presence_penalty=2.0)
+    s.accept(1)
+    assert s.sample_logits([0.0, 1.5, 0.2]) == 2  # 1.5 - 2 < 0.2
+    with pytest.raises(ValueError, match="frequency_penalty"):
+        fish.Sampler(frequency_penalty=2.5)

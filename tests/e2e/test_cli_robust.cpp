@@ -220,7 +220,9 @@ TEST_CASE("robust: sampling flags out of range are refused, naming the flag", "[
       {"--top-p 2", "--top-p = 2"},        {"--top-p -1", "--top-p = -1"},
       {"--top-p nan", "--top-p = nan"},    {"--min-p nan", "--min-p = nan"},
       {"--repeat-penalty 0", "--repeat-penalty = 0"}, {"--temp -1", "--temp = -1"},
-      {"--temp inf", "--temp = inf"},      {"--repeat-last-n -5", "--repeat-last-n"}};
+      {"--temp inf", "--temp = inf"},      {"--repeat-last-n -5", "--repeat-last-n"},
+      {"--presence-penalty 3", "--presence-penalty = 3"}, {"--frequency-penalty -2.5", "--frequency-penalty = -2.5"},
+      {"--frequency-penalty nan", "--frequency-penalty = nan"}, {"--seed -2", "--seed must be >= 0 (-1: random)"}};
   for (const auto& [flag, want] : cases) {
     const Out r = fish_cmd(base + flag);
     INFO(flag << ": " << r.err);

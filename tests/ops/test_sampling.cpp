@@ -1,5 +1,6 @@
 // The sampler chain: greedy, truncations, determinism for a seed, penalty.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <set>
 #include <vector>
 
@@ -67,4 +68,38 @@ TEST_CASE("sampler: repetition penalty demotes recent tokens", "[sampling]") {
   Sampler s(p);
   s.accept(0);
   CHECK(s.sample(l.data(), 3) == 1);  // 3.0 / 1.5 = 2.0 < 2.9
+}
+
+// OpenAI's presence and frequency penalties over the sampler's window (the
+// last repeat_last_n accepted tokens): a token seen c times loses
+// c * frequency + presence from its logit, after the repetition penalty; the
+// distribution is the softmax of the penalised logits.
+TEST_CASE("sampler: presence and frequency penalties lower seen tokens by count", "[sampling]") {
+  const std::vector<float> l{2.0f, 1.9f, 1.0f, 0.5f};
+  SamplerParams p;
+  p.temp = 1, p.top_k = 0, p.top_p = 1, p.min_p = 0;
+  p.presence_penalty = 0.5f, p.frequency_penalty = 0.3f;
+  p.repeat_last_n = 3;
+  Sampler s(p);
+  for (int32_t t : {3, 0, 0, 2}) s.accept(t);  // the window keeps 0, 0, 2: token 3 has left it
+  std::vector<TokenProb> d;
+  s.distribution(l.data(), 4, d);
+  // 0: 2.0 - (2 * 0.3 + 0.5) = 0.9; 1: 1.9; 2: 1.0 - (0.3 + 0.5) = 0.2; 3: 0.5.
+  const double want_logit[4] = {0.9, 1.9, 0.2, 0.5};
+  double z = 0;
+  for (double w : want_logit) z += std::exp(w);
+  REQUIRE(d.size() == 4);
+  CHECK(d[0].id == 1);
+  for (const TokenProb& tp : d) CHECK(tp.p == Approx(std::exp(want_logit[tp.id]) / z).epsilon(1e-5));
+  // Greedy takes the penalised maximum; negative penalties favour seen tokens.
+  p.temp = 0;
+  Sampler g(p);
+  for (int32_t t : {0, 0}) g.accept(t);
+  CHECK(g.sample(l.data(), 4) == 1);  // 2.0 - 1.1 = 0.9 < 1.9
+  p.presence_penalty = -1.0f, p.frequency_penalty = 0;
+  Sampler n(p);
+  n.accept(3);
+  CHECK(n.sample(l.data(), 4) == 0);  // 0.5 + 1 = 1.5 < 2.0
+  n.accept(1);
+  CHECK(n.sample(l.data(), 4) == 1);  // 1.9 + 1 = 2.9
 }

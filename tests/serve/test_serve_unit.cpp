@@ -92,7 +92,8 @@ TEST_CASE("serve: chat requests parse into the template input and generation par
                  {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}], "name": "u"},
                  {"role": "assistant", "content": null}],
     "max_completion_tokens": 7, "top_p": 0.5, "top_k": 3, "min_p": 0.1, "stop": "x",
-    "logprobs": true, "top_logprobs": 2, "presence_penalty": 0.5, "unknown_field": {"any": 1}})");
+    "logprobs": true, "top_logprobs": 2, "presence_penalty": 0.5, "frequency_penalty": -0.25,
+    "unknown_field": {"any": 1}})");
   REQUIRE_FALSE(parse_chat_request(body, d, true, &pr).has_value());
   CHECK(pr.stream);
   CHECK(pr.include_usage);
@@ -105,6 +106,8 @@ TEST_CASE("serve: chat requests parse into the template input and generation par
   CHECK(pr.gen.sampler.top_k == 3);
   CHECK(pr.gen.sampler.min_p == Approx(0.1f));
   CHECK(pr.gen.sampler.seed == 99);  // --seed fixed it
+  CHECK(pr.gen.sampler.presence_penalty == 0.5f);
+  CHECK(pr.gen.sampler.frequency_penalty == -0.25f);
   CHECK(pr.gen.stop == std::vector<std::string>{"x"});
   CHECK(pr.gen.top_logprobs == 2);
 

@@ -2,6 +2,7 @@
 // ../shared/models: greedy text identical to plain decoding with the model as
 // its own draft, with n-gram lookup, and with another model of the same
 // vocabulary (TinyStories-656K Q4_0 <-> Q8_0); refusals with their reasons.
+#include <cstddef>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -133,6 +134,63 @@ TEST_CASE("greedy speculative decoding gives plain decoding's text on every test
       std::printf("%-28s n_draft %d: lookup %lld/%lld accepted, %lld forwards for %zu tokens\n", name, n_draft,
                   (long long)l.stats.accepted, (long long)l.stats.proposed, (long long)l.stats.steps, want.size());
     }
+  }
+}
+
+// Greedy with the penalties on: plain decoding remembers the prompt and every
+// token it takes (as fish run does), the speculative decoder its context, so
+// both penalise the same window and choose the same text.
+TEST_CASE("greedy speculative decoding keeps plain decoding's text with presence and frequency penalties",
+          "[spec][models]") {
+  fish_sampler_params sp = greedy();
+  sp.presence_penalty = 0.4f, sp.frequency_penalty = 0.25f, sp.repeat_last_n = 32;
+  for (const char* name : {"stories260K.gguf", "synth-tiny-Q4_K_M.gguf"}) {
+    INFO(name);
+    Model target(name), self_draft(name);
+    const std::vector<int32_t> prompt = tokenize(target.m, kPrompt);
+    fish_model_info info{};
+    info.struct_size = sizeof info;
+    fish_model_get_info(target.m, &info);
+    fish_sampler* s = fish_sampler_new(&sp);
+    REQUIRE(s);
+    for (int32_t t : prompt) fish_sampler_accept(s, t);
+    REQUIRE(fish_kv_truncate(target.m, 0) == 0);
+    REQUIRE(fish_eval(target.m, prompt.data(), int32_t(prompt.size()), 0, 0) == 0);
+    std::vector<int32_t> want;
+    for (int i = 0; i < 48; ++i) {
+      int32_t tok = fish_sampler_sample(s, fish_get_logits(target.m, -1), info.n_vocab);
+      if (fish_token_is_eog(target.m, tok)) break;
+      fish_sampler_accept(s, tok);
+      want.push_back(tok);
+      REQUIRE(fish_eval(target.m, &tok, 1, int32_t(prompt.size() + want.size()) - 1, 0) == 0);
+    }
+    fish_sampler_free(s);
+    REQUIRE(want.size() > 8);
+    CHECK(want != plain(target.m, prompt, int(want.size())));  // the penalties change this text
+    CHECK(speculative(target.m, self_draft.m, 4, prompt, 48, sp).tokens == want);
+    CHECK(speculative(target.m, nullptr, 4, prompt, 48, sp).tokens == want);
+  }
+}
+
+// The sampler's C parameters: the penalties are range-checked by name, and a
+// caller built before they existed (a smaller struct_size) gets them off
+// whatever follows its struct in memory.
+TEST_CASE("fish_sampler_params: penalties checked, and an older caller's smaller struct leaves them off", "[spec][sampling]") {
+  fish_sampler_params sp = greedy();
+  sp.presence_penalty = 3;
+  CHECK(std::string(fish_sampler_params_check(&sp)) == "presence_penalty = 3.000000: expected a number in [-2, 2] (0: off)");
+  CHECK(fish_sampler_new(&sp) == nullptr);
+  sp.presence_penalty = 2;
+  const float logits[2] = {2.0f, 1.9f};
+  for (const bool old_caller : {false, true}) {
+    INFO("old caller " << old_caller);
+    fish_sampler_params p = sp;
+    if (old_caller) p.struct_size = uint32_t(offsetof(fish_sampler_params, presence_penalty));
+    fish_sampler* s = fish_sampler_new(&p);
+    REQUIRE(s);
+    fish_sampler_accept(s, 0);
+    CHECK(fish_sampler_sample(s, logits, 2) == (old_caller ? 0 : 1));  // 2.0 - 2 = 0 < 1.9
+    fish_sampler_free(s);
   }
 }
 

@@ -222,11 +222,17 @@ typedef struct fish_sampler_params {
   float repeat_penalty;  /* 1: off */
   int32_t repeat_last_n;
   uint64_t seed;
+  /* A token seen c > 0 times in the last repeat_last_n has its logit lowered by
+   * c * frequency_penalty + presence_penalty (after repeat_penalty); 0: off.
+   * Callers built before these fields (a smaller struct_size) get 0. */
+  float presence_penalty;
+  float frequency_penalty;
 } fish_sampler_params;
 FISH_API fish_sampler_params fish_sampler_default_params(void);
 /* The first parameter outside its range, as "top_p = 2: expected a number in
  * [0, 1]" (static storage until the next call on this thread), or NULL when all
- * are valid: temp >= 0, top_p and min_p in [0, 1], repeat_penalty > 0, all
+ * are valid: temp >= 0, top_p and min_p in [0, 1], repeat_penalty > 0,
+ * presence_penalty and frequency_penalty in [-2, 2] (OpenAI's range), all
  * finite; repeat_last_n >= -1. */
 FISH_API const char* fish_sampler_params_check(const fish_sampler_params* p);
 /* NULL when fish_sampler_params_check refuses p. */

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "capi/capi_util.h"
+#include "capi/sampler_params.h"
 #include "common/error.h"
 #include "fish/fish_spec.h"
 #include "spec/speculative.h"
@@ -114,16 +115,7 @@ FISH_API fish_spec* fish_spec_new(fish_model* target, const fish_spec_params* pa
     fish::capi::set_error(err, std::string("fish_spec_new: sampler: ") + why);
     return nullptr;
   }
-  fish_sampler_params sp = fish_sampler_default_params();
-  if (sampler) std::memcpy(&sp, sampler, std::min<size_t>(sampler->struct_size, sizeof sp));
-  fish::SamplerParams s;
-  s.temp = sp.temp;
-  s.top_k = sp.top_k;
-  s.top_p = sp.top_p;
-  s.min_p = sp.min_p;
-  s.repeat_penalty = sp.repeat_penalty;
-  s.repeat_last_n = sp.repeat_last_n;
-  s.seed = sp.seed;
+  const fish::SamplerParams s = fish::capi::sampler_params_from(sampler);
   fish::spec::SpecParams sparams;
   sparams.n_draft = p.n_draft;
   sparams.ngram_min = p.ngram_min;

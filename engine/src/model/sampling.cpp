@@ -20,8 +20,13 @@ void Sampler::accept(int32_t token) {
   while (int32_t(recent_.size()) > p_.repeat_last_n) recent_.pop_front();
 }
 
+bool Sampler::penalising() const {
+  return (p_.repeat_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f) &&
+         !recent_.empty();
+}
+
 int32_t Sampler::sample(const float* logits, int32_t n_vocab) {
-  const bool penalise = p_.repeat_penalty != 1.0f && !recent_.empty();
+  const bool penalise = penalising();
   if (p_.temp <= 0 && !penalise) return argmax(logits, n_vocab);
   const size_t n = chain(logits, n_vocab, penalise);
   if (p_.temp <= 0) return cands_[0].id;
@@ -40,7 +45,7 @@ void Sampler::distribution(const float* logits, int32_t n_vocab, std::vector<Tok
     out.push_back({sample(logits, n_vocab), 1.0f});  // greedy: no random number drawn
     return;
   }
-  const size_t n = chain(logits, n_vocab, p_.repeat_penalty != 1.0f && !recent_.empty());
+  const size_t n = chain(logits, n_vocab, penalising());
   out.reserve(n);
   for (size_t i = 0; i < n; ++i) out.push_back({cands_[i].id, cands_[i].p});
 }
@@ -52,11 +57,16 @@ size_t Sampler::chain(const float* logits, int32_t n_vocab, bool penalise) {
   if (penalise) {
     std::vector<int32_t> seen(recent_.begin(), recent_.end());
     std::sort(seen.begin(), seen.end());
-    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
-    for (int32_t id : seen) {
+    for (size_t i = 0; i < seen.size();) {  // each distinct token once, with its count
+      const int32_t id = seen[i];
+      size_t j = i;
+      while (j < seen.size() && seen[j] == id) ++j;
+      const float count = float(j - i);
+      i = j;
       if (id < 0 || id >= n_vocab) continue;
       float& l = cands_[size_t(id)].logit;
       l = l > 0 ? l / p_.repeat_penalty : l * p_.repeat_penalty;
+      l -= count * p_.frequency_penalty + p_.presence_penalty;
     }
   }
   if (p_.temp <= 0) {

@@ -1,6 +1,10 @@
 // Sampler: turns logits into the next token. Greedy when temp <= 0; otherwise
-// the chain repetition penalty -> top-k -> top-p -> min-p -> temperature ->
-// random draw (llama.cpp's default order), seeded and reproducible.
+// the chain penalties -> top-k -> top-p -> min-p -> temperature -> random
+// draw (llama.cpp's default order), seeded and reproducible. The penalties
+// (before greedy too) look at the last repeat_last_n accepted tokens: a token
+// seen c > 0 times there has its logit divided by repeat_penalty (multiplied
+// when negative), then lowered by c · frequency_penalty + presence_penalty
+// (OpenAI's definition, over that window as llama.cpp applies it).
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -16,6 +20,8 @@ struct SamplerParams {
   float min_p = 0.05f;
   float repeat_penalty = 1.0f;
   int32_t repeat_last_n = 64;
+  float presence_penalty = 0.0f;   // 0: off
+  float frequency_penalty = 0.0f;  // 0: off
   uint64_t seed = 0;
 };
 
@@ -29,7 +35,7 @@ class Sampler {
  public:
   explicit Sampler(const SamplerParams& p);
   int32_t sample(const float* logits, int32_t n_vocab);
-  void accept(int32_t token);  // remembered for the repetition penalty
+  void accept(int32_t token);  // remembered for the penalties
   // The distribution sample() draws from (the chain up to the draw; no random
   // number used): the candidates left, the most probable first, probabilities
   // summing to 1. temp <= 0: the one token sample() returns, p = 1.
@@ -45,6 +51,7 @@ class Sampler {
   };
   // temp > 0: the chain up to the draw; cands_[0, n) with p set; returns n.
   size_t chain(const float* logits, int32_t n_vocab, bool penalise);
+  bool penalising() const;  // a penalty is on and a token has been accepted
   SamplerParams p_;
   std::mt19937_64 rng_;
   std::deque<int32_t> recent_;

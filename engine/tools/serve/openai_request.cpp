@@ -80,9 +80,8 @@ std::optional<ApiError> parse_common(const json& body, const fish_sampler_params
   if (auto e = get_number(body, "top_p", 0, 1, &g.sampler.top_p)) return e;
   if (auto e = get_number(body, "min_p", 0, 1, &g.sampler.min_p)) return e;
   if (auto e = get_number(body, "repeat_penalty", 1e-6, 100, &g.sampler.repeat_penalty)) return e;
-  float ignored = 0;
-  if (auto e = get_number(body, "presence_penalty", -2, 2, &ignored)) return e;
-  if (auto e = get_number(body, "frequency_penalty", -2, 2, &ignored)) return e;
+  if (auto e = get_number(body, "presence_penalty", -2, 2, &g.sampler.presence_penalty)) return e;
+  if (auto e = get_number(body, "frequency_penalty", -2, 2, &g.sampler.frequency_penalty)) return e;
   int64_t v = 0;
   if (field(body, "top_k")) {
     if (auto e = get_int(body, "top_k", -1, std::numeric_limits<int32_t>::max(), &v)) return e;
