@@ -55,6 +55,7 @@ _PROTOTYPES = {
     "fish_sampler_sample": (i32, [vp, P(f32), i32]),
     "fish_sampler_accept": (None, [vp, i32]),
     "fish_sampler_free": (None, [vp]),
+    "fish_sampler_constrain_json": (C.c_int, [vp, vp, P(vp)]),
     "fish_chat_template_load": (C.c_int, [cp, u32, P(vp), P(vp)]),
     "fish_chat_template_parse": (C.c_int, [cp, sz, P(vp), P(vp)]),
     "fish_chat_template_render_json": (C.c_int, [vp, cp, sz, P(vp), P(sz), P(vp)]),

@@ -53,6 +53,14 @@ class Sampler:
             raise FishError("sampling failed")
         return t
 
+    def constrain_json(self, model):
+        """JSON mode: from now on the sampler returns only tokens that keep its
+        output one JSON object (model gives the tokens' texts), then an end of
+        generation. Every token it returns must be taken."""
+        err = C.c_void_p()
+        if _lib.lib().fish_sampler_constrain_json(self._h, model.handle, C.byref(err)) != 0:
+            raise FishError(_lib.take_error(err))
+
     def accept(self, token):
         """Records a token of the context (for the repetition penalty)."""
         _lib.lib().fish_sampler_accept(self._h, int(token))

@@ -145,6 +145,17 @@ TEST_CASE("serve: a bad field is a 400 naming it", "[serve][unit]") {
   CHECK(chat_error("{" + msgs + R"(, "top_logprobs": 21, "logprobs": true})").param == "top_logprobs");
   CHECK(chat_error("{" + msgs + R"(, "tools": {}})").param == "tools");
   CHECK(chat_error("{" + msgs + R"(, "model": 1})").param == "model");
+  CHECK(chat_error("{" + msgs + R"(, "response_format": {"type": "json_schema", "json_schema": {}}})").message ==
+        "'response_format' type 'json_schema' is not supported ('json_object' is)");
+  CHECK(chat_error("{" + msgs + R"(, "response_format": {"type": "yaml"}})").message ==
+        "'response_format' type 'yaml' is not one of 'text', 'json_object'");
+  CHECK(chat_error("{" + msgs + R"(, "response_format": "json"})").param == "response_format");
+  for (const char* t : {"text", "json_object"}) {
+    ParsedRequest rf;
+    REQUIRE_FALSE(parse_chat_request(json::parse("{" + msgs + R"(, "response_format": {"type": ")" + t + R"("}})"),
+                                     fish_sampler_default_params(), true, &rf));
+    CHECK(rf.gen.json_object == (std::string(t) == "json_object"));
+  }
   CHECK(completion_error(R"({})").message == "'prompt' is required");
   CHECK(completion_error(R"({"prompt": ["a", "b"]})").message ==
         "several prompts in one request are not supported: send one request per prompt");

@@ -194,6 +194,42 @@ TEST_CASE("fish_sampler_params: penalties checked, and an older caller's smaller
   }
 }
 
+// JSON mode through the C API on a real vocabulary: greedy on stories260K
+// (no JSON of its own) the text starts an object after at most 32 whitespace
+// bytes, and a missing sampler or model is an error, not a crash.
+TEST_CASE("fish_sampler_constrain_json: the text starts one JSON object, and bad arguments are errors", "[spec][sampling]") {
+  fish_error* err = nullptr;
+  CHECK(fish_sampler_constrain_json(nullptr, nullptr, &err) != 0);
+  REQUIRE(err);
+  CHECK(std::string(fish_error_message(err)) == "fish_sampler_constrain_json: no sampler or no model");
+  fish_error_free(err);
+  Model m("stories260K.gguf");
+  fish_model_info info{};
+  info.struct_size = sizeof info;
+  fish_model_get_info(m.m, &info);
+  const fish_sampler_params sp = greedy();
+  fish_sampler* s = fish_sampler_new(&sp);
+  REQUIRE(fish_sampler_constrain_json(s, m.m, nullptr) == 0);
+  const std::vector<int32_t> prompt = tokenize(m.m, "Once upon a time");
+  REQUIRE(fish_eval(m.m, prompt.data(), int32_t(prompt.size()), 0, 0) == 0);
+  std::string text;
+  for (int i = 0; i < 60; ++i) {
+    int32_t tok = fish_sampler_sample(s, fish_get_logits(m.m, -1), info.n_vocab);
+    REQUIRE(!fish_token_is_eog(m.m, tok));  // stories260K never closes its object this soon
+    char buf[64];
+    const int32_t n = fish_token_to_piece(m.m, tok, buf, sizeof buf, 0);
+    REQUIRE(n > 0);
+    text.append(buf, size_t(n));
+    REQUIRE(fish_eval(m.m, &tok, 1, int32_t(prompt.size()) + i, 0) == 0);
+  }
+  fish_sampler_free(s);
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  INFO(text);
+  REQUIRE(first != std::string::npos);
+  CHECK(first <= 32);
+  CHECK(text[first] == '{');
+}
+
 TEST_CASE("TinyStories-656K Q4_0 drafts for Q8_0 and back with the target's greedy text", "[spec][models]") {
   for (const auto& [t, d] : {std::pair<const char*, const char*>{"TinyStories-656K-Q8_0.gguf", "TinyStories-656K-Q4_0.gguf"},
                              {"TinyStories-656K-Q4_0.gguf", "TinyStories-656K-Q8_0.gguf"}}) {

@@ -240,6 +240,15 @@ FISH_API fish_sampler* fish_sampler_new(const fish_sampler_params* p);
 FISH_API int32_t fish_sampler_sample(fish_sampler* s, const float* logits, int32_t n_vocab);
 FISH_API void fish_sampler_accept(fish_sampler* s, int32_t token);
 FISH_API void fish_sampler_free(fish_sampler* s);
+/* JSON mode (llama-server's response_format json_object, ollama's format
+ * "json"): from now on fish_sampler_sample returns only tokens whose text
+ * keeps what it has returned a prefix of one JSON object (leading whitespace,
+ * then an object: nesting up to 64, whitespace runs up to 32), and once the
+ * object is closed only end-of-generation tokens. A drawn token that does not
+ * fit is dropped and the draw repeated (greedy: the likeliest that fits). The
+ * caller must take every token the sampler returns. m gives the tokens' texts
+ * (built once per model). 0, or non-zero with *err set. */
+FISH_API int fish_sampler_constrain_json(fish_sampler* s, const fish_model* m, fish_error** err);
 
 /* ---- tools ---------------------------------------------------------------- */
 /* A one-shot description of a GGUF file (architecture, hyper-parameters, tensor

@@ -4,11 +4,13 @@
 #include <climits>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <algorithm>
 
 #include "capi/capi_util.h"
+#include "capi/sampler_internal.h"
 #include "common/error.h"
 #include "cpu/matmul.h"
 #include "gguf/gguf_file.h"
@@ -20,6 +22,8 @@ struct fish_model {
   std::string error;
   std::string backend_name, gpu_detail, requant_detail, device_layers;
   fish_stats stats{};
+  std::mutex json_mu;  // json_vocab: built on the first fish_sampler_constrain_json
+  std::shared_ptr<const fish::JsonVocab> json_vocab;
 };
 
 using fish::capi::guarded;
@@ -212,6 +216,25 @@ FISH_API int32_t fish_detokenize(const fish_model* m, const int32_t* ids, int32_
   return fish::capi::fenced(int32_t(0), [&] {
     return copy_out(m->m->tokenizer().decode(std::vector<int32_t>(ids, ids + n), special != 0), buf, cap);
   });
+}
+
+FISH_API int fish_sampler_constrain_json(fish_sampler* s, const fish_model* m, fish_error** err) {
+  if (!s || !m) {
+    fish::capi::set_error(err, "fish_sampler_constrain_json: no sampler or no model");
+    return 1;
+  }
+  return guarded(err, [&] {
+           std::shared_ptr<const fish::JsonVocab> v;
+           {
+             auto* mm = const_cast<fish_model*>(m);  // the cache only
+             std::lock_guard<std::mutex> lk(mm->json_mu);
+             if (!mm->json_vocab) mm->json_vocab = fish::JsonVocab::from(m->m->tokenizer());
+             v = mm->json_vocab;
+           }
+           fish::capi::sampler_of(s).constrain_json(std::move(v));
+         })
+             ? 0
+             : 1;
 }
 
 FISH_API int fish_token_is_eog(const fish_model* m, int32_t token) {

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "capi/capi_util.h"
-#include "capi/sampler_params.h"
+#include "capi/sampler_internal.h"
 #include "model/sampling.h"
 
 struct fish_sampler {
@@ -29,6 +29,8 @@ SamplerParams sampler_params_from(const fish_sampler_params* params) {
   sp.frequency_penalty = p.frequency_penalty;
   return sp;
 }
+
+Sampler& sampler_of(fish_sampler* s) { return s->s; }
 
 }  // namespace fish::capi
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "capi/capi_util.h"
-#include "capi/sampler_params.h"
+#include "capi/sampler_internal.h"
 #include "common/error.h"
 #include "fish/fish_spec.h"
 #include "spec/speculative.h"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace fish {
 
@@ -25,7 +26,40 @@ bool Sampler::penalising() const {
          !recent_.empty();
 }
 
+void Sampler::constrain_json(std::shared_ptr<const JsonVocab> v) { json_ = std::make_unique<JsonConstraint>(std::move(v)); }
+
 int32_t Sampler::sample(const float* logits, int32_t n_vocab) {
+  return json_ ? sample_json(logits, n_vocab) : sample_chain(logits, n_vocab);
+}
+
+int32_t Sampler::sample_json(const float* logits, int32_t n_vocab) {
+  const int32_t n = std::min(n_vocab, json_->n_vocab());
+  masked_.assign(logits, logits + n);
+  const float gone = -std::numeric_limits<float>::infinity();
+  int32_t t = -1;
+  for (int tries = 0; tries < kJsonRedraws; ++tries) {
+    t = sample_chain(masked_.data(), n);
+    if (json_->allows(t)) break;
+    masked_[size_t(t)] = gone;
+    t = -1;
+  }
+  if (t < 0) {  // mask every unfit token at once
+    bool any = false;
+    for (int32_t i = 0; i < n; ++i)
+      if (!json_->allows(i)) masked_[size_t(i)] = gone;
+      else any = any || masked_[size_t(i)] > gone;
+    if (!any) {  // no token fits (or every fitting one is -inf): end the text
+      for (int32_t i = 0; i < n; ++i)
+        if (json_->ends(i)) return i;
+      return sample_chain(logits, n_vocab);
+    }
+    t = sample_chain(masked_.data(), n);
+  }
+  json_->advance(t);
+  return t;
+}
+
+int32_t Sampler::sample_chain(const float* logits, int32_t n_vocab) {
   const bool penalise = penalising();
   if (p_.temp <= 0 && !penalise) return argmax(logits, n_vocab);
   const size_t n = chain(logits, n_vocab, penalise);
@@ -42,7 +76,7 @@ int32_t Sampler::sample(const float* logits, int32_t n_vocab) {
 void Sampler::distribution(const float* logits, int32_t n_vocab, std::vector<TokenProb>& out) {
   out.clear();
   if (p_.temp <= 0) {
-    out.push_back({sample(logits, n_vocab), 1.0f});  // greedy: no random number drawn
+    out.push_back({sample_chain(logits, n_vocab), 1.0f});  // greedy: no random number drawn
     return;
   }
   const size_t n = chain(logits, n_vocab, penalising());

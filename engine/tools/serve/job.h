@@ -20,6 +20,7 @@ struct GenParams {
   std::vector<std::string> stop;   // stop strings (never part of the text)
   int32_t top_logprobs = -1;       // < 0: no logprobs; n >= 0: the chosen token's and the n likeliest
   bool ignore_eos = false;
+  bool json_object = false;        // response_format json_object: fish_sampler_constrain_json
 };
 
 // The log-probability of one generated token under the model (the logits

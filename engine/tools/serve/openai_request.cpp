@@ -124,6 +124,19 @@ std::optional<ApiError> parse_common(const json& body, const fish_sampler_params
     for (const std::string& x : g.stop)
       if (x.empty()) return bad("stop", "a stop string must not be empty");
   }
+  // response_format: {"type": "text"} (the default) or "json_object" (JSON
+  // mode: fish_sampler_constrain_json); a schema is refused, not ignored.
+  if (const json* rf = field(body, "response_format")) {
+    const json* type = rf->is_object() ? field(*rf, "type") : nullptr;
+    if (!type || !type->is_string())
+      return bad("response_format", "'response_format' must be an object with a string 'type'");
+    const std::string t = type->get<std::string>();
+    if (t == "json_object") g.json_object = true;
+    else if (t == "json_schema")
+      return bad("response_format", "'response_format' type 'json_schema' is not supported ('json_object' is)");
+    else if (t != "text")
+      return bad("response_format", "'response_format' type '" + t + "' is not one of 'text', 'json_object'");
+  }
   return std::nullopt;
 }
 

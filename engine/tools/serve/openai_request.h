@@ -6,7 +6,9 @@
 // max_tokens / max_completion_tokens, temperature, top_p, top_k, min_p, seed,
 // stop, logprobs + top_logprobs (0..20), n (1 only), presence_penalty and
 // frequency_penalty (-2..2, over the last repeat_last_n tokens as
-// fish_sampler_params says), repeat_penalty, repeat_last_n, ignore_eos. /v1/completions: prompt (a string, token ids, or a list of one
+// fish_sampler_params says), repeat_penalty, repeat_last_n, ignore_eos,
+// response_format ("text", or "json_object": one JSON object, then the end;
+// "json_schema" refused). /v1/completions: prompt (a string, token ids, or a list of one
 // of those), the same sampling fields, logprobs (0..20), echo (false only),
 // suffix (empty only), best_of (1 only).
 #pragma once

@@ -202,6 +202,14 @@ void Scheduler::start_jobs() {
       finish(*s, "", "invalid sampling parameters");
       continue;
     }
+    if (j.params.json_object) {
+      fish_error* err = nullptr;
+      if (fish_sampler_constrain_json(s->sampler, m_, &err) != 0) {
+        finish(*s, "", std::string("JSON mode: ") + fish_error_message(err));
+        fish_error_free(err);
+        continue;
+      }
+    }
     for (int32_t t : j.prompt) fish_sampler_accept(s->sampler, t);
     if (j.params.max_tokens == 0) finish(*s, "length");
   }
@@ -213,14 +221,16 @@ void Scheduler::sample_row(Slot& s, int32_t row) {
   const float* logits = fish_get_logits_ith(m_, row);
   if (!logits) return finish(s, "", "no logits for the row");
   std::vector<float> masked;
-  if (j.params.ignore_eos) {
+  // JSON mode ends the text where the object closes, whatever ignore_eos says.
+  const bool ignore_eos = j.params.ignore_eos && !j.params.json_object;
+  if (ignore_eos) {
     masked.assign(logits, logits + n_vocab_);
     for (int32_t v : eog_) masked[size_t(v)] = -std::numeric_limits<float>::infinity();
   }
   const int32_t tok = fish_sampler_sample(s.sampler, masked.empty() ? logits : masked.data(), n_vocab_);
   if (tok < 0 || tok >= n_vocab_) return finish(s, "", "sampling failed");
   s.generating = true;
-  if (!j.params.ignore_eos && fish_token_is_eog(m_, tok)) return finish(s, "stop");
+  if (!ignore_eos && fish_token_is_eog(m_, tok)) return finish(s, "stop");
   fish_sampler_accept(s.sampler, tok);
   ++s.generated;
   ++counters_->generated_tokens;

@@ -1,0 +1,206 @@
+#include "model/json_constraint.h"
+
+#include "tokenizer/tokenizer.h"
+
+namespace fish {
+
+namespace {
+
+bool is_space(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
+bool is_hex(uint8_t c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+}  // namespace
+
+bool JsonPrefix::feed(uint8_t c) {
+  const JsonPrefix keep = *this;
+  if (feed_one(c)) return true;
+  *this = keep;
+  return false;
+}
+
+bool JsonPrefix::feed(std::string_view bytes) {
+  const JsonPrefix keep = *this;
+  for (const char ch : bytes)
+    if (!feed_one(uint8_t(ch))) {
+      *this = keep;
+      return false;
+    }
+  return true;
+}
+
+// Whitespace between tokens, counted: a run longer than kMaxSpaceRun is refused.
+bool JsonPrefix::space(uint8_t) { return ++spaces_ <= kMaxSpaceRun; }
+
+void JsonPrefix::value_end() { mode_ = stack_.empty() ? Mode::Done : Mode::CommaOrEnd; }
+
+bool JsonPrefix::value_start(uint8_t c) {
+  arr_open_ = false;
+  switch (c) {
+    case '{':
+    case '[':
+      if (int(stack_.size()) >= kMaxDepth) return false;
+      stack_.push_back(char(c));
+      mode_ = c == '{' ? Mode::KeyOrEnd : Mode::Value;
+      arr_open_ = c == '[';
+      return true;
+    case '"':
+      mode_ = Mode::String, key_ = false;
+      return true;
+    case '-':
+      mode_ = Mode::Number, num_ = Num::Minus;
+      return true;
+    case 't':
+    case 'f':
+    case 'n':
+      mode_ = Mode::Literal, lit_ = c == 't' ? "true" : c == 'f' ? "false" : "null", n_ = 1;
+      return true;
+    default:
+      if (!is_digit(c)) return false;
+      mode_ = Mode::Number, num_ = c == '0' ? Num::Zero : Num::Int;
+      return true;
+  }
+}
+
+bool JsonPrefix::after_number(uint8_t c) {
+  value_end();  // numbers sit inside containers: the byte belongs to CommaOrEnd
+  return feed_one(c);
+}
+
+bool JsonPrefix::feed_one(uint8_t c) {
+  const bool ws_mode = mode_ == Mode::Start || mode_ == Mode::Value || mode_ == Mode::KeyOrEnd ||
+                       mode_ == Mode::Key || mode_ == Mode::Colon || mode_ == Mode::CommaOrEnd;
+  if (ws_mode) {
+    if (is_space(c)) return space(c);
+    spaces_ = 0;
+  }
+  switch (mode_) {
+    case Mode::Start:
+      if (c != '{') return false;
+      stack_.push_back('{');
+      mode_ = Mode::KeyOrEnd;
+      return true;
+    case Mode::KeyOrEnd:
+    case Mode::Key:
+      if (c == '"') {
+        mode_ = Mode::String, key_ = true;
+        return true;
+      }
+      if (c == '}' && mode_ == Mode::KeyOrEnd) {
+        stack_.pop_back();
+        value_end();
+        return true;
+      }
+      return false;
+    case Mode::Colon:
+      if (c != ':') return false;
+      mode_ = Mode::Value;
+      return true;
+    case Mode::Value:
+      if (c == ']' && arr_open_) {
+        stack_.pop_back();
+        arr_open_ = false;
+        value_end();
+        return true;
+      }
+      return value_start(c);
+    case Mode::CommaOrEnd:
+      if (c == ',') {
+        mode_ = stack_.back() == '{' ? Mode::Key : Mode::Value;
+        return true;
+      }
+      if ((c == '}' && stack_.back() == '{') || (c == ']' && stack_.back() == '[')) {
+        stack_.pop_back();
+        value_end();
+        return true;
+      }
+      return false;
+    case Mode::String:
+      if (c == '"') {
+        if (key_) mode_ = Mode::Colon;
+        else value_end();
+        return true;
+      }
+      if (c == '\\') mode_ = Mode::Escape;
+      return c >= 0x20;
+    case Mode::Escape:
+      if (c == 'u') {
+        mode_ = Mode::Unicode, n_ = 4;
+        return true;
+      }
+      mode_ = Mode::String;
+      return c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't';
+    case Mode::Unicode:
+      if (!is_hex(c)) return false;
+      if (--n_ == 0) mode_ = Mode::String;
+      return true;
+    case Mode::Number:
+      switch (num_) {
+        case Num::Minus:
+          if (!is_digit(c)) return false;
+          num_ = c == '0' ? Num::Zero : Num::Int;
+          return true;
+        case Num::Zero:
+        case Num::Int:
+          if (num_ == Num::Int && is_digit(c)) return true;
+          if (c == '.') return num_ = Num::Dot, true;
+          if (c == 'e' || c == 'E') return num_ = Num::E, true;
+          return after_number(c);
+        case Num::Dot:
+          if (!is_digit(c)) return false;
+          num_ = Num::Frac;
+          return true;
+        case Num::Frac:
+          if (is_digit(c)) return true;
+          if (c == 'e' || c == 'E') return num_ = Num::E, true;
+          return after_number(c);
+        case Num::E:
+          if (c == '+' || c == '-') return num_ = Num::ESign, true;
+          if (!is_digit(c)) return false;
+          num_ = Num::Exp;
+          return true;
+        case Num::ESign:
+          if (!is_digit(c)) return false;
+          num_ = Num::Exp;
+          return true;
+        case Num::Exp:
+          if (is_digit(c)) return true;
+          return after_number(c);
+      }
+      return false;
+    case Mode::Literal:
+      if (uint8_t(lit_[n_]) != c) return false;
+      if (lit_[++n_] == '\0') value_end();
+      return true;
+    case Mode::Done:
+      return false;
+  }
+  return false;
+}
+
+std::shared_ptr<const JsonVocab> JsonVocab::from(const Tokenizer& t) {
+  auto v = std::make_shared<JsonVocab>();
+  const int32_t n = t.n_vocab();
+  v->piece.resize(size_t(n));
+  v->eog.resize(size_t(n));
+  for (int32_t i = 0; i < n; ++i) {
+    v->piece[size_t(i)] = t.token_to_piece(i, false);
+    v->eog[size_t(i)] = t.is_eog(i) ? 1 : 0;
+  }
+  return v;
+}
+
+bool JsonConstraint::allows(int32_t token) const {
+  if (token < 0 || token >= n_vocab()) return false;
+  if (v_->eog[size_t(token)]) return state_.complete();
+  const std::string& p = v_->piece[size_t(token)];
+  if (p.empty() || state_.complete()) return false;
+  JsonPrefix s = state_;
+  return s.feed(p);
+}
+
+void JsonConstraint::advance(int32_t token) {
+  if (token >= 0 && token < n_vocab() && !v_->eog[size_t(token)]) state_.feed(v_->piece[size_t(token)]);
+}
+
+}  // namespace fish
