@@ -134,12 +134,16 @@ bool JsonPrefix::feed_one(uint8_t c) {
       if (!is_hex(c)) return false;
       if (--n_ == 0) mode_ = Mode::String;
       return true;
-    case Mode::Number:
+    case Mode::Number: {
+      // A digit is required here; it moves the number to `next`.
+      const auto digit_to = [&](Num next) {
+        if (!is_digit(c)) return false;
+        num_ = next;
+        return true;
+      };
       switch (num_) {
         case Num::Minus:
-          if (!is_digit(c)) return false;
-          num_ = c == '0' ? Num::Zero : Num::Int;
-          return true;
+          return digit_to(c == '0' ? Num::Zero : Num::Int);
         case Num::Zero:
         case Num::Int:
           if (num_ == Num::Int && is_digit(c)) return true;
@@ -147,27 +151,22 @@ bool JsonPrefix::feed_one(uint8_t c) {
           if (c == 'e' || c == 'E') return num_ = Num::E, true;
           return after_number(c);
         case Num::Dot:
-          if (!is_digit(c)) return false;
-          num_ = Num::Frac;
-          return true;
+          return digit_to(Num::Frac);
         case Num::Frac:
           if (is_digit(c)) return true;
           if (c == 'e' || c == 'E') return num_ = Num::E, true;
           return after_number(c);
         case Num::E:
           if (c == '+' || c == '-') return num_ = Num::ESign, true;
-          if (!is_digit(c)) return false;
-          num_ = Num::Exp;
-          return true;
+          return digit_to(Num::Exp);
         case Num::ESign:
-          if (!is_digit(c)) return false;
-          num_ = Num::Exp;
-          return true;
+          return digit_to(Num::Exp);
         case Num::Exp:
           if (is_digit(c)) return true;
           return after_number(c);
       }
       return false;
+    }
     case Mode::Literal:
       if (uint8_t(lit_[n_]) != c) return false;
       if (lit_[++n_] == '\0') value_end();
