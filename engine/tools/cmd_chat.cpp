@@ -63,7 +63,7 @@ static int cmd_chat(int argc, char** argv) {
   Args a(argc, argv);
   if (a.flag("-h", "--help")) {
     std::printf(
-        "usage: fish chat -m MODEL [--system TEXT] [-n N] [--fallback] [--ignore-eos] [--verbose]\n"
+        "usage: fish chat -m MODEL [--system TEXT] [-n N] [--fallback] [--ignore-eos] [--json] [--verbose]\n"
         "                 [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
         "                 [--repeat-last-n N] [--seed S] [-t N] [-c CTX] [-ngl N] [--requant MODE]\n"
         "  Chats with the model through its chat template (tokenizer.chat_template), streaming\n"
@@ -74,6 +74,7 @@ static int cmd_chat(int argc, char** argv) {
         "  --system TEXT  the system prompt. -n N  at most N tokens per reply (0: until the\n"
         "  model ends it or the context is full). --fallback  a model without a chat template\n"
         "  chats in ChatML. --ignore-eos  never end a reply on an end-of-generation token.\n"
+        "  --json  JSON mode: every reply is one JSON object, ended where it closes.\n"
         "  --verbose  per turn on stderr: prompt tokens reused from the cache and evaluated,\n"
         "  tokens generated, rates (and the model's placement at load).\n%s%s%s%s",
         kInputHelp, kSamplingHelp, kRequantHelp, kNCpuMoeHelp, kDeviceHelp);
@@ -86,6 +87,7 @@ static int cmd_chat(int argc, char** argv) {
   a.int_value("-n", "--n-predict", n_predict);
   const bool fallback = a.flag(nullptr, "--fallback");
   const bool ignore_eos = a.flag(nullptr, "--ignore-eos");
+  const bool json = a.flag(nullptr, "--json");
   const fish_sampler_params sp = parse_sampling_flags(a);
   if (!a.positional().empty()) a.fail("unexpected argument (the model goes after -m)");
   if (n_predict < 0) a.fail("-n must be >= 0");
@@ -116,7 +118,7 @@ static int cmd_chat(int argc, char** argv) {
 
   int status = 0;
   {
-    ChatSession session(m, tmpl, system, sp, ignore_eos);
+    ChatSession session(m, tmpl, system, sp, ignore_eos, json);
     ChatInput input(STDIN_FILENO, tty, &g_interrupted);
     if (tty) std::fprintf(stderr, "fish chat: %s\n%s", mf.path.c_str(), kInputHelp);
     for (int turn = 1;;) {

@@ -156,6 +156,27 @@ TEST_CASE("fish chat: in a pipe each reply is fish run's continuation of the con
   CHECK(t[1].evaluated < t[1].prompt / 2);
 }
 
+// --json: every reply is one JSON object, the constraint starting afresh each
+// turn (the random-weight synth-tiny closes its objects soon), and the reply
+// ends where the object closes even with --ignore-eos.
+TEST_CASE("fish chat: --json makes every reply one JSON object", "[chat][e2e][cli]") {
+  const std::string m = model_path("synth-tiny-Q4_K_M.gguf");
+  const ProcResult r = run_fish(chat_args(m, {"--fallback", "--json", "--ignore-eos", "-n", "200", "--temp", "1",
+                                              "--seed", "2"}),
+                                "Describe a cat.\nAnd a dog.\nAnd a bird.\n");
+  REQUIRE(r.status == 0);
+  std::vector<std::string> replies;
+  for (size_t a = 0, b; (b = r.out.find('\n', a)) != std::string::npos; a = b + 1) replies.push_back(r.out.substr(a, b - a));
+  REQUIRE(replies.size() == 3);
+  for (const std::string& reply : replies) {
+    INFO(reply);
+    const size_t first = reply.find_first_not_of(" \t\r"), last = reply.find_last_not_of(" \t\r");
+    REQUIRE(first != std::string::npos);
+    CHECK(reply[first] == '{');
+    CHECK(reply[last] == '}');
+  }
+}
+
 TEST_CASE("fish chat: /reset starts over (the cache still serves the same prompt), /quit leaves", "[chat][e2e][cli]") {
   if (!have_model()) FISH_SKIP("no " + model_path(kStories));
   const std::string m = model_path(kStories);
