@@ -185,6 +185,25 @@ test('response_format json_object: the reply is held to one JSON object; json_sc
   );
 });
 
+test('logit_bias: -100 bans the greedy token, +100 forces another; ids past the vocabulary are a 400', async () => {
+  const base = { model: 'x', prompt: '', max_tokens: 1, temperature: 0, logprobs: 1 };
+  const plain = await client.completions.create(base);
+  const first = plain.choices[0].text;
+  const tok = await (await fetch(`${srv.url}/tokenize`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ content: first }),
+  })).json();
+  const id = tok.tokens[tok.tokens.length - 1];
+  const banned = await client.completions.create({ ...base, logit_bias: { [id]: -100 } });
+  assert.notEqual(banned.choices[0].text, first);
+  const forced = await client.completions.create({ ...base, logit_bias: { 300: 100 } });
+  const t300 = await (await fetch(`${srv.url}/detokenize`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ tokens: [300] }),
+  })).json();
+  assert.equal(forced.choices[0].text.trim(), t300.content.trim());  // /detokenize drops SentencePiece's leading space
+  await assert.rejects(client.completions.create({ ...base, logit_bias: { 100000: 1 } }),
+    (err) => err.status === 400 && err.param === 'logit_bias' && /outside the vocabulary/.test(err.message));
+});
+
 test('bad requests get a 4xx with an OpenAI error body, and the server goes on', async () => {
   const post = (path, body) => fetch(`${srv.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
   let r = await post('/v1/chat/completions', '{"messages": [');

@@ -150,6 +150,18 @@ TEST_CASE("serve: a bad field is a 400 naming it", "[serve][unit]") {
   CHECK(chat_error("{" + msgs + R"(, "response_format": {"type": "yaml"}})").message ==
         "'response_format' type 'yaml' is not one of 'text', 'json_object'");
   CHECK(chat_error("{" + msgs + R"(, "response_format": "json"})").param == "response_format");
+  CHECK(chat_error("{" + msgs + R"(, "logit_bias": [1]})").param == "logit_bias");
+  CHECK(chat_error("{" + msgs + R"(, "logit_bias": {"x1": 5}})").message == "'logit_bias' key 'x1' is not a token id");
+  CHECK(chat_error("{" + msgs + R"(, "logit_bias": {"-3": 5}})").message == "'logit_bias' key '-3' is not a token id");
+  CHECK(chat_error("{" + msgs + R"(, "logit_bias": {"3": 101}})").message ==
+        "'logit_bias' values must be numbers between -100 and 100");
+  {
+    ParsedRequest lb;
+    REQUIRE_FALSE(parse_chat_request(json::parse("{" + msgs + R"(, "logit_bias": {"7": -100, "12": 2.5}})"),
+                                     fish_sampler_default_params(), true, &lb));
+    // nlohmann::json keeps object keys sorted: "12" before "7".
+    CHECK(lb.gen.logit_bias == std::vector<std::pair<int32_t, float>>{{12, 2.5f}, {7, -100.0f}});
+  }
   for (const char* t : {"text", "json_object"}) {
     ParsedRequest rf;
     REQUIRE_FALSE(parse_chat_request(json::parse("{" + msgs + R"(, "response_format": {"type": ")" + t + R"("}})"),

@@ -150,6 +150,10 @@ void HttpServer::Impl::generation(const httplib::Request& req, httplib::Response
   } else if (auto e = tokenize(pr.prompt_text, true, true, &prompt)) {
     return send_error(res, *e);
   }
+  for (const auto& [id, bias] : pr.gen.logit_bias)
+    if (id >= n_vocab)
+      return send_error(res, error(400, "'logit_bias' token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                                            std::to_string(n_vocab - 1) + ")", "invalid_request_error", "logit_bias"));
   const char* param = chat ? "messages" : "prompt";
   if (prompt.empty()) return send_error(res, error(400, "the prompt is empty", "invalid_request_error", param));
   if (int32_t(prompt.size()) >= n_ctx)

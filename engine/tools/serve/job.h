@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fish/fish.h"
@@ -21,6 +22,7 @@ struct GenParams {
   int32_t top_logprobs = -1;       // < 0: no logprobs; n >= 0: the chosen token's and the n likeliest
   bool ignore_eos = false;
   bool json_object = false;        // response_format json_object: fish_sampler_constrain_json
+  std::vector<std::pair<int32_t, float>> logit_bias;  // token id, added to its logit (-100: never)
 };
 
 // The log-probability of one generated token under the model (the logits

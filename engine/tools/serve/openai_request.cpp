@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <random>
 
@@ -123,6 +124,22 @@ std::optional<ApiError> parse_common(const json& body, const fish_sampler_params
     }
     for (const std::string& x : g.stop)
       if (x.empty()) return bad("stop", "a stop string must not be empty");
+  }
+  // logit_bias: {"token id": bias in [-100, 100]}, added to the logits before
+  // sampling (OpenAI's; -100 bans the token outright, 100 all but forces it). The ids
+  // are checked against the vocabulary by the server (it knows its size).
+  if (const json* lb = field(body, "logit_bias")) {
+    if (!lb->is_object()) return bad("logit_bias", "'logit_bias' must be an object of token ids to numbers");
+    if (lb->size() > 1024) return bad("logit_bias", "'logit_bias' takes at most 1024 tokens");
+    for (const auto& [k, b] : lb->items()) {
+      char* end = nullptr;
+      const long long id = std::strtoll(k.c_str(), &end, 10);
+      if (k.empty() || *end != '\0' || id < 0 || id > std::numeric_limits<int32_t>::max())
+        return bad("logit_bias", "'logit_bias' key '" + k + "' is not a token id");
+      if (!b.is_number() || !std::isfinite(b.get<double>()) || b.get<double>() < -100 || b.get<double>() > 100)
+        return bad("logit_bias", "'logit_bias' values must be numbers between -100 and 100");
+      g.logit_bias.emplace_back(int32_t(id), float(b.get<double>()));
+    }
   }
   // response_format: {"type": "text"} (the default) or "json_object" (JSON
   // mode: fish_sampler_constrain_json); a schema is refused, not ignored.

@@ -8,7 +8,7 @@
 // frequency_penalty (-2..2, over the last repeat_last_n tokens as
 // fish_sampler_params says), repeat_penalty, repeat_last_n, ignore_eos,
 // response_format ("text", or "json_object": one JSON object, then the end;
-// "json_schema" refused). /v1/completions: prompt (a string, token ids, or a list of one
+// "json_schema" refused), logit_bias (token ids to -100..100). /v1/completions: prompt (a string, token ids, or a list of one
 // of those), the same sampling fields, logprobs (0..20), echo (false only),
 // suffix (empty only), best_of (1 only).
 #pragma once

@@ -223,9 +223,12 @@ void Scheduler::sample_row(Slot& s, int32_t row) {
   std::vector<float> masked;
   // JSON mode ends the text where the object closes, whatever ignore_eos says.
   const bool ignore_eos = j.params.ignore_eos && !j.params.json_object;
-  if (ignore_eos) {
+  if (ignore_eos || !j.params.logit_bias.empty()) {
     masked.assign(logits, logits + n_vocab_);
-    for (int32_t v : eog_) masked[size_t(v)] = -std::numeric_limits<float>::infinity();
+    for (const auto& [id, bias] : j.params.logit_bias)  // -100 bans the token, as OpenAI says
+      masked[size_t(id)] = bias <= -100 ? -std::numeric_limits<float>::infinity() : masked[size_t(id)] + bias;
+    if (ignore_eos)
+      for (int32_t v : eog_) masked[size_t(v)] = -std::numeric_limits<float>::infinity();
   }
   const int32_t tok = fish_sampler_sample(s.sampler, masked.empty() ? logits : masked.data(), n_vocab_);
   if (tok < 0 || tok >= n_vocab_) return finish(s, "", "sampling failed");
