@@ -124,3 +124,31 @@ TEST_CASE("sampler in JSON mode: only tokens that keep one object, then the end"
   // Nothing fits and nothing ends the text: the unconstrained choice.
   CHECK(m.sample(ml.data(), 41) == 0);
 }
+
+// mask() (one pass with a first-byte table) refuses exactly the tokens
+// allows() refuses, in every state a walk through an object passes.
+TEST_CASE("JSON constraint: mask agrees with allows token by token", "[sampling][json]") {
+  auto v = std::make_shared<JsonVocab>();
+  for (const char* p : {"x", "{", "}", "\"a\"", ":", "1", "", "[", "]", ",", " ", "\n{", "\"", "ab\"", "\\n", "-2.5e3",
+                        "true", "nul", "l", "}}", "\"k\": ", "\xe2\x82", "\xac", "  ", "{\"", "0", "01"}) {
+    v->piece.push_back(p);
+    v->eog.push_back(0);
+  }
+  v->piece.push_back(""), v->eog.push_back(1);
+  const int32_t n = int32_t(v->piece.size());
+  JsonConstraint c(v);
+  // The walk: " " "\n{" "\"k\": " "[" "1" "," "\"" "ab\"" "," "true" "]" "}" then the end.
+  for (int32_t step : {10, 11, 20, 7, 5, 9, 12, 13, 9, 16, 8, 2, -1}) {
+    std::vector<float> l(size_t(n), 0.0f);
+    c.mask(l.data(), n);
+    for (int32_t i = 0; i < n; ++i) {
+      INFO("token " << i << " '" << v->piece[size_t(i)] << "' before step " << step);
+      CHECK((l[size_t(i)] == 0.0f) == c.allows(i));
+    }
+    if (step < 0) break;
+    REQUIRE(c.allows(step));
+    c.advance(step);
+  }
+  CHECK(c.complete());
+  CHECK(c.allows(n - 1));
+}

@@ -1,5 +1,8 @@
 #include "model/json_constraint.h"
 
+#include <algorithm>
+#include <limits>
+
 #include "tokenizer/tokenizer.h"
 
 namespace fish {
@@ -196,6 +199,29 @@ bool JsonConstraint::allows(int32_t token) const {
   if (p.empty() || state_.complete()) return false;
   JsonPrefix s = state_;
   return s.feed(p);
+}
+
+bool JsonConstraint::mask(float* logits, int32_t n) const {
+  const float gone = -std::numeric_limits<float>::infinity();
+  bool first_ok[256];
+  for (int b = 0; b < 256; ++b) {
+    JsonPrefix s = state_;
+    first_ok[b] = s.feed(uint8_t(b));
+  }
+  const bool done = state_.complete();
+  bool any = false;
+  n = std::min(n, n_vocab());
+  for (int32_t i = 0; i < n; ++i) {
+    const std::string& p = v_->piece[size_t(i)];
+    bool ok;
+    if (v_->eog[size_t(i)]) ok = done;
+    else if (done || p.empty() || !first_ok[uint8_t(p[0])]) ok = false;
+    else if (p.size() == 1) ok = true;
+    else ok = allows(i);
+    if (!ok) logits[i] = gone;
+    else any = any || logits[i] > gone;
+  }
+  return any;
 }
 
 void JsonConstraint::advance(int32_t token) {

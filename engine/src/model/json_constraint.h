@@ -78,6 +78,10 @@ class JsonConstraint {
  public:
   explicit JsonConstraint(std::shared_ptr<const JsonVocab> v) : v_(std::move(v)) {}
   bool allows(int32_t token) const;
+  // Sets the logits of the tokens that are not allowed to -inf; true when
+  // one allowed token keeps a finite logit. One pass over the vocabulary,
+  // most tokens refused by their first byte (a 256-entry table per call).
+  bool mask(float* logits, int32_t n) const;
   bool ends(int32_t token) const { return token >= 0 && token < n_vocab() && v_->eog[size_t(token)]; }
   void advance(int32_t token);  // the token taken (allowed)
   bool complete() const { return state_.complete(); }

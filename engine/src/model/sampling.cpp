@@ -44,11 +44,7 @@ int32_t Sampler::sample_json(const float* logits, int32_t n_vocab) {
     t = -1;
   }
   if (t < 0) {  // mask every unfit token at once
-    bool any = false;
-    for (int32_t i = 0; i < n; ++i)
-      if (!json_->allows(i)) masked_[size_t(i)] = gone;
-      else any = any || masked_[size_t(i)] > gone;
-    if (!any) {  // no token fits (or every fitting one is -inf): end the text
+    if (!json_->mask(masked_.data(), n)) {  // no token fits (or every fitting one is -inf): end the text
       for (int32_t i = 0; i < n; ++i)
         if (json_->ends(i)) return i;
       return sample_chain(logits, n_vocab);

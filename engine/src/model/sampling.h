@@ -50,10 +50,10 @@ class Sampler {
   // the object is closed an end-of-generation token. A token the chain draws
   // that does not fit is dropped and the chain drawn again (greedy: the
   // likeliest token that fits); after kJsonRedraws every unfit token is
-  // masked first. The caller takes each token sample() returns (distribution()
-  // does not apply the constraint).
+  // masked first (JsonConstraint::mask). The caller takes each token
+  // sample() returns (distribution() does not apply the constraint).
   void constrain_json(std::shared_ptr<const JsonVocab> v);
-  static constexpr int kJsonRedraws = 16;
+  static constexpr int kJsonRedraws = 4;
 
  private:
   struct Cand {
