@@ -22,8 +22,9 @@ struct fish_model {
   std::string error;
   std::string backend_name, gpu_detail, requant_detail, device_layers;
   fish_stats stats{};
-  std::mutex json_mu;  // json_vocab: built on the first fish_sampler_constrain_json
-  std::shared_ptr<const fish::JsonVocab> json_vocab;
+  // A cache (fish_sampler_constrain_json builds it on first use, also through a const model).
+  mutable std::mutex json_mu;
+  mutable std::shared_ptr<const fish::JsonVocab> json_vocab;
 };
 
 using fish::capi::guarded;
@@ -226,10 +227,9 @@ FISH_API int fish_sampler_constrain_json(fish_sampler* s, const fish_model* m, f
   return guarded(err, [&] {
            std::shared_ptr<const fish::JsonVocab> v;
            {
-             auto* mm = const_cast<fish_model*>(m);  // the cache only
-             std::lock_guard<std::mutex> lk(mm->json_mu);
-             if (!mm->json_vocab) mm->json_vocab = fish::JsonVocab::from(m->m->tokenizer());
-             v = mm->json_vocab;
+             std::lock_guard<std::mutex> lk(m->json_mu);
+             if (!m->json_vocab) m->json_vocab = fish::JsonVocab::from(m->m->tokenizer());
+             v = m->json_vocab;
            }
            fish::capi::sampler_of(s).constrain_json(std::move(v));
          })

@@ -33,7 +33,7 @@ bool JsonPrefix::feed(std::string_view bytes) {
 }
 
 // Whitespace between tokens, counted: a run longer than kMaxSpaceRun is refused.
-bool JsonPrefix::space(uint8_t) { return ++spaces_ <= kMaxSpaceRun; }
+bool JsonPrefix::space() { return ++spaces_ <= kMaxSpaceRun; }
 
 void JsonPrefix::value_end() { mode_ = stack_.empty() ? Mode::Done : Mode::CommaOrEnd; }
 
@@ -74,7 +74,7 @@ bool JsonPrefix::feed_one(uint8_t c) {
   const bool ws_mode = mode_ == Mode::Start || mode_ == Mode::Value || mode_ == Mode::KeyOrEnd ||
                        mode_ == Mode::Key || mode_ == Mode::Colon || mode_ == Mode::CommaOrEnd;
   if (ws_mode) {
-    if (is_space(c)) return space(c);
+    if (is_space(c)) return space();
     spaces_ = 0;
   }
   switch (mode_) {

@@ -56,7 +56,7 @@ class JsonPrefix {
   bool value_start(uint8_t c);  // c begins a value (in Mode::Value or after '[')
   void value_end();             // a value finished: back to the container
   bool after_number(uint8_t c); // the byte after a number's last digit
-  bool space(uint8_t c);
+  bool space();  // one more whitespace byte of the current run
 
   std::string stack_;  // '{' and '[' of the open containers
   Mode mode_ = Mode::Start;

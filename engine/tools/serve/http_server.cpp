@@ -61,9 +61,6 @@ ApiError error(int status, const std::string& message, const std::string& type =
   return e;
 }
 
-// A JSON request body, or the 400 that explains why not (parse_request_body).
-std::optional<ApiError> parse_body(const httplib::Request& req, json* out) { return parse_request_body(req.body, out); }
-
 }  // namespace
 
 struct HttpServer::Impl {
@@ -134,7 +131,7 @@ struct HttpServer::Impl {
 
 void HttpServer::Impl::generation(const httplib::Request& req, httplib::Response& res, bool chat) {
   json body;
-  if (auto e = parse_body(req, &body)) return send_error(res, *e);
+  if (auto e = parse_request_body(req.body, &body)) return send_error(res, *e);
   ParsedRequest pr;
   if (auto e = chat ? parse_chat_request(body, opt.defaults, opt.seed_fixed, &pr)
                     : parse_completion_request(body, opt.defaults, opt.seed_fixed, &pr))
@@ -312,7 +309,7 @@ void HttpServer::Impl::routes() {
 
   svr.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
     json body;
-    if (auto e = parse_body(req, &body)) return send_error(res, *e);
+    if (auto e = parse_request_body(req.body, &body)) return send_error(res, *e);
     const auto c = body.find("content");
     if (c == body.end() || !c->is_string())
       return send_error(res, error(400, "'content' must be a string", "invalid_request_error", "content"));
@@ -342,7 +339,7 @@ void HttpServer::Impl::routes() {
   });
   svr.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
     json body;
-    if (auto e = parse_body(req, &body)) return send_error(res, *e);
+    if (auto e = parse_request_body(req.body, &body)) return send_error(res, *e);
     const auto t = body.find("tokens");
     if (t == body.end() || !t->is_array())
       return send_error(res, error(400, "'tokens' must be an array of token ids", "invalid_request_error", "tokens"));
