@@ -242,7 +242,8 @@ static int cmd_bench(int argc, char** argv) {
                 "  text is the same, and what one forward of 1..16 tokens costs (verifying N - 1 proposals).\n"
                 "  Without -m: a Llama-3.2-1B-shaped Q4_K_M model is synthesised once and cached.\n"
                 "  Progress goes to stderr. FISH_GPU_PROFILE=2: the GPU's stage profile.\n"
-                "  --kernels: the GPU backend's matmul kernels on large matrices (GB/s), next to the CPU's.\n%s%s%s",
+                "  --kernels: the GPU backend's matmul kernels on large matrices (GB/s), next to the CPU's;\n"
+                "  --shapes takes n_in x n_out matrices and MoE models by name (qwen3-30b-a3b, mixtral-8x7b).\n%s%s%s",
                 kRequantHelp, kNCpuMoeHelp, kDeviceHelp);
     return 0;
   }

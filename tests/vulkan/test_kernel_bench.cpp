@@ -32,7 +32,7 @@ TEST_CASE("kernel bench measures every requested type through ComputeBackend", "
   if (!be) FISH_SKIP("kernel bench: no Vulkan backend: " + fish::backend::reason());
   fish::KernelBenchOptions o;
   o.types = fish::parse_kernel_bench_types("Q4_K,Q8_0,F16");
-  o.shapes = fish::parse_kernel_bench_shapes("512x300,256x64");
+  fish::parse_kernel_bench_shapes("512x300,256x64", o);
   o.prefill = 37;
   o.reps = 1;
   o.group_bytes = 1 << 20;
@@ -70,7 +70,7 @@ TEST_CASE("kernel bench MoE rows: the chosen experts' bytes per token through a 
   if (!be) FISH_SKIP("kernel bench: no Vulkan backend: " + fish::backend::reason());
   fish::KernelBenchOptions o;
   o.types = fish::parse_kernel_bench_types("Q4_K,Q8_0,F32");
-  o.shapes = fish::parse_kernel_bench_shapes("256x64");
+  fish::parse_kernel_bench_shapes("256x64", o);
   o.moe_shapes = {{"tiny", 256, 512, 6, 3, 3}};
   o.prefill = 37;
   o.reps = 1;
@@ -109,7 +109,7 @@ TEST_CASE("kernel bench lists FQ3 rows on fish_vulkan, without a CPU column", "[
   REQUIRE(be->supports(fish::GgmlType::FQ3));
   fish::KernelBenchOptions o;
   o.types = fish::parse_kernel_bench_types("FQ3");
-  o.shapes = fish::parse_kernel_bench_shapes("512x300,256x64");
+  fish::parse_kernel_bench_shapes("512x300,256x64", o);
   o.prefill = 37;
   o.reps = 1;
   o.group_bytes = 1 << 20;
@@ -134,10 +134,22 @@ TEST_CASE("kernel bench lists FQ3 rows on fish_vulkan, without a CPU column", "[
 }
 
 TEST_CASE("kernel bench refuses bad options with the reason", "[vulkan]") {
-  CHECK_THROWS_WITH(fish::parse_kernel_bench_shapes("4096x"), Catch::Contains("bad shape '4096x'"));
-  CHECK_THROWS_WITH(fish::parse_kernel_bench_shapes("4096x14336,0x5"), Catch::Contains("'0x5'"));
+  fish::KernelBenchOptions o;
+  CHECK_THROWS_WITH(fish::parse_kernel_bench_shapes("4096x", o), Catch::Contains("bad shape '4096x'"));
+  CHECK_THROWS_WITH(fish::parse_kernel_bench_shapes("4096x14336,0x5", o), Catch::Contains("'0x5'"));
+  CHECK_THROWS_WITH(fish::parse_kernel_bench_shapes("qwen3-30b", o), Catch::Contains("'qwen3-30b'"));
   CHECK_THROWS_WITH(fish::parse_kernel_bench_types("Q4_K,Q2_K"), Catch::Contains("'Q2_K'"));
-  CHECK(fish::parse_kernel_bench_shapes("4096x14336,14336X4096").size() == 2);
+  fish::KernelBenchOptions two;
+  fish::parse_kernel_bench_shapes("4096x14336,14336X4096", two);
+  CHECK(two.shapes.size() == 2);
+  CHECK(two.moe_shapes.empty());
+  fish::KernelBenchOptions mixed;  // a named MoE model beside a matrix
+  fish::parse_kernel_bench_shapes("mixtral-8x7b,64x32", mixed);
+  REQUIRE(mixed.moe_shapes.size() == 1);
+  CHECK(mixed.moe_shapes[0].n_ff == 14336);
+  CHECK(mixed.moe_shapes[0].n_used == 2);
+  REQUIRE(mixed.shapes.size() == 1);
+  CHECK(mixed.shapes[0].n_in == 64);
 }
 
 TEST_CASE("fish_kernel_bench through the C API", "[vulkan]") {

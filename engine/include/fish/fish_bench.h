@@ -21,7 +21,8 @@ extern "C" {
 typedef struct fish_kernel_bench_params {
   uint32_t struct_size;
   const char* types;     /* "Q4_K,Q6_K"; NULL or "": F32 F16 Q4_0 Q8_0 Q4_K Q5_K Q6_K FQ3 (those supported) */
-  const char* shapes;    /* "4096x14336,14336x4096" (n_in x n_out); NULL or "": the 8B's largest three */
+  const char* shapes;    /* "4096x14336,qwen3-30b-a3b": n_in x n_out matrices and named MoE models (qwen3-30b-a3b,
+                            mixtral-8x7b); NULL or "": the 8B's largest three and both MoE models */
   int32_t prefill;       /* tokens of the prefill product; <= 4: none (default 256) */
   int32_t reps;          /* timed repetitions, median reported (default 5) */
   uint64_t group_bytes;  /* bytes a grouped matvec streams at least (default 2 GiB, capped by free memory / 2) */

@@ -190,21 +190,31 @@ KernelBenchMoeRow bench_moe(ComputeBackend& be, GgmlType t, const KernelBenchMoe
 
 }  // namespace
 
-std::vector<KernelBenchShape> parse_kernel_bench_shapes(const std::string& s) {
-  std::vector<KernelBenchShape> out;
+const std::vector<KernelBenchMoeShape>& kernel_bench_moe_shapes() {
+  static const std::vector<KernelBenchMoeShape> shapes = {{"qwen3-30b-a3b", 2048, 768, 128, 8, 48},
+                                                          {"mixtral-8x7b", 4096, 14336, 8, 2, 32}};
+  return shapes;
+}
+
+void parse_kernel_bench_shapes(const std::string& s, KernelBenchOptions& o) {
   size_t p = 0;
   while (p <= s.size()) {
     const size_t q = std::min(s.find(',', p), s.size());
     const std::string item = s.substr(p, q - p);
+    p = q + 1;
+    const auto& named = kernel_bench_moe_shapes();
+    const auto moe = std::find_if(named.begin(), named.end(), [&](const KernelBenchMoeShape& m) { return m.name == item; });
+    if (moe != named.end()) {
+      o.moe_shapes.push_back(*moe);
+      continue;
+    }
     long long a = 0, b = 0;
     char x = 0, extra = 0;
     if (std::sscanf(item.c_str(), "%lld%c%lld%c", &a, &x, &b, &extra) != 3 || (x != 'x' && x != 'X') || a <= 0 ||
         b <= 0 || a > (1ll << 24) || b > (1ll << 24))
-      throw Error("kernel bench: bad shape '" + item + "' (want n_in x n_out, e.g. 4096x14336)");
-    out.push_back({a, b});
-    p = q + 1;
+      throw Error("kernel bench: bad shape '" + item + "' (want n_in x n_out, e.g. 4096x14336, or qwen3-30b-a3b, mixtral-8x7b)");
+    o.shapes.push_back({a, b});
   }
-  return out;
 }
 
 std::vector<GgmlType> parse_kernel_bench_types(const std::string& s) {
@@ -230,8 +240,8 @@ KernelBenchReport run_kernel_bench(ComputeBackend& be, const KernelBenchOptions&
   rep.backend = be.describe();
   rep.prefill = o.prefill;
   const auto types = o.types.empty() ? std::vector<GgmlType>(std::begin(kDefaultTypes), std::end(kDefaultTypes)) : o.types;
-  const auto shapes = o.shapes.empty() ? std::vector<KernelBenchShape>{{4096, 14336}, {14336, 4096}, {4096, 128256}}
-                                       : o.shapes;
+  const bool defaults = o.shapes.empty() && o.moe_shapes.empty();  // no shapes given: the 8B's and both MoE models'
+  const auto shapes = defaults ? std::vector<KernelBenchShape>{{4096, 14336}, {14336, 4096}, {4096, 128256}} : o.shapes;
   const int reps = std::max(1, o.reps);
   std::unique_ptr<ThreadPool> pool;
   if (o.cpu) {
@@ -323,9 +333,7 @@ KernelBenchReport run_kernel_bench(ComputeBackend& be, const KernelBenchOptions&
       rep.rows.push_back(row);
     }
   }
-  std::vector<KernelBenchMoeShape> moe = o.moe_shapes;
-  if (moe.empty() && o.shapes.empty())
-    moe = {{"qwen3-30b-a3b", 2048, 768, 128, 8, 48}, {"mixtral-8x7b", 4096, 14336, 8, 2, 32}};
+  const std::vector<KernelBenchMoeShape>& moe = defaults ? kernel_bench_moe_shapes() : o.moe_shapes;
   if (be.has_spans())
     for (const KernelBenchMoeShape& sh : moe) {
       if (sh.n_embd < 8 || sh.n_ff < 1 || sh.n_expert < 1 || sh.n_used < 1 || sh.n_used > sh.n_expert || sh.n_layers < 1)
@@ -370,29 +378,32 @@ std::string format_kernel_bench(const KernelBenchReport& r, bool json) {
     return s;
   }
   s = "backend: " + r.backend + "\n";
-  std::snprintf(buf, sizeof buf, "| %-5s | %13s | %7s | %6s | %11s | %9s | %14s | %8s | %8s | %7s |\n", "type", "n_in x n_out", "MB",
-                "copies", "matvec GB/s", "call us", "pp GFLOP/s", "CPU GB/s", "CPU GF/s", "GPU/CPU");
-  s += buf;
-  s += "| ----- | ------------- | ------- | ------ | ----------- | --------- | -------------- | -------- | -------- | ------- |\n";
-  for (const auto& w : r.rows) {
-    const std::string shape = std::to_string(w.n_in) + "x" + std::to_string(w.n_out);
-    if (!w.error.empty()) {
-      std::snprintf(buf, sizeof buf, "| %-5s | %13s | %7.1f | failed: %s\n", w.type.c_str(), shape.c_str(),
-                    double(w.matrix_bytes) / 1048576.0, w.error.c_str());
+  if (!r.rows.empty()) {  // only MoE shapes asked for: no matrix table
+    std::snprintf(buf, sizeof buf, "| %-5s | %13s | %7s | %6s | %11s | %9s | %14s | %8s | %8s | %7s |\n", "type", "n_in x n_out", "MB",
+                  "copies", "matvec GB/s", "call us", "pp GFLOP/s", "CPU GB/s", "CPU GF/s", "GPU/CPU");
+    s += buf;
+    s += "| ----- | ------------- | ------- | ------ | ----------- | --------- | -------------- | -------- | -------- | ------- |\n";
+    for (const auto& w : r.rows) {
+      const std::string shape = std::to_string(w.n_in) + "x" + std::to_string(w.n_out);
+      if (!w.error.empty()) {
+        std::snprintf(buf, sizeof buf, "| %-5s | %13s | %7.1f | failed: %s\n", w.type.c_str(), shape.c_str(),
+                      double(w.matrix_bytes) / 1048576.0, w.error.c_str());
+        s += buf;
+        continue;
+      }
+      std::snprintf(buf, sizeof buf, "| %-5s | %13s | %7.1f | %6d | %11.1f | %9.1f | %14.1f | %8.1f | %8.1f | %6.1fx |\n",
+                    w.type.c_str(), shape.c_str(), double(w.matrix_bytes) / 1048576.0, w.copies, w.matvec_gbs, w.call_us,
+                    w.prefill_gflops, w.cpu_matvec_gbs, w.cpu_prefill_gflops,
+                    w.cpu_matvec_gbs > 0 ? w.matvec_gbs / w.cpu_matvec_gbs : 0.0);
       s += buf;
-      continue;
     }
-    std::snprintf(buf, sizeof buf, "| %-5s | %13s | %7.1f | %6d | %11.1f | %9.1f | %14.1f | %8.1f | %8.1f | %6.1fx |\n",
-                  w.type.c_str(), shape.c_str(), double(w.matrix_bytes) / 1048576.0, w.copies, w.matvec_gbs, w.call_us,
-                  w.prefill_gflops, w.cpu_matvec_gbs, w.cpu_prefill_gflops,
-                  w.cpu_matvec_gbs > 0 ? w.matvec_gbs / w.cpu_matvec_gbs : 0.0);
+    std::snprintf(buf, sizeof buf, "matvec: n_tok 1, all copies in one matmul_group (wall clock); pp: n_tok %d; CPU: %d threads\n",
+                  r.prefill, r.cpu_threads);
     s += buf;
   }
-  std::snprintf(buf, sizeof buf, "matvec: n_tok 1, all copies in one matmul_group (wall clock); pp: n_tok %d; CPU: %d threads\n",
-                r.prefill, r.cpu_threads);
-  s += buf;
   if (r.moe_rows.empty()) return s;
-  std::snprintf(buf, sizeof buf, "\n| %-5s | %-13s | %13s | %7s | %8s | %6s | %11s | %8s | %10s | %8s | %7s |\n", "type",
+  std::snprintf(buf, sizeof buf, "%s| %-5s | %-13s | %13s | %7s | %8s | %6s | %11s | %8s | %10s | %8s | %7s |\n",
+                r.rows.empty() ? "" : "\n", "type",
                 "MoE", "n_embd x n_ff", "experts", "MB/token", "copies", "decode GB/s", "layer us", "pp GFLOP/s",
                 "CPU GB/s", "GPU/CPU");
   s += buf;

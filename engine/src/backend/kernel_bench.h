@@ -44,8 +44,7 @@ struct KernelBenchMoeShape {
 struct KernelBenchOptions {
   std::vector<GgmlType> types;          // empty: F32 F16 Q4_0 Q8_0 Q4_K Q5_K Q6_K FQ3, those supported
   std::vector<KernelBenchShape> shapes; // empty: the 8B's largest (4096->14336, 14336->4096, 4096->128256)
-  // MoE rows; empty: Qwen3-30B-A3B (2048 x 768, 8 of 128, 48 layers) and
-  // Mixtral 8x7B (4096 x 14336, 2 of 8, 32 layers) when `shapes` is empty too,
+  // MoE rows; empty: kernel_bench_moe_shapes() when `shapes` is empty too,
   // none when shapes were given. F32 is not timed as experts.
   std::vector<KernelBenchMoeShape> moe_shapes;
   int prefill = 256;                    // tokens of the prefill measurement; <= 4: skipped
@@ -96,8 +95,11 @@ KernelBenchReport run_kernel_bench(ComputeBackend& be, const KernelBenchOptions&
 // llama-bench-like table, or JSON (one object with a "rows" array).
 std::string format_kernel_bench(const KernelBenchReport& r, bool json);
 
-// "4096x14336,14336x4096" -> shapes; "Q4_K,Q6_K" -> types. Throw fish::Error naming the bad item.
-std::vector<KernelBenchShape> parse_kernel_bench_shapes(const std::string& s);
+// The named MoE shapes: qwen3-30b-a3b (2048 x 768, 8 of 128, 48 layers), mixtral-8x7b (4096 x 14336, 2 of 8, 32).
+const std::vector<KernelBenchMoeShape>& kernel_bench_moe_shapes();
+// "4096x14336,qwen3-30b-a3b" -> o.shapes (n_in x n_out items) and o.moe_shapes (the names above);
+// "Q4_K,Q6_K" -> types. Throw fish::Error naming the bad item.
+void parse_kernel_bench_shapes(const std::string& s, KernelBenchOptions& o);
 std::vector<GgmlType> parse_kernel_bench_types(const std::string& s);
 
 }  // namespace fish

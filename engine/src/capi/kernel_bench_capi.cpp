@@ -34,7 +34,7 @@ FISH_API char* fish_kernel_bench(const fish_kernel_bench_params* params, fish_er
     if (!be) throw fish::Error("fish_kernel_bench: no compute backend: " + fish::backend::reason());
     fish::KernelBenchOptions o;
     if (p.types && *p.types) o.types = fish::parse_kernel_bench_types(p.types);
-    if (p.shapes && *p.shapes) o.shapes = fish::parse_kernel_bench_shapes(p.shapes);
+    if (p.shapes && *p.shapes) fish::parse_kernel_bench_shapes(p.shapes, o);
     o.prefill = p.prefill;
     o.reps = p.reps > 0 ? p.reps : 5;
     if (p.group_bytes > 0) o.group_bytes = p.group_bytes;
