@@ -148,6 +148,7 @@ KernelBenchMoeRow bench_moe(ComputeBackend& be, GgmlType t, const KernelBenchMoe
       return be.span_forward(span, b) && be.span_kv_truncate(span, 0, 0);
     };
     double sec = 0;
+    be.profile();  // what came before this span is not its profile
     if (!median_time(std::max(1, o.reps), o.warm_ms, [&] { return forward(1); }, &sec))
       throw Error("span_forward (decode): " + be.last_error());
     row.decode_gbs = double(row.token_bytes) / sec / 1e9;
@@ -159,6 +160,7 @@ KernelBenchMoeRow bench_moe(ComputeBackend& be, GgmlType t, const KernelBenchMoe
         throw Error("span_forward (prefill): " + be.last_error());
       row.prefill_gflops = 2.0 * 3.0 * double(E) * double(F) * double(K) * double(L) * o.prefill / sec / 1e9;
     }
+    row.profile = be.profile();
   } catch (const Error& e) {
     row.error = e.what();
   }
@@ -429,6 +431,8 @@ std::string format_kernel_bench(const KernelBenchReport& r, bool json) {
                 "(0: skipped, over 20 s); CPU: one layer's k experts\n",
                 r.prefill);
   s += buf;
+  for (const auto& w : r.moe_rows)
+    if (!w.profile.empty()) s += "\nprofile, " + w.type + " " + w.shape.name + " (warm-up included):\n" + w.profile + "\n";
   return s;
 }
 

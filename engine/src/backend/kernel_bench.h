@@ -19,6 +19,8 @@
 //   layer    that forward's time per layer
 //   prefill  `prefill` tokens: GFLOP/s of the experts' products (2·3·E·F·k per token);
 //            skipped (0) where one token's time × prefill passes 20 s
+//   profile  the backend's stage profile of those forwards, where it keeps one
+//            (fish_vulkan with FISH_GPU_PROFILE=2), printed below the table
 // and the CPU's matmul over one token's k experts (the same bytes).
 #pragma once
 #include <cstdint>
@@ -78,6 +80,7 @@ struct KernelBenchMoeRow {
   double layer_us = 0;         // one-token forward / layers
   double prefill_gflops = 0;   // experts' FLOPs of `prefill` tokens / that forward
   double cpu_gbs = 0;          // engine CPU: one token's k experts of one layer
+  std::string profile;         // the backend's profile() of the timed forwards (FISH_GPU_PROFILE; "" without)
   std::string error;
 };
 
