@@ -305,6 +305,11 @@ static int cmd_test_gpu(int argc, char** argv) {
         report(c.max_rel <= max_cpu_delta, "GPU vs CPU max |dlogit| (required <= " + std::to_string(max_cpu_delta) +
                                                " of max |logit|)", buf);
       if (min_agree < 0 && max_cpu_delta < 0) std::printf("INFO GPU vs CPU: %s\n", buf);
+      // The same measure between the two runs without a span: how far two
+      // ways of rounding the activations move this model's argmax by themselves.
+      const Compare p = compare(pm, cpu);
+      std::printf("INFO per-matmul vs CPU: top-1 agreement %d/%d (%.1f%%), max |dlogit| %.4g (%.3f%% of max |logit|)\n",
+                  p.agree, p.steps, 100.0 * p.agree / std::max(1, p.steps), p.max_delta, p.max_rel * 100);
     }
   }
   if (quality > 0) {
