@@ -1,10 +1,5 @@
 #include "model/json_constraint.h"
 
-#include <algorithm>
-#include <limits>
-
-#include "tokenizer/tokenizer.h"
-
 namespace fish {
 
 namespace {
@@ -29,6 +24,12 @@ bool JsonPrefix::feed(std::string_view bytes) {
       *this = keep;
       return false;
     }
+  return true;
+}
+
+bool JsonPrefix::scan(std::string_view bytes) {
+  for (const char ch : bytes)
+    if (!feed_one(uint8_t(ch))) return false;
   return true;
 }
 
@@ -178,54 +179,6 @@ bool JsonPrefix::feed_one(uint8_t c) {
       return false;
   }
   return false;
-}
-
-std::shared_ptr<const JsonVocab> JsonVocab::from(const Tokenizer& t) {
-  auto v = std::make_shared<JsonVocab>();
-  const int32_t n = t.n_vocab();
-  v->piece.resize(size_t(n));
-  v->eog.resize(size_t(n));
-  for (int32_t i = 0; i < n; ++i) {
-    v->piece[size_t(i)] = t.token_to_piece(i, false);
-    v->eog[size_t(i)] = t.is_eog(i) ? 1 : 0;
-  }
-  return v;
-}
-
-bool JsonConstraint::allows(int32_t token) const {
-  if (token < 0 || token >= n_vocab()) return false;
-  if (v_->eog[size_t(token)]) return state_.complete();
-  const std::string& p = v_->piece[size_t(token)];
-  if (p.empty() || state_.complete()) return false;
-  JsonPrefix s = state_;
-  return s.feed(p);
-}
-
-bool JsonConstraint::mask(float* logits, int32_t n) const {
-  const float gone = -std::numeric_limits<float>::infinity();
-  bool first_ok[256];
-  for (int b = 0; b < 256; ++b) {
-    JsonPrefix s = state_;
-    first_ok[b] = s.feed(uint8_t(b));
-  }
-  const bool done = state_.complete();
-  bool any = false;
-  n = std::min(n, n_vocab());
-  for (int32_t i = 0; i < n; ++i) {
-    const std::string& p = v_->piece[size_t(i)];
-    bool ok;
-    if (v_->eog[size_t(i)]) ok = done;
-    else if (done || p.empty() || !first_ok[uint8_t(p[0])]) ok = false;
-    else if (p.size() == 1) ok = true;
-    else ok = allows(i);
-    if (!ok) logits[i] = gone;
-    else any = any || logits[i] > gone;
-  }
-  return any;
-}
-
-void JsonConstraint::advance(int32_t token) {
-  if (token >= 0 && token < n_vocab() && !v_->eog[size_t(token)]) state_.feed(v_->piece[size_t(token)]);
 }
 
 }  // namespace fish

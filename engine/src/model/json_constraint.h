@@ -10,21 +10,15 @@
 // kMaxDepth. Leading whitespace is allowed; after the object closes, nothing
 // but the end of generation.
 //
-// JsonVocab holds each token's bytes (Tokenizer::token_to_piece) and whether
-// it ends generation; JsonConstraint decides per token from a JsonPrefix: a
-// token is allowed when all its bytes keep the prefix valid (empty pieces,
-// i.e. control tokens, never), an end-of-generation token only once the
-// object is complete.
+// JsonConstraint decides per token from a JsonPrefix (token_constraint.h).
 #pragma once
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <string_view>
-#include <vector>
+
+#include "model/token_constraint.h"
 
 namespace fish {
-
-class Tokenizer;
 
 class JsonPrefix {
  public:
@@ -34,6 +28,8 @@ class JsonPrefix {
   // far no longer begin a JSON object.
   bool feed(uint8_t c);
   bool feed(std::string_view bytes);  // all or nothing: on false, unchanged
+  // As feed, but on false the state is left half-way (for throwaway copies).
+  bool scan(std::string_view bytes);
   bool complete() const { return mode_ == Mode::Done; }
 
  private:
@@ -68,28 +64,6 @@ class JsonPrefix {
   uint8_t spaces_ = 0;
 };
 
-struct JsonVocab {
-  std::vector<std::string> piece;  // [n_vocab] bytes of each token
-  std::vector<uint8_t> eog;        // [n_vocab] 1: ends generation
-  static std::shared_ptr<const JsonVocab> from(const Tokenizer& t);
-};
-
-class JsonConstraint {
- public:
-  explicit JsonConstraint(std::shared_ptr<const JsonVocab> v) : v_(std::move(v)) {}
-  bool allows(int32_t token) const;
-  // Sets the logits of the tokens that are not allowed to -inf; true when
-  // one allowed token keeps a finite logit. One pass over the vocabulary,
-  // most tokens refused by their first byte (a 256-entry table per call).
-  bool mask(float* logits, int32_t n) const;
-  bool ends(int32_t token) const { return token >= 0 && token < n_vocab() && v_->eog[size_t(token)]; }
-  void advance(int32_t token);  // the token taken (allowed)
-  bool complete() const { return state_.complete(); }
-  int32_t n_vocab() const { return int32_t(v_->piece.size()); }
-
- private:
-  std::shared_ptr<const JsonVocab> v_;
-  JsonPrefix state_;
-};
+using JsonConstraint = PrefixConstraint<JsonPrefix>;
 
 }  // namespace fish

@@ -26,32 +26,34 @@ bool Sampler::penalising() const {
          !recent_.empty();
 }
 
-void Sampler::constrain_json(std::shared_ptr<const JsonVocab> v) { json_ = std::make_unique<JsonConstraint>(std::move(v)); }
+void Sampler::constrain(std::unique_ptr<TokenConstraint> c) { constraint_ = std::move(c); }
+
+void Sampler::constrain_json(std::shared_ptr<const JsonVocab> v) { constrain(std::make_unique<JsonConstraint>(std::move(v))); }
 
 int32_t Sampler::sample(const float* logits, int32_t n_vocab) {
-  return json_ ? sample_json(logits, n_vocab) : sample_chain(logits, n_vocab);
+  return constraint_ ? sample_constrained(logits, n_vocab) : sample_chain(logits, n_vocab);
 }
 
-int32_t Sampler::sample_json(const float* logits, int32_t n_vocab) {
-  const int32_t n = std::min(n_vocab, json_->n_vocab());
+int32_t Sampler::sample_constrained(const float* logits, int32_t n_vocab) {
+  const int32_t n = std::min(n_vocab, constraint_->n_vocab());
   masked_.assign(logits, logits + n);
   const float gone = -std::numeric_limits<float>::infinity();
   int32_t t = -1;
   for (int tries = 0; tries < kJsonRedraws; ++tries) {
     t = sample_chain(masked_.data(), n);
-    if (json_->allows(t)) break;
+    if (constraint_->allows(t)) break;
     masked_[size_t(t)] = gone;
     t = -1;
   }
   if (t < 0) {  // mask every unfit token at once
-    if (!json_->mask(masked_.data(), n)) {  // no token fits (or every fitting one is -inf): end the text
+    if (!constraint_->mask(masked_.data(), n)) {  // no token fits (or every fitting one is -inf): end the text
       for (int32_t i = 0; i < n; ++i)
-        if (json_->ends(i)) return i;
+        if (constraint_->ends(i)) return i;
       return sample_chain(logits, n_vocab);
     }
     t = sample_chain(masked_.data(), n);
   }
-  json_->advance(t);
+  constraint_->advance(t);
   return t;
 }
 

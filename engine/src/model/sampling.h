@@ -45,14 +45,17 @@ class Sampler {
   // Speculative sampling needs it to accept or reject a proposed token.
   void distribution(const float* logits, int32_t n_vocab, std::vector<TokenProb>& out);
   const SamplerParams& params() const { return p_; }
-  // JSON mode (json_constraint.h): from now on sample() returns only tokens
-  // that keep the text it has returned a prefix of one JSON object, and once
-  // the object is closed an end-of-generation token. A token the chain draws
-  // that does not fit is dropped and the chain drawn again (greedy: the
-  // likeliest token that fits); after kJsonRedraws every unfit token is
-  // masked first (JsonConstraint::mask). The caller takes each token
-  // sample() returns (distribution() does not apply the constraint).
-  void constrain_json(std::shared_ptr<const JsonVocab> v);
+  // Constrained generation (token_constraint.h): from now on sample()
+  // returns only tokens the constraint allows, e.g. JSON mode
+  // (json_constraint.h: the text it has returned stays a prefix of one JSON
+  // object) or a JSON Schema (json_schema_prefix.h), and once the text is
+  // complete an end-of-generation token. A token the chain draws that does not
+  // fit is dropped and the chain drawn again (greedy: the likeliest token that
+  // fits); after kJsonRedraws every unfit token is masked first
+  // (TokenConstraint::mask). The caller takes each token sample() returns
+  // (distribution() does not apply the constraint). Replaces any earlier one.
+  void constrain(std::unique_ptr<TokenConstraint> c);
+  void constrain_json(std::shared_ptr<const JsonVocab> v);  // JSON mode
   static constexpr int kJsonRedraws = 4;
 
  private:
@@ -64,14 +67,14 @@ class Sampler {
   // temp > 0: the chain up to the draw; cands_[0, n) with p set; returns n.
   size_t chain(const float* logits, int32_t n_vocab, bool penalise);
   bool penalising() const;  // a penalty is on and a token has been accepted
-  int32_t sample_chain(const float* logits, int32_t n_vocab);  // sample() without the JSON constraint
-  int32_t sample_json(const float* logits, int32_t n_vocab);
+  int32_t sample_chain(const float* logits, int32_t n_vocab);  // sample() without the constraint
+  int32_t sample_constrained(const float* logits, int32_t n_vocab);
   SamplerParams p_;
   std::mt19937_64 rng_;
   std::deque<int32_t> recent_;
   std::vector<Cand> cands_;
-  std::unique_ptr<JsonConstraint> json_;
-  std::vector<float> masked_;  // sample_json's copy of the logits
+  std::unique_ptr<TokenConstraint> constraint_;
+  std::vector<float> masked_;  // sample_constrained's copy of the logits
 };
 
 // Index of the largest logit (the first on ties).
