@@ -13,8 +13,8 @@
 namespace fish::cli {
 
 ChatSession::ChatSession(fish_model* m, const fish_chat_template* t, std::string system,
-                         const fish_sampler_params& sp, bool ignore_eos, bool json)
-    : m_(m), t_(t), sp_(sp), ignore_eos_(ignore_eos && !json), json_(json), system_(std::move(system)) {
+                         const fish_sampler_params& sp, bool ignore_eos, JsonFlags json)
+    : m_(m), t_(t), sp_(sp), ignore_eos_(ignore_eos && !json.on()), json_(std::move(json)), system_(std::move(system)) {
   fish_model_info info{};
   info.struct_size = sizeof info;
   fish_model_get_info(m_, &info);
@@ -118,14 +118,7 @@ bool ChatSession::reply(const std::string& user, int64_t n_predict,
     return take_back();
   }
   for (int32_t i = reused; i < st.prompt_tokens; ++i) fish_sampler_accept(sampler_, ids[size_t(i)]);
-  if (json_) {  // each reply one object: the constraint starts afresh
-    fish_error* err = nullptr;
-    if (fish_sampler_constrain_json(sampler_, m_, &err) != 0) {
-      *error = std::string("JSON mode: ") + fish_error_message(err);
-      fish_error_free(err);
-      return take_back();
-    }
-  }
+  if (!json_.apply(sampler_, m_, error)) return take_back();  // each reply one value: the constraint starts afresh
   const auto t1 = clock::now();
   st.prompt_seconds = std::chrono::duration<double>(t1 - t0).count();
 

@@ -11,6 +11,7 @@
 
 #include "fish/fish.h"
 #include "fish/fish_chat.h"
+#include "json_flags.h"
 
 namespace fish::cli {
 
@@ -27,10 +28,11 @@ struct ChatTurnStats {
 class ChatSession {
  public:
   // m holds sequence 0 for this session; t renders (both owned by the caller).
-  // json: every reply is one JSON object (fish_sampler_constrain_json, anew
-  // each turn); the reply ends where the object closes, whatever ignore_eos says.
+  // json: every reply is one JSON object (--json) or one value under a JSON
+  // Schema (--json-schema), the constraint put on anew each turn; the reply
+  // ends where the value is complete, whatever ignore_eos says.
   ChatSession(fish_model* m, const fish_chat_template* t, std::string system, const fish_sampler_params& sp,
-              bool ignore_eos, bool json = false);
+              bool ignore_eos, JsonFlags json = {});
   ~ChatSession();
   ChatSession(const ChatSession&) = delete;
   ChatSession& operator=(const ChatSession&) = delete;
@@ -61,7 +63,7 @@ class ChatSession {
   fish_sampler_params sp_;
   fish_sampler* sampler_ = nullptr;
   bool ignore_eos_;
-  bool json_;
+  JsonFlags json_;
   int32_t n_vocab_ = 0, n_ctx_ = 0, bos_ = -1;
   std::vector<int32_t> eog_ids_;  // --ignore-eos masks these
   std::string system_;

@@ -63,8 +63,8 @@ static int cmd_chat(int argc, char** argv) {
   Args a(argc, argv);
   if (a.flag("-h", "--help")) {
     std::printf(
-        "usage: fish chat -m MODEL [--system TEXT] [-n N] [--fallback] [--ignore-eos] [--json] [--verbose]\n"
-        "                 [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
+        "usage: fish chat -m MODEL [--system TEXT] [-n N] [--fallback] [--ignore-eos] [--json | --json-schema FILE]\n"
+        "                 [--verbose] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
         "                 [--repeat-last-n N] [--seed S] [-t N] [-c CTX] [-ngl N] [--requant MODE]\n"
         "  Chats with the model through its chat template (tokenizer.chat_template), streaming\n"
         "  each reply to stdout as it is generated, followed by a newline. The conversation stays\n"
@@ -75,6 +75,8 @@ static int cmd_chat(int argc, char** argv) {
         "  model ends it or the context is full). --fallback  a model without a chat template\n"
         "  chats in ChatML. --ignore-eos  never end a reply on an end-of-generation token.\n"
         "  --json  JSON mode: every reply is one JSON object, ended where it closes.\n"
+        "  --json-schema FILE  every reply is one JSON value valid under the JSON Schema in FILE\n"
+        "  (what is enforced: fish run --help), ended where it is complete.\n"
         "  --verbose  per turn on stderr: prompt tokens reused from the cache and evaluated,\n"
         "  tokens generated, rates (and the model's placement at load).\n%s%s%s%s",
         kInputHelp, kSamplingHelp, kRequantHelp, kNCpuMoeHelp, kDeviceHelp);
@@ -87,7 +89,7 @@ static int cmd_chat(int argc, char** argv) {
   a.int_value("-n", "--n-predict", n_predict);
   const bool fallback = a.flag(nullptr, "--fallback");
   const bool ignore_eos = a.flag(nullptr, "--ignore-eos");
-  const bool json = a.flag(nullptr, "--json");
+  const JsonFlags jf = parse_json_flags(a);
   const fish_sampler_params sp = parse_sampling_flags(a);
   if (!a.positional().empty()) a.fail("unexpected argument (the model goes after -m)");
   if (n_predict < 0) a.fail("-n must be >= 0");
@@ -118,7 +120,7 @@ static int cmd_chat(int argc, char** argv) {
 
   int status = 0;
   {
-    ChatSession session(m, tmpl, system, sp, ignore_eos, json);
+    ChatSession session(m, tmpl, system, sp, ignore_eos, jf);
     ChatInput input(STDIN_FILENO, tty, &g_interrupted);
     if (tty) std::fprintf(stderr, "fish chat: %s\n%s", mf.path.c_str(), kInputHelp);
     for (int turn = 1;;) {

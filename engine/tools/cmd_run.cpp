@@ -10,6 +10,7 @@
 #include "cli_model.h"
 #include "command.h"
 #include "fish/fish_spec.h"
+#include "json_flags.h"
 #include "sampling_flags.h"
 
 using namespace fish::cli;
@@ -65,11 +66,17 @@ static int cmd_run(int argc, char** argv) {
   if (a.flag("-h", "--help")) {
     std::printf(
         "usage: fish run -m MODEL [-p PROMPT | -f FILE] [-n N] [sampling flags] [-t N] [-c CTX] [-ngl|--n-gpu-layers N]\n"
-        "                [--keep N] [--no-context-shift] [--ids] [--special] [--json] [--verbose] [--requant MODE]\n"
+        "                [--keep N] [--no-context-shift] [--ids] [--special] [--json | --json-schema FILE]\n"
+        "                [--verbose] [--requant MODE]\n"
         "                [-md|--model-draft M [--draft N] [--draft-p-min P] [-ngld N] | --lookup N]\n"
         "  Streams the continuation of PROMPT (BOS first when the model adds one) to stdout;\n"
         "  --ids prints the generated token ids instead. --temp 0 is greedy.\n"
         "  --json: JSON mode, the output is one JSON object (then generation ends).\n"
+        "  --json-schema FILE: the output is one JSON value valid under the JSON Schema in FILE (then\n"
+        "  generation ends). Enforced: type, properties, required, additionalProperties (absent beside\n"
+        "  properties: no other keys), items, minItems, maxItems, minLength, maxLength, enum, const,\n"
+        "  anyOf, oneOf, local $ref; annotations (title, description, format, ...) ignored; any other\n"
+        "  keyword (pattern, minimum, allOf, ...) is refused, naming it.\n"
         "  When the context fills, the oldest half after the first --keep prompt tokens (and BOS;\n"
         "  -1: the whole prompt) is dropped and generation goes on; --no-context-shift stops instead.\n"
         "  --verbose: placement on stderr (layers, the backend, the re-quantisation mix).\n"
@@ -99,7 +106,7 @@ static int cmd_run(int argc, char** argv) {
   const bool no_shift = a.flag(nullptr, "--no-context-shift");
   const bool ids_only = a.flag(nullptr, "--ids");
   const bool special = a.flag(nullptr, "--special");
-  const bool json_mode = a.flag(nullptr, "--json");
+  const JsonFlags jf = parse_json_flags(a);
   SpecFlags spf;
   a.value({"-md", "--model-draft"}, spf.draft_path);
   const bool draft_given = a.int_value({"--draft", "--draft-max", "--draft-n"}, spf.n_draft);
@@ -111,8 +118,9 @@ static int cmd_run(int argc, char** argv) {
   if ((p_min_given || ngld_given) && spf.draft_path.empty())
     a.fail(std::string(p_min_given ? "--draft-p-min" : "-ngld") + " needs --model-draft M");
   if (lookup_given && !spf.draft_path.empty()) a.fail("--lookup and --model-draft: choose one way of drafting");
-  if (json_mode && (lookup_given || !spf.draft_path.empty()))
-    a.fail("--json does not combine with speculative decoding (--model-draft, --lookup)");
+  if (jf.on() && (lookup_given || !spf.draft_path.empty()))
+    a.fail(std::string(jf.json ? "--json" : "--json-schema") +
+           " does not combine with speculative decoding (--model-draft, --lookup)");
   if (draft_given && (spf.n_draft < 1 || spf.n_draft > 256)) a.fail("--draft must be between 1 and 256");
   if (lookup_given && (spf.lookup < 1 || spf.lookup > 256)) a.fail("--lookup must be between 1 and 256");
   if (!(spf.p_min >= 0 && spf.p_min <= 1)) a.fail("--draft-p-min must be between 0 and 1");
@@ -175,13 +183,9 @@ static int cmd_run(int argc, char** argv) {
   fish_sampler* s = spec ? nullptr : fish_sampler_new(&sp);
   if (s)
     for (int32_t t : toks) fish_sampler_accept(s, t);
-  if (s && json_mode) {
-    fish_error* err = nullptr;
-    if (fish_sampler_constrain_json(s, m, &err) != 0) {
-      std::fprintf(stderr, "fish run: --json: %s\n", fish_error_message(err));
-      fish_error_free(err);
-      return 1;
-    }
+  if (std::string why; s && !jf.apply(s, m, &why)) {
+    std::fprintf(stderr, "fish run: %s\n", why.c_str());
+    return 1;
   }
 
   auto fail_eval = [&](const char* lead) {

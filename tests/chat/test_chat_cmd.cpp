@@ -177,6 +177,49 @@ TEST_CASE("fish chat: --json makes every reply one JSON object", "[chat][e2e][cl
   }
 }
 
+// --json-schema: every reply is one value under the schema, the constraint
+// starting afresh each turn.
+TEST_CASE("fish chat: --json-schema makes every reply follow the schema", "[chat][e2e][cli][json]") {
+  const std::string m = model_path("synth-tiny-Q4_K_M.gguf");
+  const std::string schema = "/tmp/fish-chat-schema-" + std::to_string(::getpid()) + ".json";
+  std::ofstream(schema) << R"({"type":"object","properties":{"answer":{"type":"string","maxLength":10},)"
+                           R"("sure":{"type":"boolean"}},"required":["answer","sure"],"additionalProperties":false})";
+  const ProcResult r = run_fish(chat_args(m, {"--fallback", "--json-schema", schema, "-n", "3000", "--temp", "1",
+                                              "--seed", "4"}),
+                                "Describe a cat.\nAnd a dog.\n");
+  std::remove(schema.c_str());
+  REQUIRE(r.status == 0);
+  // Replies end with the newline fish chat adds; inside a reply newlines are
+  // whitespace between tokens, so the replies are found by their braces.
+  std::vector<std::string> replies;
+  std::string cur;
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : r.out) {
+    if (depth > 0 || c == '{') cur += c;
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"' && depth > 0) in_string = true;
+    else if (c == '{') ++depth;
+    else if (c == '}' && --depth == 0) replies.push_back(cur), cur.clear();
+  }
+  INFO(r.out);
+  REQUIRE(replies.size() == 2);
+  for (const std::string& reply : replies) {
+    INFO(reply);
+    // {"answer": "...", "sure": true|false} in either order, nothing else.
+    static const std::regex one(R"re(\{\s*("answer"\s*:\s*"[^"\\]*(\\.[^"\\]*)*"|"sure"\s*:\s*(true|false))\s*,\s*)re"
+                                R"re(("answer"\s*:\s*"[^"\\]*(\\.[^"\\]*)*"|"sure"\s*:\s*(true|false))\s*\})re");
+    CHECK(std::regex_match(reply, one));
+    CHECK(reply.find("\"answer\"") != std::string::npos);
+    CHECK(reply.find("\"sure\"") != std::string::npos);
+  }
+}
+
 TEST_CASE("fish chat: /reset starts over (the cache still serves the same prompt), /quit leaves", "[chat][e2e][cli]") {
   if (!have_model()) FISH_SKIP("no " + model_path(kStories));
   const std::string m = model_path(kStories);

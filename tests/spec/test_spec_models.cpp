@@ -230,6 +230,67 @@ TEST_CASE("fish_sampler_constrain_json: the text starts one JSON object, and bad
   CHECK(text[first] == '{');
 }
 
+// A JSON schema through the C API: greedy on stories260K the text is one of
+// the enum's values, then the end; a refused schema is an error naming the
+// keyword that leaves the sampler as it was; bad arguments are errors.
+TEST_CASE("fish_sampler_constrain_json_schema: the text follows the schema, refusals name the keyword", "[spec][sampling]") {
+  fish_error* err = nullptr;
+  CHECK(fish_sampler_constrain_json_schema(nullptr, nullptr, "{}", &err) != 0);
+  REQUIRE(err);
+  CHECK(std::string(fish_error_message(err)) == "fish_sampler_constrain_json_schema: no sampler, model or schema");
+  fish_error_free(err);
+  CHECK(fish_json_schema_check(R"({"type":"string"})", nullptr) == 0);
+  REQUIRE(fish_json_schema_check(R"({"type":"integer","minimum":0})", &err) != 0);
+  CHECK(std::string(fish_error_message(err)) == "keyword 'minimum' at /minimum is not supported");
+  fish_error_free(err);
+  CHECK(fish_json_schema_check(nullptr, nullptr) != 0);
+
+  Model m("stories260K.gguf");
+  fish_model_info info{};
+  info.struct_size = sizeof info;
+  fish_model_get_info(m.m, &info);
+  const std::vector<int32_t> prompt = tokenize(m.m, "Once upon a time");
+  // Generates up to n tokens; true when an end-of-generation token came.
+  const auto generate = [&](fish_sampler* s, int n, std::string* text) {
+    REQUIRE(fish_kv_truncate(m.m, 0) == 0);
+    REQUIRE(fish_eval(m.m, prompt.data(), int32_t(prompt.size()), 0, 0) == 0);
+    for (int i = 0; i < n; ++i) {
+      int32_t tok = fish_sampler_sample(s, fish_get_logits(m.m, -1), info.n_vocab);
+      if (fish_token_is_eog(m.m, tok)) return true;
+      char buf[64];
+      const int32_t k = fish_token_to_piece(m.m, tok, buf, sizeof buf, 0);
+      REQUIRE(k > 0);
+      text->append(buf, size_t(k));
+      REQUIRE(fish_eval(m.m, &tok, 1, int32_t(prompt.size()) + i, 0) == 0);
+    }
+    return false;
+  };
+  const fish_sampler_params sp = greedy();
+  fish_sampler* s = fish_sampler_new(&sp);
+  REQUIRE(fish_sampler_constrain_json_schema(s, m.m, R"({"enum":["yes","no"],"title":"answer"})", nullptr) == 0);
+  std::string text;
+  CHECK(generate(s, 300, &text));
+  INFO(text);
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  REQUIRE(first != std::string::npos);
+  CHECK(first <= 32);
+  CHECK((text.substr(first) == "\"yes\"" || text.substr(first) == "\"no\""));
+  fish_sampler_free(s);
+
+  // JSON mode, then a refused schema: still JSON mode.
+  s = fish_sampler_new(&sp);
+  REQUIRE(fish_sampler_constrain_json(s, m.m, nullptr) == 0);
+  REQUIRE(fish_sampler_constrain_json_schema(s, m.m, R"({"allOf":[{}]})", &err) != 0);
+  CHECK(std::string(fish_error_message(err)) == "keyword 'allOf' at /allOf is not supported");
+  fish_error_free(err);
+  text.clear();
+  generate(s, 40, &text);
+  const size_t brace = text.find_first_not_of(" \t\r\n");
+  REQUIRE(brace != std::string::npos);
+  CHECK(text[brace] == '{');
+  fish_sampler_free(s);
+}
+
 TEST_CASE("TinyStories-656K Q4_0 drafts for Q8_0 and back with the target's greedy text", "[spec][models]") {
   for (const auto& [t, d] : {std::pair<const char*, const char*>{"TinyStories-656K-Q8_0.gguf", "TinyStories-656K-Q4_0.gguf"},
                              {"TinyStories-656K-Q4_0.gguf", "TinyStories-656K-Q8_0.gguf"}}) {

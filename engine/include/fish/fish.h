@@ -249,6 +249,25 @@ FISH_API void fish_sampler_free(fish_sampler* s);
  * caller must take every token the sampler returns. m gives the tokens' texts
  * (built once per model). 0, or non-zero with *err set. */
 FISH_API int fish_sampler_constrain_json(fish_sampler* s, const fish_model* m, fish_error** err);
+/* Structured outputs (llama-server's and OpenAI's response_format
+ * json_schema, ollama's format <schema>): as fish_sampler_constrain_json, but
+ * the text is one JSON value (leading whitespace, then the value, any type
+ * the schema allows) valid under schema_json, a JSON Schema as text. Enforced:
+ * type (names or a list), properties, required, additionalProperties (false,
+ * true, a schema; absent beside "properties": no other keys), items,
+ * minItems, maxItems, minLength, maxLength (code points), enum and const (as
+ * compact JSON), anyOf and oneOf (oneOf taken as anyOf), $ref inside the
+ * document (recursion allowed). Annotations (title, description, default,
+ * examples, format, ...) are ignored; any other keyword (pattern, minimum,
+ * allOf, ...) is refused with *err naming it and its JSON pointer, as is a
+ * schema no value satisfies or one past the bounds of
+ * engine/src/model/json_schema.h. A refused schema leaves the sampler as it
+ * was. 0, or non-zero with *err set. */
+FISH_API int fish_sampler_constrain_json_schema(fish_sampler* s, const fish_model* m, const char* schema_json,
+                                                fish_error** err);
+/* Whether fish_sampler_constrain_json_schema takes schema_json, without a
+ * model: 0, or non-zero with *err saying why not. */
+FISH_API int fish_json_schema_check(const char* schema_json, fish_error** err);
 
 /* ---- tools ---------------------------------------------------------------- */
 /* A one-shot description of a GGUF file (architecture, hyper-parameters, tensor

@@ -14,6 +14,8 @@
 #include "common/error.h"
 #include "cpu/matmul.h"
 #include "gguf/gguf_file.h"
+#include "model/json_schema.h"
+#include "model/json_schema_prefix.h"
 #include "model/llama_model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -22,7 +24,7 @@ struct fish_model {
   std::string error;
   std::string backend_name, gpu_detail, requant_detail, device_layers;
   fish_stats stats{};
-  // A cache (fish_sampler_constrain_json builds it on first use, also through a const model).
+  // A cache (the JSON constraints build it on first use, also through a const model).
   mutable std::mutex json_mu;
   mutable std::shared_ptr<const fish::JsonVocab> json_vocab;
 };
@@ -219,22 +221,47 @@ FISH_API int32_t fish_detokenize(const fish_model* m, const int32_t* ids, int32_
   });
 }
 
+namespace {
+
+// The model's tokens as constraints read them, built on first use.
+std::shared_ptr<const fish::JsonVocab> json_vocab(const fish_model* m) {
+  std::lock_guard<std::mutex> lk(m->json_mu);
+  if (!m->json_vocab) m->json_vocab = fish::JsonVocab::from(m->m->tokenizer());
+  return m->json_vocab;
+}
+
+}  // namespace
+
 FISH_API int fish_sampler_constrain_json(fish_sampler* s, const fish_model* m, fish_error** err) {
   if (!s || !m) {
     fish::capi::set_error(err, "fish_sampler_constrain_json: no sampler or no model");
     return 1;
   }
+  return guarded(err, [&] { fish::capi::sampler_of(s).constrain_json(json_vocab(m)); }) ? 0 : 1;
+}
+
+FISH_API int fish_sampler_constrain_json_schema(fish_sampler* s, const fish_model* m, const char* schema_json,
+                                                fish_error** err) {
+  if (!s || !m || !schema_json) {
+    fish::capi::set_error(err, "fish_sampler_constrain_json_schema: no sampler, model or schema");
+    return 1;
+  }
   return guarded(err, [&] {
-           std::shared_ptr<const fish::JsonVocab> v;
-           {
-             std::lock_guard<std::mutex> lk(m->json_mu);
-             if (!m->json_vocab) m->json_vocab = fish::JsonVocab::from(m->m->tokenizer());
-             v = m->json_vocab;
-           }
-           fish::capi::sampler_of(s).constrain_json(std::move(v));
+           // Compiled before the sampler is touched: a refused schema leaves it as it was.
+           auto schema = fish::JsonSchema::compile(schema_json);
+           fish::capi::sampler_of(s).constrain(
+               std::make_unique<fish::JsonSchemaConstraint>(json_vocab(m), fish::JsonSchemaPrefix(std::move(schema))));
          })
              ? 0
              : 1;
+}
+
+FISH_API int fish_json_schema_check(const char* schema_json, fish_error** err) {
+  if (!schema_json) {
+    fish::capi::set_error(err, "fish_json_schema_check: no schema");
+    return 1;
+  }
+  return guarded(err, [&] { fish::JsonSchema::compile(schema_json); }) ? 0 : 1;
 }
 
 FISH_API int fish_token_is_eog(const fish_model* m, int32_t token) {
