@@ -166,7 +166,7 @@ test('/tokenize, /detokenize, /health, /metrics', async () => {
   assert.ok(m.fish_prompt_tokens_per_second > 0 && m.fish_generation_tokens_per_second > 0);
 });
 
-test('response_format json_object: the reply is held to one JSON object; json_schema is refused', async () => {
+test('response_format json_object: the reply is held to one JSON object', async () => {
   // stories260K writes no JSON of its own: the constraint alone makes the reply start an object
   // (whitespace first, at most 32 in a row), and the parsed text never goes past one.
   const r = await client.chat.completions.create({
@@ -176,12 +176,54 @@ test('response_format json_object: the reply is held to one JSON object; json_sc
   const text = r.choices[0].message.content;
   assert.match(text, /^\s{0,32}\{/);
   if (r.choices[0].finish_reason === 'stop') assert.equal(typeof JSON.parse(text), 'object');
+});
+
+test('response_format json_schema: the reply follows the schema, streamed or not; a schema fish does not enforce is a 400', async () => {
+  // stories260K pads with whitespace between tokens (runs of up to 32): the reply still fits its context.
+  const schema = {
+    type: 'object',
+    properties: { answer: { type: 'string', maxLength: 12 }, sure: { type: 'boolean' }, n: { type: 'integer' } },
+    required: ['answer', 'sure', 'n'],
+    additionalProperties: false,
+  };
+  for (const stream of [false, true]) {
+    for (const temperature of [0, 1]) {
+      const req = {
+        model: 'x', messages: [{ role: 'user', content: 'Hello' }], temperature, seed: 3, stream,
+        response_format: { type: 'json_schema', json_schema: { name: 'reply', strict: true, schema } },
+      };
+      const r = await client.chat.completions.create(req);
+      const { text, finish } = stream ? await collect(r, true) : { text: r.choices[0].message.content, finish: r.choices[0].finish_reason };
+      assert.equal(finish, 'stop', text);
+      const v = JSON.parse(text);
+      assert.deepEqual(Object.keys(v).sort(), ['answer', 'n', 'sure'], text);
+      assert.equal(typeof v.answer, 'string');
+      assert.ok([...v.answer].length <= 12, text);
+      assert.equal(typeof v.sure, 'boolean');
+      assert.ok(Number.isInteger(v.n), text);
+    }
+  }
+  // /v1/completions takes it too: a top-level enum.
+  const c = await client.completions.create({
+    model: 'x', prompt: 'Once upon a time', temperature: 0, max_tokens: 200,
+    response_format: { type: 'json_schema', json_schema: { name: 'yn', schema: { enum: ['yes', 'no'] } } },
+  });
+  assert.ok(['yes', 'no'].includes(JSON.parse(c.choices[0].text)), c.choices[0].text);
+  // Keywords fish does not enforce are refused by name and JSON pointer, never ignored.
   await assert.rejects(
     client.chat.completions.create({
       model: 'x', messages: [{ role: 'user', content: 'Hi' }],
-      response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object' } } },
+      response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { zip: { type: 'string', pattern: '^[0-9]+$' } } } } },
     }),
-    (err) => err.status === 400 && err.param === 'response_format' && /json_schema/.test(err.message),
+    (err) => err.status === 400 && err.param === 'response_format' &&
+      err.error?.message === "'response_format.json_schema.schema': keyword 'pattern' at /properties/zip/pattern is not supported",
+  );
+  await assert.rejects(
+    client.chat.completions.create({
+      model: 'x', messages: [{ role: 'user', content: 'Hi' }],
+      response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { $ref: '#' } } },
+    }),
+    (err) => err.status === 400 && /describes no value/.test(err.message),
   );
 });
 

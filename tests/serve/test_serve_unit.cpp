@@ -145,10 +145,41 @@ TEST_CASE("serve: a bad field is a 400 naming it", "[serve][unit]") {
   CHECK(chat_error("{" + msgs + R"(, "top_logprobs": 21, "logprobs": true})").param == "top_logprobs");
   CHECK(chat_error("{" + msgs + R"(, "tools": {}})").param == "tools");
   CHECK(chat_error("{" + msgs + R"(, "model": 1})").param == "model");
-  CHECK(chat_error("{" + msgs + R"(, "response_format": {"type": "json_schema", "json_schema": {}}})").message ==
-        "'response_format' type 'json_schema' is not supported ('json_object' is)");
   CHECK(chat_error("{" + msgs + R"(, "response_format": {"type": "yaml"}})").message ==
-        "'response_format' type 'yaml' is not one of 'text', 'json_object'");
+        "'response_format' type 'yaml' is not one of 'text', 'json_object', 'json_schema'");
+  // json_schema: a schema fish does not enforce is a 400 naming the keyword and where.
+  e = chat_error("{" + msgs +
+                 R"(, "response_format": {"type": "json_schema", "json_schema": {"name": "p", "strict": true,)"
+                 R"( "schema": {"type": "object", "properties": {"zip": {"type": "string", "pattern": "^[0-9]+$"}}}}}})");
+  CHECK(e.param == "response_format");
+  CHECK(e.message ==
+        "'response_format.json_schema.schema': keyword 'pattern' at /properties/zip/pattern is not supported");
+  CHECK(chat_error("{" + msgs + R"(, "response_format": {"type": "json_schema"}})").message ==
+        "'response_format' type 'json_schema' needs a 'json_schema' object");
+  CHECK(chat_error("{" + msgs + R"(, "response_format": {"type": "json_schema", "json_schema": {"strict": 1}}})").message ==
+        "'response_format.json_schema.strict' must be a boolean");
+  CHECK(chat_error("{" + msgs + R"(, "response_format": {"type": "json_schema", "json_schema": {"name": 5}}})").message ==
+        "'response_format.json_schema.name' must be a string");
+  CHECK(chat_error("{" + msgs + R"(, "response_format": {"type": "json_schema", "json_schema": {"schema": [1]}}})")
+            .message == "'response_format.json_schema.schema' must be an object");
+  CHECK(chat_error("{" + msgs + R"(, "response_format": {"type": "json_object", "schema": {"$ref": "#"}}})")
+            .message.find("'response_format.schema': the schema at the root describes no value") == 0);
+  // Taken: the schema as compact text for the scheduler; without one, any JSON value;
+  // llama-server's json_object with a "schema".
+  for (const auto& [rf, want] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"type": "json_schema", "json_schema": {"name": "p", "strict": true, "schema": {"type": "object",)"
+            R"( "properties": {"a": {"type": "integer"}}, "required": ["a"], "additionalProperties": false}}})",
+            R"({"additionalProperties":false,"properties":{"a":{"type":"integer"}},"required":["a"],"type":"object"})"},
+           {R"({"type": "json_schema", "json_schema": {"name": "any"}})", "{}"},
+           {R"({"type": "json_object", "schema": {"type": "array"}})", R"({"type":"array"})"}}) {
+    ParsedRequest pr;
+    INFO(rf);
+    REQUIRE_FALSE(parse_chat_request(json::parse("{" + msgs + R"(, "response_format": )" + rf + "}"),
+                                     fish_sampler_default_params(), true, &pr));
+    CHECK(pr.gen.json_schema == want);
+    CHECK_FALSE(pr.gen.json_object);
+    CHECK(pr.gen.constrained());
+  }
   CHECK(chat_error("{" + msgs + R"(, "response_format": "json"})").param == "response_format");
   CHECK(chat_error("{" + msgs + R"(, "logit_bias": [1]})").param == "logit_bias");
   CHECK(chat_error("{" + msgs + R"(, "logit_bias": {"x1": 5}})").message == "'logit_bias' key 'x1' is not a token id");
@@ -167,6 +198,7 @@ TEST_CASE("serve: a bad field is a 400 naming it", "[serve][unit]") {
     REQUIRE_FALSE(parse_chat_request(json::parse("{" + msgs + R"(, "response_format": {"type": ")" + t + R"("}})"),
                                      fish_sampler_default_params(), true, &rf));
     CHECK(rf.gen.json_object == (std::string(t) == "json_object"));
+    CHECK(rf.gen.json_schema.empty());
   }
   CHECK(completion_error(R"({})").message == "'prompt' is required");
   CHECK(completion_error(R"({"prompt": ["a", "b"]})").message ==

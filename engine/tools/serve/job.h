@@ -22,7 +22,9 @@ struct GenParams {
   int32_t top_logprobs = -1;       // < 0: no logprobs; n >= 0: the chosen token's and the n likeliest
   bool ignore_eos = false;
   bool json_object = false;        // response_format json_object: fish_sampler_constrain_json
+  std::string json_schema;         // response_format json_schema: the schema's text ("": none)
   std::vector<std::pair<int32_t, float>> logit_bias;  // token id, added to its logit (-100: never)
+  bool constrained() const { return json_object || !json_schema.empty(); }
 };
 
 // The log-probability of one generated token under the model (the logits

@@ -141,18 +141,48 @@ std::optional<ApiError> parse_common(const json& body, const fish_sampler_params
       g.logit_bias.emplace_back(int32_t(id), float(b.get<double>()));
     }
   }
-  // response_format: {"type": "text"} (the default) or "json_object" (JSON
-  // mode: fish_sampler_constrain_json); a schema is refused, not ignored.
+  // response_format: {"type": "text"} (the default), "json_object" (JSON
+  // mode: fish_sampler_constrain_json) or OpenAI's "json_schema" with
+  // {"name", "schema", "strict"} (fish_sampler_constrain_json_schema; the
+  // schema is held to whatever "strict" says, and one fish does not enforce
+  // is a 400 naming the keyword, never ignored). llama-server's
+  // {"type": "json_object", "schema": {...}} is a schema too.
   if (const json* rf = field(body, "response_format")) {
     const json* type = rf->is_object() ? field(*rf, "type") : nullptr;
     if (!type || !type->is_string())
       return bad("response_format", "'response_format' must be an object with a string 'type'");
     const std::string t = type->get<std::string>();
-    if (t == "json_object") g.json_object = true;
-    else if (t == "json_schema")
-      return bad("response_format", "'response_format' type 'json_schema' is not supported ('json_object' is)");
-    else if (t != "text")
-      return bad("response_format", "'response_format' type '" + t + "' is not one of 'text', 'json_object'");
+    const json* schema = nullptr;
+    std::string where = "response_format.schema";
+    if (t == "json_object") {
+      schema = field(*rf, "schema");
+      if (!schema) g.json_object = true;
+    } else if (t == "json_schema") {
+      const json* js = field(*rf, "json_schema");
+      if (!js || !js->is_object())
+        return bad("response_format", "'response_format' type 'json_schema' needs a 'json_schema' object");
+      if (const json* n = field(*js, "name"); n && !n->is_string())
+        return bad("response_format", "'response_format.json_schema.name' must be a string");
+      if (const json* st = field(*js, "strict"); st && !st->is_boolean())
+        return bad("response_format", "'response_format.json_schema.strict' must be a boolean");
+      schema = field(*js, "schema");
+      where = "response_format.json_schema.schema";
+      static const json kAnyValue = json::object();  // no schema: any JSON value
+      if (!schema) schema = &kAnyValue;
+    } else if (t != "text") {
+      return bad("response_format", "'response_format' type '" + t + "' is not one of 'text', 'json_object', 'json_schema'");
+    }
+    if (schema) {
+      if (!schema->is_object() && !schema->is_boolean())
+        return bad("response_format", "'" + where + "' must be an object");
+      g.json_schema = schema->dump();
+      fish_error* err = nullptr;
+      if (fish_json_schema_check(g.json_schema.c_str(), &err) != 0) {
+        const std::string why = fish_error_message(err);
+        fish_error_free(err);
+        return bad("response_format", "'" + where + "': " + why);
+      }
+    }
   }
   return std::nullopt;
 }

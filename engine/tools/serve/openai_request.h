@@ -7,8 +7,9 @@
 // stop, logprobs + top_logprobs (0..20), n (1 only), presence_penalty and
 // frequency_penalty (-2..2, over the last repeat_last_n tokens as
 // fish_sampler_params says), repeat_penalty, repeat_last_n, ignore_eos,
-// response_format ("text", or "json_object": one JSON object, then the end;
-// "json_schema" refused), logit_bias (token ids to -100..100). /v1/completions: prompt (a string, token ids, or a list of one
+// response_format ("text"; "json_object": one JSON object, then the end;
+// "json_schema": one value valid under its schema, then the end, a schema
+// fish does not enforce a 400 naming the keyword), logit_bias (token ids to -100..100). /v1/completions: prompt (a string, token ids, or a list of one
 // of those), the same sampling fields, logprobs (0..20), echo (false only),
 // suffix (empty only), best_of (1 only).
 #pragma once

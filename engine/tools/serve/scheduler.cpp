@@ -202,10 +202,14 @@ void Scheduler::start_jobs() {
       finish(*s, "", "invalid sampling parameters");
       continue;
     }
-    if (j.params.json_object) {
+    if (j.params.constrained()) {
+      // The schema was checked when the request was read (a 400 then); this
+      // compiles it again for the sampler.
       fish_error* err = nullptr;
-      if (fish_sampler_constrain_json(s->sampler, m_, &err) != 0) {
-        finish(*s, "", std::string("JSON mode: ") + fish_error_message(err));
+      const bool schema = !j.params.json_schema.empty();
+      if ((schema ? fish_sampler_constrain_json_schema(s->sampler, m_, j.params.json_schema.c_str(), &err)
+                  : fish_sampler_constrain_json(s->sampler, m_, &err)) != 0) {
+        finish(*s, "", std::string(schema ? "JSON schema: " : "JSON mode: ") + fish_error_message(err));
         fish_error_free(err);
         continue;
       }
@@ -221,8 +225,8 @@ void Scheduler::sample_row(Slot& s, int32_t row) {
   const float* logits = fish_get_logits_ith(m_, row);
   if (!logits) return finish(s, "", "no logits for the row");
   std::vector<float> masked;
-  // JSON mode ends the text where the object closes, whatever ignore_eos says.
-  const bool ignore_eos = j.params.ignore_eos && !j.params.json_object;
+  // JSON mode and a schema end the text where the value is complete, whatever ignore_eos says.
+  const bool ignore_eos = j.params.ignore_eos && !j.params.constrained();
   if (ignore_eos || !j.params.logit_bias.empty()) {
     masked.assign(logits, logits + n_vocab_);
     for (const auto& [id, bias] : j.params.logit_bias)  // -100 bans the token, as OpenAI says
