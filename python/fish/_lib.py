@@ -56,6 +56,8 @@ _PROTOTYPES = {
     "fish_sampler_accept": (None, [vp, i32]),
     "fish_sampler_free": (None, [vp]),
     "fish_sampler_constrain_json": (C.c_int, [vp, vp, P(vp)]),
+    "fish_sampler_constrain_json_schema": (C.c_int, [vp, vp, cp, P(vp)]),
+    "fish_json_schema_check": (C.c_int, [cp, P(vp)]),
     "fish_chat_template_load": (C.c_int, [cp, u32, P(vp), P(vp)]),
     "fish_chat_template_parse": (C.c_int, [cp, sz, P(vp), P(vp)]),
     "fish_chat_template_render_json": (C.c_int, [vp, cp, sz, P(vp), P(sz), P(vp)]),

@@ -117,7 +117,7 @@ class Generation:
 
 def generate(model, prompt, *, max_tokens=128, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
              repeat_penalty=1.0, repeat_last_n=64, presence_penalty=0.0, frequency_penalty=0.0, seed=None, stop=None,
-             ignore_eos=False, add_special=True, parse_special=False, stream=True, json=False):
+             ignore_eos=False, add_special=True, parse_special=False, stream=True, json=False, json_schema=None):
     """The continuation of prompt (a str, or token ids) on the model's sequence 0.
 
     stream=True: a Generation, iterating over text pieces as they come;
@@ -125,13 +125,21 @@ def generate(model, prompt, *, max_tokens=128, temperature=0.8, top_k=40, top_p=
     generation or the context's end. temperature 0 is greedy; seed makes
     sampling repeatable. stop: strings that end the text (not included).
     json=True: JSON mode, the text is one JSON object (generation ends when
-    it closes, whatever ignore_eos says).
+    it closes, whatever ignore_eos says). json_schema (a dict or the
+    schema's JSON text): the text is one JSON value valid under it (ends
+    when complete; Sampler.constrain_json_schema says what is enforced, and
+    raises ValueError for what is not).
     """
+    if json and json_schema is not None:
+        raise ValueError("json=True and json_schema: choose one")
     ids = model.tokenize(prompt, add_special, parse_special) if isinstance(prompt, (str, bytes)) else list(prompt)
     sampler = Sampler(temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, presence_penalty,
                       frequency_penalty)
     if json:
         sampler.constrain_json(model)
+        ignore_eos = False
+    elif json_schema is not None:
+        sampler.constrain_json_schema(model, json_schema)
         ignore_eos = False
     g = Generation(model, ids, max_tokens, sampler, stop, ignore_eos)
     return g if stream else "".join(g)

@@ -3,6 +3,7 @@ repetition penalty and OpenAI's presence / frequency penalties (a token seen c
 times in the last repeat_last_n loses c * frequency_penalty + presence_penalty
 from its logit); temperature 0 is greedy."""
 import ctypes as C
+import json
 import random
 
 from . import _lib
@@ -61,6 +62,21 @@ class Sampler:
         if _lib.lib().fish_sampler_constrain_json(self._h, model.handle, C.byref(err)) != 0:
             raise FishError(_lib.take_error(err))
 
+    def constrain_json_schema(self, model, schema):
+        """Structured output: from now on the sampler returns only tokens that
+        keep its output one JSON value valid under schema (a dict, True, or
+        the schema's JSON text), then an end of generation. Enforced: type,
+        properties, required, additionalProperties, items, minItems,
+        maxItems, minLength, maxLength, enum, const, anyOf, oneOf, $ref
+        inside the schema; annotations (title, description, format, ...)
+        ignored. Any other keyword (pattern, minimum, allOf, ...) raises
+        ValueError naming it and its JSON pointer, the sampler left as it
+        was. Every token it returns must be taken."""
+        text = _schema_text(schema)
+        err = C.c_void_p()
+        if _lib.lib().fish_sampler_constrain_json_schema(self._h, model.handle, text, C.byref(err)) != 0:
+            raise ValueError("json_schema: " + _lib.take_error(err))
+
     def accept(self, token):
         """Records a token of the context (for the repetition penalty)."""
         _lib.lib().fish_sampler_accept(self._h, int(token))
@@ -75,3 +91,14 @@ class Sampler:
             self.close()
         except Exception:
             pass
+
+
+def _schema_text(schema):
+    """A schema as the UTF-8 JSON text libfish reads."""
+    if isinstance(schema, (dict, bool)):
+        return json.dumps(schema).encode("utf-8")
+    if isinstance(schema, str):
+        return schema.encode("utf-8")
+    if isinstance(schema, bytes):
+        return schema
+    raise TypeError("json_schema must be a dict, a bool or the schema's JSON text, not " + type(schema).__name__)
