@@ -218,6 +218,7 @@ TEST_CASE("JSON schema: keywords it does not enforce are refused with their path
   CHECK(compile_error(R"({"anyOf":[]})") == "'anyOf' at /anyOf must be a non-empty array");
   CHECK(compile_error("[1]") == "the schema at the root must be an object or a boolean");
   CHECK(compile_error("{\"type\":").find("the schema is not valid JSON: ") == 0);
+  CHECK(compile_error(R"({"minLength":1e999})").find("the schema is not valid JSON: number overflow") == 0);
   // Annotations and x- keywords are ignored.
   CHECK(compile_error(R"({"title":"t","description":"d","default":1,"examples":[1],"$schema":"s","$id":"i",)"
                       R"("format":"date","$comment":"c","x-order":1,"type":"string"})") == "(compiled)");

@@ -404,7 +404,7 @@ std::shared_ptr<const JsonSchema> JsonSchema::compile(std::string_view text) {
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number past a double (1e999)
     std::string what = e.what();  // "[json.exception.parse_error.101] parse error at ...": the part after "] "
     const size_t at = what.find("] ");
     throw Error("the schema is not valid JSON: " + (at == std::string::npos ? what : what.substr(at + 2)));
