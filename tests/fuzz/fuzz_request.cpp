@@ -4,7 +4,8 @@
 // scheduler): parse_request_body, then parse_chat_request (rendered with
 // Qwen2.5's template, which reads tools, and tokenized on stories260K's
 // vocabulary) and parse_completion_request (its text tokenized, its token ids
-// checked). An ApiError is the expected refusal. An exception escaping (the
+// checked); a JSON schema the parser took (response_format) is put on a
+// sampler as the scheduler does and 64 tokens are drawn under it. An ApiError is the expected refusal. An exception escaping (the
 // HTTP library would answer 500 instead of the 400 the body deserves), a
 // crash, a hang or a sanitizer report is a finding.
 // tests/fuzz/run-campaign.sh BUILD_DIR SECONDS request runs it.
@@ -40,6 +41,35 @@ void tokenize(const std::string& text) {
   }
 }
 
+// A schema the parser took: compiled again for a sampler (as the scheduler
+// does; a refusal now is a finding) and up to 64 tokens drawn on
+// stories260K's vocabulary from fixed pseudo-random logits, so that the
+// recognizer reads texts the schema allows.
+void sample_schema(const std::string& schema) {
+  fish_sampler_params sp = fish_sampler_default_params();
+  sp.temp = 1, sp.top_k = 0, sp.top_p = 1, sp.min_p = 0, sp.seed = 1;
+  fish_sampler* s = fish_sampler_new(&sp);
+  fish_error* err = nullptr;
+  if (fish_sampler_constrain_json_schema(s, g_vocab, schema.c_str(), &err) != 0) {
+    std::fprintf(stderr, "fuzz_request: a schema the request parser took is refused: %s\n", fish_error_message(err));
+    std::abort();
+  }
+  fish_model_info info{};
+  info.struct_size = sizeof info;
+  fish_model_get_info(g_vocab, &info);
+  std::vector<float> logits(size_t(info.n_vocab));
+  uint32_t x = 12345;
+  for (int i = 0; i < 64; ++i) {
+    for (float& l : logits) {
+      x = x * 1664525u + 1013904223u;
+      l = float(x >> 8) / float(1u << 24) * 8.0f;
+    }
+    const int32_t t = fish_sampler_sample(s, logits.data(), info.n_vocab);
+    if (t < 0 || fish_token_is_eog(g_vocab, t)) break;
+  }
+  fish_sampler_free(s);
+}
+
 void run(const std::string& body) {
   using namespace fish::serve;
   nlohmann::json j;
@@ -47,6 +77,7 @@ void run(const std::string& body) {
   const fish_sampler_params defaults = fish_sampler_default_params();
   ParsedRequest pr;
   if (!parse_chat_request(j, defaults, false, &pr)) {
+    if (!pr.gen.json_schema.empty()) sample_schema(pr.gen.json_schema);
     const std::string in = dump(pr.template_input);
     char* out = nullptr;
     size_t n = 0;
