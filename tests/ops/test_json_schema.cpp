@@ -254,9 +254,11 @@ TEST_CASE("JSON schema: hostile schemas are refused or bounded, never hang", "[s
   CHECK(compile_error(alts + "]}").find("more than 64 alternatives") != std::string::npos);
   // Alternatives of alternatives through $refs (2^30 paths): expanded once each, merged.
   std::string chain = R"({"$defs":{)";
-  for (int i = 0; i < 30; ++i)
-    chain += (i ? "," : "") + ("\"d" + std::to_string(i) + R"(":{"anyOf":[{"$ref":"#/$defs/d)" + std::to_string(i + 1) +
-                                R"("},{"$ref":"#/$defs/d)" + std::to_string(i + 1) + "\"}]}");
+  for (int i = 0; i < 30; ++i) {
+    if (i) chain += ',';
+    chain += "\"d" + std::to_string(i) + R"(":{"anyOf":[{"$ref":"#/$defs/d)" + std::to_string(i + 1) +
+             R"("},{"$ref":"#/$defs/d)" + std::to_string(i + 1) + "\"}]}";
+  }
   chain += R"(,"d30":{"type":"string"}},"$ref":"#/$defs/d0"})";
   accepts(chain, {R"("x")"});
   // Threads at a position with many alternatives nested in another: bounded.

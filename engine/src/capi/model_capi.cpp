@@ -97,7 +97,8 @@ static void model_info(const fish_model* fm, fish_model_info* out) {
   i.cpu_moe_layers = m.cpu_moe_layers();
   self->device_layers.clear();
   for (const fish::DevicePart& d : m.device_parts()) {
-    self->device_layers += (self->device_layers.empty() ? "" : " ") + std::to_string(d.device) + ":";
+    if (!self->device_layers.empty()) self->device_layers += ' ';
+    self->device_layers += std::to_string(d.device) + ":";
     self->device_layers += d.n_gpu > 0 ? std::to_string(d.end - d.n_gpu) + "-" + std::to_string(d.end - 1) : "-";
   }
   i.n_gpu_devices = int32_t(m.device_parts().size());
