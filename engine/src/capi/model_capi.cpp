@@ -106,6 +106,16 @@ static void model_info(const fish_model* fm, fish_model_info* out) {
   std::memcpy(out, &i, std::min<size_t>(out->struct_size ? out->struct_size : sizeof i, sizeof i));
 }
 
+namespace {
+
+// The model's tokens as constraints read them, built on first use.
+std::shared_ptr<const fish::JsonVocab> json_vocab(const fish_model* m) {
+  std::lock_guard<std::mutex> lk(m->json_mu);
+  if (!m->json_vocab) m->json_vocab = fish::JsonVocab::from(m->m->tokenizer());
+  return m->json_vocab;
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -221,17 +231,6 @@ FISH_API int32_t fish_detokenize(const fish_model* m, const int32_t* ids, int32_
     return copy_out(m->m->tokenizer().decode(std::vector<int32_t>(ids, ids + n), special != 0), buf, cap);
   });
 }
-
-namespace {
-
-// The model's tokens as constraints read them, built on first use.
-std::shared_ptr<const fish::JsonVocab> json_vocab(const fish_model* m) {
-  std::lock_guard<std::mutex> lk(m->json_mu);
-  if (!m->json_vocab) m->json_vocab = fish::JsonVocab::from(m->m->tokenizer());
-  return m->json_vocab;
-}
-
-}  // namespace
 
 FISH_API int fish_sampler_constrain_json(fish_sampler* s, const fish_model* m, fish_error** err) {
   if (!s || !m) {
