@@ -63,13 +63,16 @@ static int cmd_serve(int argc, char** argv) {
   if (a.flag("-h", "--help")) {
     std::printf(
         "usage: fish serve -m MODEL [--host 127.0.0.1] [--port 8080] [-np N] [--api-key KEY] [-c CTX]\n"
-        "                  [--queue N] [-b N] [--alias NAME] [--fallback] [--http-threads N] [--verbose]\n"
+        "                  [--queue N] [-b N] [--alias NAME] [--fallback] [--chat-template FILE]\n"
+        "                  [--http-threads N] [--verbose]\n"
         "                  [sampling defaults] [-t N] [-ngl N] [--requant MODE]\n"
         "  An OpenAI-compatible server: POST /v1/chat/completions and /v1/completions (\"stream\": true\n"
         "  for server-sent events), GET /v1/models, /health, /metrics (Prometheus), POST /tokenize\n"
         "  {\"content\": TEXT} and /detokenize {\"tokens\": [...]}. Requests run as sequences of one\n"
         "  model, batched together (continuous batching), a prompt starting from the longest prefix\n"
-        "  the KV cache still holds.\n"
+        "  the KV cache still holds. Chat requests take OpenAI's tools and tool_choice; replies of models\n"
+        "  whose template teaches Qwen2.5/Qwen3/QwQ, Llama 3.1/3.2, Mistral Nemo or Granite 3.3 tool calls\n"
+        "  come back as message.tool_calls.\n"
         "  --host H, --port P     where to listen (127.0.0.1:8080; --port 0 picks a free port)\n"
         "  -np, --parallel N      sequences generated together (4)\n"
         "  -c CTX                 positions per sequence (the model's context)\n"
@@ -78,6 +81,7 @@ static int cmd_serve(int argc, char** argv) {
         "  -b, --batch-size N     rows of one evaluation step (512): decode rows + prompt chunks\n"
         "  --alias NAME           the model's id in /v1/models and answers (the file's name)\n"
         "  --fallback             a model without a chat template chats in ChatML\n"
+        "  --chat-template FILE   chat with this Jinja template (a .jinja file) instead of the model's\n"
         "  --http-threads N       HTTP worker threads (-np + --queue + 8); a stream holds one\n"
         "  --verbose              one line per request on stderr (and the placement at load)\n"
         "  Sampling defaults for requests that leave them out:\n%s"
@@ -100,6 +104,8 @@ static int cmd_serve(int argc, char** argv) {
   std::string alias;
   a.value(nullptr, "--alias", alias);
   const bool fallback = a.flag(nullptr, "--fallback");
+  std::string template_file;
+  a.value(nullptr, "--chat-template", template_file);
   ho.defaults = parse_sampling_flags(a, &ho.seed_fixed);
   if (!a.positional().empty()) a.fail("unexpected argument (the model goes after -m)");
   if (port < 0 || port > 65535) a.fail("--port must be between 0 and 65535");
@@ -136,7 +142,9 @@ static int cmd_serve(int argc, char** argv) {
   fish_chat_template* tmpl = nullptr;
   fish_error* err = nullptr;
   std::string no_template;
-  const int st = fish_chat_template_load(mf.path.c_str(), fallback ? FISH_CHAT_TEMPLATE_FALLBACK : 0u, &tmpl, &err);
+  const bool own_template = !template_file.empty();
+  const int st = fish_chat_template_load(own_template ? template_file.c_str() : mf.path.c_str(),
+                                         fallback ? FISH_CHAT_TEMPLATE_FALLBACK : 0u, &tmpl, &err);
   if (st == FISH_CHAT_NO_TEMPLATE) {
     no_template = "the model has no chat template: use /v1/completions, or start fish serve with --fallback for ChatML";
     std::fprintf(stderr, "fish serve: %s has no chat template: /v1/chat/completions answers 400 (--fallback: ChatML)\n",
@@ -152,6 +160,17 @@ static int cmd_serve(int argc, char** argv) {
   }
   fish_error_free(err);
   err = nullptr;
+  if (own_template) {
+    // A template file has no BOS / EOS texts of its own: the model's.
+    fish_model_info vi{};
+    vi.struct_size = sizeof vi;
+    fish_model_get_info(vocab, &vi);
+    for (auto [name, id] : {std::pair{"bos_token", vi.bos}, {"eos_token", vi.eos}}) {
+      char buf[256];
+      const int32_t n = id >= 0 ? fish_token_to_piece(vocab, id, buf, sizeof buf, 1) : 0;
+      ho.template_vars.emplace_back(name, std::string(buf, size_t(n > 0 ? n : 0)));
+    }
+  }
 
   int status = 0;
   {
@@ -169,6 +188,11 @@ static int cmd_serve(int argc, char** argv) {
       std::fprintf(stderr, "fish serve: listening on http://%s:%d (model %s, -np %lld, context %d per sequence, %s%s)\n",
                    ho.host.c_str(), http.port(), ho.model_id.c_str(), (long long)np, info.n_ctx, info.backend,
                    ho.api_key.empty() ? "" : ", API key required");
+      if (tmpl)
+        std::fprintf(stderr, "fish serve: tool calls: %s\n",
+                     http.tool_family() == ToolFamily::kNone
+                         ? "none (the chat template teaches no format fish parses: replies stay text)"
+                         : tool_family_name(http.tool_family()));
       std::atomic<bool> stopped{false};
       std::thread watcher([&] { watch_signals(set, sched, http, stopped); });
       http.listen();

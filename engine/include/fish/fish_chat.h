@@ -76,6 +76,10 @@ FISH_API int fish_chat_template_render(const fish_chat_template* t, const fish_c
 /* 1 when the template is the ChatML fallback (the model had none), else 0. */
 FISH_API int fish_chat_template_is_fallback(const fish_chat_template* t);
 
+/* The template's Jinja text (NUL-terminated, owned by t; "" for NULL): what
+ * fish serve reads to tell which tool-call format the model was taught. */
+FISH_API const char* fish_chat_template_source(const fish_chat_template* t);
+
 FISH_API void fish_chat_template_free(fish_chat_template* t);
 
 #ifdef __cplusplus

@@ -163,6 +163,10 @@ FISH_API int fish_chat_template_render(const fish_chat_template* t, const fish_c
 
 FISH_API int fish_chat_template_is_fallback(const fish_chat_template* t) { return t && t->fallback ? 1 : 0; }
 
+FISH_API const char* fish_chat_template_source(const fish_chat_template* t) {
+  return t ? t->tpl.source().c_str() : "";
+}
+
 FISH_API void fish_chat_template_free(fish_chat_template* t) { delete t; }
 
 }  // extern "C"

@@ -19,6 +19,8 @@
 #include "serve/metrics.h"
 #include "serve/openai_request.h"
 #include "serve/openai_response.h"
+#include "serve/tool_call_parser.h"
+#include "serve/tool_request.h"
 
 namespace fish::serve {
 
@@ -70,6 +72,8 @@ struct HttpServer::Impl {
   fish_model* vocab;
   const fish_chat_template* tmpl;
   std::string no_template;
+  ToolFamily family = ToolFamily::kNone;  // the template's tool-call format
+  std::vector<int32_t> marker_tokens;     // its markers that are control tokens (kept in the text)
   int32_t n_vocab = 0, n_ctx = 0, bos = -1;
   int64_t started = std::time(nullptr);
   std::atomic<uint64_t> next_id{1};
@@ -125,9 +129,32 @@ struct HttpServer::Impl {
   }
 
   void generation(const httplib::Request& req, httplib::Response& res, bool chat);
-  void stream(httplib::Response& res, const std::shared_ptr<Job>& job, const ResponseMeta& meta, bool include_usage);
+  // Tool calls of a chat request: the template input adapted, and when the
+  // choice forces a call the prompt's suffix and the schema (in pr.gen).
+  std::optional<ApiError> prepare_tools(ParsedRequest& pr, std::string* prompt_suffix);
+  void stream(httplib::Response& res, const std::shared_ptr<Job>& job, const ResponseMeta& meta, bool include_usage,
+              std::shared_ptr<ToolCallParser> tools);
   void routes();
 };
+
+std::optional<ApiError> HttpServer::Impl::prepare_tools(ParsedRequest& pr, std::string* prompt_suffix) {
+  adapt_tool_messages(family, pr.template_input["messages"]);
+  for (const auto& [k, v] : opt.template_vars)
+    if (!pr.template_input.contains(k)) pr.template_input[k] = v;
+  const ToolRequest& tr = pr.tools;
+  if (tr.parse() && family != ToolFamily::kNone) pr.gen.keep_special = marker_tokens;
+  if (!tr.forced()) return std::nullopt;
+  if (family == ToolFamily::kNone)
+    return error(400, "'tool_choice' forces a tool call, but this model's chat template has no tool-call format fish "
+                      "knows (Qwen2.5 / Qwen3 / QwQ, Llama 3.1 / 3.2, Mistral Nemo, Granite 3.3)",
+                 "invalid_request_error", "tool_choice");
+  if (pr.gen.constrained())
+    return error(400, "'tool_choice' forcing a tool call cannot be combined with 'response_format' JSON",
+                 "invalid_request_error", "tool_choice");
+  if (auto e = forced_schema_for(family, tr, &pr.gen.json_schema)) return e;
+  *prompt_suffix = tool_call_forced_prefix(family);
+  return std::nullopt;
+}
 
 void HttpServer::Impl::generation(const httplib::Request& req, httplib::Response& res, bool chat) {
   json body;
@@ -138,9 +165,10 @@ void HttpServer::Impl::generation(const httplib::Request& req, httplib::Response
     return send_error(res, *e);
   std::vector<int32_t> prompt;
   if (chat) {
-    std::string text;
+    std::string text, suffix;
+    if (auto e = prepare_tools(pr, &suffix)) return send_error(res, *e);
     if (auto e = render_chat(pr.template_input, &text)) return send_error(res, *e);
-    if (auto e = tokenize(text, true, true, &prompt)) return send_error(res, *e);
+    if (auto e = tokenize(text + suffix, true, true, &prompt)) return send_error(res, *e);
   } else if (pr.prompt_is_tokens) {
     prompt = pr.prompt_tokens;
     if (auto e = check_ids(prompt, "prompt")) return send_error(res, *e);
@@ -173,7 +201,10 @@ void HttpServer::Impl::generation(const httplib::Request& req, httplib::Response
   char id[48];
   std::snprintf(id, sizeof id, "%s-%012llx", chat ? "chatcmpl" : "cmpl", (unsigned long long)next_id++);
   ResponseMeta meta{chat, id, opt.model_id, int64_t(std::time(nullptr))};
-  if (pr.stream) return stream(res, job, meta, pr.include_usage);
+  std::shared_ptr<ToolCallParser> tools;
+  if (chat && pr.tools.parse() && family != ToolFamily::kNone)
+    tools = std::make_shared<ToolCallParser>(family, pr.tools.max_calls(), pr.tools.forced());
+  if (pr.stream) return stream(res, job, meta, pr.include_usage, tools);
 
   std::string text;
   std::vector<TokenLogprob> lps;
@@ -191,14 +222,27 @@ void HttpServer::Impl::generation(const httplib::Request& req, httplib::Response
   size_t offset = 0;
   json lj;
   if (pr.gen.top_logprobs >= 0) lj = logprobs_json(chat, lps, pr.gen.top_logprobs > 0, &offset);
-  send_json(res, 200, full_response(meta, text, job->finish_reason(), job->usage(), pr.gen.top_logprobs >= 0 ? &lj : nullptr));
+  std::vector<ToolCall> calls;
+  std::string finish = job->finish_reason();
+  if (tools) {
+    std::vector<ToolEvent> evs = tools->push(text);
+    for (ToolEvent& e : tools->finish()) evs.push_back(std::move(e));
+    text.clear();
+    for (ToolEvent& e : evs) {
+      if (e.is_call) calls.push_back(std::move(e.call));
+      else text += e.content;
+    }
+    if (!calls.empty()) finish = "tool_calls";
+  }
+  send_json(res, 200, full_response(meta, text, finish, job->usage(), pr.gen.top_logprobs >= 0 ? &lj : nullptr, calls));
 }
 
 void HttpServer::Impl::stream(httplib::Response& res, const std::shared_ptr<Job>& job, const ResponseMeta& meta,
-                              bool include_usage) {
+                              bool include_usage, std::shared_ptr<ToolCallParser> tools) {
   struct State {
     bool first = true;
     size_t offset = 0;  // completion text so far (completions' text_offset)
+    size_t n_calls = 0; // tool calls sent
   };
   auto st = std::make_shared<State>();
   const bool want_lp = job->params.top_logprobs >= 0, with_top = job->params.top_logprobs > 0;
@@ -207,7 +251,7 @@ void HttpServer::Impl::stream(httplib::Response& res, const std::shared_ptr<Job>
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [job, meta, include_usage, st, want_lp, with_top, s](size_t, httplib::DataSink& sink) {
+      [job, meta, include_usage, st, want_lp, with_top, s, tools](size_t, httplib::DataSink& sink) {
         std::vector<Delta> ds;
         const bool done = job->wait(std::chrono::milliseconds(200), &ds);
         std::string text;
@@ -216,17 +260,47 @@ void HttpServer::Impl::stream(httplib::Response& res, const std::shared_ptr<Job>
           text += d.text;
           for (TokenLogprob& t : d.logprobs) lps.push_back(std::move(t));
         }
+        // The text as content pieces and whole tool calls (tools: a chat
+        // request whose replies are parsed; it holds back what may start a call).
+        std::vector<ToolEvent> evs;
+        if (tools) {
+          evs = tools->push(text);
+          if (done && job->error().empty())
+            for (ToolEvent& e : tools->finish()) evs.push_back(std::move(e));
+        } else if (!text.empty()) {
+          evs.push_back(ToolEvent{false, std::move(text), {}});
+        }
+        // This poll's logprobs ride on its first chunk.
+        bool lp_sent = false;
+        auto lp_json = [&] {
+          if (!want_lp) return json(nullptr);
+          json lj = logprobs_json(meta.chat, lp_sent ? std::vector<TokenLogprob>{} : lps, with_top, &st->offset);
+          lp_sent = true;
+          return lj;
+        };
         std::string out;
-        if (!text.empty() || !lps.empty() || (st->first && meta.chat)) {
-          const json lj = want_lp ? logprobs_json(meta.chat, lps, with_top, &st->offset) : json(nullptr);
-          out += sse_event(stream_chunk(meta, text, st->first, "", lj, nullptr));
+        for (const ToolEvent& e : evs) {
+          if (!e.is_call) {
+            out += sse_event(stream_chunk(meta, e.content, st->first, "", lp_json(), nullptr));
+            st->first = false;
+            continue;
+          }
+          if (st->first) out += sse_event(stream_chunk(meta, "", true, "", lp_json(), nullptr));
+          st->first = false;
+          out += sse_event(delta_chunk(meta, tool_call_head_delta(st->n_calls, e.call), "", lp_json(), nullptr));
+          out += sse_event(delta_chunk(meta, tool_call_args_delta(st->n_calls, e.call), "", lp_json(), nullptr));
+          ++st->n_calls;
+        }
+        if (out.empty() && (!lps.empty() || (st->first && meta.chat))) {
+          out += sse_event(stream_chunk(meta, "", st->first, "", lp_json(), nullptr));
           st->first = false;
         }
         if (done) {
           if (!job->error().empty()) {
             out += sse_event(error_body(error(500, job->error(), "server_error")));
           } else {
-            out += sse_event(stream_chunk(meta, "", st->first, job->finish_reason(), want_lp ? logprobs_json(meta.chat, {}, with_top, &st->offset) : json(nullptr), &job->usage()));
+            const std::string finish = st->n_calls > 0 ? "tool_calls" : job->finish_reason();
+            out += sse_event(stream_chunk(meta, "", st->first, finish, want_lp ? logprobs_json(meta.chat, {}, with_top, &st->offset) : json(nullptr), &job->usage()));
             if (include_usage) out += sse_event(usage_chunk(meta, job->usage()));
           }
           out += "data: [DONE]\n\n";
@@ -380,6 +454,15 @@ HttpServer::HttpServer(const HttpOptions& opt, Scheduler* sched, ServeCounters* 
   i.n_vocab = info.n_vocab;
   i.bos = info.bos;
   i.n_ctx = sched->n_ctx();
+  // The tool-call format, and which of its markers the vocabulary holds as
+  // control tokens (their text would be dropped from replies otherwise).
+  if (tmpl && !fish_chat_template_is_fallback(tmpl)) i.family = detect_tool_family(fish_chat_template_source(tmpl));
+  for (const std::string& m : tool_call_marker_texts(i.family)) {
+    std::vector<int32_t> ids;
+    char buf[8];
+    if (!i.tokenize(m, false, true, &ids) && ids.size() == 1 && fish_token_to_piece(vocab, ids[0], buf, sizeof buf, 0) == 0)
+      i.marker_tokens.push_back(ids[0]);
+  }
   const int threads = opt.threads;
   i.svr.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   i.svr.set_payload_max_length(size_t(16) << 20);
@@ -419,6 +502,8 @@ bool HttpServer::bind(std::string* error) {
   *error = "cannot listen on " + i.opt.host + ":" + std::to_string(i.opt.port) + " (in use, or not an address of this machine)";
   return false;
 }
+
+ToolFamily HttpServer::tool_family() const { return impl_->family; }
 
 void HttpServer::listen() { impl_->svr.listen_after_bind(); }
 

@@ -8,11 +8,14 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "fish/fish.h"
 #include "fish/fish_chat.h"
 #include "serve/scheduler.h"
 #include "serve/serve_counters.h"
+#include "serve/tool_format.h"
 
 namespace fish::serve {
 
@@ -25,6 +28,9 @@ struct HttpOptions {
   bool seed_fixed = false;      // --seed given: requests without a seed use defaults.seed
   bool verbose = false;         // one line per request on stderr
   int threads = 64;             // HTTP worker threads (a stream holds one while it runs)
+  // Variables every chat rendering gets unless the request's input has them
+  // (a --chat-template file's bos_token / eos_token: a GGUF's come with it).
+  std::vector<std::pair<std::string, std::string>> template_vars;
 };
 
 class HttpServer {
@@ -40,6 +46,8 @@ class HttpServer {
   // Binds host:port; false with *error set when that fails.
   bool bind(std::string* error);
   int port() const { return port_; }
+  // The tool-call format the chat template teaches (kNone: replies stay text).
+  ToolFamily tool_family() const;
   // Serves until stop() (from another thread).
   void listen();
   void stop();

@@ -24,6 +24,9 @@ struct GenParams {
   bool json_object = false;        // response_format json_object: fish_sampler_constrain_json
   std::string json_schema;         // response_format json_schema: the schema's text ("": none)
   std::vector<std::pair<int32_t, float>> logit_bias;  // token id, added to its logit (-100: never)
+  // Control tokens whose text goes out as any other piece (their pieces are
+  // empty otherwise): the tool-call markers of the template's family.
+  std::vector<int32_t> keep_special;
   bool constrained() const { return json_object || !json_schema.empty(); }
 };
 

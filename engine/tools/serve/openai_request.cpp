@@ -274,15 +274,16 @@ std::optional<ApiError> parse_chat_request(const json& body, const fish_sampler_
     std::string content;
     if (auto it = m.find("content"); it != m.end())
       if (auto e = message_content(*it, i, &content)) return e;
-    json msg = m;  // other keys (name, tool_calls, tool_call_id) reach the template as they are
+    json msg = m;  // other keys (name, tool_call_id) reach the template as they are
     msg["content"] = content;
+    if (auto e = normalize_tool_calls(msg, i)) return e;
     list.push_back(std::move(msg));
   }
   out->template_input = json{{"messages", std::move(list)}, {"add_generation_prompt", true}};
-  if (const json* tools = field(body, "tools")) {
-    if (!tools->is_array()) return bad("tools", "'tools' must be an array");
-    out->template_input["tools"] = *tools;
-  }
+  if (auto e = parse_tool_fields(body, &out->tools)) return e;
+  // tool_choice "none": the model is not offered the tools at all.
+  if (field(body, "tools") && out->tools.choice != ToolRequest::Choice::kNone)
+    out->template_input["tools"] = out->tools.tools;
   bool logprobs = false;
   if (auto e = get_bool(body, "logprobs", &logprobs)) return e;
   int64_t top = 0;

@@ -1,8 +1,9 @@
 // The OpenAI request bodies fish serve takes, checked field by field: a
 // known field of the wrong type or out of range is a 400 naming it (as
 // OpenAI's "param"); fields fish does not know are ignored, as clients send
-// many. /v1/chat/completions: messages (string content, null, or text parts),
-// tools (passed to the template), stream, stream_options.include_usage,
+// many. /v1/chat/completions: messages (string content, null, or text parts;
+// assistant tool_calls and "tool" messages as tool_request.h says), tools,
+// tool_choice and parallel_tool_calls (tool_request.h), stream, stream_options.include_usage,
 // max_tokens / max_completion_tokens, temperature, top_p, top_k, min_p, seed,
 // stop, logprobs + top_logprobs (0..20), n (1 only), presence_penalty and
 // frequency_penalty (-2..2, over the last repeat_last_n tokens as
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "serve/job.h"
+#include "serve/tool_request.h"
 
 namespace fish::serve {
 
@@ -41,6 +43,7 @@ struct ParsedRequest {
   std::vector<int32_t> prompt_tokens;
   bool prompt_is_tokens = false;
   GenParams gen;
+  ToolRequest tools;  // chat: tools, tool_choice, parallel_tool_calls
 };
 
 // Request bodies nest arrays and objects at most kMaxBodyDepth levels deep:

@@ -60,10 +60,29 @@ json logprobs_json(bool chat, const std::vector<TokenLogprob>& lps, bool with_to
   return json{{"tokens", tokens}, {"token_logprobs", lp}, {"top_logprobs", with_top ? top : json(nullptr)}, {"text_offset", off}};
 }
 
+json tool_call_json(const ToolCall& c) {
+  return json{{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
+}
+
+json tool_call_head_delta(size_t index, const ToolCall& c) {
+  return json{{"tool_calls", json::array({json{{"index", index}, {"id", c.id}, {"type", "function"},
+                                               {"function", {{"name", c.name}, {"arguments", ""}}}}})}};
+}
+
+json tool_call_args_delta(size_t index, const ToolCall& c) {
+  return json{{"tool_calls", json::array({json{{"index", index}, {"function", {{"arguments", c.arguments}}}}})}};
+}
+
 json full_response(const ResponseMeta& meta, const std::string& text, const std::string& finish_reason,
-                   const Usage& usage, const json* lps) {
+                   const Usage& usage, const json* lps, const std::vector<ToolCall>& calls) {
   json choice{{"index", 0}, {"logprobs", lps ? *lps : json(nullptr)}, {"finish_reason", finish_reason}};
   choice[meta.chat ? "message" : "text"] = choice_message(meta, text);
+  if (meta.chat && !calls.empty()) {
+    json& msg = choice["message"];
+    if (text.empty()) msg["content"] = nullptr;
+    msg["tool_calls"] = json::array();
+    for (const ToolCall& c : calls) msg["tool_calls"].push_back(tool_call_json(c));
+  }
   return json{{"id", meta.id},
               {"object", meta.chat ? "chat.completion" : "text_completion"},
               {"created", meta.created},
@@ -75,17 +94,29 @@ json full_response(const ResponseMeta& meta, const std::string& text, const std:
 
 json stream_chunk(const ResponseMeta& meta, const std::string& text, bool first, const std::string& finish_reason,
                   const json& lps, const Usage* usage) {
-  json choice{{"index", 0}, {"logprobs", lps}, {"finish_reason", or_null(finish_reason)}};
   if (meta.chat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";
     if (first || !text.empty()) delta["content"] = text;
-    choice["delta"] = delta;
-  } else {
-    choice["text"] = text;
+    return delta_chunk(meta, std::move(delta), finish_reason, lps, usage);
   }
+  json choice{{"index", 0}, {"logprobs", lps}, {"finish_reason", or_null(finish_reason)}};
+  choice["text"] = text;
   json c{{"id", meta.id},
          {"object", meta.chat ? "chat.completion.chunk" : "text_completion"},
+         {"created", meta.created},
+         {"model", meta.model},
+         {"system_fingerprint", fingerprint()},
+         {"choices", json::array({choice})}};
+  if (usage) c["usage"] = usage_json(*usage);
+  return c;
+}
+
+json delta_chunk(const ResponseMeta& meta, json delta, const std::string& finish_reason, const json& lps,
+                 const Usage* usage) {
+  json choice{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", lps}, {"finish_reason", or_null(finish_reason)}};
+  json c{{"id", meta.id},
+         {"object", "chat.completion.chunk"},
          {"created", meta.created},
          {"model", meta.model},
          {"system_fingerprint", fingerprint()},

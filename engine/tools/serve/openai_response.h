@@ -9,6 +9,7 @@
 
 #include "serve/job.h"
 #include "serve/openai_request.h"
+#include "serve/tool_call_parser.h"
 
 namespace fish::serve {
 
@@ -28,8 +29,19 @@ nlohmann::json usage_json(const Usage& u);
 nlohmann::json logprobs_json(bool chat, const std::vector<TokenLogprob>& lps, bool with_top, size_t* offset);
 
 // The non-streaming answer. lps: null when logprobs were not asked for.
+// calls (chat): message.tool_calls, and content null when it is empty.
 nlohmann::json full_response(const ResponseMeta& meta, const std::string& text, const std::string& finish_reason,
-                             const Usage& usage, const nlohmann::json* lps);
+                             const Usage& usage, const nlohmann::json* lps, const std::vector<ToolCall>& calls = {});
+// {"id", "type": "function", "function": {"name", "arguments"}}
+nlohmann::json tool_call_json(const ToolCall& c);
+// The two stream deltas of one call, as OpenAI streams them: first
+// {"tool_calls": [{"index", "id", "type", "function": {"name", "arguments": ""}}]},
+// then {"tool_calls": [{"index", "function": {"arguments": <text>}}]}.
+nlohmann::json tool_call_head_delta(size_t index, const ToolCall& c);
+nlohmann::json tool_call_args_delta(size_t index, const ToolCall& c);
+// A chat stream chunk with this delta object (stream_chunk builds the text ones).
+nlohmann::json delta_chunk(const ResponseMeta& meta, nlohmann::json delta, const std::string& finish_reason,
+                           const nlohmann::json& lps, const Usage* usage);
 // One stream chunk: text (chat: delta.content; the first chunk also carries
 // the role), finish_reason "" for none, usage null for none.
 nlohmann::json stream_chunk(const ResponseMeta& meta, const std::string& text, bool first,

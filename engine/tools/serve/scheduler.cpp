@@ -241,7 +241,12 @@ void Scheduler::sample_row(Slot& s, int32_t row) {
   fish_sampler_accept(s.sampler, tok);
   ++s.generated;
   ++counters_->generated_tokens;
-  const std::string p = fish::cli::piece(m_, tok);
+  std::string p = fish::cli::piece(m_, tok);
+  if (p.empty() && std::find(j.params.keep_special.begin(), j.params.keep_special.end(), tok) != j.params.keep_special.end()) {
+    char buf[128];
+    const int32_t n = fish_token_to_piece(m_, tok, buf, sizeof buf, 1);
+    if (n > 0) p.assign(buf, size_t(n));
+  }
   Delta d;
   d.text = s.text.push(p);
   if (j.params.top_logprobs >= 0)

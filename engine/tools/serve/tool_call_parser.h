@@ -1,0 +1,86 @@
+// Tool calls out of a model's reply, as it streams: the text goes in piece by
+// piece, content and whole calls come out (tool_format.h gives each family's
+// format). The same object serves the non-streaming answer (all text, then
+// finish()), so a streamed reply and a whole one always agree.
+//
+// What it decides:
+//   - Text before the first call, between calls and after the last is
+//     content; whitespace next to a call (the "\n" between Hermes blocks, the
+//     space before a marker) is dropped.
+//   - While the text might be starting a call (its end is a prefix of the
+//     family's opening marker, or whitespace that may precede one) it is held
+//     back; inside a call everything is held until the call is complete.
+//   - A call is taken only whole and well formed: a JSON object with a string
+//     "name" and an object "arguments" (Llama 3: "parameters"; Mistral may add
+//     a string "id", kept). A malformed one (not JSON, the wrong shape, no
+//     closing tag and more text after it, cut off at the end) goes out as
+//     content, marker included: never an error.
+//   - Hermes: several blocks, anywhere in the reply (Qwen3 / QwQ think first);
+//     a block whose closing tag is missing at the very end is accepted.
+//     Llama 3: a call only at the start of the reply (after whitespace), one
+//     JSON object, maybe after <|python_tag|>. Mistral / Granite: a JSON array
+//     of calls after the marker.
+//   - max_calls (parallel_tool_calls false: 1): once that many calls are
+//     taken, the rest of the reply is content (calls past it in one array are
+//     dropped).
+//   - start_in_call: the opening marker is already in the prompt (a forced
+//     call), so the reply begins inside the call.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "serve/tool_format.h"
+
+namespace fish::serve {
+
+struct ToolCall {
+  std::string id;         // "call_" + 24 random letters and digits, or the model's own (Mistral)
+  std::string name;
+  std::string arguments;  // the arguments object as compact JSON text (OpenAI's string)
+};
+
+// One thing to send: content text, or a whole call.
+struct ToolEvent {
+  bool is_call = false;
+  std::string content;
+  ToolCall call;
+};
+
+class ToolCallParser {
+ public:
+  ToolCallParser(ToolFamily family, size_t max_calls = SIZE_MAX, bool start_in_call = false);
+
+  // Adds text of the reply; returns what can go out now.
+  std::vector<ToolEvent> push(const std::string& text);
+  // At the end of the reply: what was held back.
+  std::vector<ToolEvent> finish();
+  size_t calls() const { return n_calls_; }
+
+ private:
+  enum class State { kStart, kText, kCall, kPlain };
+  void run(bool at_end, std::vector<ToolEvent>* out);
+  bool step_text(bool at_end, std::vector<ToolEvent>* out);
+  bool step_call(bool at_end, std::vector<ToolEvent>* out);
+  void emit_content(std::string text, std::vector<ToolEvent>* out);
+  void release_as_text(size_t n, std::vector<ToolEvent>* out);
+
+  ToolFamily family_;
+  std::string open_;
+  size_t max_calls_;
+  State state_;
+  std::string buf_;          // text not decided yet
+  std::string marker_seen_;  // inside a call: the marker as it was written ("" when forced)
+  bool after_call_ = false;  // drop whitespace until other text comes
+  size_t n_calls_ = 0;
+};
+
+// "call_" + 24 random letters and digits.
+std::string new_tool_call_id();
+
+// Where the JSON value starting at s[pos] ends (one past it), with strings
+// and escapes honoured: npos when it is not complete yet. s[pos] must be '{'
+// or '['; a scalar is not scanned.
+size_t json_value_end(const std::string& s, size_t pos);
+
+}  // namespace fish::serve
