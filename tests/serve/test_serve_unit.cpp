@@ -86,7 +86,8 @@ TEST_CASE("serve: chat requests parse into the template input and generation par
   fish_sampler_params d = fish_sampler_default_params();
   d.temp = 0.5f;
   d.seed = 99;
-  const json body = json::parse(R"({
+  // Parsed as the server parses it: keys keep the client's order (a template writes them back out).
+  const nlohmann::ordered_json body = nlohmann::ordered_json::parse(R"({
     "model": "m", "stream": true, "stream_options": {"include_usage": true},
     "messages": [{"role": "system", "content": "S"},
                  {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}], "name": "u"},
@@ -98,8 +99,8 @@ TEST_CASE("serve: chat requests parse into the template input and generation par
   CHECK(pr.stream);
   CHECK(pr.include_usage);
   CHECK(pr.template_input.dump() ==
-        R"({"add_generation_prompt":true,"messages":[{"content":"S","role":"system"},)"
-        R"({"content":"a\nb","name":"u","role":"user"},{"content":"","role":"assistant"}]})");
+        R"({"messages":[{"role":"system","content":"S"},)"
+        R"({"role":"user","content":"a\nb","name":"u"},{"role":"assistant","content":""}],"add_generation_prompt":true})");
   CHECK(pr.gen.max_tokens == 7);
   CHECK(pr.gen.sampler.temp == 0.5f);  // the server's default
   CHECK(pr.gen.sampler.top_p == 0.5f);

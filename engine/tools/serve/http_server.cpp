@@ -97,7 +97,7 @@ struct HttpServer::Impl {
     return std::nullopt;
   }
 
-  std::optional<ApiError> render_chat(const json& input, std::string* text) {
+  std::optional<ApiError> render_chat(const nlohmann::ordered_json& input, std::string* text) {
     if (!tmpl) return error(400, no_template, "invalid_request_error", "messages");
     const std::string in = dump(input);
     char* out = nullptr;
@@ -157,7 +157,7 @@ std::optional<ApiError> HttpServer::Impl::prepare_tools(ParsedRequest& pr, std::
 }
 
 void HttpServer::Impl::generation(const httplib::Request& req, httplib::Response& res, bool chat) {
-  json body;
+  nlohmann::ordered_json body;
   if (auto e = parse_request_body(req.body, &body)) return send_error(res, *e);
   ParsedRequest pr;
   if (auto e = chat ? parse_chat_request(body, opt.defaults, opt.seed_fixed, &pr)

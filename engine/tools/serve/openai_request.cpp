@@ -10,7 +10,8 @@
 
 namespace fish::serve {
 
-using nlohmann::json;
+// Key order kept (the chat template writes objects back out with tojson).
+using json = nlohmann::ordered_json;
 
 namespace {
 
@@ -242,12 +243,15 @@ int json_depth(const std::string& text, int limit) {
 
 }  // namespace
 
-std::optional<ApiError> parse_request_body(const std::string& body, json* out) {
+namespace {
+
+template <class Json>
+std::optional<ApiError> parse_body(const std::string& body, Json* out) {
   if (json_depth(body, kMaxBodyDepth) > kMaxBodyDepth)
     return bad("", "the request body nests arrays and objects more than " + std::to_string(kMaxBodyDepth) +
                        " levels deep");
   try {
-    *out = json::parse(body);
+    *out = Json::parse(body);
   } catch (const json::exception& e) {  // parse_error; out_of_range for a number past double's range
     std::string what = e.what();
     if (const size_t p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
@@ -256,6 +260,16 @@ std::optional<ApiError> parse_request_body(const std::string& body, json* out) {
   }
   if (!out->is_object()) return bad("", "the request body must be a JSON object");
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ApiError> parse_request_body(const std::string& body, nlohmann::json* out) {
+  return parse_body(body, out);
+}
+
+std::optional<ApiError> parse_request_body(const std::string& body, nlohmann::ordered_json* out) {
+  return parse_body(body, out);
 }
 
 std::optional<ApiError> parse_chat_request(const json& body, const fish_sampler_params& defaults, bool seed_fixed,

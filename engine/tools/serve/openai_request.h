@@ -37,7 +37,9 @@ struct ParsedRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   // Chat: the template's input ({"messages", "add_generation_prompt", "tools"}).
-  nlohmann::json template_input;
+  // Ordered: keys keep the client's order, as the template's tojson writes
+  // them (Hugging Face's renders a tool as {"type": ..., "function": {"name": ...}}).
+  nlohmann::ordered_json template_input;
   // Completions: the prompt as text, or as token ids (prompt_is_tokens).
   std::string prompt_text;
   std::vector<int32_t> prompt_tokens;
@@ -58,12 +60,13 @@ constexpr int kMaxBodyDepth = 128;
 // nested deeper than kMaxBodyDepth (found by a scan before parsing), or not
 // an object.
 std::optional<ApiError> parse_request_body(const std::string& body, nlohmann::json* out);
+std::optional<ApiError> parse_request_body(const std::string& body, nlohmann::ordered_json* out);
 
 // defaults: the server's sampling flags (a request without "seed" gets
 // defaults.seed when seed_fixed, else a random one).
-std::optional<ApiError> parse_chat_request(const nlohmann::json& body, const fish_sampler_params& defaults,
+std::optional<ApiError> parse_chat_request(const nlohmann::ordered_json& body, const fish_sampler_params& defaults,
                                            bool seed_fixed, ParsedRequest* out);
-std::optional<ApiError> parse_completion_request(const nlohmann::json& body, const fish_sampler_params& defaults,
+std::optional<ApiError> parse_completion_request(const nlohmann::ordered_json& body, const fish_sampler_params& defaults,
                                                  bool seed_fixed, ParsedRequest* out);
 
 }  // namespace fish::serve

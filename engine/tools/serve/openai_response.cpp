@@ -137,6 +137,10 @@ json usage_chunk(const ResponseMeta& meta, const Usage& usage) {
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
+std::string dump(const nlohmann::ordered_json& j) {
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
 std::string sse_event(const json& j) { return "data: " + dump(j) + "\n\n"; }
 
 }  // namespace fish::serve

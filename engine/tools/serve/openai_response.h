@@ -51,6 +51,7 @@ nlohmann::json usage_chunk(const ResponseMeta& meta, const Usage& usage);
 
 // JSON text; invalid UTF-8 (a token that is part of a character) becomes U+FFFD.
 std::string dump(const nlohmann::json& j);
+std::string dump(const nlohmann::ordered_json& j);
 // "data: <json>\n\n"
 std::string sse_event(const nlohmann::json& j);
 

@@ -3,7 +3,7 @@
 
 namespace fish::serve {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 ToolFamily detect_tool_family(std::string_view src) {
   const auto has = [&](std::string_view s) { return src.find(s) != std::string_view::npos; };

@@ -44,6 +44,6 @@ std::vector<std::string> tool_call_marker_texts(ToolFamily f);
 // {"name", "parameters"}}), already checked; a tool without parameters takes
 // {} (no keys). Local $refs inside a parameters schema ("#/$defs/X") are
 // rewritten to where the schema now sits.
-nlohmann::json forced_tool_schema(ToolFamily f, const std::vector<const nlohmann::json*>& tools, bool parallel);
+nlohmann::ordered_json forced_tool_schema(ToolFamily f, const std::vector<const nlohmann::ordered_json*>& tools, bool parallel);
 
 }  // namespace fish::serve

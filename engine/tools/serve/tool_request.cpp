@@ -8,7 +8,7 @@
 
 namespace fish::serve {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 namespace {
 
@@ -22,6 +22,28 @@ ApiError bad(const std::string& param, const std::string& message) {
 const json* field(const json& o, const char* name) {
   auto it = o.find(name);
   return it == o.end() || it->is_null() ? nullptr : &*it;
+}
+
+// JSON as Python's json.dumps writes it (", " and ": " between items), as the
+// models were shown their calls; nesting is bounded by the request's depth.
+std::string python_json(const json& v) {
+  if (v.is_object()) {
+    std::string out = "{";
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (out.size() > 1) out += ", ";
+      out += json(it.key()).dump() + ": " + python_json(it.value());
+    }
+    return out + "}";
+  }
+  if (v.is_array()) {
+    std::string out = "[";
+    for (const json& x : v) {
+      if (out.size() > 1) out += ", ";
+      out += python_json(x);
+    }
+    return out + "]";
+  }
+  return v.dump();
 }
 
 bool is_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
@@ -146,7 +168,7 @@ void adapt_tool_messages(ToolFamily f, json& messages) {
       for (const json& c : *calls) {
         if (list.size() > 1) list += ", ";
         const json& fn = c["function"];
-        list += "{\"name\": " + fn["name"].dump() + ", \"arguments\": " + fn["arguments"].dump() + "}";
+        list += "{\"name\": " + fn["name"].dump() + ", \"arguments\": " + python_json(fn["arguments"]) + "}";
       }
       const json* content = field(m, "content");
       m["content"] = (content && content->is_string() ? content->get<std::string>() : "") + "<|tool_call|>" + list + "]";

@@ -26,7 +26,7 @@ struct ApiError;
 
 struct ToolRequest {
   enum class Choice { kAuto, kNone, kRequired, kNamed };
-  nlohmann::json tools = nlohmann::json::array();  // as given, checked
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();  // as given, checked
   Choice choice = Choice::kAuto;
   std::string name;       // kNamed: the function
   bool parallel = true;   // parallel_tool_calls
@@ -37,14 +37,14 @@ struct ToolRequest {
 };
 
 // Reads tools, tool_choice and parallel_tool_calls of a chat request body.
-std::optional<ApiError> parse_tool_fields(const nlohmann::json& body, ToolRequest* out);
+std::optional<ApiError> parse_tool_fields(const nlohmann::ordered_json& body, ToolRequest* out);
 
 // A message's "tool_calls" (messages[i]) as templates read it: null or [] is
 // removed (Llama 3.1's template tests 'tool_calls' in message); each call must
 // be {"function": {"name": string, "arguments": string or object}}; an
 // arguments string that holds a JSON object becomes that object (Llama 3.x,
 // Qwen2.5 and Mistral write `arguments | tojson`, which would quote a string).
-std::optional<ApiError> normalize_tool_calls(nlohmann::json& msg, size_t i);
+std::optional<ApiError> normalize_tool_calls(nlohmann::ordered_json& msg, size_t i);
 
 // The family's own needs, on the messages of the template input:
 //   kMistral: tool call ids must be 9 letters and digits (the template raises
@@ -53,7 +53,7 @@ std::optional<ApiError> normalize_tool_calls(nlohmann::json& msg, size_t i);
 //   kGranite: Granite 3.3's template reads content alone: an assistant's
 //     calls are written into its content as the model writes them,
 //     <|tool_call|>[{"name": N, "arguments": {...}}].
-void adapt_tool_messages(ToolFamily f, nlohmann::json& messages);
+void adapt_tool_messages(ToolFamily f, nlohmann::ordered_json& messages);
 
 // tool_call_id of Mistral's template: id itself when it is 9 ASCII letters and
 // digits, else 9 derived from a hash of it.
