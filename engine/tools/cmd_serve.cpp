@@ -185,14 +185,15 @@ static int cmd_serve(int argc, char** argv) {
       fish_model_info info{};
       info.struct_size = sizeof info;
       fish_model_get_info(m, &info);
-      std::fprintf(stderr, "fish serve: listening on http://%s:%d (model %s, -np %lld, context %d per sequence, %s%s)\n",
-                   ho.host.c_str(), http.port(), ho.model_id.c_str(), (long long)np, info.n_ctx, info.backend,
-                   ho.api_key.empty() ? "" : ", API key required");
+      // Before the listening line: whoever waits for that one has read this.
       if (tmpl)
         std::fprintf(stderr, "fish serve: tool calls: %s\n",
                      http.tool_family() == ToolFamily::kNone
                          ? "none (the chat template teaches no format fish parses: replies stay text)"
                          : tool_family_name(http.tool_family()));
+      std::fprintf(stderr, "fish serve: listening on http://%s:%d (model %s, -np %lld, context %d per sequence, %s%s)\n",
+                   ho.host.c_str(), http.port(), ho.model_id.c_str(), (long long)np, info.n_ctx, info.backend,
+                   ho.api_key.empty() ? "" : ", API key required");
       std::atomic<bool> stopped{false};
       std::thread watcher([&] { watch_signals(set, sched, http, stopped); });
       http.listen();
