@@ -260,6 +260,34 @@ TEST_CASE("tool calls: streaming holds back what may open a call, and agrees wit
   }
 }
 
+TEST_CASE("tool calls: the JSON scan reads each byte once and skips brackets in strings", "[serve][tools][unit]") {
+  JsonScan scan;
+  std::string s = "xx{\"a\": \"}]\\\"{\", \"b\": [";
+  scan.reset(2);
+  CHECK(scan.feed(s) == std::string::npos);
+  s += "{}, [1]";
+  CHECK(scan.feed(s) == std::string::npos);
+  CHECK(scan.deepest() == 3);
+  s += "]} tail {";
+  const size_t end = scan.feed(s);
+  CHECK(s.substr(2, end - 2) == "{\"a\": \"}]\\\"{\", \"b\": [{}, [1]]}");
+  s += "}]]";
+  CHECK(scan.feed(s) == end);  // found: the same answer after more text
+}
+
+TEST_CASE("tool calls: a long call streamed in small pieces is read in linear time", "[serve][tools][unit]") {
+  // 400 KB of arguments in 2-byte pieces: rescanning the call on every piece
+  // would read ~40 GB; once each, 400 KB.
+  const std::string text = "<tool_call>{\"name\": \"f\", \"arguments\": {\"s\": \"" + std::string(400000, 'x') +
+                           "\"}}</tool_call>";
+  std::vector<size_t> cuts;
+  for (size_t i = 2; i < text.size(); i += 2) cuts.push_back(i);
+  const Parsed p = parse_pieces(ToolFamily::kHermes, text, cuts);
+  REQUIRE(p.calls.size() == 1);
+  CHECK(p.calls[0].arguments.size() == 400000 + 8);
+  CHECK(p.content.empty());
+}
+
 TEST_CASE("tool calls: Llama 3.1 / 3.2 JSON objects", "[serve][tools][unit]") {
   const ToolFamily L = ToolFamily::kLlama3;
   Parsed p = parse(L, R"({"name": "get_weather", "parameters": {"city": "Paris"}})");

@@ -73,21 +73,25 @@ std::string new_tool_call_id() {
   return id;
 }
 
-size_t json_value_end(const std::string& s, size_t pos) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (size_t i = pos; i < s.size(); ++i) {
-    const char c = s[i];
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+void JsonScan::reset(size_t start) {
+  *this = JsonScan{};
+  start_ = pos_ = start;
+}
+
+size_t JsonScan::feed(const std::string& s) {
+  if (end_ != std::string::npos) return end_;
+  for (; pos_ < s.size(); ++pos_) {
+    const char c = s[pos_];
+    if (in_string_) {
+      if (escaped_) escaped_ = false;
+      else if (c == '\\') escaped_ = true;
+      else if (c == '"') in_string_ = false;
     } else if (c == '"') {
-      in_string = true;
+      in_string_ = true;
     } else if (c == '{' || c == '[') {
-      ++depth;
+      deepest_ = std::max(deepest_, ++depth_);
     } else if (c == '}' || c == ']') {
-      if (--depth == 0) return i + 1;
+      if (--depth_ == 0) return end_ = ++pos_;
     }
   }
   return std::string::npos;
@@ -136,6 +140,7 @@ void ToolCallParser::release_as_text(size_t n, std::vector<ToolEvent>* out) {
   std::string text = marker_seen_ + buf_.substr(0, n);
   buf_.erase(0, n);
   marker_seen_.clear();
+  scan_ = JsonScan{};
   // Llama 3 calls come only at the start: whatever follows a failed one is text.
   state_ = family_ == ToolFamily::kLlama3 ? State::kPlain : State::kText;
   emit_content(std::move(text), out);
@@ -215,30 +220,15 @@ bool ToolCallParser::step_call(bool at_end, std::vector<ToolEvent>* out) {
     release_as_text(0, out);  // not a call after all: the marker is text
     return true;
   }
-  const size_t end = json_value_end(buf_, i);
+  // buf_ only grows while in a call: the scan goes on where it stopped.
+  if (scan_.start() != i) scan_.reset(i);
+  const size_t end = scan_.feed(buf_);
   if (end == std::string::npos) {
     if (at_end) release_as_text(buf_.size(), out);  // cut off
     return at_end;
   }
-  // Too deep to be a call: text (and never parsed).
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (size_t k = i; k < end && deepest <= kMaxCallDepth; ++k) {
-    const char c = buf_[k];
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
   std::vector<ToolCall> calls;
-  if (deepest <= kMaxCallDepth) {
+  if (scan_.deepest() <= kMaxCallDepth) {  // deeper: text, never parsed
     const ojson v = ojson::parse(buf_.begin() + std::ptrdiff_t(i), buf_.begin() + std::ptrdiff_t(end), nullptr, false);
     if (array && v.is_array()) {
       for (const ojson& x : v) {
@@ -286,6 +276,7 @@ bool ToolCallParser::step_call(bool at_end, std::vector<ToolEvent>* out) {
   }
   buf_.erase(0, consumed);
   marker_seen_.clear();
+  scan_ = JsonScan{};
   after_call_ = true;
   state_ = family_ == ToolFamily::kLlama3 || n_calls_ >= max_calls_ ? State::kPlain : State::kText;
   return true;

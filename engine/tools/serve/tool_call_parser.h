@@ -47,6 +47,25 @@ struct ToolEvent {
   ToolCall call;
 };
 
+// Finds where a JSON array or object ends, strings and escapes honoured,
+// reading text as it grows: each byte is read once however many times more
+// text comes (a call streamed token by token stays linear).
+class JsonScan {
+ public:
+  // Starts at s[start], which must be '{' or '['.
+  void reset(size_t start);
+  size_t start() const { return start_; }
+  // Reads s from where the last call stopped; one past the value's end (the
+  // same again once found), or npos when it is not complete yet.
+  size_t feed(const std::string& s);
+  int deepest() const { return deepest_; }  // nesting reached so far
+
+ private:
+  size_t start_ = std::string::npos, pos_ = 0, end_ = std::string::npos;
+  int depth_ = 0, deepest_ = 0;
+  bool in_string_ = false, escaped_ = false;
+};
+
 class ToolCallParser {
  public:
   ToolCallParser(ToolFamily family, size_t max_calls = SIZE_MAX, bool start_in_call = false);
@@ -71,16 +90,12 @@ class ToolCallParser {
   State state_;
   std::string buf_;          // text not decided yet
   std::string marker_seen_;  // inside a call: the marker as it was written ("" when forced)
+  JsonScan scan_;            // inside a call: the call's JSON so far
   bool after_call_ = false;  // drop whitespace until other text comes
   size_t n_calls_ = 0;
 };
 
 // "call_" + 24 random letters and digits.
 std::string new_tool_call_id();
-
-// Where the JSON value starting at s[pos] ends (one past it), with strings
-// and escapes honoured: npos when it is not complete yet. s[pos] must be '{'
-// or '['; a scalar is not scanned.
-size_t json_value_end(const std::string& s, size_t pos);
 
 }  // namespace fish::serve
