@@ -6,6 +6,7 @@
 // schemas, and the call must parse, name a tool and match its parameters,
 // whole or streamed (the client's streaming helpers accumulate it), and a
 // conversation carrying the call and its result renders as the template says.
+// The Llama 3.1, Mistral Nemo, Granite 3.3 and Qwen3 templates force theirs too.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startServer, fish, collect, MODELS } from './serve_util.mjs';
@@ -186,5 +187,30 @@ test('a template with no tool-call format: forcing a call is a 400, auto is plai
     assert.equal(r.choices[0].message.tool_calls, undefined);
   } finally {
     await plain.stop();
+  }
+});
+
+test('every family forces a call in its own format: Llama 3.1, Mistral Nemo, Granite 3.3, Qwen3', async () => {
+  for (const [file, family] of [
+    ['meta-llama-Llama-3.1-8B-Instruct.jinja', 'llama3'],
+    ['mistralai-Mistral-Nemo-Instruct-2407.jinja', 'mistral'],
+    ['ibm-granite-granite-3.3-2B-Instruct.jinja', 'granite'],
+    ['Qwen-Qwen3-0.6B.jinja', 'hermes'],
+  ]) {
+    const s = await startServer(['--chat-template', `${MODELS}/templates/${file}`]);
+    try {
+      assert.match(s.stderr(), new RegExp(`tool calls: ${family}\\n`));
+      const c = s.client();
+      const req = { ...base, tool_choice: { type: 'function', function: { name: 'get_weather' } }, parallel_tool_calls: false };
+      const r = await c.chat.completions.create(req);
+      assert.equal(r.choices[0].finish_reason, 'tool_calls', `${file}: ${JSON.stringify(r.choices[0])}`);
+      assert.equal(r.choices[0].message.tool_calls.length, 1);
+      checkWeather(r.choices[0].message.tool_calls[0]);
+      const final = await c.chat.completions.stream(req).finalChatCompletion();
+      assert.equal(final.choices[0].message.tool_calls.length, 1, file);
+      checkWeather(final.choices[0].message.tool_calls[0]);
+    } finally {
+      await s.stop();
+    }
   }
 });
