@@ -191,6 +191,7 @@ TEST_CASE("tool calls: a malformed call stays text, marker and all", "[serve][to
            "<tool_call>\n{\"name\": \"f\", \"argu",                                     // cut off
            "<tool_call>{\"name\": \"f\", \"arguments\": {}} and then more text",          // no closing tag, more text
            "<tool_call>",                                                               // a marker alone
+           "Text, \n <tool_call>oops",                                                  // whitespace before it kept
        }) {
     INFO(bad);
     const Parsed p = parse(H, bad);

@@ -185,8 +185,10 @@ bool ToolCallParser::step_text(bool at_end, std::vector<ToolEvent>* out) {
   if (const size_t p = buf_.find(open_); p != std::string::npos) {
     std::string before = buf_.substr(0, p);
     rtrim(before);
+    // The whitespace before the marker goes with it: dropped beside a call,
+    // given back with the marker when the call turns out malformed.
+    marker_seen_ = buf_.substr(before.size(), p - before.size()) + open_;
     emit_content(std::move(before), out);
-    marker_seen_ = open_;
     buf_.erase(0, p + open_.size());
     state_ = State::kCall;
     return true;
