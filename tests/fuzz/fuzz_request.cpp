@@ -5,7 +5,11 @@
 // Qwen2.5's template, which reads tools, and tokenized on stories260K's
 // vocabulary) and parse_completion_request (its text tokenized, its token ids
 // checked); a JSON schema the parser took (response_format) is put on a
-// sampler as the scheduler does and 64 tokens are drawn under it. An ApiError is the expected refusal. An exception escaping (the
+// sampler as the scheduler does and 64 tokens are drawn under it. Tool
+// fields: the conversation adapted for each tool-call family, a forced
+// tool_choice's schema built for each (and sampled like the others), and the
+// body's own text run through each family's reply parser, whole and in
+// pieces (the two must agree). An ApiError is the expected refusal. An exception escaping (the
 // HTTP library would answer 500 instead of the 400 the body deserves), a
 // crash, a hang or a sanitizer report is a finding.
 // tests/fuzz/run-campaign.sh BUILD_DIR SECONDS request runs it.
@@ -21,6 +25,8 @@
 #include "fish/fish_chat.h"
 #include "serve/openai_request.h"
 #include "serve/openai_response.h"
+#include "serve/tool_call_parser.h"
+#include "serve/tool_request.h"
 
 namespace {
 
@@ -70,14 +76,50 @@ void sample_schema(const std::string& schema) {
   fish_sampler_free(s);
 }
 
+constexpr fish::serve::ToolFamily kFamilies[] = {fish::serve::ToolFamily::kHermes, fish::serve::ToolFamily::kLlama3,
+                                                 fish::serve::ToolFamily::kMistral, fish::serve::ToolFamily::kGranite,
+                                                 fish::serve::ToolFamily::kNone};
+
+// A reply's text through a family's parser: all at once, and in pieces of
+// 1..7 bytes; content and calls must come out the same.
+void parse_reply(fish::serve::ToolFamily f, const std::string& text, size_t max_calls) {
+  using namespace fish::serve;
+  auto run_parser = [&](size_t piece, std::string* content, std::string* calls) {
+    ToolCallParser p(f, max_calls);
+    auto take = [&](std::vector<ToolEvent> evs) {
+      for (const ToolEvent& e : evs) {
+        if (e.is_call) *calls += e.call.name + '\0' + e.call.arguments + '\0';
+        else *content += e.content;
+      }
+    };
+    for (size_t at = 0; at < text.size(); at += piece) take(p.push(text.substr(at, piece)));
+    take(p.finish());
+  };
+  std::string c1, k1, c2, k2;
+  run_parser(text.size() + 1, &c1, &k1);
+  run_parser(1 + text.size() % 7, &c2, &k2);
+  if (c1 != c2 || k1 != k2) {
+    std::fprintf(stderr, "fuzz_request: the %s parser streamed and whole disagree\n", tool_family_name(f));
+    std::abort();
+  }
+}
+
 void run(const std::string& body) {
   using namespace fish::serve;
-  nlohmann::json j;
-  if (parse_request_body(body, &j)) return;
   const fish_sampler_params defaults = fish_sampler_default_params();
+  for (ToolFamily f : kFamilies) parse_reply(f, body, f == ToolFamily::kHermes ? 1 : SIZE_MAX);
+  nlohmann::ordered_json j;
+  if (parse_request_body(body, &j)) return;
   ParsedRequest pr;
   if (!parse_chat_request(j, defaults, false, &pr)) {
     if (!pr.gen.json_schema.empty()) sample_schema(pr.gen.json_schema);
+    for (ToolFamily f : kFamilies) {
+      nlohmann::ordered_json msgs = pr.template_input["messages"];
+      adapt_tool_messages(f, msgs);
+      (void)dump(msgs);
+      std::string schema;
+      if (pr.tools.forced() && f != ToolFamily::kNone && !forced_schema_for(f, pr.tools, &schema)) sample_schema(schema);
+    }
     const std::string in = dump(pr.template_input);
     char* out = nullptr;
     size_t n = 0;
