@@ -48,9 +48,18 @@
 // (RT·NTT accumulators). The token groups of one row group are neighbours in
 // the grid, so they read the same weights at about the same time (L2). Tokens
 // past n_tok in the last chunk read the last token's x and are not written.
+// LANES (token groups only; 0: the layout above): rows across the lanes. A
+// slice's sw invocations are sw / LANES lane groups, each owning ROWS rows of
+// the workgroup's WR = (sw / LANES)·ROWS, its LANES lanes splitting the units
+// with the other slices (lane l of slice s takes units s·LANES + l, stride
+// SLICES·LANES). The invocations of a subgroup then read the same unit of x
+// (LANES different ones: the loads are broadcasts, not one line per lane)
+// and each its own row's weights: at 8+ tokens the x loads, not the weights,
+// bound the layout above (docs/experiments/vulkan-span-batch-rows.md). The
+// sums meet in shared memory (SLICES·LANES per row and token).
 // Specialisation: 0 = workgroup size, 1 = ROWS, 2 = NT, 3 = EPI, 4 = XPROD, 5 = PAIR,
 // 6 = QOUT, 7 = XB32, 8 = SLICES, 9 = U64 (int8 Q4_K / Q5_K: units of 64 elements,
-// matvec_units_i8.glsl), 10 = NB.
+// matvec_units_i8.glsl), 10 = NB, 11 = LANES, 12 = RL_ROWS.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -68,8 +77,12 @@ layout(constant_id = 8) const uint SLICES = 1;
 #define FISH_U64
 layout(constant_id = 9) const bool U64 = false;
 layout(constant_id = 10) const uint NB = 0;
+layout(constant_id = 11) const uint LANES = 0;
+layout(constant_id = 12) const uint RL_ROWS = 1;  // RL: the workgroup's rows, (workgroup size / SLICES / LANES)·ROWS
 const uint RT = PAIR ? 2u * ROWS : ROWS;  // accumulated rows (per invocation)
-const uint WR = SLICES * ROWS;            // the workgroup's rows
+const bool RL = LANES > 0u;               // rows across lanes (token groups)
+const uint WR = RL ? RL_ROWS : SLICES * ROWS;  // the workgroup's rows
+const uint WGS = RL ? RL_ROWS / ROWS * LANES * SLICES : 1u;  // RL: the workgroup size
 const bool BATCH = NB > 0u;
 const uint NTT = BATCH ? NT * NB : NT;    // the workgroup's tokens
 
@@ -114,6 +127,7 @@ float x_at(uint t, uint e) {
 // Per-subgroup sums (up to 32 subgroups): RT·NTT products, then NTT Σx² of the scale.
 shared float part_sh[(RT + 1u) * NTT * 32u];
 shared float fin_sh[WR * NTT];
+shared float rl_sh[RL ? RT * NTT * WGS : 1u];  // RL: every invocation's sums, [k][invocation]
 
 float scale[NTT], sq_in[NTT];
 // The per-token scales of tokens tb .. tb + NTT - 1: 1/rms from inv_in, or this
@@ -163,25 +177,33 @@ void main() {
     const uint g0 = BATCH ? it / n_tg : it, tb = BATCH ? (it % n_tg) * NTT : 0u;
     if (BATCH) load_scales(tb, parts);
     const uint row0 = g0 * WR;
-    // The epilogue's operands: invocation lid < WR·NTT finishes (row lid / NTT, token tb + lid % NTT).
+    // The epilogue's operands: invocation lid < WR·NTT finishes (row lid / NTT,
+    // token tb + lid % NTT); RL (whose WR·NTT may pass the workgroup) loads them there.
     float res = 0.0, nw = 0.0, qv = 0.0;
-    if ((EPI == 1u || EPI == 3u) && lid < WR * NTT && row0 + lid / NTT < pc.n_rows && tb + lid % NTT < pc.n_tok) {
+    if (!RL && (EPI == 1u || EPI == 3u) && lid < WR * NTT && row0 + lid / NTT < pc.n_rows && tb + lid % NTT < pc.n_tok) {
       res = Y[pc.y_off + (tb + lid % NTT) * pc.y_stride + row0 + lid / NTT];
       if (EPI == 3u) nw = P[pc.norm_off + row0 + lid / NTT];
     }
     for (uint k = 0u; k < RT * NT; ++k) acc[k] = 0.0;
     if (BATCH)
       for (uint k = 0u; k < RT * NTT; ++k) tot[k] = 0.0;
-    const uint srow0 = row0 + slice * ROWS;  // this slice's rows
-    uint u = sl;
-    for (; u + sw < units; u += 2u * sw) {  // two units per trip: two sets of loads in flight
+    // This invocation's rows and units: the slice's rows, units sl + i·sw;
+    // RL: its lane group's rows, units slice·LANES + lane + i·SLICES·LANES.
+    const uint srow0 = RL ? row0 + (sl / LANES) * ROWS : row0 + slice * ROWS;
+    const uint ustride = RL ? SLICES * LANES : sw;
+    uint u = RL ? slice * LANES + sl % LANES : sl;
+    for (; u + ustride < units; u += 2u * ustride) {  // two units per trip: two sets of loads in flight
       mv_step(u, srow0, tb);
-      mv_step(u + sw, srow0, tb);
+      mv_step(u + ustride, srow0, tb);
     }
     if (u < units) mv_step(u, srow0, tb);
-    for (uint k = 0u; k < RT * NTT; ++k) {
-      const float s = subgroupAdd(BATCH ? tot[k] : acc[k]);
-      if (subgroupElect()) part_sh[k * 32u + gl_SubgroupID] = s;
+    if (RL) {
+      for (uint k = 0u; k < RT * NTT; ++k) rl_sh[k * wgs + lid] = BATCH ? tot[k] : acc[k];
+    } else {
+      for (uint k = 0u; k < RT * NTT; ++k) {
+        const float s = subgroupAdd(BATCH ? tot[k] : acc[k]);
+        if (subgroupElect()) part_sh[k * 32u + gl_SubgroupID] = s;
+      }
     }
     if (parts) {
       for (uint t = 0u; t < NTT; ++t) {
@@ -190,9 +212,9 @@ void main() {
       }
     }
     barrier();
-    if (lid < WR * NTT) {
-      // Row wr = lid / NTT of the workgroup: slice fs's row r, its sums k = r·NTT + t.
-      const uint wr = lid / NTT, t = lid % NTT, row = row0 + wr, fs = wr / ROWS, k = lid - fs * ROWS * NTT;
+    for (uint f = lid; f < WR * NTT; f += wgs) {  // one trip unless RL
+      // Row wr = f / NTT of the workgroup: slice (RL: lane group) fs's row r, its sums k = r·NTT + t.
+      const uint wr = f / NTT, t = f % NTT, row = row0 + wr, fs = wr / ROWS, k = f - fs * ROWS * NTT;
       const uint tk = tb + t;  // the token
       float v = 0.0, v2 = 0.0, sc = scale[t];
       if (parts) {
@@ -200,9 +222,23 @@ void main() {
         for (uint i = 0u; i < gl_NumSubgroups; ++i) ss += part_sh[(RT * NTT + t) * 32u + i];
         sc = inversesqrt(ss / float(pc.n_in) + pc.eps);
       }
-      for (uint i = fs * sps; i < (fs + 1u) * sps; ++i) {
-        v += part_sh[k * 32u + i];
-        if (PAIR) v2 += part_sh[(ROWS * NTT + k) * 32u + i];
+      if (RL) {
+        // The lane group's LANES lanes in every slice.
+        for (uint s = 0u; s < SLICES; ++s)
+          for (uint l = 0u; l < LANES; ++l) {
+            const uint inv = s * sw + fs * LANES + l;
+            v += rl_sh[k * wgs + inv];
+            if (PAIR) v2 += rl_sh[(ROWS * NTT + k) * wgs + inv];
+          }
+        if ((EPI == 1u || EPI == 3u) && row < pc.n_rows && tk < pc.n_tok) {
+          res = Y[pc.y_off + tk * pc.y_stride + row];
+          if (EPI == 3u) nw = P[pc.norm_off + row];
+        }
+      } else {
+        for (uint i = fs * sps; i < (fs + 1u) * sps; ++i) {
+          v += part_sh[k * 32u + i];
+          if (PAIR) v2 += part_sh[(ROWS * NTT + k) * 32u + i];
+        }
       }
       float sq = 0.0;
       if (row < pc.n_rows && (!BATCH || tk < pc.n_tok)) {
@@ -220,7 +256,7 @@ void main() {
       }
       qv = row >= pc.n_rows ? 0.0 : EPI == 3u ? v * nw : v;
       if (QOUT && !qsg) qb_x[t * WR + wr] = qv;
-      fin_sh[lid] = sq;
+      fin_sh[f] = sq;
     }
     if (qsg && gl_SubgroupID == 0u) q8b32_sg(vec4(qv), 1u, lid < WR, lid, pc.q_out, pc.n_rows, row0 / 32u, lid);
     barrier();

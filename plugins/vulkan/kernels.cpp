@@ -233,7 +233,7 @@ uint32_t MatmulKernels::span_row_groups(const MatmulType& t, uint32_t n_in, uint
                                         SpanFusion fz) const {
   if (n_tok > kMaxSpanMatvecTokens) return 0;
   const MatvecConfig c = span_matvec_config(t, n_in, n_rows, n_tok, fz);
-  return ceil_div(n_rows, c.rows * c.slices);
+  return ceil_div(n_rows, c.wg_rows());
 }
 
 void MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const SpanMatmulPush& pc,
@@ -254,9 +254,19 @@ void MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, VkDesc
                                   fz.pair ? 1u : 0u, fz.qb32 ? 1u : 0u, fz.xb32 && fz.int8 ? 1u : 0u, c.slices,
                                   span_u64(t, fz, pc.m.n_tok) ? 1u : 0u};
     if (c.nb) spec.push_back(c.nb);  // token groups (the one-token decode: the module's default, 0)
+    if (c.lanes) {
+      if (!c.nb || c.wg % c.slices != 0 || (c.wg / c.slices) % c.lanes != 0)
+        throw Failure(FailKind::Internal, "span matvec: rows across lanes need token groups and whole lane groups");
+      if (c.group_shared_bytes(fz.pair) > caps.max_shared_bytes)
+        throw Failure(FailKind::Internal, "span matvec: " + std::to_string(c.group_shared_bytes(fz.pair)) +
+                                              " bytes of shared memory for rows across lanes, the device has " +
+                                              std::to_string(caps.max_shared_bytes));
+      spec.push_back(c.lanes);
+      spec.push_back(c.wg_rows());
+    }
     p = pipelines_.get(std::string(fz.int8 ? "mvsi_" : "mvs_") + t.name, *span_layout_, spec);
     const uint32_t token_groups = c.nb ? ceil_div(pc.m.n_tok, c.nt * c.nb) : 1;
-    gx = std::min(ceil_div(pc.m.n_rows, c.rows * c.slices) * token_groups, caps.max_wg_count_x);
+    gx = std::min(ceil_div(pc.m.n_rows, c.wg_rows()) * token_groups, caps.max_wg_count_x);
   } else {
     if (fz.epi == 3 || fz.epi > 4 || fz.pair)
       throw Failure(FailKind::Internal, "span: the tiled kernel has no norm or pair epilogue");

@@ -100,6 +100,18 @@ struct MatvecConfig {
   // a workgroup takes a token group of nt·nb tokens, nt of them in registers
   // at a time; nb = 0: the one-token decode.
   uint32_t nt = 1, nb = 0;
+  // Token groups only: rows across the lanes (matvec_span.comp's LANES), each
+  // row's units split over `lanes` lanes of every slice; 0: a slice's lanes split
+  // the units of its own rows.
+  uint32_t lanes = 0;
+  // Rows per workgroup (wg: the whole workgroup).
+  uint32_t wg_rows() const { return lanes ? (wg / slices / lanes) * rows : rows * slices; }
+  // matvec_span.comp's shared memory for token groups (part_sh, fin_sh, RL's
+  // rl_sh), bytes; pair: two matrices' rows per invocation.
+  uint32_t group_shared_bytes(bool pair) const {
+    const uint32_t rt = pair ? 2 * rows : rows, ntt = nt * std::max(nb, 1u);
+    return 4 * ((rt + 1) * ntt * 32 + wg_rows() * ntt + (lanes ? rt * ntt * wg : 1));
+  }
 };
 
 class MatmulKernels {

@@ -2,6 +2,7 @@
 // (decode of T sequences in one forward; see bench_vk_span_mv.h).
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "bench_vk_span_mv.h"
@@ -13,12 +14,16 @@ namespace {
 
 // A token-group shape, as span_matvec_config spells it (wg: the whole workgroup).
 struct GroupShape {
-  uint32_t slice_wg, slices, rows, nt, nb;
+  uint32_t slice_wg, slices, rows, nt, nb, lanes = 0;
 };
 
 std::string group_str(const GroupShape& g) {
-  char b[96];
-  std::snprintf(b, sizeof b, "%ux%u wg, %u rows, %ux%u tokens", g.slices, g.slice_wg, g.rows, g.nt, g.nb);
+  char b[128];
+  if (g.lanes)
+    std::snprintf(b, sizeof b, "%ux%u wg, %u lanes per row, %u rows per lane, %ux%u tokens", g.slices, g.slice_wg,
+                  g.lanes, g.rows, g.nt, g.nb);
+  else
+    std::snprintf(b, sizeof b, "%ux%u wg, %u rows, %ux%u tokens", g.slices, g.slice_wg, g.rows, g.nt, g.nb);
   return b;
 }
 
@@ -26,31 +31,42 @@ std::string group_str(const GroupShape& g) {
 // of 1..8 slices of 32 or 64, 1..4 rows, 4..16 tokens per group, 32- and
 // 64-element units: docs/experiments/vulkan-span-batch-rows.md), 1 or 2
 // rows, 4..16 tokens per group.
-std::vector<GroupShape> group_shapes(uint32_t sg) {
+std::vector<GroupShape> group_shapes(uint32_t sg, uint32_t shared) {
   std::vector<GroupShape> out;
   const uint32_t swg = std::max(32u, sg);
   for (const uint32_t slices : {1u, 4u})
     for (const uint32_t rows : {1u, 2u})
       for (const auto& [nt, nb] : {std::pair<uint32_t, uint32_t>{2, 2}, {1, 8}, {2, 4}, {4, 2}, {2, 8}})
         out.push_back({swg, slices, rows, nt, nb});
+  // Rows across lanes (matvec_span.comp's LANES): 1..8 lanes per row, 1..8
+  // slices splitting the units, 1 or 2 rows per lane, 4..16 tokens per group.
+  for (const uint32_t lanes : {1u, 2u, 4u, 8u})
+    for (const uint32_t slices : {1u, 2u, 4u, 8u})
+      for (const uint32_t rows : {1u, 2u})
+        for (const auto& [nt, nb] : {std::pair<uint32_t, uint32_t>{4, 1}, {4, 2}, {8, 1}, {4, 4}}) {
+          const GroupShape g{swg, slices, rows, nt, nb, lanes};
+          if (vk::MatvecConfig{swg * slices, rows, slices, nt, nb, lanes}.group_shared_bytes(true) <= shared)
+            out.push_back(g);
+        }
   return out;
 }
 
 }  // namespace
 
-// The shapes of the token-group matvec on T = 2..32 rows (int8 Q4_K, both
+// The shapes of the token-group matvec on T = 4..32 rows (int8 Q4_K, both
 // matrices): the heuristic's time and the fastest shapes', so that the
 // heuristic in span_matvec_config can be chosen from measurements.
 static void span_rows_sweep(vk::VulkanBackend& be, vk::MatmulKernels& mk, const Mat& m,
                             const std::vector<VkDescriptorSet>& sets, uint32_t words, uint32_t q_off, uint32_t y_off,
                             int copies, const TimeFn& time) {
-  const std::vector<GroupShape> shapes = group_shapes(be.device()->caps().subgroup_size);
-  std::printf("\ntoken-group shapes, %lld x %lld int8 Q4_K (%zu shapes): us per matrix\n", (long long)m.n_out,
+  const std::vector<GroupShape> shapes = group_shapes(be.device()->caps().subgroup_size, be.device()->caps().max_shared_bytes);
+  std::printf("\ntoken-group shapes, %lld x %lld int8 Q4_K on B32 rows (%zu shapes): us per matrix\n", (long long)m.n_out,
               (long long)m.n_in, shapes.size());
   std::printf("| T | heuristic | fastest shapes (us) |\n| ---: | ---: | --- |\n");
-  for (const int T : {2, 4, 8, 16, 32}) {
+  std::vector<std::string> best;
+  for (const int T : {4, 8, 16, 32}) {
     vk::SpanFusion fz{0, false, false, vk::kRoleOther};
-    fz.int8 = true;
+    fz.int8 = true, fz.xb32 = true;
     vk::SpanMatmulPush pc;
     pc.m = {uint32_t(m.n_in), uint32_t(m.n_out), uint32_t(T), words, q_off, uint32_t(m.n_out), y_off};
     pc.inv_in = vk::kNone;
@@ -65,27 +81,35 @@ static void span_rows_sweep(vk::VulkanBackend& be, vk::MatmulKernels& mk, const 
     const double base = run();
     std::vector<std::pair<double, GroupShape>> r;
     for (const GroupShape& g : shapes) {
-      mk.set_span_group_override(vk::MatvecConfig{g.slice_wg * g.slices, g.rows, g.slices, g.nt, g.nb});
+      mk.set_span_group_override(vk::MatvecConfig{g.slice_wg * g.slices, g.rows, g.slices, g.nt, g.nb, g.lanes});
       r.push_back({run(), g});
     }
     mk.set_span_group_override(vk::MatvecConfig{0, 0, 0, 0, 0});
     std::sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     std::printf("| %d | %.1f |", T, base * 1e6);
-    for (size_t i = 0; i < std::min<size_t>(6, r.size()); ++i)
+    for (size_t i = 0; i < std::min<size_t>(8, r.size()); ++i)
       std::printf(" %.1f (%s);", r[i].first * 1e6, group_str(r[i].second).c_str());
     std::printf(" |\n");
+    const GroupShape& b = r.front().second;
+    best.push_back("best " + std::to_string(T) + ": " + std::to_string(b.slice_wg * b.slices) + "," +
+                   std::to_string(b.rows) + "," + std::to_string(b.slices) + "," + std::to_string(b.nt) + "," +
+                   std::to_string(b.nb) + "," + std::to_string(b.lanes));
     std::fflush(stdout);
   }
+  // One line per T: the fastest shape as MatvecConfig spells it (wg,rows,slices,nt,nb,lanes).
+  for (const std::string& l : best) std::printf("%s\n", l.c_str());
 }
 
 int span_rows_bench(vk::VulkanBackend& be, int E, int F, int copies, const TimeFn& time, bool sweep) {
   vk::MatmulKernels& mk = *be.kernels();
   const int T_max = 64;
   const uint32_t N = uint32_t(std::max(E, F));
-  const uint32_t words = vk::MatmulKernels::q8_row_words(256, N);
-  // Arena words: ctrl [0, 64), x [T_max][N], its int8 rows [T_max][words], y [T_max][N].
-  const uint32_t x_off = 64, q_off = x_off + T_max * N, y_off = q_off + T_max * words;
-  SpanRig rig(be, y_off + uint64_t(T_max) * N + 64, 4, N, 4);
+  const uint32_t words = vk::MatmulKernels::q8_row_words(256, N), words32 = vk::MatmulKernels::b32_row_words(N);
+  // Arena words: ctrl [0, 64), x [T_max][N], its int8 rows [T_max][words], y
+  // [T_max][N], its B32 rows [T_max][words32] (the sweep's: a span's forward of
+  // 2..32 rows reads B32 rows for K-quant weights).
+  const uint32_t x_off = 64, q_off = x_off + T_max * N, y_off = q_off + T_max * words, q32_off = y_off + T_max * N;
+  SpanRig rig(be, q32_off + uint64_t(T_max) * words32 + 64, 4, N, 4);
   {
     std::vector<float> x(size_t(T_max) * N);
     for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 2654435761u % 2001u) - 1000) / 1000.0f;
@@ -113,6 +137,8 @@ int span_rows_bench(vk::VulkanBackend& be, int E, int F, int copies, const TimeF
         qp.n = uint32_t(n_in), qp.n_tok = T_max, qp.x_off = x_off, qp.x_stride = uint32_t(n_in);
         qp.q_off = q_off, qp.q_stride = words;
         rig.run([&](VkCommandBuffer c) { mk.record_quantize(c, qset, qp, 256, false); });
+        qp.q_off = q32_off, qp.q_stride = vk::MatmulKernels::b32_row_words(uint32_t(n_in));
+        rig.run([&](VkCommandBuffer c) { mk.record_quantize(c, qset, qp, 32, false, true); });
       }
       for (const int T : {1, 4, 8, 16, 32, 64}) {
         vk::SpanFusion fz{0, false, false, vk::kRoleOther};
@@ -137,7 +163,8 @@ int span_rows_bench(vk::VulkanBackend& be, int E, int F, int copies, const TimeF
         std::fflush(stdout);
       }
     }
-    if (sweep && mk.int8_for(*m.w[0]->type)) span_rows_sweep(be, mk, m, sets, words, q_off, y_off, copies, time);
+    if (sweep && mk.int8_for(*m.w[0]->type))
+      span_rows_sweep(be, mk, m, sets, vk::MatmulKernels::b32_row_words(uint32_t(n_in)), q32_off, y_off, copies, time);
     for (vk::Weight* w : m.w) be.release(w);
   }
   be.pipelines()->free_set(qset);

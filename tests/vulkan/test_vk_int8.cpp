@@ -415,26 +415,37 @@ TEST_CASE("int8 span matvec = the CPU's int8 product, every epilogue, x·x2, pai
 // (matvec_span.comp's NB; Q8_K / Q8_0 rows from quantize_x, as a multi-row
 // forward quantises them), 2, 3, 5, 8, 16, 17 and 32 tokens, 37 rows, every
 // epilogue cycling over them, Q4_K / Q5_K also with units of 64.
+// Then layouts with rows across lanes (MatvecConfig::lanes), forced by the
+// benchmarks' override, on 5, 17 and 32 tokens, Q4_0, Q4_K and Q6_K (the
+// layout is one code for every type's unit).
 TEST_CASE("int8 span matvec token groups (2..32 rows) = the CPU's int8 product, every type", "[vulkan][int8][span][batch]") {
   auto be = open_int8("int8 span matvec token groups");
   if (!be) FISH_SKIP(skip_reason());
+  // wg, rows, slices, nt, nb, lanes; the first: span_matvec_config's own choice.
+  const vk::MatvecConfig layouts[] = {{0, 0, 0, 0, 0, 0}, {32, 1, 1, 8, 1, 8}, {256, 1, 8, 4, 2, 2}};
+  for (const vk::MatvecConfig& layout : layouts) {
+  be->kernels()->set_span_group_override(layout);
   for (GgmlType type : kTypes) {
+    if (layout.lanes && type != GgmlType::Q4_0 && type != GgmlType::Q4_K && type != GgmlType::Q6_K) continue;
     const bool k = k_type(type);
     const int64_t n_in = k ? 768 : 32 * 21, n_out = 37;
     const Matrix m = random_matrix(type, n_in, n_out, 30 + uint64_t(type));
     const Matrix m2 = random_matrix(type, n_in, n_out, 31 + uint64_t(type));
     const bool u64_too = type == GgmlType::Q4_K || type == GgmlType::Q5_K;
     int v = 0;
-    for (int n_tok : {2, 3, 5, 8, 16, 17, 32}) {
-      const uint32_t epi = uint32_t(v % 5);
+    const std::vector<int> counts = layout.nb ? std::vector<int>{5, 17, 32} : std::vector<int>{2, 3, 5, 8, 16, 17, 32};
+    for (int n_tok : counts) {
+      const uint32_t epi = uint32_t((v + layout.lanes) % 5);
       const bool xprod = epi == 1 || epi == 3, pair = epi == 4, u64 = u64_too && v % 2 == 1;
       be->kernels()->set_span_u64(u64 ? 0x1Fu : 0u);
-      CAPTURE(type_name(type), u64, epi, xprod, n_tok);
+      CAPTURE(type_name(type), u64, epi, xprod, n_tok, layout.lanes, layout.slices, layout.rows, layout.nt, layout.nb);
       check_span_int8(*be, m, pair ? &m2 : nullptr, n_tok, epi, xprod, 40 + uint64_t(v));
       ++v;
     }
     be->kernels()->set_span_u64(0);
   }
+  }
+  be->kernels()->set_span_group_override(vk::MatvecConfig{0, 0, 0, 0, 0});
 }
 
 namespace {

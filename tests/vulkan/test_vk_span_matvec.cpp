@@ -224,18 +224,29 @@ TEST_CASE("span matvec consumer-side norm: 1/rms from partials, EPI 3's partials
 // (8, 16, 32) and a group of one token after two whole ones (17); the
 // variants cycle over the token counts (one pipeline per type and variant:
 // the pipelines do not depend on the token count).
+// Then two layouts with rows across lanes (MatvecConfig::lanes,
+// matvec_span.comp's LANES) forced by the benchmarks' override, on F16 (units
+// of 4 elements, a partial one) and Q4_K, fewer token counts: the layout is
+// one code for every type's unit (four layouts, 1, 2, 4 and 8 lanes per row,
+// passed for every type on lavapipe once; too slow to compile for every run).
 TEST_CASE("span matvec token groups (2..32 rows) within the spec's bound, every type", "[vulkan][span][batch]") {
   auto be = open_backend("span matvec token groups");
   if (!be) FISH_SKIP(skip_reason());
   uint64_t seed = 2100;
+  // wg, rows, slices, nt, nb, lanes; the first: span_matvec_config's own choice.
+  const vk::MatvecConfig layouts[] = {{0, 0, 0, 0, 0, 0}, {128, 1, 4, 4, 2, 1}, {64, 2, 2, 2, 4, 4}};
+  for (const vk::MatvecConfig& layout : layouts) {
+  be->kernels()->set_span_group_override(layout);
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K,
                      GgmlType::Q6_K, GgmlType::FQ3}) {
+    if (layout.lanes && t != GgmlType::F16 && t != GgmlType::Q4_K) continue;
     // F16: n_in not a multiple of 8 (its 4-element units); F32: of 4 not 8.
     const int64_t n_in = t == GgmlType::F32 ? 196 : t == GgmlType::F16 ? 204 : t == GgmlType::Q4_0 || t == GgmlType::Q8_0 ? 352 : 512;
     const Matrix m = random_matrix(t, n_in, 75, seed++);
     double worst = 0;
     int v = 0;
-    for (int n_tok : {2, 3, 5, 8, 16, 17, 32}) {
+    const std::vector<int> counts = layout.nb ? std::vector<int>{5, 17, 32} : std::vector<int>{2, 3, 5, 8, 16, 17, 32};
+    for (int n_tok : counts) {
       for (int rep = 0; rep < 2; ++rep, ++v) {
         // 0: plain on a scaled x; 1: x·x2, residual, the next norm's x·g and Σy² partials;
         // 2: residual, 1/rms from 37 Σx² partials per token (the consumer-side norm).
@@ -277,7 +288,8 @@ TEST_CASE("span matvec token groups (2..32 rows) within the spec's bound, every 
         }
       }
     }
-    std::printf("  span matvec token groups %-5s worst |err|/bound %.5f\n", type_name(t).c_str(), worst);
+    std::printf("  span matvec token groups %-5s lanes %u worst |err|/bound %.5f\n", type_name(t).c_str(), layout.lanes,
+                worst);
   }
   // The pair (gate|up, EPI 4) with token groups = silu(gate)·up of the separate dispatches.
   const Matrix gate = random_matrix(GgmlType::Q4_K, 512, 75, seed++), up = random_matrix(GgmlType::Q4_K, 512, 75, seed++);
@@ -291,4 +303,6 @@ TEST_CASE("span matvec token groups (2..32 rows) within the spec's bound, every 
   INFO("pair on 17 tokens: max |pair - silu(g)·u| " << d << " of max " << mx);
   CHECK(mx > 0);
   CHECK(d <= 1e-5 * mx);
+  }
+  be->kernels()->set_span_group_override(vk::MatvecConfig{0, 0, 0, 0, 0});
 }
