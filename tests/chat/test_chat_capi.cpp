@@ -102,6 +102,8 @@ TEST_CASE("chat capi: loading a GGUF with and without a template", "[chat][capi]
   err = nullptr;
   REQUIRE(fish_chat_template_load(path.c_str(), FISH_CHAT_TEMPLATE_FALLBACK, &t, &err) == FISH_CHAT_OK);
   CHECK(fish_chat_template_is_fallback(t) == 1);
+  CHECK(std::string(fish_chat_template_source(t)).find("<|im_start|>") != std::string::npos);  // ChatML's text
+  CHECK(std::string(fish_chat_template_source(nullptr)).empty());
   const fish_chat_message msgs[] = {{"user", "Hi"}};
   char* out = nullptr;
   size_t n = 0;
@@ -113,6 +115,8 @@ TEST_CASE("chat capi: loading a GGUF with and without a template", "[chat][capi]
   w.set_str("tokenizer.chat_template", "{{ bos_token }}{{ messages[0].content }}{{ eos_token }}");
   w.write(path);
   REQUIRE(fish_chat_template_load(path.c_str(), 0, &t, &err) == FISH_CHAT_OK);
+  // The text fish serve reads to tell the tool-call format: the metadata's, byte for byte.
+  CHECK(std::string(fish_chat_template_source(t)) == "{{ bos_token }}{{ messages[0].content }}{{ eos_token }}");
   REQUIRE(fish_chat_template_render(t, msgs, 1, 0, nullptr, &out, &n, &err) == FISH_CHAT_OK);
   CHECK(std::string(out, n) == "<s>Hi</s>");  // SentencePiece's default BOS 1 and EOS 2
   fish_free(out);
