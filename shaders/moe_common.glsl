@@ -21,6 +21,10 @@ uint moe_list(uint g, uint n_expert) { return g + 2u + 2u * n_expert; }
 // reads the logits four at a time. The sums have a fixed order for any
 // workgroup size (32 strided partials, then in order), so moe_route.comp and
 // a decode's gate|up (moe_matvec.comp ROUTE) agree bit for bit.
+// weights = false (uniform in the workgroup): rt_sel only, the softmax and its
+// barriers skipped (a gate|up workgroup that does not write the pair's words).
+// With renorm the sum over every expert is not computed: the k chosen
+// logits alone give the weights.
 shared vec4 rt_l4[128];   // the logits in fours (NaN and the padding past n_expert: -inf)
 shared uint rt_sel[16];
 shared float rt_w[16];
@@ -28,7 +32,7 @@ shared float rt_part[32];
 
 float rt_logit(uint e) { return rt_l4[e >> 2u][e & 3u]; }
 
-void moe_route_token(uint lo, uint NE, uint K, bool renorm) {
+void moe_route_token(uint lo, uint NE, uint K, bool renorm, bool weights) {
   const uint lid = gl_LocalInvocationID.x, wgs = gl_WorkGroupSize.x, NQ = (NE + 3u) >> 2u;
   const float NEG_INF = uintBitsToFloat(0xFF800000u);
   for (uint q = lid; q < NQ; q += wgs) {
@@ -52,16 +56,20 @@ void moe_route_token(uint lo, uint NE, uint K, bool renorm) {
     if (above < K) rt_sel[above] = e;
   }
   barrier();
+  if (!weights) return;
   const float mx = rt_logit(rt_sel[0]);
-  if (lid < 32u) {
-    float s = 0.0;
-    for (uint e = lid; e < NE; e += 32u) s += exp(rt_logit(e) - mx);
-    rt_part[lid] = s;
+  if (!renorm) {
+    if (lid < 32u) {
+      float s = 0.0;
+      for (uint e = lid; e < NE; e += 32u) s += exp(rt_logit(e) - mx);
+      rt_part[lid] = s;
+    }
+    barrier();
   }
-  barrier();
   if (lid == 0u) {
     float sum = 0.0, chosen = 0.0;
-    for (uint i = 0u; i < 32u; ++i) sum += rt_part[i];
+    if (!renorm)
+      for (uint i = 0u; i < 32u; ++i) sum += rt_part[i];
     for (uint j = 0u; j < K; ++j) chosen += exp(rt_logit(rt_sel[j]) - mx);
     const float den = renorm ? chosen : sum;
     for (uint j = 0u; j < K; ++j) rt_w[j] = exp(rt_logit(rt_sel[j]) - mx) / den;

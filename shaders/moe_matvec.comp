@@ -141,7 +141,8 @@ void main() {
   const uint s = gl_WorkGroupID.y;
   uint e, p0, p1;
   if (ROUTE) {  // s is the pair t·k + j
-    moe_route_token(pc.logits_off + (s / K) * NE, NE, K, (pc.flags & 1u) != 0u);
+    // Only row group 0's workgroup writes the pair's words: the others need the expert alone.
+    moe_route_token(pc.logits_off + (s / K) * NE, NE, K, (pc.flags & 1u) != 0u, gl_WorkGroupID.x == 0u);
     e = rt_sel[s % K], p0 = s, p1 = s + 1u;
     if (gl_WorkGroupID.x == 0u && lid == 0u) {
       AW[pc.route_off + 2u * s] = e;

@@ -42,7 +42,7 @@ shared uint mask_sh[WG * PER];  // this chunk's tokens that chose it (bit t - c0
 shared uvec2 scan_sh[2][WG];
 
 void route_row(uint t) {
-  moe_route_token(pc.x_off + t * pc.x_stride, pc.n_expert, pc.k, (pc.flags & 1u) != 0u);
+  moe_route_token(pc.x_off + t * pc.x_stride, pc.n_expert, pc.k, (pc.flags & 1u) != 0u, true);
   const uint lid = gl_LocalInvocationID.x;
   if (lid < pc.k) {
     AC[pc.route_off + 2u * (t * pc.k + lid)] = rt_sel[lid];
