@@ -85,8 +85,8 @@ MoeReference::MoeReference(const std::string& path) : impl_(std::make_shared<Imp
   m.H = *m.f->get_u32(p + "attention.head_count");
   m.HKV = *m.f->get_u32(p + "attention.head_count_kv");
   m.D = m.f->get_u32(p + "attention.key_length") ? *m.f->get_u32(p + "attention.key_length") : m.E / m.H;
-  m.NE = *m.f->get_u32(p + "expert_count");
-  m.K = *m.f->get_u32(p + "expert_used_count");
+  m.NE = m.f->get_u32(p + "expert_count") ? *m.f->get_u32(p + "expert_count") : 0;  // 0: dense
+  m.K = m.NE ? *m.f->get_u32(p + "expert_used_count") : 0;
   m.eps = *m.f->get_f64(p + "attention.layer_norm_rms_epsilon");
   if (auto b = m.f->get_f64(p + "rope.freq_base")) m.base = *b;
   m.neox = m.arch != "llama";
@@ -135,9 +135,11 @@ std::vector<std::vector<double>> MoeReference::forward(const std::vector<int32_t
       for (auto& e : k[size_t(t)]) e = f16(e);
       for (auto& e : v[size_t(t)]) e = f16(e);
     }
-    const Mat router = m.mat(b + "ffn_gate_inp.weight");
-    const Mat gate = m.mat(b + "ffn_gate_exps.weight"), up = m.mat(b + "ffn_up_exps.weight"),
-              down = m.mat(b + "ffn_down_exps.weight");
+    const bool dense = m.NE == 0;
+    const Mat router = dense ? Mat{} : m.mat(b + "ffn_gate_inp.weight");
+    const Mat gate = m.mat(b + (dense ? "ffn_gate.weight" : "ffn_gate_exps.weight")),
+              up = m.mat(b + (dense ? "ffn_up.weight" : "ffn_up_exps.weight")),
+              down = m.mat(b + (dense ? "ffn_down.weight" : "ffn_down_exps.weight"));
     for (int64_t t = 0; t < n; ++t) {
       std::vector<double> o(static_cast<size_t>(QD), 0.0);
       for (int64_t h = 0; h < m.H; ++h) {
@@ -158,9 +160,17 @@ std::vector<std::vector<double>> MoeReference::forward(const std::vector<int32_t
       const std::vector<double> ao = wo.mul(o);
       for (int64_t i = 0; i < E; ++i) x[size_t(t)][size_t(i)] += ao[size_t(i)];
 
-      // MoE FFN.
+      // MoE FFN (a dense model: its one FFN).
       std::vector<double> h = x[size_t(t)];
       m.rmsnorm(h, fn);
+      if (dense) {
+        std::vector<double> g = gate.mul(h);
+        const std::vector<double> u = up.mul(h);
+        for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+        const std::vector<double> d = down.mul(g);
+        for (int64_t i = 0; i < E; ++i) x[size_t(t)][size_t(i)] += d[size_t(i)];
+        continue;
+      }
       const std::vector<double> logit = router.mul(h);
       std::vector<int64_t> order(static_cast<size_t>(m.NE));
       for (int64_t e = 0; e < m.NE; ++e) order[size_t(e)] = e;
@@ -189,19 +199,21 @@ std::vector<std::vector<double>> MoeReference::forward(const std::vector<int32_t
         const std::vector<double> u = m.mat(b + "ffn_up_shexp.weight").mul(h);
         for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
         const std::vector<double> d = m.mat(b + "ffn_down_shexp.weight").mul(g);
-        double z = 0;
-        for (int64_t i = 0; i < E; ++i) z += h[size_t(i)] * sg[size_t(i)];
-        const double gate = 1.0 / (1.0 + std::exp(-z));
-        for (int64_t i = 0; i < E; ++i) x[size_t(t)][size_t(i)] += gate * d[size_t(i)];
+        double zs = 0;
+        for (int64_t i = 0; i < E; ++i) zs += h[size_t(i)] * sg[size_t(i)];
+        const double gs = 1.0 / (1.0 + std::exp(-zs));
+        for (int64_t i = 0; i < E; ++i) x[size_t(t)][size_t(i)] += gs * d[size_t(i)];
       }
     }
   }
   const std::vector<double> on = m.vec("output_norm.weight");
   std::vector<std::vector<double>> logits;
+  hidden.clear();
   for (int64_t t = 0; t < n; ++t) {
     std::vector<double> h = x[size_t(t)];
     m.rmsnorm(h, on);
     logits.push_back(m.out.mul(h));
+    hidden.push_back(std::move(h));
   }
   return logits;
 }

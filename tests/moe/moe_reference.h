@@ -6,7 +6,8 @@
 // and sum in double. K and V are rounded to f16 as the engine's KV cache
 // stores them. Routing: softmax over all experts, the k largest (equal ones:
 // the lower index first), weights renormalised for qwen3moe / Mixtral, not
-// for qwen2moe (hparams.h MoeGating).
+// for qwen2moe (hparams.h MoeGating). A dense model (no expert_count: llama,
+// qwen2, qwen3) runs its ffn_gate / ffn_up / ffn_down instead.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -19,6 +20,9 @@ struct MoeReference {
   explicit MoeReference(const std::string& path);
   // Logits [n_vocab] of every position of tokens (positions 0..n-1, one sequence).
   std::vector<std::vector<double>> forward(const std::vector<int32_t>& tokens);
+  // The last forward's hidden state of every position after the output norm
+  // (the LM head's input) [n][n_embd]: what embeddings pool.
+  std::vector<std::vector<double>> hidden;
   // The smallest gap, over every routing decision of the last forward, between
   // the k-th and the (k+1)-th router logit (0 for an exact tie): how close a
   // choice came to going the other way.

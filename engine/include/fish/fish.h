@@ -199,6 +199,42 @@ FISH_API uint64_t fish_prefix_cache_bytes(const fish_model* m);
 FISH_API uint64_t fish_kv_bytes(const fish_model* m);
 FISH_API int32_t fish_kv_pages(const fish_model* m);
 
+/* ---- embeddings ------------------------------------------------------------
+ * One vector [n_embd] per input, as llama-server's --embeddings and ollama's
+ * /api/embed give: the stream leaving the last layer after the output norm
+ * (the LM head's input; no logits are computed), pooled over the input's
+ * tokens, then (by default) scaled to unit L2 length. Each input is evaluated
+ * alone on sequence params.seq from position 0 (what that sequence held is
+ * dropped, and it is left empty afterwards), so the other sequences keep their
+ * KV. With layers in a GPU span the stream comes back through the span's x
+ * (the span's own head is not used) and the norm and pooling run on the CPU.
+ * Thread safety: as fish_decode (one thread at a time per model). */
+enum {
+  FISH_POOLING_MEAN = 0,  /* the mean over the input's tokens (BOS included when it has one) */
+  FISH_POOLING_LAST = 1,  /* the last token's (what a causal model has read the whole input at) */
+  FISH_POOLING_FIRST = 2  /* the first token's ("cls"); with a causal model it sees that token alone,
+                             so inputs that begin with BOS all get the same vector */
+};
+typedef struct fish_embed_params {
+  uint32_t struct_size;
+  int32_t pooling;    /* FISH_POOLING_*; default MEAN */
+  int32_t normalize;  /* nonzero (default): unit L2 length; 0: as pooled */
+  int32_t seq;        /* the sequence evaluated on (default 0) */
+} fish_embed_params;
+FISH_API fish_embed_params fish_embed_default_params(void);
+/* The length of an embedding (the model's n_embd); 0 for NULL. */
+FISH_API int32_t fish_n_embd(const fish_model* m);
+/* Input i is tokens[i][0 .. n_tokens[i]), 1 to n_ctx ids; out [n_inputs * n_embd]
+ * gets the vectors row by row. Every input is checked before any is evaluated.
+ * Returns 0 or a non-zero status (fish_last_error names the input). */
+FISH_API int fish_embed_tokens(fish_model* m, const int32_t* const* tokens, const int32_t* n_tokens,
+                               int32_t n_inputs, const fish_embed_params* params, float* out);
+/* The same for texts (NUL-terminated), tokenized as fish_tokenize with
+ * add_special 1 and parse_special 0; n_tokens_out (NULL: not wanted) gets
+ * each input's token count. An input that tokenizes to nothing fails. */
+FISH_API int fish_embed_texts(fish_model* m, const char* const* texts, int32_t n_inputs,
+                              const fish_embed_params* params, float* out, int32_t* n_tokens_out);
+
 typedef struct fish_stats {
   uint32_t struct_size;
   int64_t n_prompt_tokens;   /* tokens evaluated in batches of > 1 */

@@ -1,5 +1,6 @@
 // The model part of the C API: load, info, tokens, eval, logits, KV, stats.
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <climits>
 #include <cstring>
@@ -373,3 +374,158 @@ FISH_API void fish_reset_stats(fish_model* m) {
 }
 
 }  // extern "C"
+
+// ---- embeddings ---------------------------------------------------------------
+
+FISH_API fish_embed_params fish_embed_default_params(void) {
+  fish_embed_params p{};
+  p.struct_size = sizeof p;
+  p.pooling = FISH_POOLING_MEAN;
+  p.normalize = 1;
+  p.seq = 0;
+  return p;
+}
+
+FISH_API int32_t fish_n_embd(const fish_model* m) { return m ? m->m->hparams().n_embd : 0; }
+
+namespace {
+
+// Input i's vector into out [n_embd]: evaluated on sequence seq from position
+// 0 in pieces of kPiece rows (the hidden states kept are only the pooled
+// ones'), pooled in double, then normalised; the sequence is emptied after.
+void embed_one(fish::LlamaModel& m, const int32_t* tok, int32_t n, const fish_embed_params& p, float* out) {
+  constexpr int32_t kPiece = 512;
+  const int32_t E = m.hparams().n_embd;
+  std::vector<double> acc(size_t(E), 0.0);
+  std::vector<int32_t> seq(size_t(std::min(n, kPiece)), p.seq), pos(seq.size());
+  std::vector<uint8_t> want(seq.size());
+  struct Empty {  // the sequence holds nothing of this input afterwards, whatever happens
+    fish::LlamaModel& m;
+    int32_t seq;
+    ~Empty() {
+      try {
+        m.seq_truncate(seq, 0);
+      } catch (...) {
+      }
+    }
+  } empty{m, p.seq};
+  for (int32_t done = 0; done < n;) {
+    const int32_t c = std::min(kPiece, n - done);
+    for (int32_t i = 0; i < c; ++i) {
+      const int32_t t = done + i;
+      pos[size_t(i)] = t;
+      want[size_t(i)] = p.pooling == FISH_POOLING_MEAN || (p.pooling == FISH_POOLING_LAST && t == n - 1) ||
+                        (p.pooling == FISH_POOLING_FIRST && t == 0);
+    }
+    m.eval_batch_hidden(tok + done, seq.data(), pos.data(), want.data(), c);
+    for (int32_t i = 0; i < c; ++i) {
+      if (!want[size_t(i)]) continue;
+      const float* h = m.hidden_row(i);
+      if (!h) throw fish::Error("embeddings: no hidden state for a kept row");
+      for (int32_t j = 0; j < E; ++j) acc[size_t(j)] += h[j];
+    }
+    done += c;
+  }
+  const double scale_mean = p.pooling == FISH_POOLING_MEAN ? 1.0 / double(n) : 1.0;
+  double norm2 = 0;
+  for (double& v : acc) {
+    v *= scale_mean;
+    norm2 += v * v;
+  }
+  const double inv = p.normalize && norm2 > 0 ? 1.0 / std::sqrt(norm2) : 1.0;
+  for (int32_t j = 0; j < E; ++j) out[j] = float(acc[size_t(j)] * inv);
+}
+
+}  // namespace
+
+FISH_API int fish_embed_tokens(fish_model* m, const int32_t* const* tokens, const int32_t* n_tokens,
+                               int32_t n_inputs, const fish_embed_params* params, float* out) {
+  if (!m) return 1;
+  fish_embed_params p = fish_embed_default_params();
+  if (params) {
+    if (params->struct_size < offsetof(fish_embed_params, seq) + sizeof(params->seq)) {
+      m->error = "fish_embed_tokens: params->struct_size is too small (use fish_embed_default_params)";
+      return 1;
+    }
+    p = *params;
+  }
+  if (n_inputs < 0 || (n_inputs > 0 && (!tokens || !n_tokens || !out))) {
+    m->error = "fish_embed_tokens: n_inputs >= 0 inputs need tokens, n_tokens and out";
+    return 1;
+  }
+  if (p.pooling < FISH_POOLING_MEAN || p.pooling > FISH_POOLING_FIRST) {
+    m->error = "fish_embed_tokens: pooling " + std::to_string(p.pooling) + " (expected 0 mean, 1 last or 2 first)";
+    return 1;
+  }
+  const int32_t n_seq = m->m->n_seq();
+  if (p.seq < 0 || p.seq >= n_seq) {
+    m->error = "fish_embed_tokens: sequence " + std::to_string(p.seq) + " is outside 0.." + std::to_string(n_seq - 1);
+    return 1;
+  }
+  const int32_t n_ctx = m->m->n_ctx(), n_vocab = m->m->hparams().n_vocab;
+  for (int32_t i = 0; i < n_inputs; ++i) {
+    const std::string which = "fish_embed_tokens: input " + std::to_string(i);
+    if (n_tokens[i] <= 0 || !tokens[i]) {
+      m->error = which + " has no tokens";
+      return 1;
+    }
+    if (n_tokens[i] > n_ctx) {
+      m->error = which + " has " + std::to_string(n_tokens[i]) + " tokens, more than the context length " +
+                 std::to_string(n_ctx);
+      return 1;
+    }
+    for (int32_t t = 0; t < n_tokens[i]; ++t)
+      if (tokens[i][t] < 0 || tokens[i][t] >= n_vocab) {
+        m->error = which + ": token id " + std::to_string(tokens[i][t]) + " is outside the vocabulary (0.." +
+                   std::to_string(n_vocab - 1) + ")";
+        return 1;
+      }
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t total = 0;
+  int32_t i = 0;
+  const int rc = run_status(m, [&] {
+    const int32_t E = m->m->hparams().n_embd;
+    for (; i < n_inputs; ++i) {
+      embed_one(*m->m, tokens[i], n_tokens[i], p, out + int64_t(i) * E);
+      total += n_tokens[i];
+    }
+  });
+  if (rc != 0) {
+    m->error = "fish_embed_tokens: input " + std::to_string(i) + ": " + m->error;
+    return rc;
+  }
+  m->stats.n_prompt_tokens += total;
+  m->stats.prompt_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return 0;
+}
+
+FISH_API int fish_embed_texts(fish_model* m, const char* const* texts, int32_t n_inputs,
+                              const fish_embed_params* params, float* out, int32_t* n_tokens_out) {
+  if (!m) return 1;
+  if (n_inputs < 0 || (n_inputs > 0 && !texts)) {
+    m->error = "fish_embed_texts: n_inputs >= 0 inputs need texts";
+    return 1;
+  }
+  std::vector<std::vector<int32_t>> ids(size_t(std::max(n_inputs, 0)));
+  for (int32_t i = 0; i < n_inputs; ++i) {
+    if (!texts[i]) {
+      m->error = "fish_embed_texts: input " + std::to_string(i) + " is NULL";
+      return 1;
+    }
+    const int rc = run_status(m, [&] { ids[size_t(i)] = m->m->tokenizer().encode(texts[i], true, false); });
+    if (rc != 0) return rc;
+    if (ids[size_t(i)].empty()) {
+      m->error = "fish_embed_texts: input " + std::to_string(i) + " has no tokens";
+      return 1;
+    }
+    if (n_tokens_out) n_tokens_out[i] = int32_t(ids[size_t(i)].size());
+  }
+  std::vector<const int32_t*> ptr;
+  std::vector<int32_t> len;
+  for (const auto& v : ids) {
+    ptr.push_back(v.data());
+    len.push_back(int32_t(v.size()));
+  }
+  return fish_embed_tokens(m, ptr.data(), len.data(), n_inputs, params, out);
+}

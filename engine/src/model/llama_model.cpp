@@ -413,6 +413,12 @@ bool LlamaModel::eval_chunk(const Rows& r, const uint8_t* want, float* logits_ou
   // Final norm and LM head for the rows whose logits are wanted (none for a
   // chunk of a longer prompt whose logits nobody reads).
   if (!logits_out || !want) return true;
+  if (hidden_mode_) {  // embeddings: the normed stream is the output, no LM head
+    int32_t nh = 0;
+    for (int32_t t = 0; t < n; ++t)
+      if (want[t]) rmsnorm(x + int64_t(t) * E, output_norm_, logits_out + int64_t(nh++) * E, E, h.rms_eps);
+    return true;
+  }
   float* xn = xn_.data();
   int32_t nl = 0;
   for (int32_t t = 0; t < n; ++t)
@@ -435,7 +441,8 @@ LlamaModel::SpanOut LlamaModel::run_span(DevicePart& d, bool last, float* x, con
   b.pos = r.pos;
   // The head in the span's own forward when it is attached and the plugin
   // gives these rows' logits; x comes back only when the head runs here.
-  const bool head = last && span_head_ && logits_out && n_want > 0 && (last_only || span_head_all_rows_);
+  const bool head =
+      last && span_head_ && !hidden_mode_ && logits_out && n_want > 0 && (last_only || span_head_all_rows_);
   if (head) {
     b.logits_rows = want;
     b.logits_view = span_view_ && may_view;
@@ -515,7 +522,10 @@ void LlamaModel::eval_batch(const int32_t* tokens, const int32_t* seq, const int
   for (int32_t s = 0; s < S; ++s)
     if (first[size_t(s)] >= 0 && first[size_t(s)] < kv_.len(s)) seq_truncate(s, first[size_t(s)]);
 
-  const int64_t V = hp_.n_vocab;
+  // Rows' outputs: logits [n_vocab], or the normed stream [n_embd] (eval_batch_hidden).
+  const int64_t V = hidden_mode_ ? hp_.n_embd : hp_.n_vocab;
+  std::vector<float>& outs = hidden_mode_ ? hidden_ : logits_;
+  n_hidden_ = 0;
   row_logit_.assign(size_t(n), -1);
   n_logits_ = 0;
   int32_t first_kept = -1, last_kept = -1;
@@ -525,7 +535,7 @@ void LlamaModel::eval_batch(const int32_t* tokens, const int32_t* seq, const int
       if (first_kept < 0) first_kept = i;
       last_kept = i;
     }
-  if (int64_t(logits_.size()) < n_logits_ * V) logits_.resize(size_t(n_logits_ * V));
+  if (int64_t(outs.size()) < n_logits_ * V) outs.resize(size_t(n_logits_ * V));
   if (!want) {
     want_buf_.assign(size_t(n), 0);
     want_buf_[size_t(n - 1)] = 1;
@@ -538,8 +548,8 @@ void LlamaModel::eval_batch(const int32_t* tokens, const int32_t* seq, const int
     // forward, so only when every kept row is in this one chunk.
     int32_t slot = -1;
     for (int32_t i = done; i < done + c && slot < 0; ++i) slot = row_logit_[size_t(i)];
-    float* out = slot >= 0 ? logits_.data() + int64_t(slot) * V : nullptr;
-    const bool may_view = first_kept >= done && last_kept < done + c;
+    float* out = slot >= 0 ? outs.data() + int64_t(slot) * V : nullptr;
+    const bool may_view = !hidden_mode_ && first_kept >= done && last_kept < done + c;
     if (kv_replay_end_ > 0) replay_history(kv_replay_end_);
     // A span that fails (x untouched) moves its device's layers to the CPU,
     // whose KV for them lacks the cached positions: replay_history rebuilds
@@ -560,6 +570,31 @@ void LlamaModel::eval_batch(const int32_t* tokens, const int32_t* seq, const int
     }
     done += c;
   }
+}
+
+void LlamaModel::eval_batch_hidden(const int32_t* tokens, const int32_t* seq, const int32_t* pos,
+                                   const uint8_t* want, int32_t n) {
+  struct Mode {
+    bool& on;
+    explicit Mode(bool& b) : on(b) { on = true; }
+    ~Mode() { on = false; }
+  } mode(hidden_mode_);
+  try {
+    eval_batch(tokens, seq, pos, want, n);
+  } catch (...) {
+    n_logits_ = 0;
+    row_logit_.clear();
+    throw;
+  }
+  n_hidden_ = n_logits_;
+  n_logits_ = 0;  // the logits buffer holds nothing of this eval
+}
+
+const float* LlamaModel::hidden_row(int32_t row) const {
+  if (row < 0 || row >= int32_t(row_logit_.size()) || row_logit_[size_t(row)] < 0) return nullptr;
+  const int32_t i = row_logit_[size_t(row)];
+  if (i >= n_hidden_) return nullptr;
+  return hidden_.data() + int64_t(i) * hp_.n_embd;
 }
 
 bool LlamaModel::grow_span_kv(DevicePart& d, int32_t n) {

@@ -135,6 +135,15 @@ class LlamaModel {
   // Sequence 0 alone: n tokens at positions pos..pos+n-1; the logits of every
   // token when all_logits, else of the last one.
   void eval(const int32_t* tokens, int32_t n, int32_t pos, bool all_logits);
+  // Embeddings: as eval_batch, but each wanted row keeps the stream leaving
+  // the last layer after the output norm (the LM head's input, [n_embd]) and
+  // no logits are computed (none are readable after it: n_logits() == 0). A
+  // span returns x (SpanBatch::x_out) and the norm runs here.
+  void eval_batch_hidden(const int32_t* tokens, const int32_t* seq, const int32_t* pos, const uint8_t* want,
+                         int32_t n);
+  // The normed hidden state [n_embd] of batch row `row` of the last
+  // eval_batch_hidden (null when it was not kept or a later eval ran).
+  const float* hidden_row(int32_t row) const;
   // Logits [n_vocab] of the i-th kept row of the last eval (-1: the last kept).
   const float* logits(int32_t i) const;
   // ... of batch row `row` of the last eval (null when it was not kept).
@@ -334,6 +343,10 @@ class LlamaModel {
   std::vector<float> rope_cs_;
   AttentionScratch att_scratch_;
   int32_t n_logits_ = 0;
+  // eval_batch_hidden: the wanted rows get the normed stream in hidden_ [n_hidden_, n_embd].
+  bool hidden_mode_ = false;
+  std::vector<float> hidden_;
+  int32_t n_hidden_ = 0;
   bool vocab_only_ = false;
 };
 
