@@ -64,7 +64,7 @@ static int cmd_serve(int argc, char** argv) {
     std::printf(
         "usage: fish serve -m MODEL [--host 127.0.0.1] [--port 8080] [-np N] [--api-key KEY] [-c CTX]\n"
         "                  [--queue N] [-b N] [--alias NAME] [--fallback] [--chat-template FILE]\n"
-        "                  [--http-threads N] [--verbose]\n"
+        "                  [--http-threads N] [--embeddings] [--verbose]\n"
         "                  [sampling defaults] [-t N] [-ngl N] [--requant MODE]\n"
         "  An OpenAI-compatible server: POST /v1/chat/completions and /v1/completions (\"stream\": true\n"
         "  for server-sent events), GET /v1/models, /health, /metrics (Prometheus), POST /tokenize\n"
@@ -83,6 +83,9 @@ static int cmd_serve(int argc, char** argv) {
         "  --fallback             a model without a chat template chats in ChatML\n"
         "  --chat-template FILE   chat with this Jinja template (a .jinja file) instead of the model's\n"
         "  --http-threads N       HTTP worker threads (-np + --queue + 8); a stream holds one\n"
+        "  --embeddings           POST /v1/embeddings (OpenAI's shape; float or base64): the mean of the\n"
+        "                         final hidden state (after the output norm) over the input's tokens, unit\n"
+        "                         length, evaluated on a sequence of its own between generation steps\n"
         "  --verbose              one line per request on stderr (and the placement at load)\n"
         "  Sampling defaults for requests that leave them out:\n%s"
         "  SIGTERM or SIGINT: no new requests (503), those accepted finish, then it exits; a second one\n"
@@ -104,6 +107,7 @@ static int cmd_serve(int argc, char** argv) {
   std::string alias;
   a.value(nullptr, "--alias", alias);
   const bool fallback = a.flag(nullptr, "--fallback");
+  so.embeddings = a.flag(nullptr, "--embeddings");
   std::string template_file;
   a.value(nullptr, "--chat-template", template_file);
   ho.defaults = parse_sampling_flags(a, &ho.seed_fixed);
@@ -133,7 +137,7 @@ static int cmd_serve(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);  // a client gone: a failed write, not a dead server
 
   // The model first: its loader refuses what is no GGUF file (a folder, a FIFO) without reading it.
-  mf.params.n_seq = int32_t(np);
+  mf.params.n_seq = int32_t(np) + (so.embeddings ? 1 : 0);  // --embeddings: one more, for embedding requests
   fish_model* m = load_or_exit("serve", mf);
   ModelFlags vf = mf;  // the HTTP threads' tokenizer
   vf.params.vocab_only = 1;
@@ -191,9 +195,9 @@ static int cmd_serve(int argc, char** argv) {
                      http.tool_family() == ToolFamily::kNone
                          ? "none (the chat template teaches no format fish parses: replies stay text)"
                          : tool_family_name(http.tool_family()));
-      std::fprintf(stderr, "fish serve: listening on http://%s:%d (model %s, -np %lld, context %d per sequence, %s%s)\n",
+      std::fprintf(stderr, "fish serve: listening on http://%s:%d (model %s, -np %lld, context %d per sequence, %s%s%s)\n",
                    ho.host.c_str(), http.port(), ho.model_id.c_str(), (long long)np, info.n_ctx, info.backend,
-                   ho.api_key.empty() ? "" : ", API key required");
+                   ho.api_key.empty() ? "" : ", API key required", so.embeddings ? ", embeddings on" : "");
       std::atomic<bool> stopped{false};
       std::thread watcher([&] { watch_signals(set, sched, http, stopped); });
       http.listen();

@@ -3,8 +3,9 @@
 // server takes it (serve/http_server.cpp's generation route, up to the
 // scheduler): parse_request_body, then parse_chat_request (rendered with
 // Qwen2.5's template, which reads tools, and tokenized on stories260K's
-// vocabulary) and parse_completion_request (its text tokenized, its token ids
-// checked); a JSON schema the parser took (response_format) is put on a
+// vocabulary), parse_completion_request (its text tokenized, its token ids
+// checked) and parse_embedding_request (its texts tokenized, the answer
+// written as floats or base64); a JSON schema the parser took (response_format) is put on a
 // sampler as the scheduler does and 64 tokens are drawn under it. Tool
 // fields: the conversation adapted for each tool-call family, a forced
 // tool_choice's schema built for each (and sampled like the others), and the
@@ -134,6 +135,15 @@ void run(const std::string& body) {
   }
   ParsedRequest pc;
   if (!parse_completion_request(j, defaults, false, &pc) && !pc.prompt_is_tokens) tokenize(pc.prompt_text);
+  // /v1/embeddings: the inputs' texts tokenized, and the answer's shape
+  // (floats or base64) written for their count.
+  EmbeddingRequest er;
+  if (!parse_embedding_request(j, &er)) {
+    for (const EmbeddingInput& in : er.inputs)
+      if (!in.is_tokens) tokenize(in.text);
+    const std::vector<float> v(er.inputs.size() * 4, 0.5f);
+    (void)dump(embeddings_response("m", v, 4, er.base64, int64_t(er.inputs.size())));
+  }
 }
 
 std::string slurp(const std::string& path) {

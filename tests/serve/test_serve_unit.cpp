@@ -330,3 +330,52 @@ TEST_CASE("serve: /metrics is Prometheus text", "[serve][unit]") {
   CHECK(t.find("fish_slots 4\n") != std::string::npos);
   CHECK(t.find("fish_prompt_tokens_per_second 0\n") != std::string::npos);
 }
+
+TEST_CASE("serve: embedding requests parse, their refusals name the field, base64 is float32 little-endian",
+          "[serve][unit]") {
+  auto parse = [](const char* text, EmbeddingRequest* out) {
+    return parse_embedding_request(nlohmann::ordered_json::parse(text), out);
+  };
+  EmbeddingRequest r;
+  REQUIRE_FALSE(parse(R"({"input": "a cat", "encoding_format": "base64", "dimensions": 64})", &r));
+  REQUIRE(r.inputs.size() == 1);
+  CHECK(r.inputs[0].text == "a cat");
+  CHECK(r.base64);
+  CHECK(r.dimensions == 64);
+  r = {};
+  REQUIRE_FALSE(parse(R"({"input": [[1, 2], [3]]})", &r));
+  REQUIRE(r.inputs.size() == 2);
+  CHECK(r.inputs[1].is_tokens);
+  CHECK(r.inputs[0].tokens == std::vector<int32_t>{1, 2});
+  CHECK(r.dimensions == -1);
+  r = {};
+  REQUIRE_FALSE(parse(R"({"input": [5, 6, 7]})", &r));
+  REQUIRE(r.inputs.size() == 1);
+  CHECK(r.inputs[0].tokens.size() == 3);
+  for (const char* bad : {R"({})", R"({"input": []})", R"({"input": ""})", R"({"input": ["a", 1]})",
+                          R"({"input": [[1], "a"]})", R"({"input": {"a": 1}})", R"({"input": [[]]})",
+                          R"({"input": [1.5]})"}) {
+    EmbeddingRequest x;
+    auto e = parse(bad, &x);
+    INFO(bad);
+    REQUIRE(e);
+    CHECK(e->param == "input");
+  }
+  for (auto [bad, param] : {std::pair{R"({"input": "a", "encoding_format": "hex"})", "encoding_format"},
+                            {R"({"input": "a", "dimensions": 0})", "dimensions"},
+                            {R"({"input": "a", "model": 1})", "model"}}) {
+    EmbeddingRequest x;
+    auto e = parse(bad, &x);
+    INFO(bad);
+    REQUIRE(e);
+    CHECK(e->param == param);
+  }
+  CHECK(base64_encode(reinterpret_cast<const uint8_t*>("fooba"), 5) == "Zm9vYmE=");
+  CHECK(base64_encode(reinterpret_cast<const uint8_t*>("foob"), 4) == "Zm9vYg==");
+  // 1.0f is 00 00 80 3f little-endian.
+  const json j = embeddings_response("m", {1.0f, -2.0f}, 2, true, 3);
+  CHECK(j["data"][0]["embedding"] == "AACAPwAAAMA=");
+  CHECK(j["usage"]["prompt_tokens"] == 3);
+  CHECK(j["usage"]["total_tokens"] == 3);
+  CHECK(j["object"] == "list");
+}

@@ -30,7 +30,7 @@ namespace {
 
 // The label /metrics counts a request under (aliases to their /v1 names).
 std::string path_label(const std::string& path) {
-  static const char* known[] = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health",
+  static const char* known[] = {"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models", "/health",
                                 "/metrics", "/tokenize", "/detokenize"};
   for (const char* k : known)
     if (path == k || "/v1" + path == k) return k;
@@ -129,6 +129,7 @@ struct HttpServer::Impl {
   }
 
   void generation(const httplib::Request& req, httplib::Response& res, bool chat);
+  void embeddings(const httplib::Request& req, httplib::Response& res);
   // Tool calls of a chat request: the template input adapted, and when the
   // choice forces a call the prompt's suffix and the schema (in pr.gen).
   std::optional<ApiError> prepare_tools(ParsedRequest& pr, std::string* prompt_suffix);
@@ -235,6 +236,55 @@ void HttpServer::Impl::generation(const httplib::Request& req, httplib::Response
     if (!calls.empty()) finish = "tool_calls";
   }
   send_json(res, 200, full_response(meta, text, finish, job->usage(), pr.gen.top_logprobs >= 0 ? &lj : nullptr, calls));
+}
+
+void HttpServer::Impl::embeddings(const httplib::Request& req, httplib::Response& res) {
+  if (!sched->embeddings())
+    return send_error(res, error(404, "embeddings are off on this server: start fish serve with --embeddings",
+                                 "invalid_request_error", "", "embeddings_disabled"));
+  nlohmann::ordered_json body;
+  if (auto e = parse_request_body(req.body, &body)) return send_error(res, *e);
+  EmbeddingRequest er;
+  if (auto e = parse_embedding_request(body, &er)) return send_error(res, *e);
+  const int32_t dim = sched->n_embd();
+  if (er.dimensions >= 0 && er.dimensions != dim)
+    return send_error(res, error(400, "'dimensions' " + std::to_string(er.dimensions) + " is not supported: this model's embeddings have " +
+                                          std::to_string(dim) + " dimensions (leave it out, or send " + std::to_string(dim) + ")",
+                                 "invalid_request_error", "dimensions"));
+  std::vector<std::vector<int32_t>> inputs;
+  int64_t n_tokens = 0;
+  for (size_t i = 0; i < er.inputs.size(); ++i) {
+    EmbeddingInput& in = er.inputs[i];
+    std::vector<int32_t> ids;
+    if (in.is_tokens) {
+      ids = std::move(in.tokens);
+      if (auto e = check_ids(ids, "input")) return send_error(res, *e);
+    } else if (auto e = tokenize(in.text, true, false, &ids)) {
+      e->param = "input";
+      return send_error(res, *e);
+    }
+    if (ids.empty()) return send_error(res, error(400, "input " + std::to_string(i) + " has no tokens", "invalid_request_error", "input"));
+    if (int32_t(ids.size()) > n_ctx)
+      return send_error(res, error(400, "This model's maximum context length is " + std::to_string(n_ctx) + " tokens, but input " +
+                                            std::to_string(i) + " has " + std::to_string(ids.size()) + " tokens.",
+                                   "invalid_request_error", "input", "context_length_exceeded"));
+    n_tokens += int64_t(ids.size());
+    inputs.push_back(std::move(ids));
+  }
+  auto job = std::make_shared<EmbedJob>(std::move(inputs), fish_embed_default_params());
+  switch (sched->submit_embed(job)) {
+    case Scheduler::Submit::kOk:
+      break;
+    case Scheduler::Submit::kQueueFull:
+      res.set_header("Retry-After", "1");
+      return send_error(res, error(503, "the server is busy: the embeddings queue is full; retry later", "server_error", "",
+                                   "overloaded"));
+    case Scheduler::Submit::kDraining:
+      return send_error(res, error(503, "the server is shutting down", "server_error", "", "shutting_down"));
+  }
+  job->wait();
+  if (!job->error().empty()) return send_error(res, error(sched->draining() ? 503 : 500, job->error(), "server_error"));
+  send_json(res, 200, embeddings_response(opt.model_id, job->vectors(), dim, er.base64, n_tokens));
 }
 
 void HttpServer::Impl::stream(httplib::Response& res, const std::shared_ptr<Job>& job, const ResponseMeta& meta,
@@ -358,6 +408,8 @@ void HttpServer::Impl::routes() {
   auto completions = [this](const httplib::Request& req, httplib::Response& res) { generation(req, res, false); };
   for (const char* p : {"/v1/chat/completions", "/chat/completions"}) svr.Post(p, chat);
   for (const char* p : {"/v1/completions", "/completions"}) svr.Post(p, completions);
+  auto embed = [this](const httplib::Request& req, httplib::Response& res) { embeddings(req, res); };
+  for (const char* p : {"/v1/embeddings", "/embeddings"}) svr.Post(p, embed);
 
   auto model_json = [this] {
     return json{{"id", opt.model_id}, {"object", "model"}, {"created", started}, {"owned_by", "fish"},

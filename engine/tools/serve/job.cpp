@@ -37,4 +37,20 @@ bool Job::wait(std::chrono::milliseconds timeout, std::vector<Delta>* out) {
   return finished_;
 }
 
+void EmbedJob::finish(std::vector<float> vectors, const std::string& error) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (finished_) return;
+    finished_ = true;
+    vectors_ = std::move(vectors);
+    error_ = error;
+  }
+  cv_.notify_all();
+}
+
+void EmbedJob::wait() {
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait(lk, [&] { return finished_; });
+}
+
 }  // namespace fish::serve

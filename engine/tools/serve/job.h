@@ -86,4 +86,30 @@ class Job {
   Usage usage_;
 };
 
+// One /v1/embeddings request: its inputs as token ids, evaluated by the
+// scheduler thread on the sequence it keeps for embeddings (fish_embed_tokens);
+// the HTTP thread waits for the vectors.
+class EmbedJob {
+ public:
+  EmbedJob(std::vector<std::vector<int32_t>> inputs, fish_embed_params params)
+      : inputs(std::move(inputs)), params(params) {}
+
+  const std::vector<std::vector<int32_t>> inputs;
+  const fish_embed_params params;
+
+  // Scheduler side: the vectors [inputs.size() * n_embd], or an error.
+  void finish(std::vector<float> vectors, const std::string& error = "");
+  // HTTP side: blocks until finish() ran.
+  void wait();
+  const std::vector<float>& vectors() const { return vectors_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool finished_ = false;
+  std::vector<float> vectors_;
+  std::string error_;
+};
+
 }  // namespace fish::serve

@@ -339,4 +339,54 @@ std::optional<ApiError> parse_completion_request(const json& body, const fish_sa
   return std::nullopt;
 }
 
+std::optional<ApiError> parse_embedding_request(const nlohmann::ordered_json& body, EmbeddingRequest* out) {
+  const json& b = body;
+  if (!b.is_object()) return bad("", "the request body must be a JSON object");
+  if (const json* v = field(b, "model"); v && !v->is_string()) return bad("model", "'model' must be a string");
+  if (const json* v = field(b, "encoding_format")) {
+    if (!v->is_string() || (v->get<std::string>() != "float" && v->get<std::string>() != "base64"))
+      return bad("encoding_format", "'encoding_format' must be \"float\" or \"base64\"");
+    out->base64 = v->get<std::string>() == "base64";
+  }
+  if (auto e = get_int(b, "dimensions", 1, std::numeric_limits<int32_t>::max(), &out->dimensions)) return e;
+  const json* in = field(b, "input");
+  if (!in) return bad("input", "'input' is required");
+  const char* kShape = "'input' must be a string, an array of strings, an array of token ids or an array of arrays of token ids";
+  auto one_text = [&](const json& v) -> std::optional<ApiError> {
+    if (v.get_ref<const std::string&>().empty()) return bad("input", "'input' must not contain an empty string");
+    EmbeddingInput e;
+    e.text = v.get<std::string>();
+    out->inputs.push_back(std::move(e));
+    return std::nullopt;
+  };
+  auto one_ids = [&](const json& v) -> std::optional<ApiError> {
+    if (v.empty()) return bad("input", "'input' must not contain an empty array of token ids");
+    EmbeddingInput e;
+    e.is_tokens = true;
+    if (auto err = get_token_ids(v, "input", &e.tokens)) return err;
+    out->inputs.push_back(std::move(e));
+    return std::nullopt;
+  };
+  if (in->is_string()) {
+    if (auto e = one_text(*in)) return e;
+  } else if (in->is_array()) {
+    if (in->empty()) return bad("input", "'input' must not be an empty array");
+    if ((*in)[0].is_number()) {  // one input as token ids
+      if (auto e = one_ids(*in)) return e;
+    } else {
+      if (in->size() > kMaxEmbeddingInputs)
+        return bad("input", "'input' holds " + std::to_string(in->size()) + " inputs, more than " +
+                                std::to_string(kMaxEmbeddingInputs));
+      const bool texts = (*in)[0].is_string();
+      for (const json& v : *in) {
+        if (texts ? !v.is_string() : !v.is_array()) return bad("input", kShape);
+        if (auto e = texts ? one_text(v) : one_ids(v)) return e;
+      }
+    }
+  } else {
+    return bad("input", kShape);
+  }
+  return std::nullopt;
+}
+
 }  // namespace fish::serve

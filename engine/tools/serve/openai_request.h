@@ -69,4 +69,22 @@ std::optional<ApiError> parse_chat_request(const nlohmann::ordered_json& body, c
 std::optional<ApiError> parse_completion_request(const nlohmann::ordered_json& body, const fish_sampler_params& defaults,
                                                  bool seed_fixed, ParsedRequest* out);
 
+// /v1/embeddings: input (a string, an array of strings, an array of token
+// ids, or an array of arrays of token ids; 1..2048 inputs, none empty),
+// encoding_format ("float" or "base64": little-endian float32 bytes),
+// dimensions (an integer >= 1; the HTTP side refuses any but the model's),
+// model (a string, ignored), user (ignored).
+struct EmbeddingInput {
+  bool is_tokens = false;
+  std::string text;
+  std::vector<int32_t> tokens;
+};
+struct EmbeddingRequest {
+  std::vector<EmbeddingInput> inputs;
+  bool base64 = false;
+  int64_t dimensions = -1;  // -1: not given
+};
+constexpr size_t kMaxEmbeddingInputs = 2048;  // OpenAI's limit per request
+std::optional<ApiError> parse_embedding_request(const nlohmann::ordered_json& body, EmbeddingRequest* out);
+
 }  // namespace fish::serve

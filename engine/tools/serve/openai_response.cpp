@@ -1,6 +1,8 @@
 // OpenAI answer bodies: see openai_response.h.
 #include "serve/openai_response.h"
 
+#include <cstring>
+
 #include "fish/fish.h"
 
 namespace fish::serve {
@@ -142,5 +144,47 @@ std::string dump(const nlohmann::ordered_json& j) {
 }
 
 std::string sse_event(const json& j) { return "data: " + dump(j) + "\n\n"; }
+
+std::string base64_encode(const uint8_t* data, size_t n) {
+  static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((n + 2) / 3 * 4);
+  for (size_t i = 0; i < n; i += 3) {
+    const uint32_t v = uint32_t(data[i]) << 16 | (i + 1 < n ? uint32_t(data[i + 1]) << 8 : 0u) |
+                       (i + 2 < n ? uint32_t(data[i + 2]) : 0u);
+    out += k[(v >> 18) & 63];
+    out += k[(v >> 12) & 63];
+    out += i + 1 < n ? k[(v >> 6) & 63] : '=';
+    out += i + 2 < n ? k[v & 63] : '=';
+  }
+  return out;
+}
+
+json embeddings_response(const std::string& model, const std::vector<float>& vectors, int32_t dim, bool base64,
+                         int64_t prompt_tokens) {
+  json data = json::array();
+  const size_t n = dim > 0 ? vectors.size() / size_t(dim) : 0;
+  std::vector<uint8_t> bytes(size_t(dim) * 4);
+  for (size_t i = 0; i < n; ++i) {
+    const float* v = vectors.data() + i * size_t(dim);
+    json e;
+    if (base64) {
+      for (int32_t j = 0; j < dim; ++j) {  // little-endian whatever the host's order
+        uint32_t u;
+        std::memcpy(&u, v + j, 4);
+        for (int b = 0; b < 4; ++b) bytes[size_t(j) * 4 + size_t(b)] = uint8_t(u >> (8 * b));
+      }
+      e = base64_encode(bytes.data(), bytes.size());
+    } else {
+      e = json::array();
+      for (int32_t j = 0; j < dim; ++j) e.push_back(v[j]);
+    }
+    data.push_back(json{{"object", "embedding"}, {"index", i}, {"embedding", std::move(e)}});
+  }
+  return json{{"object", "list"},
+              {"data", std::move(data)},
+              {"model", model},
+              {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
+}
 
 }  // namespace fish::serve

@@ -49,6 +49,15 @@ nlohmann::json stream_chunk(const ResponseMeta& meta, const std::string& text, b
 // stream_options.include_usage: the last chunk, no choices.
 nlohmann::json usage_chunk(const ResponseMeta& meta, const Usage& usage);
 
+// /v1/embeddings' answer: {"object": "list", "data": [{"object": "embedding",
+// "index", "embedding"}], "model", "usage": {"prompt_tokens", "total_tokens"}};
+// vectors [n * dim] row by row; base64: each embedding the base64 text of its
+// little-endian float32 bytes (encoding_format "base64"), else numbers.
+nlohmann::json embeddings_response(const std::string& model, const std::vector<float>& vectors, int32_t dim,
+                                   bool base64, int64_t prompt_tokens);
+// Standard base64 (with '=' padding) of bytes.
+std::string base64_encode(const uint8_t* data, size_t n);
+
 // JSON text; invalid UTF-8 (a token that is part of a character) becomes U+FFFD.
 std::string dump(const nlohmann::json& j);
 std::string dump(const nlohmann::ordered_json& j);

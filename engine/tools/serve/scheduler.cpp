@@ -35,8 +35,11 @@ Scheduler::Scheduler(fish_model* m, const SchedulerOptions& opt, ServeCounters* 
   n_ctx_ = info.n_ctx;
   for (int32_t v = 0; v < n_vocab_; ++v)
     if (fish_token_is_eog(m_, v)) eog_.push_back(v);
-  opt_.batch_rows = std::max(opt_.batch_rows, fish_n_seq(m_));  // every slot decodes in each step
-  for (int32_t i = 0; i < fish_n_seq(m_); ++i) {
+  n_embd_ = fish_n_embd(m_);
+  int32_t n_gen = fish_n_seq(m_);
+  if (opt_.embeddings && n_gen > 1) embed_seq_ = --n_gen;  // the last sequence: embeddings only
+  opt_.batch_rows = std::max(opt_.batch_rows, n_gen);  // every slot decodes in each step
+  for (int32_t i = 0; i < n_gen; ++i) {
     slots_.push_back(std::make_unique<Slot>());
     slots_.back()->seq = i;
   }
@@ -71,6 +74,57 @@ Scheduler::Submit Scheduler::submit(const std::shared_ptr<Job>& job) {
   return Submit::kOk;
 }
 
+Scheduler::Submit Scheduler::submit_embed(const std::shared_ptr<EmbedJob>& job) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (draining_ || embed_seq_ < 0) return Submit::kDraining;
+    if (int32_t(embed_queue_.size()) >= std::max(1, opt_.max_queue)) {
+      ++counters_->rejected_full;
+      return Submit::kQueueFull;
+    }
+    embed_queue_.push_back(job);
+  }
+  cv_.notify_all();
+  return Submit::kOk;
+}
+
+bool Scheduler::run_embeddings() {
+  std::deque<std::shared_ptr<EmbedJob>> jobs;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    jobs.swap(embed_queue_);
+    embedding_ += int32_t(jobs.size());
+  }
+  for (auto& j : jobs) {
+    std::vector<const int32_t*> ptr;
+    std::vector<int32_t> len;
+    for (const auto& in : j->inputs) {
+      ptr.push_back(in.data());
+      len.push_back(int32_t(in.size()));
+    }
+    fish_embed_params p = j->params;
+    p.seq = embed_seq_;
+    std::vector<float> out(j->inputs.size() * size_t(n_embd_));
+    const auto t0 = std::chrono::steady_clock::now();
+    const int rc = fish_embed_tokens(m_, ptr.data(), len.data(), int32_t(ptr.size()), &p, out.data());
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+    int64_t n_tok = 0;
+    for (int32_t n : len) n_tok += n;
+    counters_->prompt_tokens += n_tok;
+    counters_->prompt_us += us;
+    if (rc != 0) {
+      ++counters_->jobs_failed;
+      j->finish({}, std::string("embeddings failed: ") + fish_last_error(m_));
+    } else {
+      ++counters_->jobs_finished;
+      j->finish(std::move(out));
+    }
+    std::lock_guard<std::mutex> lk(mu_);
+    --embedding_;
+  }
+  return !jobs.empty();
+}
+
 void Scheduler::cancel(const std::shared_ptr<Job>& job) {
   job->cancelled = true;
   cv_.notify_all();
@@ -88,19 +142,22 @@ bool Scheduler::draining() const {
 
 bool Scheduler::idle() const {
   std::lock_guard<std::mutex> lk(mu_);
-  return queue_.empty() && counters_->running.load() == 0;
+  return queue_.empty() && embed_queue_.empty() && embedding_ == 0 && counters_->running.load() == 0;
 }
 
 void Scheduler::abort_all(const std::string& why) {
   std::deque<std::shared_ptr<Job>> dropped;
+  std::deque<std::shared_ptr<EmbedJob>> embeds;
   {
     std::lock_guard<std::mutex> lk(mu_);
     draining_ = true;
     if (abort_why_.empty()) abort_why_ = why;
     dropped.swap(queue_);
+    embeds.swap(embed_queue_);
     counters_->queued = 0;
   }
   for (auto& j : dropped) j->finish("", Usage{}, why);
+  for (auto& j : embeds) j->finish({}, why);
   cv_.notify_all();
 }
 
@@ -109,8 +166,8 @@ void Scheduler::run() {
     if (step()) continue;
     std::unique_lock<std::mutex> lk(mu_);
     if (stop_) return;
-    cv_.wait(lk, [&] { return stop_ || !queue_.empty() || !abort_why_.empty(); });
-    if (stop_ && queue_.empty()) return;
+    cv_.wait(lk, [&] { return stop_ || !queue_.empty() || !embed_queue_.empty() || !abort_why_.empty(); });
+    if (stop_ && queue_.empty() && embed_queue_.empty()) return;
   }
 }
 
@@ -260,6 +317,7 @@ void Scheduler::sample_row(Slot& s, int32_t row) {
 }
 
 bool Scheduler::step() {
+  const bool embedded = run_embeddings();
   start_jobs();
   // Rows: every generating job's next token, then prompt chunks (oldest job first).
   std::vector<int32_t> tok, pos, seq;
@@ -293,7 +351,7 @@ bool Scheduler::step() {
     }
     budget -= chunk;
   }
-  if (tok.empty()) return false;
+  if (tok.empty()) return embedded;
 
   fish_batch b{};
   b.struct_size = sizeof b;

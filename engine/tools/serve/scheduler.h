@@ -6,6 +6,10 @@
 // waiting for them. A job starts from the longest prefix of its prompt that a
 // live or released sequence holds (fish_seq_reuse) and its sequence is
 // released into the prefix cache when it ends (fish_seq_release).
+// Embeddings (SchedulerOptions::embeddings): the model's last sequence is no
+// generation slot; each step first evaluates the embedding jobs waiting, one
+// after another on that sequence (fish_embed_tokens), so they never touch a
+// generating job's KV (which waits for them).
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -25,6 +29,7 @@ namespace fish::serve {
 struct SchedulerOptions {
   int32_t batch_rows = 512;  // rows of one step (decode rows + prompt chunks)
   int32_t max_queue = 64;    // jobs waiting for a slot; more are refused
+  bool embeddings = false;   // the model's last sequence serves embedding jobs (submit_embed)
 };
 
 class Scheduler {
@@ -38,6 +43,8 @@ class Scheduler {
 
   enum class Submit { kOk, kQueueFull, kDraining };
   Submit submit(const std::shared_ptr<Job>& job);
+  // An embedding job (needs SchedulerOptions::embeddings); kQueueFull past max_queue waiting.
+  Submit submit_embed(const std::shared_ptr<EmbedJob>& job);
   // The job's client went away: its sequence is freed at the next step.
   void cancel(const std::shared_ptr<Job>& job);
   // Refuses new jobs from now on (SIGTERM); those accepted go on.
@@ -50,6 +57,8 @@ class Scheduler {
 
   int32_t n_slots() const { return int32_t(slots_.size()); }
   int32_t n_ctx() const { return n_ctx_; }
+  int32_t n_embd() const { return n_embd_; }
+  bool embeddings() const { return embed_seq_ >= 0; }
 
  private:
   struct Slot;
@@ -59,11 +68,13 @@ class Scheduler {
   void finish(Slot& s, const std::string& reason, const std::string& error = "");
   void sample_row(Slot& s, int32_t row);
   void release_finished();
+  bool run_embeddings();  // the embedding jobs waiting; true when there were any
 
   fish_model* m_;
   SchedulerOptions opt_;
   ServeCounters* counters_;
-  int32_t n_vocab_ = 0, n_ctx_ = 0;
+  int32_t n_vocab_ = 0, n_ctx_ = 0, n_embd_ = 0;
+  int32_t embed_seq_ = -1;  // the sequence embedding jobs run on (-1: none)
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<int32_t> eog_;        // end-of-generation tokens (ignore_eos masks them)
   std::vector<int32_t> releasing_;  // sequences of jobs that ended this step
@@ -72,6 +83,8 @@ class Scheduler {
   mutable std::mutex mu_;  // queue_, draining_, stop_, abort_why_
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
+  std::deque<std::shared_ptr<EmbedJob>> embed_queue_;
+  int32_t embedding_ = 0;  // embedding jobs taken from embed_queue_ and not finished
   bool draining_ = false, stop_ = false;
   std::string abort_why_;
   std::thread thread_;
