@@ -10,7 +10,7 @@ import ctypes.util
 import os
 import threading
 
-from ._structs import Batch, ChatMessage, ModelInfo, ModelParams, SamplerParams, Stats
+from ._structs import Batch, ChatMessage, EmbedParams, ModelInfo, ModelParams, SamplerParams, Stats
 from .errors import FishError
 
 _lock = threading.Lock()
@@ -41,6 +41,9 @@ _PROTOTYPES = {
     "fish_kv_truncate": (C.c_int, [vp, i32]),
     "fish_decode": (C.c_int, [vp, P(Batch)]),
     "fish_get_logits_ith": (P(f32), [vp, i32]),
+    "fish_embed_default_params": (EmbedParams, []),
+    "fish_n_embd": (i32, [vp]),
+    "fish_embed_tokens": (C.c_int, [vp, P(P(i32)), P(i32), i32, P(EmbedParams), P(f32)]),
     "fish_n_seq": (i32, [vp]),
     "fish_seq_len": (i32, [vp, i32]),
     "fish_seq_truncate": (C.c_int, [vp, i32, i32]),

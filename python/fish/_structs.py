@@ -74,6 +74,15 @@ class Batch(C.Structure):
     ]
 
 
+class EmbedParams(C.Structure):
+    _fields_ = [
+        ("struct_size", C.c_uint32),
+        ("pooling", C.c_int32),
+        ("normalize", C.c_int32),
+        ("seq", C.c_int32),
+    ]
+
+
 class Stats(C.Structure):
     _fields_ = [
         ("struct_size", C.c_uint32),

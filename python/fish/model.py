@@ -239,6 +239,54 @@ class Model:
     def n_seq(self):
         return _lib.lib().fish_n_seq(self.handle)
 
+    # ---- embeddings ----------------------------------------------------------
+    _POOLING = {"mean": 0, "last": 1, "first": 2, "cls": 2}
+
+    @property
+    def n_embd(self):
+        return _lib.lib().fish_n_embd(self.handle)
+
+    def embed(self, texts, pooling="mean", normalize=True, seq=0):
+        """Embedding vectors (fish_embed_tokens): the final hidden state after
+        the output norm, pooled ("mean", "last", or "first" / "cls") over each
+        input's tokens, unit length when normalize. texts: a string, a list of
+        token ids, or a list of those (strings tokenized with BOS). Each input
+        is evaluated alone on sequence seq (left empty afterwards; the other
+        sequences keep their KV). Returns a numpy float32 array [n_embd] for one
+        input, [n_inputs, n_embd] for a list (lists without numpy)."""
+        if pooling not in self._POOLING:
+            raise ValueError(f"embed: pooling {pooling!r} is not 'mean', 'last' or 'first'")
+        single = isinstance(texts, (str, bytes)) or (
+            isinstance(texts, (list, tuple)) and len(texts) > 0 and all(isinstance(t, int) for t in texts))
+        inputs = [texts] if single else list(texts)
+        if not inputs:
+            raise ValueError("embed: no inputs")
+        ids = []
+        for i, x in enumerate(inputs):
+            if isinstance(x, (str, bytes)):
+                t = self.tokenize(x, add_special=True)
+            elif isinstance(x, (list, tuple)) or (_np is not None and isinstance(x, _np.ndarray)):
+                t = [int(v) for v in x]
+            else:
+                raise TypeError(f"embed: input {i} is a {type(x).__name__}, not a string or a list of token ids")
+            if not t:
+                raise ValueError(f"embed: input {i} has no tokens")
+            ids.append(_ints(t, f"input {i}"))
+        L = _lib.lib()
+        p = L.fish_embed_default_params()
+        p.pooling, p.normalize, p.seq = self._POOLING[pooling], int(bool(normalize)), int(seq)
+        n, dim = len(ids), self.n_embd
+        i32p = C.POINTER(C.c_int32)
+        ptrs = (i32p * n)(*[C.cast(a, i32p) for a in ids])
+        lens = (C.c_int32 * n)(*[len(a) for a in ids])
+        out = (C.c_float * (n * dim))()
+        self._check(L.fish_embed_tokens(self.handle, ptrs, lens, n, C.byref(p), out), "embed")
+        if _np is not None:
+            arr = _np.ctypeslib.as_array(out).reshape(n, dim).copy()
+            return arr[0] if single else arr
+        rows = [list(out[k * dim:(k + 1) * dim]) for k in range(n)]
+        return rows[0] if single else rows
+
     def seq_len(self, seq):
         n = _lib.lib().fish_seq_len(self.handle, int(seq))
         if n < 0:
