@@ -37,7 +37,10 @@ TEST_CASE("fish tokenize prints the model's token ids", "[e2e][cli]") {
   ModelHandle h(model_path("stories260K.gguf"));
   const auto ids = tokenize(h.m, "Once upon a time", true);
   std::string want;
-  for (size_t i = 0; i < ids.size(); ++i) want += (i ? " " : "") + std::to_string(ids[i]);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) want += ' ';
+    want += std::to_string(ids[i]);
+  }
   CHECK(fish_cmd("tokenize -m " + model_path("stories260K.gguf") + " -p 'Once upon a time'", &st) == want + "\n");
   CHECK(st == 0);
   CHECK(ids.front() == 1);

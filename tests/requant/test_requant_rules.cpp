@@ -87,7 +87,7 @@ TEST_CASE("requant auto: the mildest mode that fits everything, else the most la
   // Four layers; each mode's layer and output bytes (made up, in the ratios
   // of a Q4_K_M file: 2 smaller than 0, 3 smaller than 2, 1 the smallest).
   auto cand = [](RequantMode m, uint64_t layer, uint64_t output) {
-    return RequantCandidate{m, std::vector<uint64_t>(4, layer), output};
+    return RequantCandidate{m, std::vector<uint64_t>(4, layer), output, {}};
   };
   const std::vector<RequantCandidate> c = {cand(RequantMode::Off, 100, 80), cand(RequantMode::ToQ4K, 90, 60),
                                            cand(RequantMode::Mixed, 75, 60), cand(RequantMode::AllFq3, 70, 60)};
@@ -139,7 +139,7 @@ TEST_CASE("requant auto: MoE expert stacks count, and more layers' experts on th
   // Four MoE layers: 20 bytes of attention + router each, and expert stacks
   // of 100 (mode 0), 80 (2), 70 (3) or 60 (1); output 10; no span reserve.
   auto cand = [](RequantMode m, uint64_t experts, uint64_t host_first = 0) {
-    RequantCandidate c{m, std::vector<uint64_t>(4, 20), 10};
+    RequantCandidate c{m, std::vector<uint64_t>(4, 20), 10, {}};
     c.expert_bytes.assign(4, experts);
     for (uint64_t i = 0; i < host_first; ++i) c.expert_bytes[size_t(3 - i)] = RequantCandidate::kHostExperts;
     return c;

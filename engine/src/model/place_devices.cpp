@@ -28,7 +28,10 @@ namespace {
 
 std::string list_text(const std::vector<int32_t>& v) {
   std::string s;
-  for (int32_t x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  for (int32_t x : v) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(x);
+  }
   return s;
 }
 
