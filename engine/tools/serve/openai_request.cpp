@@ -13,8 +13,6 @@ namespace fish::serve {
 // Key order kept (the chat template writes objects back out with tojson).
 using json = nlohmann::ordered_json;
 
-namespace {
-
 ApiError bad(const std::string& param, const std::string& message) {
   ApiError e;
   e.param = param;
@@ -22,16 +20,17 @@ ApiError bad(const std::string& param, const std::string& message) {
   return e;
 }
 
+const json* field(const json& o, const char* name) {
+  auto it = o.find(name);
+  return it == o.end() || it->is_null() ? nullptr : &*it;
+}
+
+namespace {
+
 std::string number_text(double x) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", x);
   return buf;
-}
-
-// A present, non-null field.
-const json* field(const json& body, const char* name) {
-  auto it = body.find(name);
-  return it == body.end() || it->is_null() ? nullptr : &*it;
 }
 
 std::optional<ApiError> get_bool(const json& body, const char* name, bool* out) {

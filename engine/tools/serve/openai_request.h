@@ -33,6 +33,11 @@ struct ApiError {
   std::string code;   // "" -> null
 };
 
+// A 400 naming the request field param (the request parsers' errors).
+ApiError bad(const std::string& param, const std::string& message);
+// A present, non-null field of a request object, else nullptr.
+const nlohmann::ordered_json* field(const nlohmann::ordered_json& o, const char* name);
+
 struct ParsedRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage

@@ -21,6 +21,16 @@ json bytes_of(const std::string& s) {
 
 std::string fingerprint() { return std::string("fish-") + fish_version(); }
 
+// What every answer and chunk carries around its choices.
+json envelope(const ResponseMeta& meta, const char* object, json choices) {
+  return json{{"id", meta.id},
+              {"object", object},
+              {"created", meta.created},
+              {"model", meta.model},
+              {"system_fingerprint", fingerprint()},
+              {"choices", std::move(choices)}};
+}
+
 json choice_message(const ResponseMeta& meta, const std::string& text) {
   if (!meta.chat) return text;
   return json{{"role", "assistant"}, {"content", text}};
@@ -85,13 +95,9 @@ json full_response(const ResponseMeta& meta, const std::string& text, const std:
     msg["tool_calls"] = json::array();
     for (const ToolCall& c : calls) msg["tool_calls"].push_back(tool_call_json(c));
   }
-  return json{{"id", meta.id},
-              {"object", meta.chat ? "chat.completion" : "text_completion"},
-              {"created", meta.created},
-              {"model", meta.model},
-              {"system_fingerprint", fingerprint()},
-              {"choices", json::array({choice})},
-              {"usage", usage_json(usage)}};
+  json c = envelope(meta, meta.chat ? "chat.completion" : "text_completion", json::array({choice}));
+  c["usage"] = usage_json(usage);
+  return c;
 }
 
 json stream_chunk(const ResponseMeta& meta, const std::string& text, bool first, const std::string& finish_reason,
@@ -104,12 +110,7 @@ json stream_chunk(const ResponseMeta& meta, const std::string& text, bool first,
   }
   json choice{{"index", 0}, {"logprobs", lps}, {"finish_reason", or_null(finish_reason)}};
   choice["text"] = text;
-  json c{{"id", meta.id},
-         {"object", meta.chat ? "chat.completion.chunk" : "text_completion"},
-         {"created", meta.created},
-         {"model", meta.model},
-         {"system_fingerprint", fingerprint()},
-         {"choices", json::array({choice})}};
+  json c = envelope(meta, "text_completion", json::array({choice}));
   if (usage) c["usage"] = usage_json(*usage);
   return c;
 }
@@ -117,24 +118,15 @@ json stream_chunk(const ResponseMeta& meta, const std::string& text, bool first,
 json delta_chunk(const ResponseMeta& meta, json delta, const std::string& finish_reason, const json& lps,
                  const Usage* usage) {
   json choice{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", lps}, {"finish_reason", or_null(finish_reason)}};
-  json c{{"id", meta.id},
-         {"object", "chat.completion.chunk"},
-         {"created", meta.created},
-         {"model", meta.model},
-         {"system_fingerprint", fingerprint()},
-         {"choices", json::array({choice})}};
+  json c = envelope(meta, "chat.completion.chunk", json::array({choice}));
   if (usage) c["usage"] = usage_json(*usage);
   return c;
 }
 
 json usage_chunk(const ResponseMeta& meta, const Usage& usage) {
-  return json{{"id", meta.id},
-              {"object", meta.chat ? "chat.completion.chunk" : "text_completion"},
-              {"created", meta.created},
-              {"model", meta.model},
-              {"system_fingerprint", fingerprint()},
-              {"choices", json::array()},
-              {"usage", usage_json(usage)}};
+  json c = envelope(meta, meta.chat ? "chat.completion.chunk" : "text_completion", json::array());
+  c["usage"] = usage_json(usage);
+  return c;
 }
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }

@@ -12,18 +12,6 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-ApiError bad(const std::string& param, const std::string& message) {
-  ApiError e;
-  e.param = param;
-  e.message = message;
-  return e;
-}
-
-const json* field(const json& o, const char* name) {
-  auto it = o.find(name);
-  return it == o.end() || it->is_null() ? nullptr : &*it;
-}
-
 // JSON as Python's json.dumps writes it (", " and ": " between items), as the
 // models were shown their calls; nesting is bounded by the request's depth.
 std::string python_json(const json& v) {
