@@ -21,6 +21,14 @@
 //      3 y += v, then for the NEXT rmsnorm: xg = y ∘ P[norm_off..] and Σy² per
 //        (token, row group) into sq ([NT][row groups]), which the consumers
 //        reduce to 1/rms themselves (inv_parts).
+//      5 the router of an MoE decode: y = v (the n_rows = n_expert logits of
+//        each token, written through the coherent view), then the dispatch's
+//        last workgroup to arrive (a counter at word sq_off, left at 0 again)
+//        routes every token as moe_route.comp does (moe_common.glsl's
+//        moe_route_token: softmax, top-k, renormalised where xg_off bit 16 says)
+//        and writes its pairs' words (expert, weight) at word norm_off, k =
+//        xg_off & 0xFFFF. The experts' gate|up then reads its pair's expert in
+//        one load instead of every workgroup repeating the top-k.
 // The residual y and the norm weights of EPI 1/3 are loaded before the main
 // loop, so their latency hides behind the weights'.
 // FISH_INT8: the int8 variant (see matvec_units_i8.glsl).
@@ -102,6 +110,11 @@ uint mv_tok(uint t) { return BATCH ? min(tok0 + t, pc.n_tok - 1u) : t; }
 #define QB_X_SIZE (QOUT ? WR * NT : 1u)
 #define QSG_SLOTS (QOUT ? WR : 1u)
 #include "quant_block.glsl"
+// EPI 5's routing (moe_common.glsl), its logits read through the coherent view.
+#define MOE_LOGIT(i) AC[i]
+#define MOE_RT_ON (EPI == 5u)
+#define MOE_ROUTING
+#include "moe_common.glsl"
 
 #ifdef FISH_INT8
 // x is int8 rows: quantize_x.comp's (x·x2 and the scale already in them) or a
@@ -158,6 +171,30 @@ void mv_step(uint u, uint srow0, uint tb) {
         for (uint t = 0u; t < NT; ++t) tot[r * NTT + c * NT + t] += acc[r * NT + t];
     }
   }
+}
+
+// EPI 5, after this workgroup's logits: the last workgroup to arrive routes
+// every token (see the top of the file).
+shared uint tail_sh;
+void route_tail() {
+  const uint lid = gl_LocalInvocationID.x;
+  memoryBarrierBuffer();  // this workgroup's logits, before it counts itself in
+  barrier();
+  if (lid == 0u) tail_sh = atomicAdd(ACU[pc.sq_off], 1u) == gl_NumWorkGroups.x - 1u ? 1u : 0u;
+  barrier();
+  if (tail_sh == 0u) return;  // uniform
+  memoryBarrierBuffer();
+  const uint K = pc.xg_off & 0xFFFFu;
+  const bool renorm = (pc.xg_off & 0x10000u) != 0u;
+  for (uint t = 0u; t < pc.n_tok; ++t) {
+    // (rt_sel / rt_w of token t are read before token t + 1's first barrier rewrites them.)
+    moe_route_token(pc.y_off + t * pc.y_stride, pc.n_rows, K, renorm, true);
+    if (lid < K) {
+      ACU[pc.norm_off + 2u * (t * K + lid)] = rt_sel[lid];
+      ACU[pc.norm_off + 2u * (t * K + lid) + 1u] = floatBitsToUint(rt_w[lid]);
+    }
+  }
+  if (lid == 0u) ACU[pc.sq_off] = 0u;  // for the next forward
 }
 
 void main() {
@@ -247,7 +284,8 @@ void main() {
         if (EPI == 2u) v = v / (1.0 + exp(-v));
         if (EPI == 4u) v = v / (1.0 + exp(-v)) * (v2 * sc);
         if (EPI == 1u || EPI == 3u) v += res;
-        Y[a] = v;
+        if (EPI == 5u) AC[a] = v;  // read by the last workgroup (route_tail)
+        else Y[a] = v;
         if (EPI == 3u) {
           const uint xg = pc.xg_off + tk * pc.y_stride + row;
           Y[xg] = v * nw;
@@ -270,4 +308,5 @@ void main() {
       barrier();  // qb_x is reused by the next row group
     }
   }
+  if (EPI == 5u) route_tail();
 }

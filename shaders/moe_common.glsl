@@ -25,10 +25,21 @@ uint moe_list(uint g, uint n_expert) { return g + 2u + 2u * n_expert; }
 // barriers skipped (a gate|up workgroup that does not write the pair's words).
 // With renorm the sum over every expert is not computed: the k chosen
 // logits alone give the weights.
-shared vec4 rt_l4[128];   // the logits in fours (NaN and the padding past n_expert: -inf)
-shared uint rt_sel[16];
-shared float rt_w[16];
-shared float rt_part[32];
+// MOE_LOGIT(i): how the logit at float index i is read (X: written by an
+// earlier dispatch; matvec_span.comp's router tail: the coherent view, since
+// this dispatch's other workgroups wrote them). MOE_RT_ON: whether the
+// shared arrays take their full size (a spec-constant expression in a kernel
+// where only some variants route).
+#ifndef MOE_LOGIT
+#define MOE_LOGIT(i) X[i]
+#endif
+#ifndef MOE_RT_ON
+#define MOE_RT_ON true
+#endif
+shared vec4 rt_l4[MOE_RT_ON ? 128u : 1u];  // the logits in fours (NaN and the padding past n_expert: -inf)
+shared uint rt_sel[MOE_RT_ON ? 16u : 1u];
+shared float rt_w[MOE_RT_ON ? 16u : 1u];
+shared float rt_part[MOE_RT_ON ? 32u : 1u];
 
 float rt_logit(uint e) { return rt_l4[e >> 2u][e & 3u]; }
 
@@ -38,7 +49,7 @@ void moe_route_token(uint lo, uint NE, uint K, bool renorm, bool weights) {
   for (uint q = lid; q < NQ; q += wgs) {
     vec4 v4;
     for (uint c = 0u; c < 4u; ++c) {
-      const float v = 4u * q + c < NE ? X[lo + 4u * q + c] : NEG_INF;
+      const float v = 4u * q + c < NE ? MOE_LOGIT(lo + 4u * q + c) : NEG_INF;
       v4[c] = isnan(v) ? NEG_INF : v;
     }
     rt_l4[q] = v4;

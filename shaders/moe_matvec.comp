@@ -23,6 +23,8 @@
 // barrier before this one; every workgroup repeats the token's top-k over
 // n_expert logits (from cache) before its first weight load
 // (docs/experiments/vulkan-moe-decode.md: what each costs on the H200).
+// flags bit 2 (ROUTE): the router matvec's tail (matvec_span.comp EPI 5)
+// already wrote the pairs' words; the workgroup reads its pair's expert.
 //
 // Scale (gate|up of a decode whose norms are epilogues): with inv_in != NONE,
 // x is n·norm without 1/rms, and inv_in holds each token's [inv_parts] Σx²
@@ -140,7 +142,9 @@ void main() {
   const uint G = moe_group(pc.route_off, P), L = moe_list(G, NE);
   const uint s = gl_WorkGroupID.y;
   uint e, p0, p1;
-  if (ROUTE) {  // s is the pair t·k + j
+  if (ROUTE && (pc.flags & 2u) != 0u) {  // the router's tail wrote pair s's words
+    e = AR[pc.route_off + 2u * s], p0 = s, p1 = s + 1u;
+  } else if (ROUTE) {  // s is the pair t·k + j
     // Only row group 0's workgroup writes the pair's words: the others need the expert alone.
     moe_route_token(pc.logits_off + (s / K) * NE, NE, K, (pc.flags & 1u) != 0u, gl_WorkGroupID.x == 0u);
     e = rt_sel[s % K], p0 = s, p1 = s + 1u;

@@ -20,7 +20,9 @@ struct MoePush {
   uint32_t route_off = 0;  // word index of the routing words (shaders/moe_common.glsl)
   uint32_t n_expert = 0;
   uint32_t k = 0;          // experts per token
-  uint32_t flags = 0;      // 1 = renormalise the chosen weights (moe_route; a routing gate|up)
+  // 1 = renormalise the chosen weights (moe_route; a routing gate|up); 2 (a decode's
+  // gate|up): the router's tail (matvec_span.comp EPI 5) wrote the pairs' words.
+  uint32_t flags = 0;
   // A decode's gate|up that routes its own pair (moe_matvec.comp ROUTE): float
   // index of the router logits [n_tok][n_expert]; it writes the pairs' words
   // (expert, weight) for the down. 0xFFFFFFFF: the pairs come from moe_route.

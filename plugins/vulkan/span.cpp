@@ -94,11 +94,12 @@ ArenaLayout Span::arena_layout(const SpanIn& in, uint32_t tokens, bool int8) {
     const uint64_t NE = uint64_t(in.n_expert), K = uint64_t(in.n_expert_used);
     a.rl = region(tokens * NE);
     a.route = region(moe_route_words(tokens, NE, K));
+    a.rcnt = region(1);
     a.hx = region(tokens * K * uint64_t(in.n_ff_expert));
     a.dx = region(tokens * K * E);
     a.shx = region(in.n_ff_shexp > 0 ? tokens * E : 0);
   } else {
-    a.rl = a.route = a.hx = a.dx = a.shx = uint32_t(at);
+    a.rl = a.route = a.rcnt = a.hx = a.dx = a.shx = uint32_t(at);
   }
   a.meta_words = align_up(3 * uint64_t(tokens), 4);  // copied in 16-byte words
   a.meta = region(a.meta_words);

@@ -109,7 +109,8 @@ struct ArenaLayout {
   // MoE (empty for a dense span): the router's logits [tokens][n_expert], the
   // routing words (moe_kernels.h), the experts' silu·up rows [tokens·k][n_ff_expert],
   // their weighted down rows [tokens·k][n_embd], the shared expert's down [tokens][n_embd].
-  uint32_t rl = 0, route = 0, hx = 0, dx = 0, shx = 0;
+  // rcnt: the router tail's arrival counter (one word, 0 between dispatches).
+  uint32_t rl = 0, route = 0, rcnt = 0, hx = 0, dx = 0, shx = 0;
   uint32_t total = 0;  // floats
 };
 

@@ -26,8 +26,8 @@
 //   rmsnorm → router matmul → route (softmax, top-k, pairs grouped by expert)
 //   → [shared expert: gate (silu), up → down] → experts' gate|up (silu·up)
 //   → experts' down (weighted) → x += Σ of the k rows (+ the gated shared expert);
-// a decode (<= 4 rows) routes inside its gate|up (no route step) and takes the
-// last two as one step (the down sums into x).
+// a decode (<= 4 rows) routes in the router matvec's last workgroup (no route
+// step) and takes the last two as one step (the down sums into x).
 #include <cmath>
 
 #include "span.h"
@@ -53,6 +53,9 @@ struct MatmulArgs {
   int rows_out = -1;             // B32 decode: the output also as B32 rows into region 0/1; -1: no
   uint32_t int8_tokens = 0;      // the tokens whose count decides int8 (coopmat prefill reads f32); 0: the forward's
   uint32_t half_out = kNone;     // SpanFusion::oh: where the f16 rows of y = y · v go
+  // EPI 5 (an MoE decode's router): the routing words' offset, k, renormalise.
+  uint32_t route = kNone, route_k = 0;
+  bool renorm = false;
 };
 
 // A matmul input to quantise: its f32 rows, scale and second factor.
@@ -289,15 +292,18 @@ class Span::Planner {
     const bool last = li + 1 == s_.layers_.size();
     Scale scale{a_.sq, norm_groups_};  // wo's epilogue left n·ffn_norm and its Σy² partials
     if (plain_norms_) rmsnorm(L, layer_push(L), L.ffn_norm), scale = {};
+    // A decode routes in its router matvec's last workgroup (EPI 5: the pairs'
+    // words for the gate|up and the down) and sums its down into x; else
+    // routing and the sum are steps of their own.
+    const bool decode = n_ <= MoeKernels::kSumTokens;
     // The router's logits [n][n_expert].
     quantize({L.w[kFfnRouter]}, QuantArgs{.x = a_.xn, .x_stride = E_, .scale = scale});
-    matmul(L, kFfnRouter, MatmulArgs{.x = a_.xn, .x_stride = E_, .y = a_.rl, .y_stride = NE, .scale = scale},
-           SpanFusion{0, false, false, kRoleOther}, Barrier::Compute, "router matmul", "matvec");
+    MatmulArgs router{.x = a_.xn, .x_stride = E_, .y = a_.rl, .y_stride = NE, .scale = scale};
+    router.route = a_.route, router.route_k = K, router.renorm = in.gating_norm;
+    matmul(L, kFfnRouter, router, SpanFusion{decode ? 5u : 0u, false, false, kRoleOther}, Barrier::Compute,
+           decode ? "router matvec (+routing)" : "router matmul", "matvec");
     MoePush mp;
     mp.n_expert = NE, mp.k = K, mp.route_off = a_.route, mp.flags = in.gating_norm ? 1u : 0u;
-    // A decode routes inside its gate|up (each pair's workgroups pick its expert)
-    // and sums its down into x; else routing and the sum are steps of their own.
-    const bool decode = n_ <= MoeKernels::kSumTokens;
     if (!decode) {
       MoePush r = mp;
       r.s.m = {NE, 0, n_, NE, a_.rl, 0, 0};
@@ -320,10 +326,10 @@ class Span::Planner {
     MoePush gu = mp;
     gu.s.m = {E_, FE, n_, E_, a_.xn, FE, a_.hx};
     gu.s.inv_in = scale.at, gu.s.inv_parts = scale.parts, gu.s.eps = in.norm_eps;
-    std::vector<Region> gu_reads = {Region::XNorm, decode ? Region::RouterLogits : Region::Route};
+    std::vector<Region> gu_reads = {Region::XNorm, Region::Route};
     std::vector<Region> gu_writes = {Region::ExpertHidden};
     if (scale.at != kNone) gu_reads.push_back(region_of(scale.at));
-    if (decode) gu.logits_off = a_.rl, gu_writes.push_back(Region::Route);
+    if (decode) gu.logits_off = a_.rl, gu.flags |= 2u;  // (moe_matvec.comp ROUTE: the pairs' words are written)
     MoePush dn = mp;
     dn.s.m = {FE, E_, n_, FE, a_.hx, E_, a_.dx};
     if (MoeKernels::use_tiled(n_, NE, K)) {
@@ -339,7 +345,7 @@ class Span::Planner {
           "experts down tiled (+routing weight)", "MoE experts");
     } else {
       add(MoeMatvecStep{L.w[kGateExps], L.moe_gu, gu, true}, gu_reads, gu_writes, Barrier::Compute,
-          decode ? "experts routing + gate|up (+silu·up)" : "experts gate|up (+silu·up)", "MoE experts");
+          "experts gate|up (+silu·up)", "MoE experts");
       if (decode) {
         // Decode: the down sums the k weighted rows (+ the gated shared expert) into x itself.
         dn.s.m.y_off = a_.x;
@@ -472,12 +478,17 @@ class Span::Planner {
     if (fz.epi == 3) writes.push_back(Region::XNorm), writes.push_back(Region::NormSums);
     if (m.rows_out >= 0) writes.push_back(rows_region(m.rows_out));
     if (fz.oh) writes.push_back(region_of(m.half_out));
+    if (fz.epi == 5) writes.push_back(Region::Route);
     SpanMatmulPush pc;
     pc.m = {uint32_t(w->n_in), 0, nt, m.x_stride, m.x, m.y_stride, m.y};  // rows and y offset: per chunk
     pc.inv_in = m.scale.at, pc.inv_parts = m.scale.at == kNone ? 0 : m.scale.parts, pc.eps = s_.shape_.norm_eps;
     pc.x2_off = m.x2, pc.norm_off = m.norm_next, pc.xg_off = a_.xn, pc.sq_off = a_.sq;
     if (fz.oh) pc.xg_off = 2 * m.half_out - m.y;  // half index xg_off + y's float index: 2 · half_out + (y - m.y)
     if (m.rows_out >= 0) pc.q_out = rows_offset(m.rows_out), pc.q_stride = MatmulKernels::b32_row_words(uint32_t(w->n_out));
+    if (fz.epi == 5) {  // matvec_span.comp's EPI 5 fields
+      if (w->chunks.size() != 1) throw Failure(FailKind::Internal, "span: the router's routing tail needs one weight chunk");
+      pc.norm_off = m.route, pc.xg_off = m.route_k | (m.renorm ? 0x10000u : 0u), pc.sq_off = a_.rcnt;
+    }
     add(MatmulStep{w, sets, pc, fz}, reads, writes, b, stage, category);
     if (w == s_.head_) plan_.steps.back().writes = {Region::Logits};
     return s_.ctx_.matmul->span_row_groups(*w->type, uint32_t(w->n_in), w->chunks.back().rows, nt, fz);
