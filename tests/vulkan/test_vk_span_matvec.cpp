@@ -13,14 +13,20 @@
 //   - token groups (span forwards of 2..32 rows: several sequences' decode):
 //     every type, 2, 3, 5, 8, 16, 17 and 32 tokens, 75 rows (partial row and
 //     token groups), plain / x·x2 + residual + next norm / residual with
-//     the consumer-side norm, within the same bound; the pair on 17 tokens.
+//     the consumer-side norm, within the same bound; the pair on 17 tokens;
+//   - the MoE router's routing tail (EPI 5): the logits within the bound, and
+//     the pairs' words the last workgroup writes equal to the CPU's routing
+//     (cpu/moe_routing.h) of those logits (ids exactly, weights within 2e-6),
+//     its arrival counter back at 0 (a second dispatch routes again).
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 
 #include "cpu/matmul.h"
+#include "cpu/moe_routing.h"
 #include "span_rig.h"
 #include "vk_test_util.h"
 #include "vk_test_math.h"
@@ -305,4 +311,79 @@ TEST_CASE("span matvec token groups (2..32 rows) within the spec's bound, every 
   CHECK(d <= 1e-5 * mx);
   }
   be->kernels()->set_span_group_override(vk::MatvecConfig{0, 0, 0, 0, 0});
+}
+
+TEST_CASE("span matvec routing tail (EPI 5): the last workgroup routes the logits as the CPU does", "[vulkan][span]") {
+  auto be = open_backend("span matvec routing tail");
+  if (!be) FISH_SKIP(skip_reason());
+  uint64_t seed = 3100;
+  struct Case {
+    GgmlType t;
+    int64_t n_expert;
+    uint32_t k;
+    bool renorm;
+  };
+  // Qwen3-30B-A3B's 128 x 8 (renormalised), Mixtral's 8 x 2, 60 experts (not a multiple of 4) x 4.
+  for (const Case c : {Case{GgmlType::F32, 128, 8, true}, Case{GgmlType::F32, 8, 2, false},
+                       Case{GgmlType::Q8_0, 60, 4, false}}) {
+    const Matrix m = random_matrix(c.t, 256, c.n_expert, seed++);
+    for (int n_tok = 1; n_tok <= 4; ++n_tok) {
+      Inputs in = make_inputs(m, n_tok, seed++);
+      in.n_parts = 5;  // 1/rms from the producer's partials, as a decode's router reads it
+      in.parts = uniform(size_t(n_tok) * in.n_parts, seed++, 0.0f, 2.0f);
+      const uint32_t n_in = 256, NE = uint32_t(c.n_expert), nt = uint32_t(n_tok), P = nt * c.k;
+      const Offs o(n_in, NE, nt, in.n_parts);
+      const uint32_t route = o.end, cnt = route + 2 * P + 4;
+      SpanRig rig(*be, cnt + 64, 4, NE, 4);
+      rig.put(rig.arena(), o.x, in.x);
+      rig.put(rig.arena(), o.parts, in.parts);
+      rig.put(rig.arena(), route, std::vector<uint32_t>(2 * P, 0xDEADBEEFu));
+      vk::Weight* w = be->upload(upload_desc(m));
+      REQUIRE(w);
+      vk::SpanMatmulPush pc;
+      pc.m = {n_in, NE, nt, n_in, o.x, NE, o.y};
+      pc.inv_in = o.parts, pc.inv_parts = in.n_parts, pc.eps = 1e-5f;
+      pc.norm_off = route, pc.xg_off = c.k | (c.renorm ? 0x10000u : 0u), pc.sq_off = cnt;
+      const VkDescriptorSet set = rig.matmul_set(w->chunks[0], nullptr);
+      const SpanFusion fz{5, false};
+      for (int pass = 0; pass < 2; ++pass) {  // the second finds the counter the first left
+        if (pass == 1) rig.put(rig.arena(), route, std::vector<uint32_t>(2 * P, 0xDEADBEEFu));
+        rig.run([&](VkCommandBuffer cmd) { be->kernels()->record_span(cmd, *w->type, set, pc, fz); });
+        const auto y = rig.get(rig.arena(), o.y, size_t(nt) * NE);
+        const auto words = rig.get_words(rig.arena(), route, 2 * P);
+        CHECK(rig.get_words(rig.arena(), cnt, 1)[0] == 0u);
+        std::vector<float> prod(y.size()), inv(nt);
+        for (uint32_t tk = 0; tk < nt; ++tk) {
+          double ss = 0;
+          for (uint32_t i = 0; i < in.n_parts; ++i) ss += in.parts[tk * in.n_parts + i];
+          inv[tk] = float(1.0 / std::sqrt(ss / double(n_in) + 1e-5));
+        }
+        for (size_t i = 0; i < y.size(); ++i) prod[i] = y[i] / inv[i / NE];
+        int64_t bad = 0;
+        const double r = bound_ratio(m, in.x.data(), n_tok, prod.data(), &bad);
+        int id_bad = 0;
+        double wrel = 0;
+        for (uint32_t tk = 0; tk < nt; ++tk) {
+          std::vector<int32_t> ids(c.k);
+          std::vector<float> wts(c.k);
+          moe_route(&y[tk * NE], int32_t(NE), int32_t(c.k), c.renorm, ids.data(), wts.data());
+          for (uint32_t j = 0; j < c.k; ++j) {
+            const uint32_t p = tk * c.k + j;
+            id_bad += words[2 * p] != uint32_t(ids[j]);
+            float gw;
+            std::memcpy(&gw, &words[2 * p + 1], 4);
+            wrel = std::max(wrel, std::fabs(double(gw) - wts[j]) / std::max(1e-30, double(wts[j])));
+          }
+        }
+        INFO(type_name(c.t) << " " << NE << " experts, k " << c.k << (c.renorm ? " renormalised" : "") << ", n_tok "
+                            << n_tok << " pass " << pass << ": logits |err|/bound " << r << ", " << id_bad
+                            << " wrong experts of " << P << ", weights max rel err " << wrel);
+        CHECK(bad == 0);
+        CHECK(r <= 1.0);
+        CHECK(id_bad == 0);
+        CHECK(wrel <= 2e-6);
+      }
+      REQUIRE(be->release(w));
+    }
+  }
 }
