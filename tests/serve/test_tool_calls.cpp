@@ -15,6 +15,7 @@
 #include "fish/fish_chat.h"
 #include "serve/openai_request.h"
 #include "serve/openai_response.h"
+#include "serve/python_call.h"
 #include "serve/tool_call_parser.h"
 #include "serve/tool_format.h"
 #include "serve/tool_request.h"
@@ -320,6 +321,60 @@ TEST_CASE("tool calls: Llama 3.1 / 3.2 JSON objects", "[serve][tools][unit]") {
   CHECK(evs[1].content == "ok");
   ToolCallParser t(L);
   CHECK(t.push("Hi")[0].content == "Hi");
+}
+
+TEST_CASE("tool calls: Llama 3.1 built-in call syntax NAME.call(key=value) read as Python reads it", "[serve][tools][unit]") {
+  auto args = [](const std::string& s) {
+    auto c = parse_python_call(s, 128);
+    return c ? c->name + " " + c->arguments.dump() : std::string("none");
+  };
+  CHECK(args(R"(brave_search.call(query="weather in Paris"))") == R"(brave_search {"query":"weather in Paris"})");
+  CHECK(args(" \n wolfram_alpha.call(query='x^2 = 4')\n") == R"(wolfram_alpha {"query":"x^2 = 4"})");
+  CHECK(args("f.call()") == "f {}");
+  // Every kind of value, spaces and newlines between tokens, a trailing comma; the model's key order.
+  CHECK(args("search.call(query='it\\'s', n=3, x=-1.5e2, y=.5, z=5., big=1_000, on=True, off=False, no=None,\n"
+             "  j=[true, false, null], tags=[\"a\", 'b',], opts={\"k\": [1, {}], 'k': 2, \"m\": []}, )") ==
+        R"(search {"query":"it's","n":3,"x":-150.0,"y":0.5,"z":5.0,"big":1000,"on":true,"off":false,"no":null,)"
+        R"("j":[true,false,null],"tags":["a","b"],"opts":{"k":2,"m":[]}})");
+  // Python's escapes: \xhh \uXXXX \UXXXXXXXX octal, the single-letter ones, a
+  // line continuation; an unknown escape (\q, \N{...}) keeps its backslash; a
+  // lone surrogate is U+FFFD.
+  CHECK(args(R"(f.call(q="\x41\u00e9\U0001F600\101\0\t\"\\\q\N{DASH}\ud800 a\
+b"))") == "f {\"q\":\"A\xC3\xA9\xF0\x9F\x98\x80" "A\\u0000\\t\\\"\\\\\\\\q\\\\N{DASH}\xEF\xBF\xBD ab\"}");
+  // Triple quotes (newlines inside), raw and u prefixes, literals side by side joined.
+  CHECK(args("python.call(code=\"\"\"import sys\nprint('a \"b\"')\"\"\", p=r\"C:\\new\\\"\", u=u'x' \"y\"\n 'z')") ==
+        R"j(python {"code":"import sys\nprint('a \"b\"')","p":"C:\\new\\\"","u":"xyz"})j");
+  // No call: positional arguments, a repeated keyword, a variable, an
+  // expression, text after the call, a string left open or broken by a line
+  // end, a short \x, hex, a tuple, a key that is no string, no ".call(".
+  for (const char* bad : {
+           R"(f.call("x"))", "f.call(a=1, a=2)", "f.call(q=query)", "f.call(q=1+2)", "f.call(q=1) and more",
+           "f.call(q=\"open)", "f.call(q=\"a\nb\")", R"(f.call(q="\x4"))", "f.call(q=0x1F)", "f.call(q=(1, 2))",
+           "f.call(q={1: 2})", "f(q=1)", "f.calls(q=1)", "f.call(q=1", "1f.call(q=1)", "f.call(q=1,,)", "f.call(,)",
+           "f.call(q=[1 2])", "f.call(q=-)", "f.call(q=1.2.3)", "f.call(q=\"\\U00110000\")", "f.call(q=1)x"}) {
+    INFO(bad);
+    CHECK(args(bad) == "none");
+  }
+  // Names: a Python identifier of 64 at most (OpenAI's limit).
+  CHECK(args(std::string(64, 'n') + ".call()") == std::string(64, 'n') + " {}");
+  CHECK(args(std::string(65, 'n') + ".call()") == "none");
+  // Nesting: the call is level 1, so 127 lists fit in 128 and 128 do not.
+  CHECK(args("f.call(q=" + std::string(127, '[') + std::string(127, ']') + ")") != "none");
+  CHECK(args("f.call(q=" + std::string(128, '[') + std::string(128, ']') + ")") == "none");
+  CHECK(parse_python_call("f.call(q=[[1]])", 2) == std::nullopt);
+
+  // The head, as a stream grows: maybe, then yes or no, from the first 70 bytes at most.
+  CHECK(python_call_head("") == CallHead::kMaybe);
+  CHECK(python_call_head("brave_sea") == CallHead::kMaybe);
+  CHECK(python_call_head("brave_search.ca") == CallHead::kMaybe);
+  CHECK(python_call_head("brave_search.call(") == CallHead::kYes);
+  CHECK(python_call_head("brave_search.call(query=\"x") == CallHead::kYes);
+  CHECK(python_call_head("import sys") == CallHead::kNo);
+  CHECK(python_call_head("print(1)") == CallHead::kNo);
+  CHECK(python_call_head("x.cell(") == CallHead::kNo);
+  CHECK(python_call_head("9x.call(") == CallHead::kNo);
+  CHECK(python_call_head(std::string(64, 'n')) == CallHead::kMaybe);
+  CHECK(python_call_head(std::string(65, 'n')) == CallHead::kNo);
 }
 
 TEST_CASE("tool calls: Mistral Nemo and Granite 3.3 arrays", "[serve][tools][unit]") {
