@@ -40,8 +40,9 @@ void collect(std::vector<ToolEvent> evs, Parsed* p) {
 }
 
 // The whole reply at once, as the non-streaming answer parses it.
-Parsed parse(ToolFamily f, const std::string& text, size_t max_calls = SIZE_MAX, bool start_in_call = false) {
-  ToolCallParser p(f, max_calls, start_in_call);
+Parsed parse(ToolFamily f, const std::string& text, size_t max_calls = SIZE_MAX, bool start_in_call = false,
+             const std::vector<std::string>& names = {}) {
+  ToolCallParser p(f, max_calls, start_in_call, names);
   Parsed out;
   collect(p.push(text), &out);
   collect(p.finish(), &out);
@@ -49,8 +50,9 @@ Parsed parse(ToolFamily f, const std::string& text, size_t max_calls = SIZE_MAX,
 }
 
 // The reply cut into pieces at the given offsets, as a stream parses it.
-Parsed parse_pieces(ToolFamily f, const std::string& text, std::vector<size_t> cuts, size_t max_calls = SIZE_MAX) {
-  ToolCallParser p(f, max_calls);
+Parsed parse_pieces(ToolFamily f, const std::string& text, std::vector<size_t> cuts, size_t max_calls = SIZE_MAX,
+                    const std::vector<std::string>& names = {}) {
+  ToolCallParser p(f, max_calls, false, names);
   Parsed out;
   size_t at = 0;
   cuts.push_back(text.size());
@@ -60,6 +62,25 @@ Parsed parse_pieces(ToolFamily f, const std::string& text, std::vector<size_t> c
   }
   collect(p.finish(), &out);
   return out;
+}
+
+// A reply cut at random places, 200 ways, parses as the whole of it does.
+void agrees_when_cut(ToolFamily f, const std::string& text, const std::vector<std::string>& names = {}) {
+  const Parsed whole = parse(f, text, SIZE_MAX, false, names);
+  std::mt19937 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<size_t> cuts;
+    for (size_t i = 1; i < text.size(); ++i)
+      if (rng() % 4 == 0) cuts.push_back(i);
+    const Parsed s = parse_pieces(f, text, cuts, SIZE_MAX, names);
+    INFO(text << " round " << round);
+    CHECK(s.content == whole.content);
+    REQUIRE(s.calls.size() == whole.calls.size());
+    for (size_t k = 0; k < s.calls.size(); ++k) {
+      CHECK(s.calls[k].name == whole.calls[k].name);
+      CHECK(s.calls[k].arguments == whole.calls[k].arguments);
+    }
+  }
 }
 
 std::string slurp(const std::string& path) {
@@ -243,23 +264,7 @@ TEST_CASE("tool calls: streaming holds back what may open a call, and agrees wit
       {ToolFamily::kMistral, "pre [TOOL_CALLS] [{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", \"arguments\": {\"c\": 1}}] post"},
       {ToolFamily::kGranite, "<|tool_call|>[{\"name\": \"a\", \"arguments\": {\"s\": \"\\\"]\"}}]"},
   };
-  std::mt19937 rng(7);
-  for (const auto& [f, text] : replies) {
-    const Parsed whole = parse(f, text);
-    for (int round = 0; round < 200; ++round) {
-      std::vector<size_t> cuts;
-      for (size_t i = 1; i < text.size(); ++i)
-        if (rng() % 4 == 0) cuts.push_back(i);
-      const Parsed s = parse_pieces(f, text, cuts);
-      INFO(text << " round " << round);
-      CHECK(s.content == whole.content);
-      REQUIRE(s.calls.size() == whole.calls.size());
-      for (size_t k = 0; k < s.calls.size(); ++k) {
-        CHECK(s.calls[k].name == whole.calls[k].name);
-        CHECK(s.calls[k].arguments == whole.calls[k].arguments);
-      }
-    }
-  }
+  for (const auto& [f, text] : replies) agrees_when_cut(f, text);
 }
 
 TEST_CASE("tool calls: the JSON scan reads each byte once and skips brackets in strings", "[serve][tools][unit]") {
@@ -377,6 +382,118 @@ b"))") == "f {\"q\":\"A\xC3\xA9\xF0\x9F\x98\x80" "A\\u0000\\t\\\"\\\\\\\\q\\\\N{
   CHECK(python_call_head(std::string(65, 'n')) == CallHead::kNo);
 }
 
+TEST_CASE("tool calls: Llama 3.1 built-in tools and the code interpreter after <|python_tag|>", "[serve][tools][unit]") {
+  const ToolFamily L = ToolFamily::kLlama3;
+  const std::vector<std::string> weather = {"get_weather"};
+  // brave_search / wolfram_alpha, as Meta's format writes them: a call, with or without them among the tools.
+  for (const auto& names : {std::vector<std::string>{}, weather, std::vector<std::string>{"brave_search", "python"}}) {
+    Parsed p = parse(L, "<|python_tag|>brave_search.call(query=\"weather in \\\"Paris\\\"\")", SIZE_MAX, false, names);
+    CHECK(p.content.empty());
+    REQUIRE(p.calls.size() == 1);
+    CHECK(p.calls[0].name == "brave_search");
+    CHECK(p.calls[0].arguments == R"({"query":"weather in \"Paris\""})");
+    CHECK(is_call_id(p.calls[0].id));
+  }
+  Parsed p = parse(L, " \n<|python_tag|> wolfram_alpha.call(query='x^2 = 4', steps=True)\n");
+  REQUIRE(p.calls.size() == 1);
+  CHECK(p.calls[0].name == "wolfram_alpha");
+  CHECK(p.calls[0].arguments == R"({"query":"x^2 = 4","steps":true})");
+  CHECK(p.content.empty());
+  // The JSON object after the tag is still a JSON call.
+  p = parse(L, R"(<|python_tag|>{"name": "python", "parameters": {"code": "1"}})", SIZE_MAX, false, {"python"});
+  REQUIRE(p.calls.size() == 1);
+  CHECK(p.calls[0].arguments == R"({"code":"1"})");
+
+  // Code after the tag: a call of the request's code tool, "python" first, then "code_interpreter".
+  const std::string code = "<|python_tag|>import sys\nprint(sys.version)\n";
+  for (const auto& [names, tool] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"get_weather", "python"}, "python"},
+           {{"code_interpreter"}, "code_interpreter"},
+           {{"code_interpreter", "python"}, "python"}}) {
+    p = parse(L, code, SIZE_MAX, false, names);
+    CHECK(p.content.empty());
+    REQUIRE(p.calls.size() == 1);
+    CHECK(p.calls[0].name == tool);
+    CHECK(p.calls[0].arguments == R"j({"code":"import sys\nprint(sys.version)"})j");
+  }
+  // No code tool: the code is text, the tag with it.
+  for (const auto& names : {std::vector<std::string>{}, weather}) {
+    p = parse(L, code, SIZE_MAX, false, names);
+    CHECK(p.calls.empty());
+    CHECK(p.content == code);
+  }
+  // With a code tool, NAME.call(...) naming none of the tools is code
+  // (subprocess.call), and so is a call with more after it; one naming a tool is that call.
+  const std::vector<std::string> py = {"python", "brave_search"};
+  p = parse(L, "<|python_tag|>subprocess.call(args=[\"ls\"])", SIZE_MAX, false, py);
+  REQUIRE(p.calls.size() == 1);
+  CHECK(p.calls[0].name == "python");
+  CHECK(p.calls[0].arguments == R"j({"code":"subprocess.call(args=[\"ls\"])"})j");
+  p = parse(L, "<|python_tag|>brave_search.call(query=\"a\")\nprint(1)", SIZE_MAX, false, py);
+  REQUIRE(p.calls.size() == 1);
+  CHECK(p.calls[0].name == "python");
+  CHECK(p.calls[0].arguments == R"j({"code":"brave_search.call(query=\"a\")\nprint(1)"})j");
+  p = parse(L, "<|python_tag|>brave_search.call(query=\"a\")", SIZE_MAX, false, py);
+  REQUIRE(p.calls.size() == 1);
+  CHECK(p.calls[0].name == "brave_search");
+  p = parse(L, "<|python_tag|>python.call(code=\"print(1)\")", SIZE_MAX, false, py);
+  REQUIRE(p.calls.size() == 1);
+  CHECK(p.calls[0].name == "python");
+  CHECK(p.calls[0].arguments == R"j({"code":"print(1)"})j");
+
+  // Malformed without a code tool: text, the tag included; a tag with nothing after it is text even with one.
+  for (const std::string bad : {"<|python_tag|>brave_search.call(\"x\")", "<|python_tag|>brave_search.call(query=\"x\") Done.",
+                                "<|python_tag|>brave_search.call(query=\"x", "<|python_tag|>print(\"hi\")"}) {
+    INFO(bad);
+    p = parse(L, bad, SIZE_MAX, false, weather);
+    CHECK(p.calls.empty());
+    CHECK(p.content == bad);
+  }
+  p = parse(L, "<|python_tag|>\n", SIZE_MAX, false, py);
+  CHECK(p.calls.empty());
+  CHECK(p.content == "<|python_tag|>\n");
+  // Only at the start of the reply, after the tag.
+  for (const std::string text : {"brave_search.call(query=\"x\")", "Sure. <|python_tag|>brave_search.call(query=\"x\")"}) {
+    p = parse(L, text, SIZE_MAX, false, py);
+    CHECK(p.calls.empty());
+    CHECK(p.content == text);
+  }
+  // Other families: the syntax means nothing.
+  CHECK(parse(ToolFamily::kHermes, "<|python_tag|>brave_search.call(query=\"x\")").content ==
+        "<|python_tag|>brave_search.call(query=\"x\")");
+
+  // Streaming: a call or code is held to the end of the reply; without a code
+  // tool, text that cannot open NAME.call( goes out as soon as that is clear.
+  ToolCallParser s(L, SIZE_MAX, false, weather);
+  CHECK(s.push("<|python_tag|>").empty());
+  CHECK(s.push("brave_search.ca").empty());
+  CHECK(s.push("ll(query=\"x\")").empty());
+  auto evs = s.finish();
+  REQUIRE(evs.size() == 1);
+  CHECK(evs[0].is_call);
+  CHECK(evs[0].call.arguments == R"({"query":"x"})");
+  ToolCallParser t(L, SIZE_MAX, false, weather);
+  CHECK(t.push("<|python_tag|>import").empty());
+  evs = t.push(" sys");
+  REQUIRE(evs.size() == 1);
+  CHECK(evs[0].content == "<|python_tag|>import sys");
+  CHECK(t.push("\nprint(1)")[0].content == "\nprint(1)");
+  CHECK(t.finish().empty());
+  ToolCallParser u(L, SIZE_MAX, false, {"python"});
+  CHECK(u.push("<|python_tag|>import sys").empty());
+  CHECK(u.push("\nprint(1)\n").empty());
+  evs = u.finish();
+  REQUIRE(evs.size() == 1);
+  CHECK(evs[0].call.name == "python");
+  CHECK(evs[0].call.arguments == R"j({"code":"import sys\nprint(1)"})j");
+  // Every way of cutting these replies gives what the whole reply gives.
+  agrees_when_cut(L, "  <|python_tag|>brave_search.call(query=\"it's \\\"x\\\"\", n=[1, {'a': None}])\n", weather);
+  agrees_when_cut(L, "<|python_tag|>brave_search.call(query=\"x\") tail", weather);
+  agrees_when_cut(L, "<|python_tag|>import os\nos.listdir('.')\n", weather);
+  agrees_when_cut(L, "<|python_tag|>import os\nos.listdir('.')\n", {"python"});
+  agrees_when_cut(L, "<|python_tag|>subprocess.call(args=[\"ls\"])", {"code_interpreter"});
+}
+
 TEST_CASE("tool calls: Mistral Nemo and Granite 3.3 arrays", "[serve][tools][unit]") {
   Parsed p = parse(ToolFamily::kMistral,
                    "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {\"x\": 1}, \"id\": \"abcDEF123\"}, "
@@ -470,6 +587,7 @@ TEST_CASE("tool calls: request fields, and a 400 naming each bad one", "[serve][
   CHECK(pr.tools.parse());
   CHECK(pr.tools.max_calls() == 1);
   CHECK(pr.template_input["tools"][0]["function"]["name"] == "get_weather");
+  CHECK(pr.tools.names() == std::vector<std::string>{"get_weather"});
   // "none": the template is not given the tools and nothing is parsed.
   ParsedRequest none;
   REQUIRE_FALSE(parse_chat_request(ojson::parse("{" + msgs + ", " + tools + R"(, "tool_choice": "none"})"),

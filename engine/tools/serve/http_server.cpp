@@ -204,7 +204,7 @@ void HttpServer::Impl::generation(const httplib::Request& req, httplib::Response
   ResponseMeta meta{chat, id, opt.model_id, int64_t(std::time(nullptr))};
   std::shared_ptr<ToolCallParser> tools;
   if (chat && pr.tools.parse() && family != ToolFamily::kNone)
-    tools = std::make_shared<ToolCallParser>(family, pr.tools.max_calls(), pr.tools.forced());
+    tools = std::make_shared<ToolCallParser>(family, pr.tools.max_calls(), pr.tools.forced(), pr.tools.names());
   if (pr.stream) return stream(res, job, meta, pr.include_usage, tools);
 
   std::string text;

@@ -5,6 +5,9 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
+#include <string_view>
+
+#include "serve/python_call.h"
 
 namespace fish::serve {
 
@@ -28,6 +31,14 @@ size_t first_non_space(const std::string& s, size_t from = 0) {
 void rtrim(std::string& s) {
   while (!s.empty() && is_space(s.back())) s.pop_back();
 }
+
+bool ends_with(const std::string& s, const std::string& end) {
+  return s.size() >= end.size() && s.compare(s.size() - end.size(), end.size(), end) == 0;
+}
+
+// Arguments made here (not the model's JSON) may hold bytes that are no
+// UTF-8 (a Python string of them): they are written as U+FFFD, not thrown on.
+std::string compact(const ojson& v) { return v.dump(-1, ' ', false, ojson::error_handler_t::replace); }
 
 // s[from..] is a beginning (maybe all) of `word`.
 bool begins(const std::string& s, size_t from, const std::string& word) {
@@ -97,8 +108,13 @@ size_t JsonScan::feed(const std::string& s) {
   return std::string::npos;
 }
 
-ToolCallParser::ToolCallParser(ToolFamily family, size_t max_calls, bool start_in_call)
-    : family_(family), open_(tool_call_open(family)), max_calls_(max_calls) {
+ToolCallParser::ToolCallParser(ToolFamily family, size_t max_calls, bool start_in_call,
+                               std::vector<std::string> tool_names)
+    : family_(family), open_(tool_call_open(family)), max_calls_(max_calls), tool_names_(std::move(tool_names)) {
+  // llama.cpp knows the code interpreter by either name and calls raw code's
+  // call "python"; fish names it after the tool the request offers.
+  for (const char* n : {"python", "code_interpreter"})
+    if (code_tool_.empty() && offered(n)) code_tool_ = n;
   if (family_ == ToolFamily::kNone || max_calls_ == 0) state_ = State::kPlain;
   else if (start_in_call) state_ = State::kCall;
   else if (family_ == ToolFamily::kLlama3) state_ = State::kStart;
@@ -120,9 +136,23 @@ std::vector<ToolEvent> ToolCallParser::finish() {
 
 void ToolCallParser::run(bool at_end, std::vector<ToolEvent>* out) {
   for (;;) {
-    const bool more = state_ == State::kCall ? step_call(at_end, out) : step_text(at_end, out);
+    const bool more = state_ == State::kCall      ? step_call(at_end, out)
+                      : state_ == State::kBuiltin ? step_builtin(at_end, out)
+                                                  : step_text(at_end, out);
     if (!more) return;
   }
+}
+
+bool ToolCallParser::offered(const std::string& name) const {
+  return std::find(tool_names_.begin(), tool_names_.end(), name) != tool_names_.end();
+}
+
+void ToolCallParser::emit_call(ToolCall c, std::vector<ToolEvent>* out) {
+  ToolEvent e;
+  e.is_call = true;
+  e.call = std::move(c);
+  out->push_back(std::move(e));
+  ++n_calls_;
 }
 
 void ToolCallParser::emit_content(std::string text, std::vector<ToolEvent>* out) {
@@ -219,6 +249,10 @@ bool ToolCallParser::step_call(bool at_end, std::vector<ToolEvent>* out) {
   }
   const bool array = family_ == ToolFamily::kMistral || family_ == ToolFamily::kGranite;
   if (buf_[i] != (array ? '[' : '{')) {
+    if (family_ == ToolFamily::kLlama3 && ends_with(marker_seen_, kPythonTag)) {
+      state_ = State::kBuiltin;  // a built-in call or code, maybe
+      return true;
+    }
     release_as_text(0, out);  // not a call after all: the marker is text
     return true;
   }
@@ -270,17 +304,47 @@ bool ToolCallParser::step_call(bool at_end, std::vector<ToolEvent>* out) {
   }
   for (ToolCall& c : calls) {
     if (n_calls_ >= max_calls_) break;
-    ToolEvent e;
-    e.is_call = true;
-    e.call = std::move(c);
-    out->push_back(std::move(e));
-    ++n_calls_;
+    emit_call(std::move(c), out);
   }
   buf_.erase(0, consumed);
   marker_seen_.clear();
   scan_ = JsonScan{};
   after_call_ = true;
   state_ = family_ == ToolFamily::kLlama3 || n_calls_ >= max_calls_ ? State::kPlain : State::kText;
+  return true;
+}
+
+// kBuiltin: Llama 3.1's text after <|python_tag|> that is no JSON object; it
+// runs to the end of the reply. Returns true when the state changed.
+bool ToolCallParser::step_builtin(bool at_end, std::vector<ToolEvent>* out) {
+  const std::string_view body = std::string_view(buf_).substr(first_non_space(buf_));  // step_call saw text there
+  if (!at_end) {
+    // With no code tool only NAME.call(...) can be a call: anything else goes out now.
+    if (code_tool_.empty() && python_call_head(body) == CallHead::kNo) {
+      release_as_text(buf_.size(), out);
+      return true;
+    }
+    return false;
+  }
+  ToolCall c;
+  auto pc = parse_python_call(body, kMaxCallDepth);
+  if (pc && (code_tool_.empty() || offered(pc->name))) {
+    c.name = std::move(pc->name);
+    c.arguments = compact(pc->arguments);
+  } else if (!code_tool_.empty()) {
+    std::string code(body);
+    rtrim(code);  // the line end before <|eom_id|> is not code
+    c.name = code_tool_;
+    c.arguments = compact(ojson{{"code", std::move(code)}});
+  } else {
+    release_as_text(buf_.size(), out);
+    return true;
+  }
+  c.id = new_tool_call_id();
+  emit_call(std::move(c), out);
+  buf_.clear();
+  marker_seen_.clear();
+  state_ = State::kPlain;
   return true;
 }
 

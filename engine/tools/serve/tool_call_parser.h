@@ -25,6 +25,17 @@
 //     dropped).
 //   - start_in_call: the opening marker is already in the prompt (a forced
 //     call), so the reply begins inside the call.
+//   - Llama 3.1's built-in tools (Meta's prompt format): after <|python_tag|>
+//     at the start of the reply, text that is no JSON object is either
+//     NAME.call(key=value, ...) (python_call.h), a call of NAME with those
+//     arguments, or code for the code interpreter: a call of the request's
+//     tool named "python" (llama.cpp's name for it) or else "code_interpreter"
+//     with {"code": the text}, when the request offers one; neither: text,
+//     the tag included. That text runs to the end of the reply (the model
+//     ends it with <|eom_id|>, a stop token), so it is held back until then;
+//     without a code tool, text that cannot open NAME.call( goes out at once.
+//     With a code tool, NAME.call(...) whose NAME is none of the tools (say
+//     subprocess.call(args=["ls"])) is code.
 #pragma once
 #include <cstddef>
 #include <string>
@@ -68,7 +79,9 @@ class JsonScan {
 
 class ToolCallParser {
  public:
-  ToolCallParser(ToolFamily family, size_t max_calls = SIZE_MAX, bool start_in_call = false);
+  // tool_names: the request's tools' names (which code tool it offers).
+  ToolCallParser(ToolFamily family, size_t max_calls = SIZE_MAX, bool start_in_call = false,
+                 std::vector<std::string> tool_names = {});
 
   // Adds text of the reply; returns what can go out now.
   std::vector<ToolEvent> push(const std::string& text);
@@ -77,16 +90,22 @@ class ToolCallParser {
   size_t calls() const { return n_calls_; }
 
  private:
-  enum class State { kStart, kText, kCall, kPlain };
+  // kBuiltin: Llama 3.1, after <|python_tag|>, text that is no JSON object.
+  enum class State { kStart, kText, kCall, kBuiltin, kPlain };
   void run(bool at_end, std::vector<ToolEvent>* out);
   bool step_text(bool at_end, std::vector<ToolEvent>* out);
   bool step_call(bool at_end, std::vector<ToolEvent>* out);
+  bool step_builtin(bool at_end, std::vector<ToolEvent>* out);
+  bool offered(const std::string& name) const;
+  void emit_call(ToolCall c, std::vector<ToolEvent>* out);
   void emit_content(std::string text, std::vector<ToolEvent>* out);
   void release_as_text(size_t n, std::vector<ToolEvent>* out);
 
   ToolFamily family_;
   std::string open_;
   size_t max_calls_;
+  std::vector<std::string> tool_names_;
+  std::string code_tool_;    // "python", "code_interpreter" or "" (none offered)
   State state_;
   std::string buf_;          // text not decided yet
   std::string marker_seen_;  // inside a call: the marker as it was written ("" when forced)

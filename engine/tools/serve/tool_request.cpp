@@ -117,6 +117,12 @@ std::optional<ApiError> normalize_tool_calls(json& msg, size_t i) {
   return std::nullopt;
 }
 
+std::vector<std::string> ToolRequest::names() const {
+  std::vector<std::string> out;
+  for (const json& t : tools) out.push_back(t["function"]["name"].get<std::string>());  // checked when parsed
+  return out;
+}
+
 std::string mistral_tool_call_id(const std::string& id) {
   if (id.size() == 9) {
     bool ok = true;

@@ -34,6 +34,7 @@ struct ToolRequest {
   // Replies are parsed for calls: tools given and not "none".
   bool parse() const { return !tools.empty() && choice != Choice::kNone; }
   size_t max_calls() const { return parallel ? SIZE_MAX : 1; }
+  std::vector<std::string> names() const;  // the tools' function names, in order
 };
 
 // Reads tools, tool_choice and parallel_tool_calls of a chat request body.
