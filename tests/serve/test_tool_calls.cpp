@@ -494,6 +494,42 @@ TEST_CASE("tool calls: Llama 3.1 built-in tools and the code interpreter after <
   agrees_when_cut(L, "<|python_tag|>subprocess.call(args=[\"ls\"])", {"code_interpreter"});
 }
 
+TEST_CASE("tool calls: a call naming a function that is none of the tools is still a call, as llama-server reports it", "[serve][tools][unit]") {
+  const std::vector<std::string> tools = {"get_weather"};
+  for (const auto& [f, text] : std::vector<std::pair<ToolFamily, std::string>>{
+           {ToolFamily::kHermes, "<tool_call>\n{\"name\": \"send_email\", \"arguments\": {\"to\": \"a@b.c\"}}\n</tool_call>"},
+           {ToolFamily::kLlama3, "{\"name\": \"send_email\", \"parameters\": {\"to\": \"a@b.c\"}}"},
+           {ToolFamily::kLlama3, "<|python_tag|>send_email.call(to=\"a@b.c\")"},
+           {ToolFamily::kMistral, "[TOOL_CALLS][{\"name\": \"send_email\", \"arguments\": {\"to\": \"a@b.c\"}}]"},
+           {ToolFamily::kGranite, "<|tool_call|>[{\"name\": \"send_email\", \"arguments\": {\"to\": \"a@b.c\"}}]"}}) {
+    INFO(text);
+    std::vector<size_t> every;  // streamed a byte at a time
+    for (size_t i = 1; i < text.size(); ++i) every.push_back(i);
+    for (const Parsed& p : {parse(f, text, SIZE_MAX, false, tools), parse_pieces(f, text, every, SIZE_MAX, tools)}) {
+      CHECK(p.content.empty());
+      REQUIRE(p.calls.size() == 1);
+      CHECK(p.calls[0].name == "send_email");
+      CHECK(p.calls[0].arguments == R"({"to":"a@b.c"})");
+      CHECK(is_call_id(p.calls[0].id));
+    }
+    agrees_when_cut(f, text, tools);
+  }
+  // Beside a call of a known one: both, in the model's order.
+  const Parsed p = parse(ToolFamily::kHermes,
+                         "<tool_call>{\"name\": \"get_weather\", \"arguments\": {}}</tool_call>\n"
+                         "<tool_call>{\"name\": \"send_email\", \"arguments\": {}}</tool_call>",
+                         SIZE_MAX, false, tools);
+  REQUIRE(p.calls.size() == 2);
+  CHECK(p.calls[0].name == "get_weather");
+  CHECK(p.calls[1].name == "send_email");
+  CHECK(p.content.empty());
+  // The one name fish would supply itself, the code tool's, it never makes
+  // up: code after the tag with no such tool offered stays text.
+  const Parsed code = parse(ToolFamily::kLlama3, "<|python_tag|>print(1)", SIZE_MAX, false, tools);
+  CHECK(code.calls.empty());
+  CHECK(code.content == "<|python_tag|>print(1)");
+}
+
 TEST_CASE("tool calls: Mistral Nemo and Granite 3.3 arrays", "[serve][tools][unit]") {
   Parsed p = parse(ToolFamily::kMistral,
                    "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {\"x\": 1}, \"id\": \"abcDEF123\"}, "

@@ -36,6 +36,13 @@
 //     without a code tool, text that cannot open NAME.call( goes out at once.
 //     With a code tool, NAME.call(...) whose NAME is none of the tools (say
 //     subprocess.call(args=["ls"])) is code.
+//   - A call is reported whatever its name, one that is none of the
+//     request's tools too, as llama-server does (its parsers ask only for a
+//     non-empty name): the client sees what the model asked for, and can
+//     answer it (OpenAI's runTools sends back an "Invalid tool_call" tool
+//     message naming the functions there are). Dropping it, or passing it as
+//     text, would hide the model's mistake in content. The one name fish
+//     supplies itself, the code tool's, is used only when the request offers it.
 #pragma once
 #include <cstddef>
 #include <string>
