@@ -26,6 +26,7 @@
 #include "fish/fish_chat.h"
 #include "serve/openai_request.h"
 #include "serve/openai_response.h"
+#include "serve/python_call.h"
 #include "serve/tool_call_parser.h"
 #include "serve/tool_request.h"
 
@@ -82,11 +83,13 @@ constexpr fish::serve::ToolFamily kFamilies[] = {fish::serve::ToolFamily::kHerme
                                                  fish::serve::ToolFamily::kNone};
 
 // A reply's text through a family's parser: all at once, and in pieces of
-// 1..7 bytes; content and calls must come out the same.
-void parse_reply(fish::serve::ToolFamily f, const std::string& text, size_t max_calls) {
+// 1..7 bytes; content and calls must come out the same. names: the request's
+// tools (a "python" one makes Llama 3.1's code after <|python_tag|> a call).
+void parse_reply(fish::serve::ToolFamily f, const std::string& text, size_t max_calls,
+                 const std::vector<std::string>& names = {}) {
   using namespace fish::serve;
   auto run_parser = [&](size_t piece, std::string* content, std::string* calls) {
-    ToolCallParser p(f, max_calls);
+    ToolCallParser p(f, max_calls, false, names);
     auto take = [&](std::vector<ToolEvent> evs) {
       for (const ToolEvent& e : evs) {
         if (e.is_call) *calls += e.call.name + '\0' + e.call.arguments + '\0';
@@ -109,6 +112,13 @@ void run(const std::string& body) {
   using namespace fish::serve;
   const fish_sampler_params defaults = fish_sampler_default_params();
   for (ToolFamily f : kFamilies) parse_reply(f, body, f == ToolFamily::kHermes ? 1 : SIZE_MAX);
+  // Llama 3.1's built-in calls and code: the text after the tag, with and
+  // without a code tool offered, and the call syntax on its own.
+  for (const auto& names : {std::vector<std::string>{}, std::vector<std::string>{"python", "brave_search"}}) {
+    parse_reply(ToolFamily::kLlama3, body, SIZE_MAX, names);
+    parse_reply(ToolFamily::kLlama3, "<|python_tag|>" + body, SIZE_MAX, names);
+  }
+  if (auto c = parse_python_call(body, 128)) (void)dump(c->arguments);
   nlohmann::ordered_json j;
   if (parse_request_body(body, &j)) return;
   ParsedRequest pr;
