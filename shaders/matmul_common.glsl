@@ -73,8 +73,7 @@ layout(push_constant) uniform MatmulParams {
   uint route_off; // moe_route.comp's words in the arena (moe_common.glsl)
   uint n_expert;
   uint k;         // experts per token
-  uint flags;     // 1 = renormalise the k weights (moe_route; moe_matvec ROUTE)
-  uint logits_off; // moe_matvec ROUTE: float index of the router logits [n_tok][n_expert]
+  uint flags;     // 1 = renormalise the k weights (moe_route); 2 = moe_matvec ROUTE: pairs whose words are written
 #endif
 } pc;
 

@@ -28,7 +28,7 @@
 //        moe_route_token: softmax, top-k, renormalised where xg_off bit 16 says)
 //        and writes its pairs' words (expert, weight) at word norm_off, k =
 //        xg_off & 0xFFFF. The experts' gate|up then reads its pair's expert in
-//        one load instead of every workgroup repeating the top-k.
+//        one load (moe_matvec.comp ROUTE).
 // The residual y and the norm weights of EPI 1/3 are loaded before the main
 // loop, so their latency hides behind the weights'.
 // FISH_INT8: the int8 variant (see matvec_units_i8.glsl).
@@ -188,7 +188,7 @@ void route_tail() {
   const bool renorm = (pc.xg_off & 0x10000u) != 0u;
   for (uint t = 0u; t < pc.n_tok; ++t) {
     // (rt_sel / rt_w of token t are read before token t + 1's first barrier rewrites them.)
-    moe_route_token(pc.y_off + t * pc.y_stride, pc.n_rows, K, renorm, true);
+    moe_route_token(pc.y_off + t * pc.y_stride, pc.n_rows, K, renorm);
     if (lid < K) {
       ACU[pc.norm_off + 2u * (t * K + lid)] = rt_sel[lid];
       ACU[pc.norm_off + 2u * (t * K + lid) + 1u] = floatBitsToUint(rt_w[lid]);

@@ -20,9 +20,7 @@ uint moe_list(uint g, uint n_expert) { return g + 2u + 2u * n_expert; }
 // rounds of a workgroup argmax: four barriers whatever k is, and the count
 // reads the logits four at a time. The sums have a fixed order for any
 // workgroup size (32 strided partials, then in order), so moe_route.comp and
-// a decode's gate|up (moe_matvec.comp ROUTE) agree bit for bit.
-// weights = false (uniform in the workgroup): rt_sel only, the softmax and its
-// barriers skipped (a gate|up workgroup that does not write the pair's words).
+// a decode's router tail (matvec_span.comp EPI 5) agree bit for bit.
 // With renorm the sum over every expert is not computed: the k chosen
 // logits alone give the weights.
 // MOE_LOGIT(i): how the logit at float index i is read (X: written by an
@@ -43,7 +41,7 @@ shared float rt_part[MOE_RT_ON ? 32u : 1u];
 
 float rt_logit(uint e) { return rt_l4[e >> 2u][e & 3u]; }
 
-void moe_route_token(uint lo, uint NE, uint K, bool renorm, bool weights) {
+void moe_route_token(uint lo, uint NE, uint K, bool renorm) {
   const uint lid = gl_LocalInvocationID.x, wgs = gl_WorkGroupSize.x, NQ = (NE + 3u) >> 2u;
   const float NEG_INF = uintBitsToFloat(0xFF800000u);
   for (uint q = lid; q < NQ; q += wgs) {
@@ -67,7 +65,6 @@ void moe_route_token(uint lo, uint NE, uint K, bool renorm, bool weights) {
     if (above < K) rt_sel[above] = e;
   }
   barrier();
-  if (!weights) return;
   const float mx = rt_logit(rt_sel[0]);
   if (!renorm) {
     if (lid < 32u) {

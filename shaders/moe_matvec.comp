@@ -15,16 +15,9 @@
 // matvec_weights.glsl). Specialisation: 0 = workgroup size, 1 = ROWS, 2 = NT, 3 = PAIR, 4 = SUM,
 // 5 = NEXT, 6 = ROUTE.
 //
-// ROUTE (gate|up of a decode, NT = 1): the pair routes itself. Grid y = pair
-// p = t·k + j: the workgroup routes token t from its router logits at
-// logits_off + t·n_expert (moe_common.glsl's moe_route_token, as moe_route.comp
-// does) and takes the j-th chosen expert; row group 0's workgroup writes the
-// pair's words (expert, weight) for the down. No moe_route dispatch and no
-// barrier before this one; every workgroup repeats the token's top-k over
-// n_expert logits (from cache) before its first weight load
-// (docs/experiments/vulkan-moe-decode.md: what each costs on the H200).
-// flags bit 2 (ROUTE): the router matvec's tail (matvec_span.comp EPI 5)
-// already wrote the pairs' words; the workgroup reads its pair's expert.
+// ROUTE (gate|up of a decode, NT = 1, flags MoePush::kPairs): grid y = pair p
+// = t·k + j, its expert read from the pair's words, which the router matvec's
+// last workgroup wrote (matvec_span.comp EPI 5); no grouped lists.
 //
 // Scale (gate|up of a decode whose norms are epilogues): with inv_in != NONE,
 // x is n·norm without 1/rms, and inv_in holds each token's [inv_parts] Σx²
@@ -60,8 +53,6 @@ const uint RT = PAIR ? 2u * ROWS : ROWS;
 #define FISH_MOE
 #include "matmul_common.glsl"
 layout(set = 0, binding = 4) readonly buffer ArenaR { uint AR[]; };
-layout(set = 0, binding = 4) writeonly buffer ArenaRW { uint AW[]; };  // ROUTE: the pairs' words
-#define MOE_ROUTING
 #include "moe_common.glsl"
 
 float acc[RT * NT];  // acc[r * NT + t]
@@ -142,16 +133,8 @@ void main() {
   const uint G = moe_group(pc.route_off, P), L = moe_list(G, NE);
   const uint s = gl_WorkGroupID.y;
   uint e, p0, p1;
-  if (ROUTE && (pc.flags & 2u) != 0u) {  // the router's tail wrote pair s's words
+  if (ROUTE) {  // s is the pair t·k + j
     e = AR[pc.route_off + 2u * s], p0 = s, p1 = s + 1u;
-  } else if (ROUTE) {  // s is the pair t·k + j
-    // Only row group 0's workgroup writes the pair's words: the others need the expert alone.
-    moe_route_token(pc.logits_off + (s / K) * NE, NE, K, (pc.flags & 1u) != 0u, gl_WorkGroupID.x == 0u);
-    e = rt_sel[s % K], p0 = s, p1 = s + 1u;
-    if (gl_WorkGroupID.x == 0u && lid == 0u) {
-      AW[pc.route_off + 2u * s] = e;
-      AW[pc.route_off + 2u * s + 1u] = floatBitsToUint(rt_w[s % K]);
-    }
   } else {
     // The four words are read together (s < min(n_expert, P): within the routing
     // words even past n_active), then the slot is checked: one memory latency, not two.

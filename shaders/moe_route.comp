@@ -3,7 +3,7 @@
 //   ROWS, a workgroup per token t (grid-stride): r = softmax(router logits
 //     [n_expert] at x_off + t·x_stride), the k largest (equal logits: the lower
 //     expert index first), weights r_e or r_e / Σ chosen r (flags & 1):
-//     moe_common.glsl's moe_route_token, which a decode's gate|up shares.
+//     moe_common.glsl's moe_route_token, which a decode's router tail shares.
 //   GROUP, one workgroup: the pairs grouped by expert as moe_common.glsl lays
 //     out: a count per expert (shared atomics: their order does not matter),
 //     the prefix over the active experts (a scan over the invocations, 4
@@ -13,7 +13,7 @@
 //     expert's list is the expert's pairs in earlier chunks plus the bits
 //     below its token. No atomics decide an order: the words are deterministic.
 // Specialisation 0 = PHASES: 1 ROWS, 2 GROUP (the host puts a barrier between
-// them). A decode routes inside its gate|up instead (moe_matvec.comp ROUTE). Sizes: n_expert <= 512, k <= 16 (the host checks).
+// them). A decode routes in its router matvec's last workgroup instead (matvec_span.comp EPI 5). Sizes: n_expert <= 512, k <= 16 (the host checks).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -42,7 +42,7 @@ shared uint mask_sh[WG * PER];  // this chunk's tokens that chose it (bit t - c0
 shared uvec2 scan_sh[2][WG];
 
 void route_row(uint t) {
-  moe_route_token(pc.x_off + t * pc.x_stride, pc.n_expert, pc.k, (pc.flags & 1u) != 0u, true);
+  moe_route_token(pc.x_off + t * pc.x_stride, pc.n_expert, pc.k, (pc.flags & 1u) != 0u);
   const uint lid = gl_LocalInvocationID.x;
   if (lid < pc.k) {
     AC[pc.route_off + 2u * (t * pc.k + lid)] = rt_sel[lid];

@@ -31,10 +31,10 @@ void MoeKernels::route(VkCommandBuffer cmd, VkDescriptorSet set, const MoePush& 
 
 VkPipeline MoeKernels::mvm(const MatmulType& t, Mvm kind, bool next, uint32_t nt) {
   // moe_matvec.comp's specialisation: workgroup, ROWS, NT, PAIR, SUM, NEXT, ROUTE.
-  const bool pair = kind == Mvm::kPair || kind == Mvm::kRoutePair;
+  const bool pair = kind == Mvm::kPair || kind == Mvm::kPairs;
   return pipelines_.get(std::string("mvm_") + t.name, *layout_,
                         {kWg, kRows, nt, pair ? 1u : 0u, kind == Mvm::kSum ? 1u : 0u, next ? 1u : 0u,
-                         kind == Mvm::kRoutePair ? 1u : 0u});
+                         kind == Mvm::kPairs ? 1u : 0u});
 }
 
 void MoeKernels::matvec(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MoePush& pc, bool pair,
@@ -49,10 +49,10 @@ void MoeKernels::matvec(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSe
     dev_.fns().vkCmdDispatch(cmd, std::min(groups, dev_.caps().max_wg_count_x), pc.s.m.n_tok, 1);
     return;
   }
-  if (pc.logits_off != 0xFFFFFFFFu) {  // a decode's gate|up routing its own pair: one workgroup row per pair
+  if ((pc.flags & MoePush::kPairs) != 0) {  // a decode's gate|up: one workgroup row per pair
     if (!pair || pc.s.m.n_tok > kSumTokens)
-      throw Failure(FailKind::Internal, "MoE routing in gate|up: a pair of at most " + std::to_string(kSumTokens) + " tokens");
-    bind(cmd, mvm(t, Mvm::kRoutePair), set, pc);
+      throw Failure(FailKind::Internal, "MoE gate|up by pairs: a pair of at most " + std::to_string(kSumTokens) + " tokens");
+    bind(cmd, mvm(t, Mvm::kPairs), set, pc);
     dev_.fns().vkCmdDispatch(cmd, std::min(groups, dev_.caps().max_wg_count_x), pc.s.m.n_tok * pc.k, 1);
     return;
   }
@@ -81,7 +81,7 @@ void MoeKernels::combine(VkCommandBuffer cmd, VkDescriptorSet set, const MoePush
 
 void MoeKernels::warm_up(const MatmulType& gate_up, const MatmulType& down, bool tiled) {
   for (uint32_t phases : {1u, 2u}) pipelines_.get("moe_route", *layout_, {phases});
-  mvm(gate_up, Mvm::kRoutePair);
+  mvm(gate_up, Mvm::kPairs);
   pipelines_.get("moe_combine", *layout_, {});
   for (uint32_t nt : {1u, 4u}) {
     mvm(gate_up, Mvm::kPair, false, nt);

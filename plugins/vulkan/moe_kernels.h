@@ -20,15 +20,13 @@ struct MoePush {
   uint32_t route_off = 0;  // word index of the routing words (shaders/moe_common.glsl)
   uint32_t n_expert = 0;
   uint32_t k = 0;          // experts per token
-  // 1 = renormalise the chosen weights (moe_route; a routing gate|up); 2 (a decode's
-  // gate|up): the router's tail (matvec_span.comp EPI 5) wrote the pairs' words.
+  // 1 = renormalise the chosen weights (moe_route); kPairs (a decode's gate|up,
+  // moe_matvec.comp ROUTE): one workgroup row per pair, its expert from the
+  // pair's words, which the router matvec's tail wrote (matvec_span.comp EPI 5).
   uint32_t flags = 0;
-  // A decode's gate|up that routes its own pair (moe_matvec.comp ROUTE): float
-  // index of the router logits [n_tok][n_expert]; it writes the pairs' words
-  // (expert, weight) for the down. 0xFFFFFFFF: the pairs come from moe_route.
-  uint32_t logits_off = 0xFFFFFFFFu;
+  static constexpr uint32_t kPairs = 2;
 };
-static_assert(sizeof(MoePush) == 84);
+static_assert(sizeof(MoePush) == 80);
 
 // Routing words of a forward of n_tok tokens (moe_common.glsl's layout).
 inline uint64_t moe_route_words(uint64_t n_tok, uint64_t n_expert, uint64_t k) { return 3 * n_tok * k + 2 * n_expert + 2; }
@@ -47,8 +45,8 @@ class MoeKernels {
   // a workgroup per token, a barrier and the grouping's one workgroup (moe_route.comp's phases).
   void route(VkCommandBuffer cmd, VkDescriptorSet set, const MoePush& pc);
   // Experts' products: pc.s.m.n_rows rows per expert, n_in inputs; pair (gate|up) or down.
-  // Grid: row groups x min(n_expert, n_tok·k) slots. A pair with pc.logits_off (n_tok <=
-  // kSumTokens) routes itself: grid row groups x n_tok·k pairs, no moe_route before it. sum (down, n_tok <= kSumTokens):
+  // Grid: row groups x min(n_expert, n_tok·k) slots. A pair with MoePush::kPairs (n_tok <=
+  // kSumTokens): grid row groups x n_tok·k pairs, their words written, no grouped lists. sum (down, n_tok <= kSumTokens):
   // the weighted rows summed into x instead (+ the gated shared expert: moe_matvec.comp's
   // SUM, the push as combine's with the down's n_in / x), grid: row groups x tokens.
   // next (sum, no shared expert): also the next rmsnorm's x·norm and Σx² partials
@@ -83,8 +81,8 @@ class MoeKernels {
   void bind(VkCommandBuffer cmd, VkPipeline p, VkDescriptorSet set, const MoePush& pc);
   // The mvm_<T> pipeline of one kind (matvec() records, warm_up() creates the same):
   // a pair (gate|up), a down, the down summed into x (next: + the next norm), a
-  // decode's gate|up routing its own pair; nt pairs per chunk.
-  enum class Mvm { kPair, kDown, kSum, kRoutePair };
+  // decode's gate|up by pairs (MoePush::kPairs); nt pairs per chunk.
+  enum class Mvm { kPair, kDown, kSum, kPairs };
   VkPipeline mvm(const MatmulType& t, Mvm kind, bool next = false, uint32_t nt = 1);
   const Device& dev_;
   Pipelines& pipelines_;

@@ -329,7 +329,7 @@ class Span::Planner {
     std::vector<Region> gu_reads = {Region::XNorm, Region::Route};
     std::vector<Region> gu_writes = {Region::ExpertHidden};
     if (scale.at != kNone) gu_reads.push_back(region_of(scale.at));
-    if (decode) gu.logits_off = a_.rl, gu.flags |= 2u;  // (moe_matvec.comp ROUTE: the pairs' words are written)
+    if (decode) gu.flags |= MoePush::kPairs;  // by pair: the router's tail wrote their words
     MoePush dn = mp;
     dn.s.m = {FE, E_, n_, FE, a_.hx, E_, a_.dx};
     if (MoeKernels::use_tiled(n_, NE, K)) {
