@@ -148,7 +148,9 @@ MatvecConfig MatmulKernels::span_matvec_config(const MatmulType& t, uint32_t n_i
                                                SpanFusion fz) const {
   if (n_tok >= 2) {
     if (group_override_.nb) return group_override_;
-    // Token groups (several sequences' decode rows, a verify chunk): slices of
+    // Token groups (several sequences' decode rows, a verify chunk): from 4
+    // rows on, rows across the lanes (below); 2 and 3 rows (and a device
+    // without the shared memory or workgroup size for that) slices of
     // one subgroup, each its own 1 (two rows of x) or 2 rows over the whole
     // input; token groups of 4 tokens, 2 in registers at a time, from 8 rows
     // on of 8 tokens, 4 at a time. On the H200 (int8 Q4_K, 14336 x 4096) 23.8
@@ -158,6 +160,20 @@ MatvecConfig MatmulKernels::span_matvec_config(const MatmulType& t, uint32_t n_i
     // shapes in docs/experiments/vulkan-span-batch-rows.md.
     const uint32_t sg = std::max(32u, dev_.caps().subgroup_size);
     MatvecConfig c;
+    if (n_tok >= 4) {
+      // Rows across the lanes (LANES): 4 lanes per row, 2 rows per lane group,
+      // 4 slices of one subgroup, 8 tokens per group in registers. On an H100
+      // (int8 Q4_K on B32 rows, fish_bench_vk_span --rows --sweep --shape 8b)
+      // the fastest of ~150 shapes at T = 16 and 32 on both of the 8B's FFN
+      // matrices and at T = 8 on one; end to end (fish bench -np 1,4,8,16,32
+      // -d 384) 472.8 / 895.1 / 1194.3 / 1398.4 tok/s at 4 / 8 / 16 / 32
+      // sequences against 465.5 / 742.0 / 916.8 / 1063.4 with the layout below
+      // (docs/experiments/vulkan-span-batch-rows.md).
+      c.lanes = 4, c.slices = 4, c.rows = fz.pair ? 1 : 2, c.nt = 8, c.nb = 1;
+      c.wg = sg * c.slices;
+      if (c.wg <= dev_.caps().max_wg_size && c.group_shared_bytes(fz.pair) <= dev_.caps().max_shared_bytes) return c;
+      c = MatvecConfig{};
+    }
     c.slices = 4;
     c.rows = n_tok <= 2 ? 1 : 2;
     c.nt = n_tok >= 8 ? 4 : 2, c.nb = 2;
