@@ -80,6 +80,7 @@ class EmbedParams(C.Structure):
         ("pooling", C.c_int32),
         ("normalize", C.c_int32),
         ("seq", C.c_int32),
+        ("n_seq", C.c_int32),  # fish.h's trailing field: returned by value, the sizes must agree
     ]
 
 

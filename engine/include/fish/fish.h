@@ -204,9 +204,14 @@ FISH_API int32_t fish_kv_pages(const fish_model* m);
  * /api/embed give: the stream leaving the last layer after the output norm
  * (the LM head's input; no logits are computed), pooled over the input's
  * tokens, then (by default) scaled to unit L2 length. Each input is evaluated
- * alone on sequence params.seq from position 0 (what that sequence held is
- * dropped, and it is left empty afterwards), so the other sequences keep their
- * KV. With layers in a GPU span the stream comes back through the span's x
+ * on a sequence of its own from position 0: up to params.n_seq inputs at a
+ * time on sequences params.seq .. params.seq + n_seq - 1, their rows in the
+ * same forwards (pieces of at most 512 rows in all; a longer input goes on in
+ * the next piece), so the weights are read once for several short inputs.
+ * Each vector is the one the input gets alone (bit for bit on the CPU). The
+ * sequences used (the first min(n_seq, n_inputs)) lose what they held and are
+ * left empty afterwards, also on failure; the other sequences keep their KV.
+ * With layers in a GPU span the stream comes back through the span's x
  * (the span's own head is not used) and the norm and pooling run on the CPU.
  * Thread safety: as fish_decode (one thread at a time per model). */
 enum {
@@ -219,7 +224,11 @@ typedef struct fish_embed_params {
   uint32_t struct_size;
   int32_t pooling;    /* FISH_POOLING_*; default MEAN */
   int32_t normalize;  /* nonzero (default): unit L2 length; 0: as pooled */
-  int32_t seq;        /* the sequence evaluated on (default 0) */
+  int32_t seq;        /* the first sequence evaluated on (default 0) */
+  /* Consecutive sequences from seq the call may use, one input on each at a
+   * time (1..fish_n_seq - seq; default 1: one input after another). A caller
+   * built before this field gets 1. */
+  int32_t n_seq;
 } fish_embed_params;
 FISH_API fish_embed_params fish_embed_default_params(void);
 /* The length of an embedding (the model's n_embd); 0 for NULL. */

@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "cpu/matmul.h"
 #include "gguf/gguf_file.h"
+#include "model/embed_batch.h"
 #include "model/json_schema.h"
 #include "model/json_schema_prefix.h"
 #include "model/llama_model.h"
@@ -383,60 +384,11 @@ FISH_API fish_embed_params fish_embed_default_params(void) {
   p.pooling = FISH_POOLING_MEAN;
   p.normalize = 1;
   p.seq = 0;
+  p.n_seq = 1;
   return p;
 }
 
 FISH_API int32_t fish_n_embd(const fish_model* m) { return m ? m->m->hparams().n_embd : 0; }
-
-namespace {
-
-// Input i's vector into out [n_embd]: evaluated on sequence seq from position
-// 0 in pieces of kPiece rows (the hidden states kept are only the pooled
-// ones'), pooled in double, then normalised; the sequence is emptied after.
-void embed_one(fish::LlamaModel& m, const int32_t* tok, int32_t n, const fish_embed_params& p, float* out) {
-  constexpr int32_t kPiece = 512;
-  const int32_t E = m.hparams().n_embd;
-  std::vector<double> acc(size_t(E), 0.0);
-  std::vector<int32_t> seq(size_t(std::min(n, kPiece)), p.seq), pos(seq.size());
-  std::vector<uint8_t> want(seq.size());
-  struct Empty {  // the sequence holds nothing of this input afterwards, whatever happens
-    fish::LlamaModel& m;
-    int32_t seq;
-    ~Empty() {
-      try {
-        m.seq_truncate(seq, 0);
-      } catch (...) {
-      }
-    }
-  } empty{m, p.seq};
-  for (int32_t done = 0; done < n;) {
-    const int32_t c = std::min(kPiece, n - done);
-    for (int32_t i = 0; i < c; ++i) {
-      const int32_t t = done + i;
-      pos[size_t(i)] = t;
-      want[size_t(i)] = p.pooling == FISH_POOLING_MEAN || (p.pooling == FISH_POOLING_LAST && t == n - 1) ||
-                        (p.pooling == FISH_POOLING_FIRST && t == 0);
-    }
-    m.eval_batch_hidden(tok + done, seq.data(), pos.data(), want.data(), c);
-    for (int32_t i = 0; i < c; ++i) {
-      if (!want[size_t(i)]) continue;
-      const float* h = m.hidden_row(i);
-      if (!h) throw fish::Error("embeddings: no hidden state for a kept row");
-      for (int32_t j = 0; j < E; ++j) acc[size_t(j)] += h[j];
-    }
-    done += c;
-  }
-  const double scale_mean = p.pooling == FISH_POOLING_MEAN ? 1.0 / double(n) : 1.0;
-  double norm2 = 0;
-  for (double& v : acc) {
-    v *= scale_mean;
-    norm2 += v * v;
-  }
-  const double inv = p.normalize && norm2 > 0 ? 1.0 / std::sqrt(norm2) : 1.0;
-  for (int32_t j = 0; j < E; ++j) out[j] = float(acc[size_t(j)] * inv);
-}
-
-}  // namespace
 
 FISH_API int fish_embed_tokens(fish_model* m, const int32_t* const* tokens, const int32_t* n_tokens,
                                int32_t n_inputs, const fish_embed_params* params, float* out) {
@@ -447,7 +399,8 @@ FISH_API int fish_embed_tokens(fish_model* m, const int32_t* const* tokens, cons
       m->error = "fish_embed_tokens: params->struct_size is too small (use fish_embed_default_params)";
       return 1;
     }
-    p = *params;
+    // A caller built before n_seq passes the smaller struct: the rest keeps the defaults.
+    std::memcpy(&p, params, std::min<size_t>(params->struct_size, sizeof p));
   }
   if (n_inputs < 0 || (n_inputs > 0 && (!tokens || !n_tokens || !out))) {
     m->error = "fish_embed_tokens: n_inputs >= 0 inputs need tokens, n_tokens and out";
@@ -460,6 +413,12 @@ FISH_API int fish_embed_tokens(fish_model* m, const int32_t* const* tokens, cons
   const int32_t n_seq = m->m->n_seq();
   if (p.seq < 0 || p.seq >= n_seq) {
     m->error = "fish_embed_tokens: sequence " + std::to_string(p.seq) + " is outside 0.." + std::to_string(n_seq - 1);
+    return 1;
+  }
+  if (p.n_seq < 1 || p.n_seq > n_seq - p.seq) {
+    m->error = "fish_embed_tokens: params.n_seq " + std::to_string(p.n_seq) + " is outside 1.." +
+               std::to_string(n_seq - p.seq) + " (the sequences from params.seq " + std::to_string(p.seq) +
+               " must be among the model's " + std::to_string(n_seq) + ", fish_model_params.n_seq)";
     return 1;
   }
   const int32_t n_ctx = m->m->n_ctx(), n_vocab = m->m->hparams().n_vocab;
@@ -483,16 +442,15 @@ FISH_API int fish_embed_tokens(fish_model* m, const int32_t* const* tokens, cons
   }
   const auto t0 = std::chrono::steady_clock::now();
   int64_t total = 0;
-  int32_t i = 0;
-  const int rc = run_status(m, [&] {
-    const int32_t E = m->m->hparams().n_embd;
-    for (; i < n_inputs; ++i) {
-      embed_one(*m->m, tokens[i], n_tokens[i], p, out + int64_t(i) * E);
-      total += n_tokens[i];
-    }
-  });
+  for (int32_t i = 0; i < n_inputs; ++i) total += n_tokens[i];
+  fish::EmbedOptions o;
+  o.pooling = fish::EmbedPooling(p.pooling);
+  o.normalize = p.normalize != 0;
+  o.seq = p.seq;
+  o.n_seq = p.n_seq;
+  const int rc = run_status(m, [&] { fish::embed_batch(*m->m, tokens, n_tokens, n_inputs, o, out); });
   if (rc != 0) {
-    m->error = "fish_embed_tokens: input " + std::to_string(i) + ": " + m->error;
+    m->error = "fish_embed_tokens: " + m->error;  // embed_batch names the inputs
     return rc;
   }
   m->stats.n_prompt_tokens += total;
