@@ -246,14 +246,18 @@ class Model:
     def n_embd(self):
         return _lib.lib().fish_n_embd(self.handle)
 
-    def embed(self, texts, pooling="mean", normalize=True, seq=0):
+    def embed(self, texts, pooling="mean", normalize=True, seq=0, n_seq=1):
         """Embedding vectors (fish_embed_tokens): the final hidden state after
         the output norm, pooled ("mean", "last", or "first" / "cls") over each
         input's tokens, unit length when normalize. texts: a string, a list of
         token ids, or a list of those (strings tokenized with BOS). Each input
-        is evaluated alone on sequence seq (left empty afterwards; the other
-        sequences keep their KV). Returns a numpy float32 array [n_embd] for one
-        input, [n_inputs, n_embd] for a list (lists without numpy)."""
+        is evaluated on a sequence of its own: up to n_seq at a time on
+        sequences seq .. seq + n_seq - 1 (the model needs that many: Model(...,
+        n_seq=)), their rows in the same forwards, each vector the one it gets
+        alone. The sequences used are left empty afterwards; the others keep
+        their KV (the default n_seq=1 touches seq alone). Returns a numpy
+        float32 array [n_embd] for one input, [n_inputs, n_embd] for a list
+        (lists without numpy)."""
         if pooling not in self._POOLING:
             raise ValueError(f"embed: pooling {pooling!r} is not 'mean', 'last' or 'first'")
         single = isinstance(texts, (str, bytes)) or (
@@ -274,7 +278,7 @@ class Model:
             ids.append(_ints(t, f"input {i}"))
         L = _lib.lib()
         p = L.fish_embed_default_params()
-        p.pooling, p.normalize, p.seq = self._POOLING[pooling], int(bool(normalize)), int(seq)
+        p.pooling, p.normalize, p.seq, p.n_seq = self._POOLING[pooling], int(bool(normalize)), int(seq), int(n_seq)
         n, dim = len(ids), self.n_embd
         i32p = C.POINTER(C.c_int32)
         ptrs = (i32p * n)(*[C.cast(a, i32p) for a in ids])

@@ -1,5 +1,6 @@
 """Model.embed: numpy vectors equal to `fish embed`, unit length, a batch equal
-to each input alone, pooling modes, token-id inputs, refusals."""
+to each input alone, packed over several sequences (n_seq) equal to one at a
+time, pooling modes, token-id inputs, refusals."""
 import json
 
 import numpy as np
@@ -65,3 +66,23 @@ def test_embed_refusals(stories):
         stories.embed([1, 100000])
     with pytest.raises(fish.FishError, match="context length"):
         stories.embed([5] * (stories.n_ctx + 1))
+
+
+def test_embed_packed_over_sequences_equals_one_at_a_time(stories):
+    # 1 token, short texts, and one longer than a 512-row piece.
+    inputs = [[1]] + TEXTS + [" ".join(TEXTS * 20)]
+    assert len(stories.tokenize(inputs[-1])) > 512
+    kept = stories.tokenize("Once upon")
+    stories.decode(kept, list(range(len(kept))), [0] * len(kept))
+    for pooling in ("mean", "last"):
+        alone = stories.embed(inputs, pooling=pooling, seq=1)
+        packed = stories.embed(inputs, pooling=pooling, seq=1, n_seq=3)
+        assert np.array_equal(packed, alone)
+    assert [stories.seq_len(s) for s in range(4)] == [len(kept), 0, 0, 0]
+    stories.seq_truncate(0, 0)
+
+
+def test_embed_n_seq_refused_naming_it(stories):
+    for seq, n_seq in ((0, 0), (0, 5), (2, 3)):
+        with pytest.raises(fish.FishError, match=f"params.n_seq {n_seq} is outside 1..{4 - seq}"):
+            stories.embed(TEXTS, seq=seq, n_seq=n_seq)
