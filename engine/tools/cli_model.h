@@ -78,6 +78,17 @@ constexpr const char* kNCpuMoeHelp =
     "  --n-cpu-moe N: MoE models keep the experts of the first N layers in host memory (attention and\n"
     "  router still on the GPU); default: as many layers' experts on the GPU as fit, the first layers' on the host.\n";
 
+// --batch-seqs N (fish embed) / --embeddings-seqs N (fish serve): how many
+// sequences embedding inputs are packed over (fish_embed_params.n_seq, one
+// input on each, their rows in one forward). False when not given.
+inline bool embed_seqs_flag(Args& a, const char* name, int32_t& out) {
+  int64_t v = 0;
+  if (!a.int_value(nullptr, name, v)) return false;
+  if (v < 1 || v > 256) a.fail(std::string(name) + " must be between 1 and 256");
+  out = int32_t(v);
+  return true;
+}
+
 inline ModelFlags parse_model_flags(Args& a, bool gpu_default_off = false) {
   ModelFlags f;
   if (!a.value("-m", "--model", f.path)) a.fail("missing -m MODEL");

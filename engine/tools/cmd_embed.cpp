@@ -1,4 +1,5 @@
 // fish embed: the embedding vector of each input text (fish_embed_tokens).
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -13,7 +14,7 @@ static int cmd_embed(int argc, char** argv) {
   if (a.flag("-h", "--help")) {
     std::printf(
         "usage: fish embed -m MODEL (-p TEXT | -f FILE) [--pooling mean|last|first] [--no-normalize]\n"
-        "                  [-t N] [-c CTX] [-ngl N]\n"
+        "                  [--batch-seqs N] [-t N] [-c CTX] [-ngl N]\n"
         "  Prints one JSON object per input, one per line (JSON Lines):\n"
         "    {\"index\": I, \"n_tokens\": N, \"dim\": D, \"embedding\": [D numbers]}\n"
         "  The vector is the final hidden state after the output norm (no LM head), pooled over the\n"
@@ -22,7 +23,9 @@ static int cmd_embed(int argc, char** argv) {
         "  -f, --file FILE        one input per line (blank lines skipped), after -p's\n"
         "  --pooling MODE         mean (default), last (the last token's) or first (the first token's; a\n"
         "                         causal model's first token sees only itself, so BOS gives one vector)\n"
-        "  --no-normalize         the pooled vector as it is (not scaled to unit length)\n");
+        "  --no-normalize         the pooled vector as it is (not scaled to unit length)\n"
+        "  --batch-seqs N         inputs evaluated together, each on a sequence of its own, their rows in\n"
+        "                         one forward (8; 1: one after another); the vectors are the same\n");
     return 0;
   }
   ModelFlags mf = parse_model_flags(a);
@@ -53,8 +56,13 @@ static int cmd_embed(int argc, char** argv) {
     else a.fail("--pooling: '" + pooling + "' is not mean, last or first");
   }
   if (a.flag(nullptr, "--no-normalize")) ep.normalize = 0;
+  int32_t batch_seqs = 8;  // short inputs (RAG chunks) packed 8 to a forward: the weights read once for them
+  embed_seqs_flag(a, "--batch-seqs", batch_seqs);
   if (!a.positional().empty()) a.fail("unexpected argument (the inputs go after -p or in -f FILE)");
 
+  // No more sequences than inputs: each holds one input at a time.
+  ep.n_seq = std::min(batch_seqs, int32_t(std::min<size_t>(inputs.size(), 256)));
+  mf.params.n_seq = ep.n_seq;
   fish_model* m = load_or_exit("embed", mf);
   const int32_t dim = fish_n_embd(m);
   std::vector<const char*> texts;
@@ -78,8 +86,8 @@ static int cmd_embed(int argc, char** argv) {
     line += "]}\n";
     std::fputs(line.c_str(), stdout);
   }
-  std::fprintf(stderr, "fish embed: %zu input(s), dimension %d, pooling %s%s\n", inputs.size(), dim,
-               pooling == "cls" ? "first" : pooling.c_str(), ep.normalize ? ", unit length" : "");
+  std::fprintf(stderr, "fish embed: %zu input(s), dimension %d, pooling %s%s, %d at a time\n", inputs.size(), dim,
+               pooling == "cls" ? "first" : pooling.c_str(), ep.normalize ? ", unit length" : "", ep.n_seq);
   fish_model_free(m);
   return 0;
 }

@@ -16,7 +16,7 @@
 //     within 1e-3 (x comes back from the span, the norm on the CPU; the
 //     plugin sums in its own order: measured 1.7e-4);
 //   - `fish embed` prints one JSON object per input (JSON Lines) with the
-//     C API's numbers.
+//     C API's numbers, the same bytes with --batch-seqs 1, 3 and 8 (default).
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -327,4 +327,41 @@ TEST_CASE("embed: fish embed prints one JSON object per input with the C API's v
   out = run(fish + " -p x --pooling max 2>&1", &status);
   CHECK(WEXITSTATUS(status) == 2);
   CHECK(out.find("--pooling") != std::string::npos);
+}
+
+TEST_CASE("embed: fish embed prints the same lines packing 1, 3 or 8 inputs per forward", "[embed][cli]") {
+  const std::string fish = bin_path("fish") + " embed -m " + model_path("stories260K.gguf") + " -t 2 -ngl 0";
+  // Eleven inputs: short ones, one word, and one of about 700 tokens (two pieces).
+  const std::string file = std::string(FISH_BIN_DIR) + "/test_embed_batch_seqs.txt";
+  {
+    std::ofstream f(file);
+    for (int i = 0; i < 3; ++i)
+      for (const char* t : kTexts) f << t << "\n";
+    f << "Once\n";
+    for (int i = 0; i < 60; ++i) f << kTexts[i % 3] << " ";
+    f << "\n";
+  }
+  int status = 0;
+  const std::string one = run(fish + " -f " + file + " --batch-seqs 1 2>/dev/null", &status);
+  REQUIRE(status == 0);
+  REQUIRE(lines(one).size() == 11);
+  CHECK(lines(one)[10]["n_tokens"].get<int>() > 512);
+  for (const char* flag : {" --batch-seqs 3", " --batch-seqs 8", ""}) {
+    INFO("flag '" << flag << "'");
+    const std::string many = run(fish + " -f " + file + flag + " 2>/dev/null", &status);
+    REQUIRE(status == 0);
+    CHECK(many == one);
+  }
+  // The summary line says how many went together (no more sequences than inputs).
+  std::string err = run(fish + " -f " + file + " 2>&1 >/dev/null", &status);
+  CHECK(err.find("8 at a time") != std::string::npos);
+  err = run(fish + " -p x 2>&1 >/dev/null", &status);
+  CHECK(err.find("1 at a time") != std::string::npos);
+  std::remove(file.c_str());
+  // Out of range: exit 2 with the flag named.
+  for (const char* bad : {"0", "257", "x"}) {
+    err = run(fish + " -p x --batch-seqs " + bad + " 2>&1", &status);
+    CHECK(WEXITSTATUS(status) == 2);
+    CHECK(err.find("--batch-seqs") != std::string::npos);
+  }
 }
