@@ -64,7 +64,7 @@ static int cmd_serve(int argc, char** argv) {
     std::printf(
         "usage: fish serve -m MODEL [--host 127.0.0.1] [--port 8080] [-np N] [--api-key KEY] [-c CTX]\n"
         "                  [--queue N] [-b N] [--alias NAME] [--fallback] [--chat-template FILE]\n"
-        "                  [--http-threads N] [--embeddings] [--verbose]\n"
+        "                  [--http-threads N] [--embeddings] [--embeddings-seqs N] [--verbose]\n"
         "                  [sampling defaults] [-t N] [-ngl N] [--requant MODE]\n"
         "  An OpenAI-compatible server: POST /v1/chat/completions and /v1/completions (\"stream\": true\n"
         "  for server-sent events), GET /v1/models, /health, /metrics (Prometheus), POST /tokenize\n"
@@ -86,6 +86,8 @@ static int cmd_serve(int argc, char** argv) {
         "  --embeddings           POST /v1/embeddings (OpenAI's shape; float or base64): the mean of the\n"
         "                         final hidden state (after the output norm) over the input's tokens, unit\n"
         "                         length, evaluated on a sequence of its own between generation steps\n"
+        "  --embeddings-seqs N    sequences kept for embeddings (4): the waiting requests' inputs are\n"
+        "                         evaluated N at a time, their rows in one forward\n"
         "  --verbose              one line per request on stderr (and the placement at load)\n"
         "  Sampling defaults for requests that leave them out:\n%s"
         "  SIGTERM or SIGINT: no new requests (503), those accepted finish, then it exits; a second one\n"
@@ -108,6 +110,9 @@ static int cmd_serve(int argc, char** argv) {
   a.value(nullptr, "--alias", alias);
   const bool fallback = a.flag(nullptr, "--fallback");
   so.embeddings = a.flag(nullptr, "--embeddings");
+  // 4: a request's short chunks go 4 to a forward; a sequence costs only the KV pages its input fills.
+  so.embed_seqs = 4;
+  embed_seqs_flag(a, "--embeddings-seqs", so.embed_seqs);
   std::string template_file;
   a.value(nullptr, "--chat-template", template_file);
   ho.defaults = parse_sampling_flags(a, &ho.seed_fixed);
@@ -137,7 +142,7 @@ static int cmd_serve(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);  // a client gone: a failed write, not a dead server
 
   // The model first: its loader refuses what is no GGUF file (a folder, a FIFO) without reading it.
-  mf.params.n_seq = int32_t(np) + (so.embeddings ? 1 : 0);  // --embeddings: one more, for embedding requests
+  mf.params.n_seq = int32_t(np) + (so.embeddings ? so.embed_seqs : 0);  // --embeddings: kept for embedding requests
   fish_model* m = load_or_exit("serve", mf);
   ModelFlags vf = mf;  // the HTTP threads' tokenizer
   vf.params.vocab_only = 1;
@@ -197,7 +202,8 @@ static int cmd_serve(int argc, char** argv) {
                          : tool_family_name(http.tool_family()));
       std::fprintf(stderr, "fish serve: listening on http://%s:%d (model %s, -np %lld, context %d per sequence, %s%s%s)\n",
                    ho.host.c_str(), http.port(), ho.model_id.c_str(), (long long)np, info.n_ctx, info.backend,
-                   ho.api_key.empty() ? "" : ", API key required", so.embeddings ? ", embeddings on" : "");
+                   ho.api_key.empty() ? "" : ", API key required",
+                   so.embeddings ? (", embeddings on, " + std::to_string(so.embed_seqs) + " at a time").c_str() : "");
       std::atomic<bool> stopped{false};
       std::thread watcher([&] { watch_signals(set, sched, http, stopped); });
       http.listen();

@@ -2,7 +2,9 @@
 // with a string, an array of strings and token ids, as floats and as base64
 // (the client's default), equal to `fish embed`; dimensions; usage; the 400s
 // that name the field; 404 without --embeddings; embeddings while a
-// completion generates (neither disturbs the other).
+// completion generates (neither disturbs the other); many inputs and
+// concurrent requests packed over --embeddings-seqs sequences (4 by default)
+// give the vectors of a server that takes them one at a time (1).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
@@ -135,4 +137,29 @@ test('embeddings: without --embeddings the route is a 404 that says how to turn 
   } finally {
     await plain.stop();
   }
+});
+
+test('embeddings: inputs and requests packed over --embeddings-seqs sequences equal one at a time', async () => {
+  assert.match(srv.stderr(), /embeddings on, 4 at a time/);
+  const single = await startServer(['-np', '1', '--embeddings', '--embeddings-seqs', '1']);
+  try {
+    assert.match(single.stderr(), /embeddings on, 1 at a time/);
+    const one = single.client();
+    // Short inputs, one word, and one of about 700 tokens (two pieces of 512 rows).
+    const inputs = [...TEXTS, 'Once', ...TEXTS.map((t) => `${t} ${t}`), new Array(60).fill(TEXTS[0]).join(' ')];
+    const want = (await one.embeddings.create({ model: 'x', input: inputs, encoding_format: 'float' })).data;
+    assert.ok((await one.embeddings.create({ model: 'x', input: inputs.at(-1) })).usage.prompt_tokens > 512);
+    const all = await client.embeddings.create({ model: 'x', input: inputs, encoding_format: 'float' });
+    all.data.forEach((d, i) => assert.deepEqual(d.embedding, want[i].embedding, `input ${i}`));
+    // Requests arriving together: their inputs share the waiting jobs' call.
+    const many = await Promise.all(inputs.map((_, i) =>
+      client.embeddings.create({ model: 'x', input: [inputs[i], inputs[(i + 1) % inputs.length]], encoding_format: 'float' })));
+    many.forEach((r, i) => {
+      assert.deepEqual(r.data[0].embedding, want[i].embedding, `request ${i}, input 0`);
+      assert.deepEqual(r.data[1].embedding, want[(i + 1) % inputs.length].embedding, `request ${i}, input 1`);
+    });
+  } finally {
+    await single.stop();
+  }
+  assert.throws(() => fish(['serve', '-m', STORIES, '--embeddings', '--embeddings-seqs', '0']), /--embeddings-seqs/);
 });

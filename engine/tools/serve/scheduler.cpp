@@ -37,7 +37,11 @@ Scheduler::Scheduler(fish_model* m, const SchedulerOptions& opt, ServeCounters* 
     if (fish_token_is_eog(m_, v)) eog_.push_back(v);
   n_embd_ = fish_n_embd(m_);
   int32_t n_gen = fish_n_seq(m_);
-  if (opt_.embeddings && n_gen > 1) embed_seq_ = --n_gen;  // the last sequence: embeddings only
+  if (opt_.embeddings && n_gen > opt_.embed_seqs) {  // the last sequences: embeddings only
+    embed_seqs_ = std::max(opt_.embed_seqs, 1);
+    n_gen -= embed_seqs_;
+    embed_seq_ = n_gen;
+  }
   opt_.batch_rows = std::max(opt_.batch_rows, n_gen);  // every slot decodes in each step
   for (int32_t i = 0; i < n_gen; ++i) {
     slots_.push_back(std::make_unique<Slot>());
@@ -88,6 +92,36 @@ Scheduler::Submit Scheduler::submit_embed(const std::shared_ptr<EmbedJob>& job) 
   return Submit::kOk;
 }
 
+bool Scheduler::embed_together(const std::vector<std::shared_ptr<EmbedJob>>& jobs) {
+  std::vector<const int32_t*> ptr;
+  std::vector<int32_t> len;
+  int64_t n_tok = 0;
+  for (const auto& j : jobs)
+    for (const auto& in : j->inputs) {
+      ptr.push_back(in.data());
+      len.push_back(int32_t(in.size()));
+      n_tok += int64_t(in.size());
+    }
+  fish_embed_params p = jobs.front()->params;
+  p.seq = embed_seq_;
+  p.n_seq = embed_seqs_;
+  std::vector<float> out(ptr.size() * size_t(n_embd_));
+  const auto t0 = std::chrono::steady_clock::now();
+  const int rc = fish_embed_tokens(m_, ptr.data(), len.data(), int32_t(ptr.size()), &p, out.data());
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+  counters_->prompt_us += us;
+  if (rc != 0) return false;
+  counters_->prompt_tokens += n_tok;  // once, though a failed group's jobs run again alone
+  size_t at = 0;
+  for (const auto& j : jobs) {
+    const size_t n = j->inputs.size() * size_t(n_embd_);
+    ++counters_->jobs_finished;
+    j->finish(std::vector<float>(out.begin() + long(at), out.begin() + long(at + n)));
+    at += n;
+  }
+  return true;
+}
+
 bool Scheduler::run_embeddings() {
   std::deque<std::shared_ptr<EmbedJob>> jobs;
   {
@@ -95,32 +129,29 @@ bool Scheduler::run_embeddings() {
     jobs.swap(embed_queue_);
     embedding_ += int32_t(jobs.size());
   }
-  for (auto& j : jobs) {
-    std::vector<const int32_t*> ptr;
-    std::vector<int32_t> len;
-    for (const auto& in : j->inputs) {
-      ptr.push_back(in.data());
-      len.push_back(int32_t(in.size()));
-    }
-    fish_embed_params p = j->params;
-    p.seq = embed_seq_;
-    std::vector<float> out(j->inputs.size() * size_t(n_embd_));
-    const auto t0 = std::chrono::steady_clock::now();
-    const int rc = fish_embed_tokens(m_, ptr.data(), len.data(), int32_t(ptr.size()), &p, out.data());
-    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
-    int64_t n_tok = 0;
-    for (int32_t n : len) n_tok += n;
-    counters_->prompt_tokens += n_tok;
-    counters_->prompt_us += us;
-    if (rc != 0) {
+  // The waiting jobs of the same pooling and normalisation (every request's,
+  // today) go in one call: their inputs share forwards as a request's do.
+  std::vector<bool> done(jobs.size(), false);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (done[i]) continue;
+    std::vector<std::shared_ptr<EmbedJob>> group;
+    for (size_t k = i; k < jobs.size(); ++k)
+      if (!done[k] && jobs[k]->params.pooling == jobs[i]->params.pooling &&
+          jobs[k]->params.normalize == jobs[i]->params.normalize) {
+        group.push_back(jobs[k]);
+        done[k] = true;
+      }
+    if (embed_together(group)) continue;
+    // A failure fails only its own request: each job again alone.
+    for (const auto& j : group) {
+      if (group.size() > 1 && embed_together({j})) continue;
       ++counters_->jobs_failed;
       j->finish({}, std::string("embeddings failed: ") + fish_last_error(m_));
-    } else {
-      ++counters_->jobs_finished;
-      j->finish(std::move(out));
     }
+  }
+  {
     std::lock_guard<std::mutex> lk(mu_);
-    --embedding_;
+    embedding_ -= int32_t(jobs.size());
   }
   return !jobs.empty();
 }

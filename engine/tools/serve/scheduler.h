@@ -6,10 +6,11 @@
 // waiting for them. A job starts from the longest prefix of its prompt that a
 // live or released sequence holds (fish_seq_reuse) and its sequence is
 // released into the prefix cache when it ends (fish_seq_release).
-// Embeddings (SchedulerOptions::embeddings): the model's last sequence is no
-// generation slot; each step first evaluates the embedding jobs waiting, one
-// after another on that sequence (fish_embed_tokens), so they never touch a
-// generating job's KV (which waits for them).
+// Embeddings (SchedulerOptions::embeddings): the model's last embed_seqs
+// sequences are no generation slots; each step first evaluates the embedding
+// jobs waiting, the inputs of all of them in one fish_embed_tokens call packed
+// over those sequences (several inputs per forward, the weights read once for
+// them), so they never touch a generating job's KV (which waits for them).
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -29,7 +30,8 @@ namespace fish::serve {
 struct SchedulerOptions {
   int32_t batch_rows = 512;  // rows of one step (decode rows + prompt chunks)
   int32_t max_queue = 64;    // jobs waiting for a slot; more are refused
-  bool embeddings = false;   // the model's last sequence serves embedding jobs (submit_embed)
+  bool embeddings = false;   // the model's last embed_seqs sequences serve embedding jobs (submit_embed)
+  int32_t embed_seqs = 1;    // embedding inputs evaluated together (fish_embed_params.n_seq)
 };
 
 class Scheduler {
@@ -69,12 +71,15 @@ class Scheduler {
   void sample_row(Slot& s, int32_t row);
   void release_finished();
   bool run_embeddings();  // the embedding jobs waiting; true when there were any
+  // Jobs of the same parameters in one call; false (nothing finished) when it failed.
+  bool embed_together(const std::vector<std::shared_ptr<EmbedJob>>& jobs);
 
   fish_model* m_;
   SchedulerOptions opt_;
   ServeCounters* counters_;
   int32_t n_vocab_ = 0, n_ctx_ = 0, n_embd_ = 0;
-  int32_t embed_seq_ = -1;  // the sequence embedding jobs run on (-1: none)
+  int32_t embed_seq_ = -1;  // the first sequence embedding jobs run on (-1: none)
+  int32_t embed_seqs_ = 0;  // sequences from embed_seq_ kept for them
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<int32_t> eog_;        // end-of-generation tokens (ignore_eos masks them)
   std::vector<int32_t> releasing_;  // sequences of jobs that ended this step
