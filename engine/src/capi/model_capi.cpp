@@ -1,6 +1,5 @@
 // The model part of the C API: load, info, tokens, eval, logits, KV, stats.
 #include <chrono>
-#include <cmath>
 #include <cstddef>
 #include <climits>
 #include <cstring>

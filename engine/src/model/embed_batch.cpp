@@ -72,8 +72,8 @@ void embed_batch(LlamaModel& m, const int32_t* const* tokens, const int32_t* n_t
 
   std::vector<int32_t> tok, seq, pos;
   std::vector<uint8_t> want;
-  std::vector<Lane*> in_piece;      // the lanes with rows in this piece, oldest input first
-  std::vector<int32_t> first_row;     // per lane in the piece: its first row
+  std::vector<Lane*> in_piece;     // the lanes with rows in this piece, oldest input first
+  std::vector<int32_t> first_row;  // per lane in the piece: its first row
   tok.reserve(size_t(kEmbedPiece));
   int32_t next = 0, finished = 0;
   while (finished < n_inputs) {
