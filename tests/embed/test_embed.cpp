@@ -29,6 +29,7 @@
 
 #include "fish/fish.h"
 #include "moe_reference.h"
+#include "test_model.h"
 #include "test_paths.h"
 
 using fish::test::bin_path;
@@ -45,11 +46,7 @@ struct Model {
     p.n_ctx = n_ctx;
     p.gpu_layers = gpu_layers;
     p.n_threads = 2;
-    fish_error* err = nullptr;
-    m = fish_model_load(model_path("stories260K.gguf").c_str(), &p, &err);
-    INFO((err ? fish_error_message(err) : ""));
-    fish_error_free(err);
-    REQUIRE(m);
+    m = fish::test::require_model("stories260K.gguf", p);
     dim = fish_n_embd(m);
   }
   ~Model() { fish_model_free(m); }

@@ -27,9 +27,9 @@
 
 #include "fish/fish.h"
 #include "fish/fish_backends.h"
+#include "test_model.h"
 #include "test_paths.h"
 
-using fish::test::model_path;
 
 namespace {
 
@@ -42,11 +42,7 @@ struct Model {
     p.n_ctx = n_ctx;
     p.gpu_layers = gpu_layers;
     p.n_threads = 2;
-    fish_error* err = nullptr;
-    m = fish_model_load(model_path(file).c_str(), &p, &err);
-    INFO((err ? fish_error_message(err) : ""));
-    fish_error_free(err);
-    REQUIRE(m);
+    m = fish::test::require_model(file, p);
     dim = fish_n_embd(m);
     fish_model_info info{};
     info.struct_size = sizeof info;

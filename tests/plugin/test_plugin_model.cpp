@@ -11,9 +11,9 @@
 
 #include "fish/fish.h"
 #include "plugin_test_util.h"
+#include "test_model.h"
 #include "test_paths.h"
 
-using fish::test::model_path;
 
 namespace {
 
@@ -27,11 +27,7 @@ struct Model {
     p.gpu_span = gpu_span;
     p.config = config;
     p.n_ctx = 128;
-    fish_error* err = nullptr;
-    m = fish_model_load(model_path("stories260K.gguf").c_str(), &p, &err);
-    INFO((err ? fish_error_message(err) : ""));
-    fish_error_free(err);
-    REQUIRE(m);
+    m = fish::test::require_model("stories260K.gguf", p);
     info.struct_size = sizeof info;
     fish_model_get_info(m, &info);
   }

@@ -17,6 +17,7 @@
 
 #include "convert/scratch_dir.h"
 #include "fish/fish.h"
+#include "test_model.h"
 #include "test_paths.h"
 
 namespace fs = std::filesystem;
@@ -41,11 +42,7 @@ Loaded load(int32_t mode, const char* config = nullptr, uint32_t struct_size = s
   p.n_ctx = 64;
   p.n_threads = 2;
   p.struct_size = struct_size;
-  fish_error* err = nullptr;
-  fish_model* m = fish_model_load(model_path(kModel).c_str(), &p, &err);
-  INFO((err ? fish_error_message(err) : ""));
-  fish_error_free(err);
-  REQUIRE(m);
+  fish_model* m = fish::test::require_model(kModel, p);
   Loaded r;
   r.info.struct_size = sizeof r.info;
   fish_model_get_info(m, &r.info);

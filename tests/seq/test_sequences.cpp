@@ -23,10 +23,10 @@
 
 #include "fish/fish.h"
 #include "fish/fish_backends.h"
+#include "test_model.h"
 #include "test_paths.h"
 #include "test_skip.h"
 
-using fish::test::model_path;
 
 namespace {
 
@@ -40,11 +40,7 @@ struct Model {
     p.gpu_layers = gpu_layers;
     p.n_ctx = n_ctx;
     p.n_threads = 2;
-    fish_error* err = nullptr;
-    m = fish_model_load(model_path(file).c_str(), &p, &err);
-    INFO((err ? fish_error_message(err) : ""));
-    fish_error_free(err);
-    REQUIRE(m);
+    m = fish::test::require_model(file, p);
     fish_model_info info{};
     info.struct_size = sizeof info;
     fish_model_get_info(m, &info);

@@ -11,9 +11,9 @@
 
 #include "fish/fish.h"
 #include "fish/fish_spec.h"
+#include "test_model.h"
 #include "test_paths.h"
 
-using fish::test::model_path;
 
 namespace {
 
@@ -33,10 +33,7 @@ struct Model {
     p.n_threads = 2;
     p.gpu_layers = gpu_layers;
     p.n_ctx = n_ctx;
-    fish_error* err = nullptr;
-    m = fish_model_load(model_path(name).c_str(), &p, &err);
-    INFO(name << ": " << (err ? fish_error_message(err) : ""));
-    REQUIRE(m);
+    m = fish::test::require_model(name, p);
   }
   ~Model() { fish_model_free(m); }
   Model(const Model&) = delete;
