@@ -2,6 +2,9 @@
 #include "kernels.h"
 
 #include <algorithm>
+#include <string>
+
+#include "moe_kernels.h"
 
 namespace fish::vk {
 namespace {
@@ -264,8 +267,11 @@ void MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, VkDesc
     if (qout != fz.qb32 || (fz.qb32 && (!fz.int8 || pc.m.n_tok != 1 || pc.m.n_rows % 32 != 0)))
       throw Failure(FailKind::Internal, "span matvec: B32 output needs int8, one token and rows in 32s");
     if (fz.epi == 4 && !fz.pair) throw Failure(FailKind::Internal, "span matvec: EPI 4 is the gate|up pair's");
-    if (fz.epi == 5 && (fz.pair || fz.qb32 || pc.m.n_rows > 4 * 128 || (pc.xg_off & 0xFFFFu) > 16))
-      throw Failure(FailKind::Internal, "span matvec: the routing tail takes one matrix of <= 512 experts, k <= 16");
+    if (fz.epi == 5 && (fz.pair || fz.qb32 || pc.m.n_rows > MoeKernels::kMaxExperts ||
+                        (pc.xg_off & 0xFFFFu) > MoeKernels::kMaxUsed))
+      throw Failure(FailKind::Internal, "span matvec: the routing tail takes one matrix of <= " +
+                                            std::to_string(MoeKernels::kMaxExperts) + " experts, k <= " +
+                                            std::to_string(MoeKernels::kMaxUsed));
     if (fz.epi > 5) throw Failure(FailKind::Internal, "span matvec: no epilogue " + std::to_string(fz.epi));
     if (fz.xh || fz.oh) throw Failure(FailKind::Internal, "span matvec: f16 rows are the coopmat prefill's");
     const MatvecConfig c = span_matvec_config(t, pc.m.n_in, pc.m.n_rows, pc.m.n_tok, fz);
