@@ -24,9 +24,15 @@
 // silu(gate)); OH (EPI 4): y · Y' goes as f16 to half index xg_off + y's float
 // index, clamped to ±65504 as the x tile's halves are.
 //
+// SELF (TR 128, BK 64): the weight tile is dequantised by the workgroup
+// itself instead, as matmul_coopmat.comp does it (dequant_seg: 32 of a row's
+// 64 values per invocation, the next step's loads in flight during the
+// product), into shared memory as f16, and the B operand loaded from there:
+// a few loads per 32 weights where a decode function costs one call per weight.
+//
 // Compile-time: TYPE_<T> (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, F16). Specialisation:
 // EPI 0, XPROD 1 (never set: the host keeps x ∘ x2 on matmul_coopmat.comp),
-// XH 2 (always set), OH 3, TT 4, TR 5, BK 6.
+// XH 2 (always set), OH 3, TT 4, TR 5, BK 6, SELF 7.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_NV_cooperative_matrix2 : require
@@ -39,6 +45,7 @@ layout(local_size_x = 256) in;
 
 #define FISH_SPAN
 #include "matmul_common.glsl"
+#include "dequant.glsl"
 
 layout(constant_id = 0) const uint EPI = 0;
 layout(constant_id = 1) const bool XPROD = false;
@@ -47,6 +54,9 @@ layout(constant_id = 3) const bool OH = false;
 layout(constant_id = 4) const uint TT = 64;   // tokens per tile
 layout(constant_id = 5) const uint TR = 128;  // rows per tile
 layout(constant_id = 6) const uint BK = 64;   // k per step
+layout(constant_id = 7) const bool SELF = false;
+const uint LD4 = (64u + 8u) / 4u;  // SELF: a row of the weight tile in f16vec4 (64 + 8 halves: banks spread)
+shared f16vec4 w_sh[SELF ? 128u * LD4 : 1u];
 
 layout(set = 0, binding = 0) readonly restrict buffer WeightHalves { float16_t WH[]; };
 layout(set = 0, binding = 1) readonly restrict buffer ArenaXH { float16_t XH16[]; };
@@ -157,16 +167,37 @@ void main() {
   if (EPI == 1u) coopMatLoadTensorNV(acc, Y, yb, ty_tile);
   else acc = MAT_C(0.0);
 
-  for (uint k0 = 0u; k0 < pc.n_in; k0 += BK) {
-    MAT_A a;
-    MAT_B b;
-    coopMatLoadTensorNV(a, XH16, xb, sliceTensorLayoutNV(tx, tok_base, TT, xc + k0, BK));
+  if (SELF) {
+    // Row tid / 2 of the tile (clamped: rows past n_rows are never stored), half tid % 2 of the step.
+    const uint tid = gl_LocalInvocationID.x, w_r = tid >> 1u, h = tid & 1u;
+    const uint w_row = min(row_base + w_r, pc.n_rows - 1u);
+    vec4 wa[4], wb[4];
+    dequant_seg(w_row, 0u, h, wa, wb);
+    for (uint k0 = 0u; k0 < pc.n_in; k0 += 64u) {
+      for (uint j = 0u; j < 4u; ++j)
+        w_sh[w_r * LD4 + 4u * h + j] = f16vec4(clamp(wa[j], vec4(-65504.0), vec4(65504.0))),
+        w_sh[w_r * LD4 + 8u + 4u * h + j] = f16vec4(clamp(wb[j], vec4(-65504.0), vec4(65504.0)));
+      barrier();
+      if (k0 + 64u < pc.n_in) dequant_seg(w_row, k0 + 64u, h, wa, wb);  // in flight during the product
+      coopmat<float16_t, gl_ScopeWorkgroup, TT, 64, gl_MatrixUseA> a;
+      coopmat<float16_t, gl_ScopeWorkgroup, 64, 128, gl_MatrixUseB> b;
+      coopMatLoadTensorNV(a, XH16, xb, sliceTensorLayoutNV(tx, tok_base, TT, xc + k0, 64u));
+      coopMatLoad(b, w_sh, 0, LD4, gl_CooperativeMatrixLayoutColumnMajor);
+      acc = coopMatMulAdd(a, b, acc);
+      barrier();
+    }
+  } else {
+    for (uint k0 = 0u; k0 < pc.n_in; k0 += BK) {
+      MAT_A a;
+      MAT_B b;
+      coopMatLoadTensorNV(a, XH16, xb, sliceTensorLayoutNV(tx, tok_base, TT, xc + k0, BK));
 #if defined(TYPE_F16)
-    coopMatLoadTensorNV(b, WH, 0, sliceTensorLayoutNV(tw, row_base, TR, k0, BK), transposed);
+      coopMatLoadTensorNV(b, WH, 0, sliceTensorLayoutNV(tw, row_base, TR, k0, BK), transposed);
 #else
-    coopMatLoadTensorNV(b, W, 0, sliceTensorLayoutNV(tw, row_base, TR, k0, BK), transposed, decode);
+      coopMatLoadTensorNV(b, W, 0, sliceTensorLayoutNV(tw, row_base, TR, k0, BK), transposed, decode);
 #endif
-    acc = coopMatMulAdd(a, b, acc);
+      acc = coopMatMulAdd(a, b, acc);
+    }
   }
 
   if (EPI == 2u) coopMatPerElementNV(acc, acc, silu);

@@ -314,8 +314,10 @@ void MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, VkDesc
       throw Failure(FailKind::Internal, "span: f16 rows need the coopmat prefill on f32 products (OH: EPI 4)");
     if (coopmat2_for(t, fz)) {
       const Cm2Tile c = cm2_tile(t, pc.m.n_rows, pc.m.n_tok);
+      if (c.self && (c.rows != 128 || c.k != 64))
+        throw Failure(FailKind::Internal, "span: the coopmat2 product dequantises its own tiles of 128 rows x 64 only");
       p = pipelines_.get(std::string("tl2_") + t.name, *span_layout_,
-                         {fz.epi, 0u, 1u, fz.oh ? 1u : 0u, c.tokens, c.rows, c.k});
+                         {fz.epi, 0u, 1u, fz.oh ? 1u : 0u, c.tokens, c.rows, c.k, c.self ? 1u : 0u});
       tile_grid(caps, pc.m.n_rows, pc.m.n_tok, c.rows, c.tokens, gx, gy);
     } else if (coopmat_ && !fz.int8) {
       const uint32_t bn = coop_tokens(t, pc.m.n_rows, pc.m.n_tok);

@@ -207,9 +207,11 @@ class MatmulKernels {
   void set_coopmat2(bool on) { coopmat2_ = on && dev_.caps().coopmat2; }
   bool coopmat2() const { return coopmat2_ && coopmat_; }
   bool coopmat2_for(const MatmulType& t, SpanFusion fz) const;
-  // matmul_cm2.comp's tile: tokens (TT), rows (TR), k per step (BK).
+  // matmul_cm2.comp's tile: tokens (TT), rows (TR), k per step (BK); self:
+  // the workgroup dequantises the weight tile itself (SELF: rows 128, k 64).
   struct Cm2Tile {
     uint32_t tokens = 64, rows = 128, k = 32;
+    bool self = false;
   };
   // The tile for a product: rows and k measured (docs/experiments/vulkan-coopmat-prefill.md),
   // tokens as coop_tokens gives them; set_cm2_tile (benchmarks; rows 0: the rule) fixes it.
@@ -264,7 +266,7 @@ class MatmulKernels {
   bool int8_ = false;
   bool coopmat_ = false;
   bool coopmat2_ = false;
-  Cm2Tile cm2_tile_{0, 0, 0};
+  Cm2Tile cm2_tile_{0, 0, 0, false};
   uint32_t override_rows_ = 0, override_wg_ = 0;
   uint32_t coop_tokens_ = 0;
   uint32_t coop_fill_ = kCoopFillUnknown;

@@ -132,20 +132,29 @@ int span_prefill_bench(vk::VulkanBackend& be, const SpanMvDims& d, int head_dim,
         mk.set_coopmat2(true);
         vk::MatmulKernels::Cm2Tile best;
         double tb = 1e30;
-        for (uint32_t tt : {32u, 64u, 128u})
-          for (uint32_t tr : {64u, 128u, 256u})
-            for (uint32_t bk : {32u, 64u}) {
-              mk.set_cm2_tile({tt, tr, bk});
+        std::string sweep;  // every tile's time
+        for (uint32_t tt : {32u, 64u, 128u, 256u})
+          for (uint32_t tr : {128u, 256u})
+            for (uint32_t bk : {32u, 64u, 0u}) {  // 0: k 64 on the workgroup's own dequantisation
+              if (bk == 0 && tr != 128) continue;
+              const vk::MatmulKernels::Cm2Tile c{tt, tr, bk ? bk : 64u, bk == 0};
+              mk.set_cm2_tile(c);
               const double tc = time(run);
-              if (tc < tb) tb = tc, best = {tt, tr, bk};
+              char e[64];
+              std::snprintf(e, sizeof e, " %ux%ux%u%s %.1f", tt, tr, c.k, c.self ? "s" : "", tc * 1e6);
+              sweep += e;
+              if (tc < tb) tb = tc, best = c;
             }
-        mk.set_cm2_tile({0, 0, 0});
+        mk.set_cm2_tile({0, 0, 0, false});
+        std::printf("  coopmat2 tiles (tokens x rows x k, s: own dequantisation; us) %s %s:%s\n", s.name,
+                    type_name(s.t).c_str(), sweep.c_str());
         const vk::MatmulKernels::Cm2Tile rule = mk.cm2_tile(*m.w[0]->type, uint32_t(s.n_out), uint32_t(T));
         const double fl = 2.0 * s.n_in * s.n_out * T / 1e12;
         char line[256];
-        std::snprintf(line, sizeof line, "| %s | %s | %.1f | %.1f | %ux%ux%u: %.1f | %.1f | %ux%ux%u: %.1f | %.1f |\n", s.name,
-                      type_name(s.t).c_str(), tk * 1e6, fl / tk, rule.tokens, rule.rows, rule.k, tx * 1e6, fl / tx,
-                      best.tokens, best.rows, best.k, tb * 1e6, fl / tb);
+        std::snprintf(line, sizeof line, "| %s | %s | %.1f | %.1f | %ux%ux%u%s: %.1f | %.1f | %ux%ux%u%s: %.1f | %.1f |\n",
+                      s.name, type_name(s.t).c_str(), tk * 1e6, fl / tk, rule.tokens, rule.rows, rule.k,
+                      rule.self ? "s" : "", tx * 1e6, fl / tx, best.tokens, best.rows, best.k, best.self ? "s" : "",
+                      tb * 1e6, fl / tb);
         cm2_rows += line;
         const double per_layer = std::string(s.name) == "gate/up" ? 2 : std::string(s.name) == "down" ? 0.5 : 1;
         tot_khr += per_layer * tk, tot_cm2 += per_layer * tx, tot_best += per_layer * tb;

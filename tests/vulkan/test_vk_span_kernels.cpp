@@ -624,14 +624,16 @@ namespace {
 // (oh) at 37 tokens, else the other fusions; the coopmat kernel (37 tokens
 // on a device with cooperative matrices) at each tile width, NARROW 32, 64 and
 // WIDE 128 tokens. With the NV coopmat2 products on (halves only), their types
-// and tiles of 32, 64, 128 tokens by 64, 128, 256 rows and k steps of 32 and 64,
-// x and y on and off 16-byte boundaries.
+// and tiles of 32, 64, 128 tokens by 64, 128, 256 rows and k steps of 32 and 64
+// (and the form that dequantises its own weight tiles), x and y on and off
+// 16-byte boundaries.
 void check_span_variants(vk::VulkanBackend& be, bool halves) {
   uint64_t seed = halves ? 700 : 500;
   const bool cm2 = halves && be.kernels()->coopmat2();
   using Cm2Tile = vk::MatmulKernels::Cm2Tile;
-  const std::vector<Cm2Tile> cm2_tiles = cm2 ? std::vector<Cm2Tile>{{0, 128, 32}, {0, 64, 64}, {0, 256, 32}, {0, 128, 64}}
-                                             : std::vector<Cm2Tile>{{0, 0, 0}};
+  const std::vector<Cm2Tile> cm2_tiles =
+      cm2 ? std::vector<Cm2Tile>{{0, 128, 32, false}, {0, 64, 64, false}, {0, 256, 32, false}, {0, 128, 64, true}}
+          : std::vector<Cm2Tile>{{0, 0, 0, false}};
   const auto half_rows = [](uint32_t epi, bool oh) {
     vk::SpanFusion f{epi, false};
     f.xh = true, f.oh = oh;
@@ -671,12 +673,13 @@ void check_span_variants(vk::VulkanBackend& be, bool halves) {
               INFO(type_name(t) << " " << n_out << " rows, n_tok " << n_tok << " epi " << fz.epi << " xprod " << fz.xprod
                                 << " f16 x " << fz.xh << " f16 out " << fz.oh << (coop ? ", tiles of " : "")
                                 << (coop ? std::to_string(bn) : "") << (c.rows ? " tokens x " + std::to_string(c.rows) : "")
-                                << (c.rows ? " rows, k " + std::to_string(c.k) : "") << (shift ? ", shifted" : "")
+                                << (c.rows ? " rows, k " + std::to_string(c.k) : "") << (c.self ? ", own dequantisation" : "")
+                                << (shift ? ", shifted" : "")
                                 << ": worst |err|/bound " << r);
               CHECK(r <= 1.0);
               worst = std::max(worst, r);
             }
-            be.kernels()->set_cm2_tile({0, 0, 0});
+            be.kernels()->set_cm2_tile({0, 0, 0, false});
           }
           be.kernels()->set_coop_tokens(0);
         }
