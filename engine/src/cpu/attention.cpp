@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "common/fp16.h"
 #include "cpu/cpu_features.h"
@@ -10,6 +11,7 @@
 namespace fish {
 
 void attention_block_avx2(const AttentionBlock& b, const KvView& kv, int32_t hd, float scale, float* scores);
+void attention_block_avx512(const AttentionBlock& b, const KvView& kv, int32_t hd, float scale, float* scores);
 
 namespace {
 
@@ -47,16 +49,24 @@ void attention_block_scalar(const AttentionBlock& b, const KvView& kv, int32_t h
                             b.out + i * b.out_stride + int64_t(h) * hd, scores);
 }
 
-AttentionBlockFn attention_block_best() {
+AttentionBlockFn attention_block_variant(const char* name) {
+  const auto is = [&](const char* v) { return name && std::strcmp(name, v) == 0; };
+  if (is("scalar")) return &attention_block_scalar;
 #if defined(__x86_64__)
+  const CpuFeatures& f = cpu_features();
+  if (is("avx2")) return f.avx2 && f.fma && f.f16c ? &attention_block_avx2 : nullptr;
+  if (is("avx512")) return f.avx512_vnni() ? &attention_block_avx512 : nullptr;
+#endif
+  return nullptr;
+}
+
+AttentionBlockFn attention_block_best() {
   static const AttentionBlockFn fn = [] {
-    const CpuFeatures& f = cpu_features();
-    return f.avx2 && f.fma && f.f16c ? &attention_block_avx2 : &attention_block_scalar;
+    for (const char* v : {"avx512", "avx2"})
+      if (AttentionBlockFn f = attention_block_variant(v)) return f;
+    return &attention_block_scalar;
   }();
   return fn;
-#else
-  return &attention_block_scalar;
-#endif
 }
 
 void attention(ThreadPool& pool, const AttentionArgs& a, AttentionScratch& scratch) {
@@ -65,37 +75,60 @@ void attention(ThreadPool& pool, const AttentionArgs& a, AttentionScratch& scrat
   if (a.rows)
     for (int32_t t = 0; t < a.n_tok; ++t) max_kv = std::max(max_kv, a.rows[t].pos + 1);
   const int32_t group = a.n_head / a.n_head_kv;
-  // Work items are blocks of tb tokens × hb query heads of one KV head (rows
-  // of several sequences: one token each), all sharing each K/V row's loads:
-  // up to 8 tokens and a whole KV group, halved (tokens first) while there
-  // are fewer than 4 items per thread or more rows than a block takes. The
-  // results are the same bits whatever the blocks.
-  int32_t tb = a.rows ? 1 : 8, hb = group;
-  const auto items = [&] { return int64_t((a.n_tok + tb - 1) / tb) * a.n_head_kv * ((group + hb - 1) / hb); };
+  // Runs of rows that can share a block: consecutive tokens of one sequence
+  // at consecutive positions (one array: all of them; rows: a prompt's rows
+  // of one sequence, whatever the other sequences in the batch). runs holds
+  // each run's first token, then n_tok.
+  std::vector<int32_t>& runs = scratch.runs;
+  runs.clear();
+  for (int32_t t = 0; t < a.n_tok; ++t)
+    if (t == 0 || (a.rows && (a.rows[t].k_pages != a.rows[t - 1].k_pages || a.rows[t].v_pages != a.rows[t - 1].v_pages ||
+                               a.rows[t].pos != a.rows[t - 1].pos + 1)))
+      runs.push_back(t);
+  runs.push_back(a.n_tok);
+  // Work items are blocks of up to tb tokens of a run × hb query heads of one
+  // KV head, all sharing each K/V row's loads: up to 8 tokens and a whole KV
+  // group, halved (tokens first) while there are fewer than 4 items per
+  // thread or more rows than a block takes. The results are the same bits
+  // whatever the blocks.
+  int32_t tb = 8, hb = group;
+  const auto chunks_of = [&](int32_t tbs) {
+    int64_t c = 0;
+    for (size_t r = 0; r + 1 < runs.size(); ++r) c += (runs[r + 1] - runs[r] + tbs - 1) / tbs;
+    return c;
+  };
+  const auto items = [&] { return chunks_of(tb) * a.n_head_kv * ((group + hb - 1) / hb); };
   while ((tb > 1 || hb > 1) && (items() < 4 * int64_t(nth) || tb * hb > kMaxBlockRows)) {
     if (tb > 1) tb = (tb + 1) / 2;
     else hb = (hb + 1) / 2;
   }
-  const int32_t blocks = (group + hb - 1) / hb, tok_blocks = (a.n_tok + tb - 1) / tb;
+  // The blocks of tokens: first token and count.
+  std::vector<int32_t>& chunks = scratch.chunks;
+  chunks.clear();
+  for (size_t r = 0; r + 1 < runs.size(); ++r)
+    for (int32_t t = runs[r]; t < runs[r + 1]; t += tb) chunks.push_back(t), chunks.push_back(std::min(tb, runs[r + 1] - t));
+  const int32_t blocks = (group + hb - 1) / hb;
+  const int64_t tok_blocks = int64_t(chunks.size() / 2);
   const size_t per_thread = size_t(max_kv) * size_t(tb) * size_t(hb);
   if (int(scratch.scores.size()) < nth) scratch.scores.resize(size_t(nth));
   for (auto& s : scratch.scores)
     if (s.size() < per_thread) s.resize(per_thread);
-  const AttentionBlockFn block_fn = attention_block_best();
+  const AttentionBlockFn block_fn = a.block ? a.block : attention_block_best();
   const int64_t q_stride = int64_t(a.n_head) * a.head_dim;
   // Later tokens see more positions, so a plain contiguous split would be
   // unbalanced for prefill: interleave instead.
-  const int64_t per_tb = int64_t(a.n_head_kv) * blocks, n_items = int64_t(tok_blocks) * per_tb;
+  const int64_t per_tb = int64_t(a.n_head_kv) * blocks, n_items = tok_blocks * per_tb;
   pool.run([&](int ith, int nthr) {
     float* scores = scratch.scores[size_t(ith)].data();
     KvView kv;
     kv.stride = a.kv_stride;
     kv.page_shift = a.rows ? a.page_shift : 31;
     for (int64_t it = ith; it < n_items; it += nthr) {
-      const int32_t t = int32_t(it / per_tb) * tb, g = int32_t(it % per_tb / blocks), hbi = int32_t(it % blocks);
+      const int64_t c = it / per_tb;
+      const int32_t t = chunks[size_t(2 * c)], g = int32_t(it % per_tb / blocks), hbi = int32_t(it % blocks);
       const int32_t h = g * group + hbi * hb;
       AttentionBlock b;
-      b.n_tok = std::min(tb, a.n_tok - t), b.n_heads = std::min(hb, group - hbi * hb);
+      b.n_tok = chunks[size_t(2 * c + 1)], b.n_heads = std::min(hb, group - hbi * hb);
       b.q = a.q + t * q_stride + int64_t(h) * a.head_dim, b.q_stride = q_stride;
       b.out = a.out + t * q_stride + int64_t(h) * a.head_dim, b.out_stride = q_stride;
       b.n_kv0 = a.pos0 + t + 1;

@@ -30,6 +30,9 @@ struct AttentionRow {
   int32_t pos = 0;
 };
 
+struct AttentionBlock;
+using AttentionBlockFn = void (*)(const AttentionBlock& b, const KvView& kv, int32_t hd, float scale, float* scores);
+
 struct AttentionArgs {
   const float* q = nullptr;      // [n_tok, n_head * head_dim], RoPE applied
   int32_t n_tok = 0;
@@ -44,11 +47,15 @@ struct AttentionArgs {
   int32_t n_head = 0, n_head_kv = 0, head_dim = 0;
   float scale = 1.0f;            // applied to q·k (1/sqrt(head_dim))
   float* out = nullptr;          // [n_tok, n_head * head_dim]
+  // The block variant (attention_block_variant); null: attention_block_best().
+  AttentionBlockFn block = nullptr;
 };
 
-// Per-thread score buffers, grown on demand (no allocation once warm).
+// Per-thread score buffers and the driver's lists of blocks, grown on demand
+// (no allocation once warm).
 struct AttentionScratch {
   std::vector<std::vector<float>> scores;
+  std::vector<int32_t> runs, chunks;
 };
 
 void attention(ThreadPool& pool, const AttentionArgs& a, AttentionScratch& scratch);
@@ -67,11 +74,17 @@ struct AttentionBlock {
 // out = softmax(scale · K q) · V for every row of b. `scores` holds n_tok ·
 // n_heads · (n_kv0 + n_tok - 1) floats. A row's result is the same bits
 // whatever block it is computed in (the driver forms blocks by the work there is).
-using AttentionBlockFn = void (*)(const AttentionBlock& b, const KvView& kv, int32_t hd, float scale, float* scores);
 void attention_block_scalar(const AttentionBlock& b, const KvView& kv, int32_t hd, float scale, float* scores);
-// The fastest variant this CPU runs (AVX2+F16C: the rows share each K/V row's
-// loads, by blocks of positions held in L1, and run their FMA chains side by
-// side; else scalar, a row at a time).
+// The variants by name, null where this CPU (or build) lacks what one needs:
+//   "scalar"  a row at a time;
+//   "avx2"    AVX2 + FMA + F16C: the rows share each K/V row's loads, by blocks
+//             of positions held in L1, and run their FMA chains side by side;
+//   "avx512"  AVX-512 F/BW/VL/DQ + VNNI (the AVX-512 matmul kernels' set): per
+//             tile of positions, K and V converted to f32 once into L1 and two
+//             small matrix products over all the rows (head_dim > 256: avx2).
+// Each keeps the property above for itself; different variants differ in rounding.
+AttentionBlockFn attention_block_variant(const char* name);
+// The fastest variant this CPU runs: avx512, else avx2, else scalar.
 AttentionBlockFn attention_block_best();
 
 }  // namespace fish
