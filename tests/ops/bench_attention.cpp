@@ -2,8 +2,8 @@
 // of T tokens after D positions of context, Llama-3.2-1B or 3.1-8B heads or
 // Qwen3-0.6B's (16 x 128, 8 KV heads): milliseconds per layer and GFLOP/s
 // (4 · heads · head_dim · Σ positions seen), the driver (blocks of up to 8
-// tokens × a KV group's query heads per work item, sharing each K/V row's
-// loads) with each block variant named (attention_block_variant; "best" by
+// tokens, 32 for the AVX-512 variant, × a KV group's query heads per work
+// item, sharing each K/V row's loads) with each block variant named (attention_block_variant; "best" by
 // default) against one token and head per item (the best variant), all
 // interleaved, the fastest of N repetitions (the figures of one noisy machine
 // need both).

@@ -86,12 +86,14 @@ void attention(ThreadPool& pool, const AttentionArgs& a, AttentionScratch& scrat
                                a.rows[t].pos != a.rows[t - 1].pos + 1)))
       runs.push_back(t);
   runs.push_back(a.n_tok);
+  const AttentionBlockFn block_fn = a.block ? a.block : attention_block_best();
   // Work items are blocks of up to tb tokens of a run × hb query heads of one
-  // KV head, all sharing each K/V row's loads: up to 8 tokens and a whole KV
+  // KV head, all sharing each K/V row's loads: up to 8 tokens (32 for the
+  // AVX-512 variant, whose tiles serve every row of a block) and a whole KV
   // group, halved (tokens first) while there are fewer than 4 items per
   // thread or more rows than a block takes. The results are the same bits
   // whatever the blocks.
-  int32_t tb = 8, hb = group;
+  int32_t tb = block_fn == &attention_block_avx512 ? 32 : 8, hb = group;
   const auto chunks_of = [&](int32_t tbs) {
     int64_t c = 0;
     for (size_t r = 0; r + 1 < runs.size(); ++r) c += (runs[r + 1] - runs[r] + tbs - 1) / tbs;
@@ -113,19 +115,20 @@ void attention(ThreadPool& pool, const AttentionArgs& a, AttentionScratch& scrat
   if (int(scratch.scores.size()) < nth) scratch.scores.resize(size_t(nth));
   for (auto& s : scratch.scores)
     if (s.size() < per_thread) s.resize(per_thread);
-  const AttentionBlockFn block_fn = a.block ? a.block : attention_block_best();
   const int64_t q_stride = int64_t(a.n_head) * a.head_dim;
-  // Later tokens see more positions, so a plain contiguous split would be
-  // unbalanced for prefill: interleave instead.
-  const int64_t per_tb = int64_t(a.n_head_kv) * blocks, n_items = tok_blocks * per_tb;
+  // Items in order of KV head, then block of tokens: the threads walk one KV
+  // head's blocks together, its K and V staying in their caches from one block
+  // to the next. Later tokens see more positions, so a plain contiguous split
+  // would be unbalanced for prefill: interleave instead.
+  const int64_t per_g = tok_blocks * blocks, n_items = per_g * a.n_head_kv;
   pool.run([&](int ith, int nthr) {
     float* scores = scratch.scores[size_t(ith)].data();
     KvView kv;
     kv.stride = a.kv_stride;
     kv.page_shift = a.rows ? a.page_shift : 31;
     for (int64_t it = ith; it < n_items; it += nthr) {
-      const int64_t c = it / per_tb;
-      const int32_t t = chunks[size_t(2 * c)], g = int32_t(it % per_tb / blocks), hbi = int32_t(it % blocks);
+      const int64_t c = it % per_g / blocks;
+      const int32_t t = chunks[size_t(2 * c)], g = int32_t(it / per_g), hbi = int32_t(it % blocks);
       const int32_t h = g * group + hbi * hb;
       AttentionBlock b;
       b.n_tok = chunks[size_t(2 * c + 1)], b.n_heads = std::min(hb, group - hbi * hb);

@@ -79,9 +79,11 @@ void attention_block_scalar(const AttentionBlock& b, const KvView& kv, int32_t h
 //   "scalar"  a row at a time;
 //   "avx2"    AVX2 + FMA + F16C: the rows share each K/V row's loads, by blocks
 //             of positions held in L1, and run their FMA chains side by side;
-//   "avx512"  AVX-512 F/BW/VL/DQ + VNNI (the AVX-512 matmul kernels' set): per
-//             tile of positions, K and V converted to f32 once into L1 and two
-//             small matrix products over all the rows (head_dim > 256: avx2).
+//   "avx512"  AVX-512 F/BW/VL/DQ + VNNI (the AVX-512 matmul kernels' set): a
+//             block of many rows (a prompt) takes each tile of positions' K
+//             (transposed) and V converted to f32 once into L1, two small
+//             matrix products over all its rows; a few rows (decode) read the
+//             f16 cache directly, prefetched (attention_avx512.cpp).
 // Each keeps the property above for itself; different variants differ in rounding.
 AttentionBlockFn attention_block_variant(const char* name);
 // The fastest variant this CPU runs: avx512, else avx2, else scalar.
