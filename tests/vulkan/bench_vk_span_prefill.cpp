@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -139,11 +140,15 @@ int span_prefill_bench(vk::VulkanBackend& be, const SpanMvDims& d, int head_dim,
               if (bk == 0 && tr != 128) continue;
               const vk::MatmulKernels::Cm2Tile c{tt, tr, bk ? bk : 64u, bk == 0};
               mk.set_cm2_tile(c);
-              const double tc = time(run);
-              char e[64];
-              std::snprintf(e, sizeof e, " %ux%ux%u%s %.1f", tt, tr, c.k, c.self ? "s" : "", tc * 1e6);
+              char e[96];
+              try {
+                const double tc = time(run);
+                std::snprintf(e, sizeof e, " %ux%ux%u%s %.1f", tt, tr, c.k, c.self ? "s" : "", tc * 1e6);
+                if (tc < tb) tb = tc, best = c;
+              } catch (const std::exception& ex) {  // a tile the driver refuses (registers, shared memory)
+                std::snprintf(e, sizeof e, " %ux%ux%u%s refused", tt, tr, c.k, c.self ? "s" : "");
+              }
               sweep += e;
-              if (tc < tb) tb = tc, best = c;
             }
         mk.set_cm2_tile({0, 0, 0, false});
         std::printf("  coopmat2 tiles (tokens x rows x k, s: own dequantisation; us) %s %s:%s\n", s.name,
