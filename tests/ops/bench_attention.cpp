@@ -8,7 +8,7 @@
 // interleaved, the fastest of N repetitions (the figures of one noisy machine
 // need both).
 //
-//   fish_bench_attention [--shape 1b|8b|0.6b] [--tokens 128] [--depths 0,2048] [--threads 1,2] [--reps 5]
+//   fish_bench_attention [--shape 1b|8b|0.6b|H/KVH/HD] [--tokens 128] [--depths 0,2048] [--threads 1,2] [--reps 5]
 //                        [--variants best,avx2,avx512] [--no-per-head] [--paged]
 //
 // --paged: the cache as the model hands it over (AttentionArgs::rows, one row
@@ -54,12 +54,17 @@ int main(int argc, char** argv) {
       for (std::string x; std::getline(ss, x, ',');) variants.push_back(x);
       ++i;
     } else {
-      std::fprintf(stderr, "usage: fish_bench_attention [--shape 1b|8b|0.6b] [--tokens 128] [--depths 0,2048] "
+      std::fprintf(stderr, "usage: fish_bench_attention [--shape 1b|8b|0.6b|H/KVH/HD] [--tokens 128] [--depths 0,2048] "
                            "[--threads 1,2] [--reps 5] [--variants best,avx2,avx512] [--no-per-head] [--paged]\n");
       return 2;
     }
   }
-  if ((shape != "1b" && shape != "8b" && shape != "0.6b") || T < 1 || reps < 1 || depths.empty() || threads.empty() ||
+  // Query heads, KV heads, head dim: by name or as H/KVH/HD (64/8/128: a GQA group of 8).
+  int H = 32, KVH = 8, hd = 64;
+  if (shape == "8b") hd = 128;
+  else if (shape == "0.6b") H = 16, hd = 128;
+  else if (shape != "1b" && std::sscanf(shape.c_str(), "%d/%d/%d", &H, &KVH, &hd) != 3) H = 0;
+  if (H < 1 || KVH < 1 || hd < 1 || H % KVH != 0 || T < 1 || reps < 1 || depths.empty() || threads.empty() ||
       variants.empty()) {
     std::fprintf(stderr, "fish_bench_attention: bad arguments\n");
     return 2;
@@ -72,7 +77,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const int H = shape == "0.6b" ? 16 : 32, KVH = 8, hd = shape == "1b" ? 64 : 128, G = H / KVH;
+  const int G = H / KVH;
   const int max_d = *std::max_element(depths.begin(), depths.end());
   const int64_t kvd = int64_t(KVH) * hd, qd = int64_t(H) * hd;
   std::mt19937 rng(1);

@@ -93,7 +93,8 @@ void attention(ThreadPool& pool, const AttentionArgs& a, AttentionScratch& scrat
   // group, halved (tokens first) while there are fewer than 4 items per
   // thread or more rows than a block takes. The results are the same bits
   // whatever the blocks.
-  int32_t tb = block_fn == &attention_block_avx512 ? 32 : 8, hb = group;
+  static const AttentionBlockFn avx512 = attention_block_variant("avx512");
+  int32_t tb = block_fn == avx512 ? 32 : 8, hb = group;
   const auto chunks_of = [&](int32_t tbs) {
     int64_t c = 0;
     for (size_t r = 0; r + 1 < runs.size(); ++r) c += (runs[r + 1] - runs[r] + tbs - 1) / tbs;
