@@ -71,6 +71,24 @@ struct AttentionBlock {
   int64_t out_stride = 0;
   int32_t n_tok = 1, n_heads = 1, n_kv0 = 1;
 };
+// A block of more than kMaxBlockRows rows as two halves (by tokens, else by
+// heads), each run through `fn`; false (nothing run) for a block that fits.
+// The halves give the same bits: rows are independent.
+inline bool split_large_block(const AttentionBlock& b, const KvView& kv, int32_t hd, float scale, float* scores,
+                              AttentionBlockFn fn) {
+  if (b.n_tok * b.n_heads <= kMaxBlockRows) return false;
+  AttentionBlock x = b, y = b;
+  if (b.n_tok > 1) {
+    x.n_tok = b.n_tok / 2, y.n_tok = b.n_tok - x.n_tok;
+    y.q += x.n_tok * b.q_stride, y.out += x.n_tok * b.out_stride, y.n_kv0 += x.n_tok;
+  } else {
+    x.n_heads = b.n_heads / 2, y.n_heads = b.n_heads - x.n_heads;
+    y.q += int64_t(x.n_heads) * hd, y.out += int64_t(x.n_heads) * hd;
+  }
+  fn(x, kv, hd, scale, scores);
+  fn(y, kv, hd, scale, scores);
+  return true;
+}
 // out = softmax(scale · K q) · V for every row of b. `scores` holds n_tok ·
 // n_heads · (n_kv0 + n_tok - 1) floats. A row's result is the same bits
 // whatever block it is computed in (the driver forms blocks by the work there is).

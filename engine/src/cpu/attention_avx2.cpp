@@ -138,19 +138,7 @@ void attention_block_avx2(const AttentionBlock& b, const KvView& kv, int32_t hd,
   // own chain and every output lane sums its positions in order, as computed
   // alone; the running maximum is exact in any order.
   constexpr int32_t kPos = 32;
-  if (b.n_tok * b.n_heads > kMaxBlockRows) {  // in two (the same bits: rows are independent)
-    AttentionBlock x = b, y = b;
-    if (b.n_tok > 1) {
-      x.n_tok = b.n_tok / 2, y.n_tok = b.n_tok - x.n_tok;
-      y.q += x.n_tok * b.q_stride, y.out += x.n_tok * b.out_stride, y.n_kv0 += x.n_tok;
-    } else {
-      x.n_heads = b.n_heads / 2, y.n_heads = b.n_heads - x.n_heads;
-      y.q += int64_t(x.n_heads) * hd, y.out += int64_t(x.n_heads) * hd;
-    }
-    attention_block_avx2(x, kv, hd, scale, scores);
-    attention_block_avx2(y, kv, hd, scale, scores);
-    return;
-  }
+  if (split_large_block(b, kv, hd, scale, scores, attention_block_avx2)) return;
   const int32_t n_max = b.n_kv0 + b.n_tok - 1, H = b.n_heads;
   float mx[kMaxBlockRows], inv[kMaxBlockRows];
   for (int32_t r = 0; r < b.n_tok * H; ++r) mx[r] = -INFINITY;

@@ -446,19 +446,7 @@ void values_span(const Rows& rw, const RowFn& row, int32_t j0, int32_t nj, int32
 }  // namespace
 
 void attention_block_avx512(const AttentionBlock& b, const KvView& kv, int32_t hd, float scale, float* scores) {
-  if (b.n_tok * b.n_heads > kMaxBlockRows) {  // in two (the same bits: rows are independent)
-    AttentionBlock x = b, y = b;
-    if (b.n_tok > 1) {
-      x.n_tok = b.n_tok / 2, y.n_tok = b.n_tok - x.n_tok;
-      y.q += x.n_tok * b.q_stride, y.out += x.n_tok * b.out_stride, y.n_kv0 += x.n_tok;
-    } else {
-      x.n_heads = b.n_heads / 2, y.n_heads = b.n_heads - x.n_heads;
-      y.q += int64_t(x.n_heads) * hd, y.out += int64_t(x.n_heads) * hd;
-    }
-    attention_block_avx512(x, kv, hd, scale, scores);
-    attention_block_avx512(y, kv, hd, scale, scores);
-    return;
-  }
+  if (split_large_block(b, kv, hd, scale, scores, attention_block_avx512)) return;
   // Rows r = token i · H + head h, in order of their number of positions n_kv0 + i.
   const int32_t H = b.n_heads, n_max = b.n_kv0 + b.n_tok - 1, hdp = (hd + 15) & ~15;
   Rows rw;

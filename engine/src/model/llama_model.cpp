@@ -392,8 +392,8 @@ bool LlamaModel::eval_chunk(const Rows& r, const uint8_t* want, float* logits_ou
     failed_part_ = int32_t(k);
     if (span_fail_at_ >= 0 && max_pos + 1 > span_fail_at_ &&
         (span_fail_dev_ < 0 || span_fail_dev_ == d.slot)) {  // test-only knob: FISH_TEST_SPAN_FAIL_AT
-      span_fail_reason_ = "simulated by FISH_TEST_SPAN_FAIL_AT=" + std::to_string(span_fail_at_) +
-                          (span_fail_dev_ >= 0 ? "@" + std::to_string(span_fail_dev_) : "");
+      span_fail_reason_ = "simulated by FISH_TEST_SPAN_FAIL_AT=" + std::to_string(span_fail_at_);
+      if (span_fail_dev_ >= 0) span_fail_reason_ += '@' + std::to_string(span_fail_dev_);
       return false;
     }
     if (!grow_span_kv(d, max_pos + 1)) {
