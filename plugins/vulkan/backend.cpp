@@ -112,7 +112,6 @@ bool VulkanBackend::open() {
     kernels_->set_int8(cfg_.int8 == 1 || (cfg_.int8 < 0 && (dc.int_dot_accel || (dc.cpu_device && dc.int_dot))));
     // Prefill on tensor cores wherever the device has them (FISH_VK_COOPMAT=0: the tiled kernels).
     kernels_->set_coopmat(cfg_.coopmat);
-    kernels_->set_coopmat2(cfg_.coopmat2);
     // Units of 64 for some roles' Q4_K / Q5_K span matvecs on GPUs; CPU
     // implementations keep 32 (their float summation order, like their Q8_K rows).
     kernels_->set_span_u64(cfg_.span_u64 >= 0 ? uint32_t(cfg_.span_u64) : dc.cpu_device ? 0u : kDefaultU64);

@@ -104,11 +104,7 @@ Instance::Instance(const VkConfig& cfg, LogFn log) : log_(std::make_unique<LogFn
   auto app = vk_init<VkApplicationInfo>(VK_STRUCTURE_TYPE_APPLICATION_INFO);
   app.pApplicationName = "fish";
   app.pEngineName = "fish";
-  // 1.3 where the loader has it: VK_NV_cooperative_matrix2's modules are SPIR-V
-  // 1.6, which a device runs only under an instance of 1.3 or later; nothing
-  // else fish uses depends on the version above 1.1.
-  api_ = loader_version >= VK_API_VERSION_1_3 ? VK_API_VERSION_1_3 : VK_API_VERSION_1_1;
-  app.apiVersion = api_;
+  app.apiVersion = VK_API_VERSION_1_1;
   auto ci = vk_init<VkInstanceCreateInfo>(VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO);
   ci.flags = flags;
   ci.pApplicationInfo = &app;
@@ -249,44 +245,6 @@ int choose_device(const std::vector<DeviceCandidate>& all, int forced, std::stri
 
 // ---- Device ----------------------------------------------------------------------
 
-namespace {
-
-// Whether the device runs matmul_cm2.comp's matrices: f16 x f16 -> f32 at
-// workgroup scope in workgroups of 256 invocations, with tiles whose sides are
-// multiples of 32 (its tile sizes: 32, 64, 128 or 256 tokens and rows, k steps
-// of 32 or 64), within the largest workgroup and dimension the device allows.
-bool cm2_shapes_listed(const Instance& inst, VkPhysicalDevice pd) {
-  const GlobalFns* g = loader(nullptr);
-  if (!g) return false;
-  auto list_fn = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV>(
-      g->vkGetInstanceProcAddr(inst.handle(), "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV"));
-  auto props_fn = inst.fns().vkGetPhysicalDeviceProperties2;
-  if (!list_fn || !props_fn) return false;
-  auto p2 = vk_init<VkPhysicalDeviceCooperativeMatrix2PropertiesNV>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_PROPERTIES_NV);
-  auto props = vk_init<VkPhysicalDeviceProperties2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2);
-  props.pNext = &p2;
-  props_fn(pd, &props);
-  if (p2.cooperativeMatrixWorkgroupScopeMaxWorkgroupSize < 256 || p2.cooperativeMatrixFlexibleDimensionsMaxDimension < 256)
-    return false;
-  uint32_t n = 0;
-  if (list_fn(pd, &n, nullptr) != VK_SUCCESS || n == 0) return false;
-  std::vector<VkCooperativeMatrixFlexibleDimensionsPropertiesNV> list(
-      n, vk_init<VkCooperativeMatrixFlexibleDimensionsPropertiesNV>(VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV));
-  if (list_fn(pd, &n, list.data()) != VK_SUCCESS) return false;
-  for (uint32_t i = 0; i < n; ++i) {
-    const auto& c = list[i];
-    if (c.AType == VK_COMPONENT_TYPE_FLOAT16_KHR && c.BType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
-        c.CType == VK_COMPONENT_TYPE_FLOAT32_KHR && c.ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR &&
-        c.scope == VK_SCOPE_WORKGROUP_KHR && !c.saturatingAccumulation && c.workgroupInvocations == 256 &&
-        c.MGranularity && c.NGranularity && c.KGranularity && 32 % c.MGranularity == 0 &&
-        32 % c.NGranularity == 0 && 32 % c.KGranularity == 0)
-      return true;
-  }
-  return false;
-}
-
-}  // namespace
-
 Device::Device(const Instance& inst, VkPhysicalDevice pd, const DeviceCandidate& cand, LogFn log)
     : inst_(inst), pd_(pd), cand_(cand) {
   const InstanceFns& f = inst.fns();
@@ -329,22 +287,6 @@ Device::Device(const Instance& inst, VkPhysicalDevice pd, const DeviceCandidate&
   if (has_8bit) { *tail = &s8; tail = &s8.pNext; }
   if (has_idot) { *tail = &idot; tail = &idot.pNext; }
   if (has_cm) { *tail = &cm; tail = &cm.pNext; }
-  // NV cooperative_matrix2 (matmul_cm2.comp), with buffer device addresses and
-  // the Vulkan memory model its modules declare: queried where the extension
-  // is listed on a 1.3 device under a 1.3 instance (its modules are SPIR-V
-  // 1.6), chained into the device only when everything it needs is there.
-  const bool has_cm2 = has_cm && has_extension(exts, VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME) &&
-                       cand.api_version >= VK_API_VERSION_1_3 && inst.api_version() >= VK_API_VERSION_1_3;
-  auto cm2 = vk_init<VkPhysicalDeviceCooperativeMatrix2FeaturesNV>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV);
-  auto bda = vk_init<VkPhysicalDeviceBufferDeviceAddressFeatures>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_BUFFER_DEVICE_ADDRESS_FEATURES);
-  auto vmm = vk_init<VkPhysicalDeviceVulkanMemoryModelFeatures>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES);
-  void** before_cm2 = tail;
-  if (has_cm2) {
-    *tail = &cm2;
-    cm2.pNext = &bda;
-    bda.pNext = &vmm;
-    tail = &vmm.pNext;
-  }
   f.vkGetPhysicalDeviceFeatures2(pd, &feats);
   // Enable only what fish might use: the optional arithmetic/storage bits.
   VkPhysicalDeviceFeatures2 want = feats;
@@ -364,19 +306,6 @@ Device::Device(const Instance& inst, VkPhysicalDevice pd, const DeviceCandidate&
   caps_.int_dot = has_idot && idot.shaderIntegerDotProduct;
   cm.cooperativeMatrixRobustBufferAccess = VK_FALSE;
   const bool cm_feature = has_cm && cm.cooperativeMatrix && caps_.shader_float16;
-  const bool use_cm2 = has_cm2 && cm_feature && caps_.storage16 && cm2.cooperativeMatrixWorkgroupScope &&
-                       cm2.cooperativeMatrixFlexibleDimensions && cm2.cooperativeMatrixTensorAddressing &&
-                       cm2.cooperativeMatrixBlockLoads && cm2.cooperativeMatrixPerElementOperations &&
-                       bda.bufferDeviceAddress && vmm.vulkanMemoryModel && cm2_shapes_listed(inst, pd);
-  if (use_cm2) {
-    enable.push_back(VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME);
-    cm2.cooperativeMatrixReductions = VK_FALSE;
-    cm2.cooperativeMatrixConversions = VK_FALSE;
-    bda.bufferDeviceAddressCaptureReplay = VK_FALSE;
-    bda.bufferDeviceAddressMultiDevice = VK_FALSE;
-  } else {
-    *before_cm2 = nullptr;  // none of the three is enabled
-  }
 
   family_ = uint32_t(cand.queue_family);
   const float prio = 1.0f;
@@ -464,7 +393,6 @@ Device::Device(const Instance& inst, VkPhysicalDevice pd, const DeviceCandidate&
       }
     }
   }
-  caps_.coopmat2 = use_cm2 && caps_.coopmat;
   const VkSubgroupFeatureFlags need = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
   caps_.subgroup_arith = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) && (sg.supportedOperations & need) == need;
   caps_.subgroup_shuffle = caps_.subgroup_arith && (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
@@ -505,7 +433,6 @@ std::string Device::detail() const {
   if (caps_.shader_int8) s += ", int8";
   if (caps_.int_dot) s += caps_.int_dot_accel ? ", int8 dot (accelerated)" : ", int8 dot";
   if (caps_.coopmat) s += ", coopmat f16 16x16x16";
-  if (caps_.coopmat2) s += ", NV coopmat2";
   if (caps_.compute_units) s += ", " + std::to_string(caps_.compute_units) + " " + caps_.compute_unit_name;
   return s;
 }

@@ -36,7 +36,7 @@ struct DeviceCandidate {
 
 const char* device_type_name(VkPhysicalDeviceType t);
 
-// An instance (Vulkan 1.3 where the loader has it, else 1.1; portability enumeration when present, validation
+// An instance (Vulkan 1.1, portability enumeration when present, validation
 // with FISH_VK_VALIDATE=1 when installed). Destroying it destroys the instance.
 class Instance {
  public:
@@ -48,7 +48,6 @@ class Instance {
 
   const InstanceFns& fns() const { return fns_; }
   VkInstance handle() const { return instance_; }
-  uint32_t api_version() const { return api_; }  // the version asked for: 1.3 where the loader has it, else 1.1
   std::vector<VkPhysicalDevice> physical_devices() const;
   // Every device with usability, queue choice and score per the rules above.
   std::vector<DeviceCandidate> candidates(const VkConfig& cfg) const;
@@ -57,7 +56,6 @@ class Instance {
   const GlobalFns* g_ = nullptr;
   InstanceFns fns_;
   VkInstance instance_ = VK_NULL_HANDLE;
-  uint32_t api_ = VK_API_VERSION_1_1;
   VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
   std::unique_ptr<LogFn> log_;  // stable address for the messenger's user data
 };
@@ -104,11 +102,6 @@ struct DeviceCaps {
   bool int_dot_accel = false;         // ...4x8BitPackedSignedAccelerated (int8 activations by default)
   bool coopmat = false;               // VK_KHR_cooperative_matrix with 16x16x16 f16 -> f32 at subgroup
                                       // scope, shaderFloat16, subgroups of 32: the prefill matmul on tensor cores
-  // VK_NV_cooperative_matrix2 with what matmul_cm2.comp needs (workgroup scope
-  // of 256 invocations, flexible sizes in 32s, tensor addressing, decode
-  // functions, per-element operations; buffer device addresses, the Vulkan
-  // memory model, 16-bit storage) on a Vulkan 1.3 device and instance.
-  bool coopmat2 = false;
   // Streaming multiprocessors / compute units / shader cores, where the device
   // says (VK_NV_shader_sm_builtins, VK_AMD_shader_core_properties,
   // VK_ARM_shader_core_builtins); 0: unknown. Grids are sized to fill them.

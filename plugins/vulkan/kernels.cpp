@@ -244,21 +244,6 @@ uint32_t MatmulKernels::coop_tokens_rule(uint32_t ggml_type, uint32_t n_rows, ui
   return kCoopTokens;
 }
 
-bool MatmulKernels::coopmat2_for(const MatmulType& t, SpanFusion fz) const {
-  if (!coopmat2() || fz.int8 || !fz.xh || fz.xprod) return false;
-  switch (t.ggml_type) {
-    case 1: case 2: case 8: case 12: case 13: case 14: return true;  // F16, Q4_0, Q8_0, Q4_K, Q5_K, Q6_K
-    default: return false;
-  }
-}
-
-MatmulKernels::Cm2Tile MatmulKernels::cm2_tile(const MatmulType& t, uint32_t n_rows, uint32_t n_tok) const {
-  if (cm2_tile_.rows) return cm2_tile_;
-  Cm2Tile c;
-  c.tokens = coop_tokens(t, n_rows, n_tok);
-  return c;
-}
-
 bool MatmulKernels::span_u64(const MatmulType& t, SpanFusion fz, uint32_t n_tok) const {
   return n_tok == 1 && fz.int8 && (t.ggml_type == 12 || t.ggml_type == 13) && ((span_u64_ >> fz.role) & 1u) != 0;
 }
@@ -312,14 +297,7 @@ void MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, VkDesc
       throw Failure(FailKind::Internal, "span: the tiled kernel has no norm or pair epilogue");
     if ((fz.xh || fz.oh) && (!coopmat_ || fz.int8 || fz.xprod || (fz.oh && fz.epi != 4)))
       throw Failure(FailKind::Internal, "span: f16 rows need the coopmat prefill on f32 products (OH: EPI 4)");
-    if (coopmat2_for(t, fz)) {
-      const Cm2Tile c = cm2_tile(t, pc.m.n_rows, pc.m.n_tok);
-      if (c.self && (c.rows != 128 || c.k != 64))
-        throw Failure(FailKind::Internal, "span: the coopmat2 product dequantises its own tiles of 128 rows x 64 only");
-      p = pipelines_.get(std::string("tl2_") + t.name, *span_layout_,
-                         {fz.epi, 0u, 1u, fz.oh ? 1u : 0u, c.tokens, c.rows, c.k, c.self ? 1u : 0u});
-      tile_grid(caps, pc.m.n_rows, pc.m.n_tok, c.rows, c.tokens, gx, gy);
-    } else if (coopmat_ && !fz.int8) {
+    if (coopmat_ && !fz.int8) {
       const uint32_t bn = coop_tokens(t, pc.m.n_rows, pc.m.n_tok);
       std::vector<uint32_t> spec = {fz.epi, fz.xprod ? 1u : 0u, fz.xh ? 1u : 0u, fz.oh ? 1u : 0u};
       coop_spec(spec, bn);

@@ -198,25 +198,6 @@ class MatmulKernels {
   }
   bool coopmat() const { return coopmat_; }
   bool coopmat_for(uint32_t n_tok) const { return coopmat_ && n_tok > kMaxMatvecTokens; }
-  // The span's prefill products on f16 rows (SpanFusion::xh, without x·x2)
-  // run matmul_cm2.comp (tl2_<T>: NV cooperative_matrix2, workgroup-scope
-  // matrices, the weights decoded as the driver stages them) where the
-  // backend asks (FISH_VK_COOPMAT2, default on), the coopmat kernel is on and
-  // the device has DeviceCaps::coopmat2; Q4_0, Q8_0, Q4_K, Q5_K, Q6_K and F16
-  // weights (the others keep tlc_<T>).
-  void set_coopmat2(bool on) { coopmat2_ = on && dev_.caps().coopmat2; }
-  bool coopmat2() const { return coopmat2_ && coopmat_; }
-  bool coopmat2_for(const MatmulType& t, SpanFusion fz) const;
-  // matmul_cm2.comp's tile: tokens (TT), rows (TR), k per step (BK); self:
-  // the workgroup dequantises the weight tile itself (SELF: rows 128, k 64).
-  struct Cm2Tile {
-    uint32_t tokens = 64, rows = 128, k = 32;
-    bool self = false;
-  };
-  // The tile for a product: rows and k measured (docs/experiments/vulkan-coopmat-prefill.md),
-  // tokens as coop_tokens gives them; set_cm2_tile (benchmarks; rows 0: the rule) fixes it.
-  Cm2Tile cm2_tile(const MatmulType& t, uint32_t n_rows, uint32_t n_tok) const;
-  void set_cm2_tile(Cm2Tile c) { cm2_tile_ = c; }
   // Tokens per tile of the coopmat kernel for weights of type t: 128 (WIDE)
   // for Q6_K where a grid of them still has coop_fill() workgroups, 32
   // (NARROW) where even 64-token tiles fall short of it, else 64
@@ -265,8 +246,6 @@ class MatmulKernels {
   bool subgroups_;
   bool int8_ = false;
   bool coopmat_ = false;
-  bool coopmat2_ = false;
-  Cm2Tile cm2_tile_{0, 0, 0, false};
   uint32_t override_rows_ = 0, override_wg_ = 0;
   uint32_t coop_tokens_ = 0;
   uint32_t coop_fill_ = kCoopFillUnknown;

@@ -10,15 +10,6 @@ constexpr uint64_t kMiB = uint64_t(1) << 20;
 
 std::string mb(uint64_t bytes) { return std::to_string((bytes + kMiB / 2) / kMiB) + " MB"; }
 
-// matmul_cm2.comp's decode functions receive the weight blocks as buffer
-// device addresses, which are valid only for buffers created (and memory
-// allocated) for them: every storage buffer is, where the device runs it.
-VkBufferUsageFlags usage_for(const Device& dev, VkBufferUsageFlags usage) {
-  if (dev.caps().coopmat2 && (usage & VK_BUFFER_USAGE_STORAGE_BUFFER_BIT))
-    usage |= VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
-  return usage;
-}
-
 }  // namespace
 
 Memory::Memory(const Device& dev, const VkConfig& cfg, uint64_t host_budget, LogFn log)
@@ -112,7 +103,7 @@ Buffer Memory::create(uint64_t size, MemKind kind, VkBufferUsageFlags usage, con
   b.size = size;
   auto bci = vk_init<VkBufferCreateInfo>(VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO);
   bci.size = std::max<uint64_t>(size, 16);
-  bci.usage = usage_for(dev_, usage);
+  bci.usage = usage;
   bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   check(f.vkCreateBuffer(dev_.handle(), &bci, nullptr, &b.buffer), "vkCreateBuffer");
   VkMemoryRequirements req{};
@@ -139,9 +130,6 @@ Buffer Memory::create(uint64_t size, MemKind kind, VkBufferUsageFlags usage, con
   auto mai = vk_init<VkMemoryAllocateInfo>(VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO);
   mai.allocationSize = req.size;
   mai.memoryTypeIndex = uint32_t(type);
-  auto flags = vk_init<VkMemoryAllocateFlagsInfo>(VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO);
-  flags.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
-  if (bci.usage & VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT) mai.pNext = &flags;
   VkResult r = f.vkAllocateMemory(dev_.handle(), &mai, nullptr, &b.memory);
   if (r != VK_SUCCESS)
     fail(r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY ? FailKind::OutOfMemory : FailKind::Device,
@@ -161,7 +149,7 @@ uint64_t Memory::allocation_size(uint64_t size, MemKind kind, VkBufferUsageFlags
   const DeviceFns& f = dev_.fns();
   auto bci = vk_init<VkBufferCreateInfo>(VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO);
   bci.size = std::max<uint64_t>(size, 16);
-  bci.usage = usage_for(dev_, usage);
+  bci.usage = usage;
   bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   VkBuffer b = VK_NULL_HANDLE;
   check(f.vkCreateBuffer(dev_.handle(), &bci, nullptr, &b), "vkCreateBuffer");

@@ -531,9 +531,8 @@ std::string Span::describe() const {
          "), KV " + held + " of " + std::to_string(capacity_) + " positions" + (shape_.n_seq > 1 ? " each" : "") + " (" +
          mb(kv) + " f16, " + std::to_string(pages_in_use()) + " of " + std::to_string(pool_pages_) + " pages of " +
          std::to_string(kKvPage) + " in use), arena " + mb(arena_buf_.alloc_size) + (int8_ ? ", int8 matmuls" : "") +
-         (ctx_.matmul->coopmat2() ? ", prefill: coopmat2 f16 (NV, workgroup tiles; the other types coopmat f16)"
-          : ctx_.matmul->coopmat() ? ", prefill: coopmat f16 128x32/128x64/128x128"
-                                   : int8_ ? ", prefill: tiled int8 64x64" : ", prefill: tiled f32 64x64") +
+         (ctx_.matmul->coopmat() ? ", prefill: coopmat f16 128x32/128x64/128x128"
+                                 : int8_ ? ", prefill: tiled int8 64x64" : ", prefill: tiled f32 64x64") +
          (b32_.on ? " (decode x in B32 rows)" : "") +
          (kshape_.tile_bc ? std::string(", prompt attention on query tiles (") +
                                 (kshape_.tile_coop ? "coopmat" : "scalar") + ", " +

@@ -67,7 +67,6 @@ struct VkConfig {
   bool spin = true;
   int int8 = -1;              // -1: the device's default, 0 off, 1 on
   bool coopmat = true;        // prefill on cooperative matrices where the device has them
-  bool coopmat2 = true;       // ... on NV cooperative_matrix2 where the device has it
   DecodeRows decode_rows = DecodeRows::Auto;
   int mv_rows = 0, mv_wg = 0;   // stage-1 matvec shape, 0: heuristic
   SpanMvShape span_mv[kRoles];  // per SpanRole, 0: heuristic

@@ -14,8 +14,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <exception>
-#include <string>
 #include <vector>
 
 #include "bench_vk_span_mv.h"
@@ -100,10 +98,6 @@ int span_prefill_bench(vk::VulkanBackend& be, const SpanMvDims& d, int head_dim,
               coop ? " f16 x: us | TFLOP/s | tiles | f16 x, 32 / 64 / 128-token tiles: us |" : "",
               coop ? " ---: | ---: | ---: | ---: |" : "");
   double tot_q = 0, tot_h = 0, tot_x = 0, tot_bn[3] = {0, 0, 0};
-  // NV coopmat2 (tl2_<T>, f16 x): against the coopmat kernel, and every tile.
-  const bool cm2 = coop && mk.coopmat2();
-  std::string cm2_rows;
-  double tot_khr = 0, tot_cm2 = 0, tot_best = 0;
   for (const Shape& s : shapes) {
     const Mat m = make_mat(be, s.t, s.n_in, s.n_out, 1, 40 + uint64_t(s.n_out));
     const Mat h = make_mat(be, GgmlType::F16, s.n_in, s.n_out, 1, 41);
@@ -127,43 +121,6 @@ int span_prefill_bench(vk::VulkanBackend& be, const SpanMvDims& d, int head_dim,
         tbn[i] = time(run);
       }
       mk.set_coop_tokens(0);
-      if (cm2) {
-        mk.set_coopmat2(false);
-        const double tk = time(run);
-        mk.set_coopmat2(true);
-        vk::MatmulKernels::Cm2Tile best;
-        double tb = 1e30;
-        std::string sweep;  // every tile's time
-        for (uint32_t tt : {32u, 64u, 128u, 256u})
-          for (uint32_t tr : {128u, 256u})
-            for (uint32_t bk : {32u, 64u, 0u}) {  // 0: k 64 on the workgroup's own dequantisation
-              if (bk == 0 && tr != 128) continue;
-              const vk::MatmulKernels::Cm2Tile c{tt, tr, bk ? bk : 64u, bk == 0};
-              mk.set_cm2_tile(c);
-              char e[96];
-              try {
-                const double tc = time(run);
-                std::snprintf(e, sizeof e, " %ux%ux%u%s %.1f", tt, tr, c.k, c.self ? "s" : "", tc * 1e6);
-                if (tc < tb) tb = tc, best = c;
-              } catch (const std::exception& ex) {  // a tile the driver refuses (registers, shared memory)
-                std::snprintf(e, sizeof e, " %ux%ux%u%s refused", tt, tr, c.k, c.self ? "s" : "");
-              }
-              sweep += e;
-            }
-        mk.set_cm2_tile({0, 0, 0, false});
-        std::printf("  coopmat2 tiles (tokens x rows x k, s: own dequantisation; us) %s %s:%s\n", s.name,
-                    type_name(s.t).c_str(), sweep.c_str());
-        const vk::MatmulKernels::Cm2Tile rule = mk.cm2_tile(*m.w[0]->type, uint32_t(s.n_out), uint32_t(T));
-        const double fl = 2.0 * s.n_in * s.n_out * T / 1e12;
-        char line[256];
-        std::snprintf(line, sizeof line, "| %s | %s | %.1f | %.1f | %ux%ux%u%s: %.1f | %.1f | %ux%ux%u%s: %.1f | %.1f |\n",
-                      s.name, type_name(s.t).c_str(), tk * 1e6, fl / tk, rule.tokens, rule.rows, rule.k,
-                      rule.self ? "s" : "", tx * 1e6, fl / tx, best.tokens, best.rows, best.k, best.self ? "s" : "",
-                      tb * 1e6, fl / tb);
-        cm2_rows += line;
-        const double per_layer = std::string(s.name) == "gate/up" ? 2 : std::string(s.name) == "down" ? 0.5 : 1;
-        tot_khr += per_layer * tk, tot_cm2 += per_layer * tx, tot_best += per_layer * tb;
-      }
     }
     const double fl = 2.0 * s.n_in * s.n_out * T / 1e12;
     std::printf("| %s | %s | %d x %d | %.1f | %.1f | %.1f | %.1f |", s.name, type_name(s.t).c_str(), s.n_out, s.n_in,
@@ -185,12 +142,6 @@ int span_prefill_bench(vk::VulkanBackend& be, const SpanMvDims& d, int head_dim,
     std::printf(", f16 x %.1f us (32 / 64 / 128-token tiles throughout: %.1f / %.1f / %.1f)", tot_x * 1e6,
                 tot_bn[0] * 1e6, tot_bn[1] * 1e6, tot_bn[2] * 1e6);
   std::printf("\n");
-  if (cm2)
-    std::printf("\nf16 x on NV coopmat2 (tl2_<T>) against the coopmat kernel (tlc_<T>): us, TFLOP/s; tiles tokens x rows x k\n"
-                "| matrix | type | coopmat: us | TFLOP/s | coopmat2 (rule) | TFLOP/s | coopmat2 (best tile) | TFLOP/s |\n"
-                "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n%s"
-                "one layer: coopmat %.1f us, coopmat2 %.1f us (rule), %.1f us (best tile per matrix)\n",
-                cm2_rows.c_str(), tot_khr * 1e6, tot_cm2 * 1e6, tot_best * 1e6);
   prefill_attention_rows(be, head_dim, d, T, time);
   return 0;
 }

@@ -528,12 +528,9 @@ namespace {
 // below 1.1, so the bound carries over); EPI 3's extras are checked here.
 // fz.xh: x goes in as f16 rows (the reference takes the same rounded x);
 // fz.oh: y · product comes back as f16 rows from a region of its own.
-// shift: x and y one float past where they would be (x's f16 rows 4 bytes
-// past, y 4 bytes past a 16-byte boundary).
-double run_span_matmul(vk::VulkanBackend& be, const Matrix& m, int n_tok, vk::SpanFusion fz, bool scaled, uint64_t seed,
-                       uint32_t shift = 0) {
+double run_span_matmul(vk::VulkanBackend& be, const Matrix& m, int n_tok, vk::SpanFusion fz, bool scaled, uint64_t seed) {
   const uint32_t n_in = uint32_t(m.n_in), n_out = uint32_t(m.n_out);
-  const uint32_t inv_off = 16, x_off = 64 + shift, x2_off = x_off + n_tok * n_in, y_off = x2_off + n_tok * n_in + shift;
+  const uint32_t inv_off = 16, x_off = 64, x2_off = x_off + n_tok * n_in, y_off = x2_off + n_tok * n_in;
   const uint32_t xg_off = y_off + n_tok * n_out, sq_off = xg_off + n_tok * n_out;
   const uint32_t oh_off = sq_off + 4 * n_out;  // OH: n_tok · n_out halves
   SpanRig rig(be, oh_off + n_tok * n_out + 64, 4, n_out, 4);
@@ -623,17 +620,9 @@ namespace {
 // (run_span_matmul). halves: the coopmat prefill's f16 rows in (xh) and out
 // (oh) at 37 tokens, else the other fusions; the coopmat kernel (37 tokens
 // on a device with cooperative matrices) at each tile width, NARROW 32, 64 and
-// WIDE 128 tokens. With the NV coopmat2 products on (halves only), their types
-// and tiles of 32, 64, 128 tokens by 64, 128, 256 rows and k steps of 32 and 64
-// (and the form that dequantises its own weight tiles), x and y on and off
-// 16-byte boundaries.
+// WIDE 128 tokens.
 void check_span_variants(vk::VulkanBackend& be, bool halves) {
   uint64_t seed = halves ? 700 : 500;
-  const bool cm2 = halves && be.kernels()->coopmat2();
-  using Cm2Tile = vk::MatmulKernels::Cm2Tile;
-  const std::vector<Cm2Tile> cm2_tiles =
-      cm2 ? std::vector<Cm2Tile>{{0, 128, 32, false}, {0, 64, 64, false}, {0, 256, 32, false}, {0, 128, 64, true}}
-          : std::vector<Cm2Tile>{{0, 0, 0, false}};
   const auto half_rows = [](uint32_t epi, bool oh) {
     vk::SpanFusion f{epi, false};
     f.xh = true, f.oh = oh;
@@ -644,10 +633,7 @@ void check_span_variants(vk::VulkanBackend& be, bool halves) {
                                            half_rows(4, false), half_rows(4, true)}
              : std::vector<vk::SpanFusion>{{0, false}, {2, false}, {1, false}, {1, true}, {0, true},
                                            {3, false}, {3, true},  {4, false}};
-  const std::vector<GgmlType> types =
-      cm2 ? std::vector<GgmlType>{GgmlType::F16, GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}
-          : std::vector<GgmlType>{GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::FQ3};
-  for (GgmlType t : types) {
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::FQ3}) {
     const int64_t n_in = (t == GgmlType::F32 || t == GgmlType::F16) ? 200 : 512;
     double worst = 0;
     for (int64_t n_out : {70, 1100}) {  // one row per workgroup, and two
@@ -660,33 +646,25 @@ void check_span_variants(vk::VulkanBackend& be, bool halves) {
           if (n_out > 70 && n_tok > 1 && n_tok < 37) continue;
           // The epilogues and x·x2 are one code for every type (each type's is its unit
           // decode): every fusion on Q4_K, the plain store and the norm epilogue on the others.
-          if (t != GgmlType::Q4_K && !cm2 && !(fz.epi == 0 && !fz.xprod) && !(fz.epi == 3 && fz.xprod)) continue;
+          if (t != GgmlType::Q4_K && !(fz.epi == 0 && !fz.xprod) && !(fz.epi == 3 && fz.xprod)) continue;
           const bool scaled = n_tok <= 4;
           const bool coop = n_tok > 4 && be.kernels()->coopmat();
           for (uint32_t bn : {32u, 64u, 128u}) {
             if (!coop && bn != 64) continue;
             if (coop) be.kernels()->set_coop_tokens(bn);
-            for (Cm2Tile c : cm2_tiles) {
-              if (c.rows) c.tokens = bn, be.kernels()->set_cm2_tile(c);
-              const uint32_t shift = cm2 ? uint32_t(seed & 1) : 0;
-              const double r = run_span_matmul(be, m, n_tok, fz, scaled, seed++, shift);
-              INFO(type_name(t) << " " << n_out << " rows, n_tok " << n_tok << " epi " << fz.epi << " xprod " << fz.xprod
-                                << " f16 x " << fz.xh << " f16 out " << fz.oh << (coop ? ", tiles of " : "")
-                                << (coop ? std::to_string(bn) : "") << (c.rows ? " tokens x " + std::to_string(c.rows) : "")
-                                << (c.rows ? " rows, k " + std::to_string(c.k) : "") << (c.self ? ", own dequantisation" : "")
-                                << (shift ? ", shifted" : "")
-                                << ": worst |err|/bound " << r);
-              CHECK(r <= 1.0);
-              worst = std::max(worst, r);
-            }
-            be.kernels()->set_cm2_tile({0, 0, 0, false});
+            const double r = run_span_matmul(be, m, n_tok, fz, scaled, seed++);
+            INFO(type_name(t) << " " << n_out << " rows, n_tok " << n_tok << " epi " << fz.epi << " xprod " << fz.xprod
+                              << " f16 x " << fz.xh << " f16 out " << fz.oh << (coop ? ", tiles of " : "")
+                              << (coop ? std::to_string(bn) : "") << ": worst |err|/bound " << r);
+            CHECK(r <= 1.0);
+            worst = std::max(worst, r);
           }
           be.kernels()->set_coop_tokens(0);
         }
       }
     }
-    std::printf("  span matmul%s %-5s worst |err|/bound %.5f\n", cm2 ? " (f16 rows, NV coopmat2)" : halves ? " (f16 rows)" : "",
-                type_name(t).c_str(), worst);
+    std::printf("  span matmul%s %-5s worst |err|/bound %.5f\n", halves ? " (f16 rows)" : "", type_name(t).c_str(),
+                worst);
   }
 }
 
@@ -703,16 +681,5 @@ TEST_CASE("span coopmat prefill on f16 rows in and out (XH, OH), every tile widt
   if (!be) FISH_SKIP(skip_reason());
   if (!be->kernels()->coopmat())
     FISH_SKIP("f16 rows are the coopmat prefill's; no cooperative matrices on " + be->device()->info().name);
-  be->kernels()->set_coopmat2(false);  // matmul_coopmat.comp (tlc_<T>); the next case takes the NV products
-  check_span_variants(*be, true);
-}
-
-TEST_CASE("span prefill on NV cooperative_matrix2 (tl2_<T>), f16 rows in and out, every tile", "[vulkan][span][coopmat]") {
-  auto be = open_backend("span matmul coopmat2");
-  if (!be) FISH_SKIP(skip_reason());
-  be->kernels()->set_coopmat2(true);
-  if (!be->kernels()->coopmat2())
-    FISH_SKIP("no VK_NV_cooperative_matrix2 with workgroup-scope f16 matrices of 256 invocations on " +
-              be->device()->info().name);
   check_span_variants(*be, true);
 }
