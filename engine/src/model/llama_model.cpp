@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "common/error.h"
-#include "common/fp16.h"
+#include "cpu/f16_row.h"
 #include "cpu/ops.h"
 #include "gguf/gguf_file.h"
 #include "gguf/tensor_stack.h"
@@ -266,10 +266,14 @@ void LlamaModel::cpu_layer(int32_t l, float* x, const Rows& r) {
   linear_group(qkv, 3, xn, n, qkv_out);
 
   // Per token: biases, q/k norm, RoPE, then the KV store (f16) at its
-  // sequence's position (the pages were prepared by eval_chunk).
-  pool_->parallel_for(n, 1, [&](int64_t b, int64_t e, int ith) {
-    float* cs = rope_cs_.data() + int64_t(ith) * h.n_rot;
+  // sequence's position (the pages were prepared by eval_chunk). A row's RoPE
+  // angles depend on its position alone: the forward's first CPU layer fills
+  // rope_cs_ [n, n_rot] and the later ones read it (sin/cos once per row, not
+  // once per row and layer).
+  const bool fill_rope = !rope_cs_filled_;
+  pool_->parallel_for(n, 1, [&](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t) {
+      float* cs = rope_cs_.data() + t * h.n_rot;
       float *qt = q + t * QD, *kt = k + t * KD, *vt = v + t * KD;
       if (L.bq) {
         add_inplace(qt, L.bq, QD);
@@ -282,17 +286,14 @@ void LlamaModel::cpu_layer(int32_t l, float* x, const Rows& r) {
         for (int32_t hh = 0; hh < h.n_head_kv; ++hh)
           rmsnorm(kt + hh * h.head_dim, L.k_norm, kt + hh * h.head_dim, h.head_dim, h.rms_eps);
       }
-      rope_angles(r.pos[t], h.n_rot, h.rope_freq_base, h.rope_freq_scale, rope_freqs_, cs);
+      if (fill_rope) rope_angles(r.pos[t], h.n_rot, h.rope_freq_base, h.rope_freq_scale, rope_freqs_, cs);
       rope_apply(qt, h.n_head, h.head_dim, h.n_rot, h.rope_type, cs);
       rope_apply(kt, h.n_head_kv, h.head_dim, h.n_rot, h.rope_type, cs);
-      uint16_t* kd = kv_.k_at(l, r.seq[t], r.pos[t]);
-      uint16_t* vd = kv_.v_at(l, r.seq[t], r.pos[t]);
-      for (int64_t i = 0; i < KD; ++i) {
-        kd[i] = fp32_to_fp16(kt[i]);
-        vd[i] = fp32_to_fp16(vt[i]);
-      }
+      fp32_to_fp16_row(kt, kv_.k_at(l, r.seq[t], r.pos[t]), KD);
+      fp32_to_fp16_row(vt, kv_.v_at(l, r.seq[t], r.pos[t]), KD);
     }
   });
+  rope_cs_filled_ = true;
 
   // Each row attends over its own sequence's pages, up to its position.
   att_rows_.resize(size_t(n));
@@ -359,7 +360,8 @@ bool LlamaModel::eval_chunk(const Rows& r, const uint8_t* want, float* logits_ou
   const int64_t ff = h.moe() ? h.n_ff_shexp : h.n_ff;  // the experts have buffers of their own (moe_)
   grow(g_, int64_t(n) * ff);
   grow(u_, int64_t(n) * ff);
-  grow(rope_cs_, int64_t(pool_->size()) * h.n_rot);
+  grow(rope_cs_, int64_t(n) * h.n_rot);
+  rope_cs_filled_ = false;  // these rows' angles: filled by the first CPU layer (cpu_layer)
 
   // KV pages for every row's position (copies of pages shared with another
   // sequence), before any layer writes: per sequence, its rows' range.

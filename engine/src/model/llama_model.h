@@ -340,7 +340,8 @@ class LlamaModel {
   // Scratch, sized for the largest chunk seen (no allocation once warm).
   std::vector<float> x_, xn_, q_, k_, v_, att_, o_, g_, u_, logits_;
   MoeScratch moe_;  // the MoE FFN's buffers (cpu/moe.h)
-  std::vector<float> rope_cs_;
+  std::vector<float> rope_cs_;   // the chunk's RoPE angles, [n, n_rot] (rope_angles per row)
+  bool rope_cs_filled_ = false;  // rope_cs_ holds this chunk's rows (set by its first CPU layer)
   AttentionScratch att_scratch_;
   int32_t n_logits_ = 0;
   // eval_batch_hidden: the wanted rows get the normed stream in hidden_ [n_hidden_, n_embd].
