@@ -23,9 +23,9 @@
 //     for 8b (GB/s of weight bytes); then the span matvec variants per
 //     projection role (bench_vk_span_mv.h; BEST_ENV, and shell assignments in
 //     FILE; FISH_BENCH_NO_MATVEC=1 skips the rows and the variants).
-//   fish_bench_vk_span --rows [--sweep] [--shape 8b|1b|tiny] [--reps N]
-//     The T-row table alone; --sweep: then the token-group shapes on 2..32
-//     rows (int8 Q4_K), the fastest against span_matvec_config's choice.
+//   fish_bench_vk_span --rows [--sweep [--sweep-tokens 4,8,16,32]] [--shape 8b|1b|tiny] [--reps N]
+//     The T-row table alone; --sweep: then the token-group shapes on those
+//     numbers of rows (2..32; int8 Q4_K), the fastest against span_matvec_config's choice.
 //
 //   fish_bench_vk_span --prefill [--tokens 512] [--shape 8b|1b|tiny] [--reps N]
 //     A prompt chunk's products per matrix shape, device timestamps, TFLOP/s:
@@ -153,7 +153,7 @@ int run_sync(uint32_t sms, int reps) {
 }
 
 int run_kernels(const std::string& shape, const std::vector<int>& ctxs, int reps, const std::string& env_out,
-                bool rows_only, bool sweep, bool fq3, int prefill_tokens) {
+                bool rows_only, bool sweep, const std::vector<int>& sweep_tokens, bool fq3, int prefill_tokens) {
   auto be = vktest::open_backend("fish_bench_vk_span");
   if (!be) return 77;
   be->set_profiling(true);
@@ -193,7 +193,7 @@ int run_kernels(const std::string& shape, const std::vector<int>& ctxs, int reps
   };
   const int F = big ? 14336 : tiny ? 512 : 8192, copies = big ? 32 : tiny ? 4 : 16;
   if (prefill_tokens > 0) return vktest::span_prefill_bench(*be, vktest::SpanMvDims{E, F, QD, KD, 1, false}, D, prefill_tokens, time);
-  if (rows_only) return vktest::span_rows_bench(*be, E, F, std::max(2, copies / 4), time, sweep);
+  if (rows_only) return vktest::span_rows_bench(*be, E, F, std::max(2, copies / 4), time, sweep, sweep_tokens);
   // Attention as decode runs it (fused q/k prep + KV store), per context and
   // number of splits (FISH_VK_ATTN_SPLIT = positions per split picks it).
   std::printf("| kernel | context | splits | positions per split | us | GB/s |\n| --- | ---: | ---: | ---: | ---: | ---: |\n");
@@ -259,7 +259,7 @@ int run_kernels(const std::string& shape, const std::vector<int>& ctxs, int reps
 
 int main(int argc, char** argv) {
   std::string model, shape = "8b", env_out;
-  std::vector<int> depths = {512, 4096, 16384}, ctxs = {512, 4096, 16384};
+  std::vector<int> depths = {512, 4096, 16384}, ctxs = {512, 4096, 16384}, sweep_tokens = {4, 8, 16, 32};
   int gen = 64, chunk = 512, threads = 0, reps = 20;
   bool kernels = false, rows = false, sweep = false, fq3 = false;
   int prefill_tokens = 0;
@@ -281,6 +281,7 @@ int main(int argc, char** argv) {
     else if (a == "--kernels") kernels = true;
     else if (a == "--rows") rows = true;
     else if (a == "--sweep") sweep = true;
+    else if (a == "--sweep-tokens") sweep_tokens = bench::int_list(next());
     else if (a == "--prefill") prefill_tokens = prefill_tokens > 0 ? prefill_tokens : 512;
     else if (a == "--tokens") prefill_tokens = std::atoi(next().c_str());
     else if (a == "--fq3") fq3 = true;
@@ -292,7 +293,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr, "usage: fish_bench_vk_span --model M [--depths 512,4096] [--gen 64] [--chunk 512] [-t N]\n"
                            "       fish_bench_vk_span --kernels [--shape 8b|1b|tiny] [--ctx 512,4096,16384] [--reps 20] [--env-out FILE] [--fq3]\n"
-                           "       fish_bench_vk_span --rows [--sweep] [--shape 8b|1b|tiny] [--reps 20]\n"
+                           "       fish_bench_vk_span --rows [--sweep [--sweep-tokens 4,8,16,32]] [--shape 8b|1b|tiny] [--reps 20]\n"
                            "       fish_bench_vk_span --prefill [--tokens 512] [--shape 8b|1b|tiny] [--reps 20]\n"
                            "       fish_bench_vk_span --sync SMS [--reps 20]\n");
       return 2;
@@ -301,7 +302,7 @@ int main(int argc, char** argv) {
   try {
     if (sync_sms > 0) return run_sync(uint32_t(sync_sms), std::max(1, reps));
     if (kernels || rows || prefill_tokens > 0)
-      return run_kernels(shape, ctxs, std::max(1, reps), env_out, rows, sweep, fq3, prefill_tokens);
+      return run_kernels(shape, ctxs, std::max(1, reps), env_out, rows, sweep, sweep_tokens, fq3, prefill_tokens);
     if (model.empty() || depths.empty() || gen < 1 || chunk < 1) {
       std::fprintf(stderr, "fish_bench_vk_span: --model, --depths, --gen and --chunk are required and positive\n");
       return 2;

@@ -51,9 +51,10 @@ int span_mv_sweep(vk::VulkanBackend& be, const SpanMvDims& d, const TimeFn& time
 // and (with int8) Q8_K rows quantised beforehand. Prints us per matrix, GB/s
 // of weight bytes (a matrix's bytes / its time: T rows still read it once)
 // and us per row.
-// sweep: then the token-group shapes on T = 2..32 rows (int8), the fastest
-// against the heuristic's (fish_bench_vk_span --rows).
-int span_rows_bench(vk::VulkanBackend& be, int E, int F, int copies, const TimeFn& time, bool sweep = false);
+// sweep: then the token-group shapes on sweep_tokens rows (int8, 2..32), the
+// fastest against the heuristic's (fish_bench_vk_span --rows --sweep).
+int span_rows_bench(vk::VulkanBackend& be, int E, int F, int copies, const TimeFn& time, bool sweep = false,
+                    const std::vector<int>& sweep_tokens = {4, 8, 16, 32});
 
 // fish_bench_vk_span --prefill: a T-token chunk's products per matrix shape of a
 // layer (f32 x), the prefill kernel on Q4_K_M's types and on F16 weights, in

@@ -27,44 +27,54 @@ std::string group_str(const GroupShape& g) {
   return b;
 }
 
-// Slices of one subgroup (the H200's fastest on 2 and 4 rows among 362 shapes
-// of 1..8 slices of 32 or 64, 1..4 rows, 4..16 tokens per group, 32- and
-// 64-element units: docs/experiments/vulkan-span-batch-rows.md), 1 or 2
-// rows, 4..16 tokens per group.
-std::vector<GroupShape> group_shapes(uint32_t sg, uint32_t shared) {
+// The shapes worth timing on T rows. Slices of one subgroup (the H200's
+// fastest on 2 and 4 rows among 362 shapes of 1..8 slices of 32 or 64, 1..4
+// rows, 4..16 tokens per group, 32- and 64-element units:
+// docs/experiments/vulkan-span-batch-rows.md), 1 or 2 rows, 4..16 tokens per
+// group. Tokens in registers (nt) past 2T only repeat the last row's work, so
+// such shapes are left out.
+std::vector<GroupShape> group_shapes(uint32_t sg, uint32_t shared, int T) {
   std::vector<GroupShape> out;
   const uint32_t swg = std::max(32u, sg);
+  const auto fits = [&](uint32_t nt) { return nt < 2u * uint32_t(T); };
   for (const uint32_t slices : {1u, 4u})
     for (const uint32_t rows : {1u, 2u})
       for (const auto& [nt, nb] : {std::pair<uint32_t, uint32_t>{2, 2}, {1, 8}, {2, 4}, {4, 2}, {2, 8}})
-        out.push_back({swg, slices, rows, nt, nb});
+        if (fits(nt)) out.push_back({swg, slices, rows, nt, nb});
   // Rows across lanes (matvec_span.comp's LANES): 1..8 lanes per row, 1..8
-  // slices splitting the units, 1 or 2 rows per lane, 4..16 tokens per group.
+  // slices splitting the units, 1 or 2 rows per lane, 2..16 tokens per group.
   for (const uint32_t lanes : {1u, 2u, 4u, 8u})
     for (const uint32_t slices : {1u, 2u, 4u, 8u})
       for (const uint32_t rows : {1u, 2u})
-        for (const auto& [nt, nb] : {std::pair<uint32_t, uint32_t>{4, 1}, {4, 2}, {8, 1}, {4, 4}}) {
+        for (const auto& [nt, nb] : {std::pair<uint32_t, uint32_t>{2, 1}, {2, 2}, {4, 1}, {4, 2}, {8, 1}, {4, 4}}) {
           const GroupShape g{swg, slices, rows, nt, nb, lanes};
-          if (vk::MatvecConfig{swg * slices, rows, slices, nt, nb, lanes}.group_shared_bytes(true) <= shared)
+          if (fits(nt) && vk::MatvecConfig{swg * slices, rows, slices, nt, nb, lanes}.group_shared_bytes(true) <= shared)
             out.push_back(g);
         }
   return out;
 }
 
+std::string config_str(const vk::MatvecConfig& c) {
+  return std::to_string(c.wg) + "," + std::to_string(c.rows) + "," + std::to_string(c.slices) + "," +
+         std::to_string(c.nt) + "," + std::to_string(c.nb) + "," + std::to_string(c.lanes);
+}
+
 }  // namespace
 
-// The shapes of the token-group matvec on T = 4..32 rows (int8 Q4_K, both
-// matrices): the heuristic's time and the fastest shapes', so that the
-// heuristic in span_matvec_config can be chosen from measurements.
+// The shapes of the token-group matvec on T rows (int8 Q4_K, both matrices;
+// T from --sweep-tokens, 4, 8, 16, 32 by default): the heuristic's shape and
+// time and the fastest shapes', so that the heuristic in span_matvec_config
+// can be chosen from measurements.
 static void span_rows_sweep(vk::VulkanBackend& be, vk::MatmulKernels& mk, const Mat& m,
                             const std::vector<VkDescriptorSet>& sets, uint32_t words, uint32_t q_off, uint32_t y_off,
-                            int copies, const TimeFn& time) {
-  const std::vector<GroupShape> shapes = group_shapes(be.device()->caps().subgroup_size, be.device()->caps().max_shared_bytes);
-  std::printf("\ntoken-group shapes, %lld x %lld int8 Q4_K on B32 rows (%zu shapes): us per matrix\n", (long long)m.n_out,
-              (long long)m.n_in, shapes.size());
-  std::printf("| T | heuristic | fastest shapes (us) |\n| ---: | ---: | --- |\n");
+                            int copies, const TimeFn& time, const std::vector<int>& tokens) {
+  std::printf("\ntoken-group shapes, %lld x %lld int8 Q4_K on B32 rows: us per matrix\n", (long long)m.n_out,
+              (long long)m.n_in);
+  std::printf("| T | shapes | heuristic (wg,rows,slices,nt,nb,lanes): us | fastest shapes (us) |\n| ---: | ---: | --- | --- |\n");
   std::vector<std::string> best;
-  for (const int T : {4, 8, 16, 32}) {
+  for (const int T : tokens) {
+    const std::vector<GroupShape> shapes =
+        group_shapes(be.device()->caps().subgroup_size, be.device()->caps().max_shared_bytes, T);
     vk::SpanFusion fz{0, false, false, vk::kRoleOther};
     fz.int8 = true, fz.xb32 = true;
     vk::SpanMatmulPush pc;
@@ -78,6 +88,9 @@ static void span_rows_sweep(vk::VulkanBackend& be, vk::MatmulKernels& mk, const 
                }
              }) / double(copies);
     };
+    // Twice: the first timing of a matrix has been seen disturbed (an H200:
+    // 216.6 us for the shape that took 41.0 a moment later).
+    run();
     const double base = run();
     std::vector<std::pair<double, GroupShape>> r;
     for (const GroupShape& g : shapes) {
@@ -86,21 +99,22 @@ static void span_rows_sweep(vk::VulkanBackend& be, vk::MatmulKernels& mk, const 
     }
     mk.set_span_group_override(vk::MatvecConfig{0, 0, 0, 0, 0});
     std::sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    std::printf("| %d | %.1f |", T, base * 1e6);
+    const vk::MatvecConfig h = mk.span_matvec_config(*m.w[0]->type, uint32_t(m.n_in), uint32_t(m.n_out), uint32_t(T), fz);
+    std::printf("| %d | %zu | %s: %.1f |", T, shapes.size(), config_str(h).c_str(), base * 1e6);
     for (size_t i = 0; i < std::min<size_t>(8, r.size()); ++i)
       std::printf(" %.1f (%s);", r[i].first * 1e6, group_str(r[i].second).c_str());
     std::printf(" |\n");
     const GroupShape& b = r.front().second;
-    best.push_back("best " + std::to_string(T) + ": " + std::to_string(b.slice_wg * b.slices) + "," +
-                   std::to_string(b.rows) + "," + std::to_string(b.slices) + "," + std::to_string(b.nt) + "," +
-                   std::to_string(b.nb) + "," + std::to_string(b.lanes));
+    best.push_back("best " + std::to_string(T) + ": " +
+                   config_str(vk::MatvecConfig{b.slice_wg * b.slices, b.rows, b.slices, b.nt, b.nb, b.lanes}));
     std::fflush(stdout);
   }
   // One line per T: the fastest shape as MatvecConfig spells it (wg,rows,slices,nt,nb,lanes).
   for (const std::string& l : best) std::printf("%s\n", l.c_str());
 }
 
-int span_rows_bench(vk::VulkanBackend& be, int E, int F, int copies, const TimeFn& time, bool sweep) {
+int span_rows_bench(vk::VulkanBackend& be, int E, int F, int copies, const TimeFn& time, bool sweep,
+                    const std::vector<int>& sweep_tokens) {
   vk::MatmulKernels& mk = *be.kernels();
   const int T_max = 64;
   const uint32_t N = uint32_t(std::max(E, F));
@@ -164,7 +178,8 @@ int span_rows_bench(vk::VulkanBackend& be, int E, int F, int copies, const TimeF
       }
     }
     if (sweep && mk.int8_for(*m.w[0]->type))
-      span_rows_sweep(be, mk, m, sets, vk::MatmulKernels::b32_row_words(uint32_t(n_in)), q32_off, y_off, copies, time);
+      span_rows_sweep(be, mk, m, sets, vk::MatmulKernels::b32_row_words(uint32_t(n_in)), q32_off, y_off, copies, time,
+                      sweep_tokens);
     for (vk::Weight* w : m.w) be.release(w);
   }
   be.pipelines()->free_set(qset);
