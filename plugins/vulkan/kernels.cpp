@@ -151,28 +151,36 @@ MatvecConfig MatmulKernels::span_matvec_config(const MatmulType& t, uint32_t n_i
                                                SpanFusion fz) const {
   if (n_tok >= 2) {
     if (group_override_.nb) return group_override_;
-    // Token groups (several sequences' decode rows, a verify chunk): from 4
-    // rows on, rows across the lanes (below); 2 and 3 rows (and a device
-    // without the shared memory or workgroup size for that) slices of
-    // one subgroup, each its own 1 (two rows of x) or 2 rows over the whole
-    // input; token groups of 4 tokens, 2 in registers at a time, from 8 rows
-    // on of 8 tokens, 4 at a time. On the H200 (int8 Q4_K, 14336 x 4096) 23.8
-    // us on 2 rows and 31.0 on 4, where 128-invocation workgroups over 4 rows x
-    // 8 tokens took 65.8 and 66.5 (one unit per invocation, then a reduction of
+    // Token groups (several sequences' decode rows, a verify chunk): from 3
+    // rows on, rows across the lanes (below); 2 rows (and a device without
+    // the shared memory or workgroup size for that) slices of one subgroup,
+    // each its own 1 (two rows of x) or 2 rows over the whole input; token
+    // groups of 4 tokens, 2 in registers at a time, from 8 rows on of 8
+    // tokens, 4 at a time. On the H200 (int8 Q4_K, 14336 x 4096) 23.8 us on 2
+    // rows and 31.0 on 4, where 128-invocation workgroups over 4 rows x 8
+    // tokens took 65.8 and 66.5 (one unit per invocation, then a reduction of
     // 32 sums); 4 tokens at a time 48.8 us against 54.5 on 8 rows: 362 and 20
     // shapes in docs/experiments/vulkan-span-batch-rows.md.
     const uint32_t sg = std::max(32u, dev_.caps().subgroup_size);
     MatvecConfig c;
-    if (n_tok >= 4) {
-      // Rows across the lanes (LANES): 4 lanes per row, 2 rows per lane group,
-      // 4 slices of one subgroup, 8 tokens per group in registers. On an H100
-      // (int8 Q4_K on B32 rows, fish_bench_vk_span --rows --sweep --shape 8b)
-      // the fastest of ~150 shapes at T = 16 and 32 on both of the 8B's FFN
-      // matrices and at T = 8 on one; end to end (fish bench -np 1,4,8,16,32
-      // -d 384) 472.8 / 895.1 / 1194.3 / 1398.4 tok/s at 4 / 8 / 16 / 32
-      // sequences against 465.5 / 742.0 / 916.8 / 1063.4 with the layout below
-      // (docs/experiments/vulkan-span-batch-rows.md).
-      c.lanes = 4, c.slices = 4, c.rows = fz.pair ? 1 : 2, c.nt = 8, c.nb = 1;
+    if (n_tok >= 3) {
+      // Rows across the lanes (LANES): 4 lanes per row, 2 rows per lane group.
+      // From 5 rows: 4 slices of one subgroup, 8 tokens per group in
+      // registers. On an H100 (int8 Q4_K on B32 rows, fish_bench_vk_span
+      // --rows --sweep --shape 8b) the fastest of ~150 shapes at T = 16 and 32
+      // on both of the 8B's FFN matrices and at T = 8 on one; end to end (fish
+      // bench -np 1,4,8,16,32 -d 384) 472.8 / 895.1 / 1194.3 / 1398.4 tok/s at
+      // 4 / 8 / 16 / 32 sequences against 465.5 / 742.0 / 916.8 / 1063.4 with
+      // the layout below. 3 and 4 rows: 4 tokens in registers, a group of 8 in
+      // two steps (the second skipped), 8 slices: on an H200 (4096 x 14336) at
+      // T = 4 26.2 us where 8 tokens in registers took 43.6, at T = 3 25.8
+      // against the 2-row slices' 44.5; end to end 4 sequences 602.8 tok/s
+      // against 475.9, a verify of 4 tokens 6.19 ms against 7.95 (5..7 rows
+      // keep 8 tokens in registers: 6 sequences 697.7 against 609.9;
+      // docs/experiments/vulkan-span-batch-rows.md). A 3-row forward runs the
+      // 4-row one's grid and loads (the 4th token repeats the 3rd, unwritten).
+      c.lanes = 4, c.rows = fz.pair ? 1 : 2, c.nt = 8, c.nb = 1, c.slices = 4;
+      if (n_tok <= 4) c.nt = 4, c.nb = 2, c.slices = 8;
       c.wg = sg * c.slices;
       if (c.wg <= dev_.caps().max_wg_size && c.group_shared_bytes(fz.pair) <= dev_.caps().max_shared_bytes) return c;
       c = MatvecConfig{};
