@@ -299,6 +299,12 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  for (const int T : sweep_tokens)
+    if (T < 2 || T > int(vk::MatmulKernels::kMaxSpanMatvecTokens)) {
+      std::fprintf(stderr, "fish_bench_vk_span: --sweep-tokens takes row counts of 2..%u (token groups), not %d\n",
+                   vk::MatmulKernels::kMaxSpanMatvecTokens, T);
+      return 2;
+    }
   try {
     if (sync_sms > 0) return run_sync(uint32_t(sync_sms), std::max(1, reps));
     if (kernels || rows || prefill_tokens > 0)

@@ -15,6 +15,7 @@ namespace {
 // A token-group shape, as span_matvec_config spells it (wg: the whole workgroup).
 struct GroupShape {
   uint32_t slice_wg, slices, rows, nt, nb, lanes = 0;
+  vk::MatvecConfig config() const { return {slice_wg * slices, rows, slices, nt, nb, lanes}; }
 };
 
 std::string group_str(const GroupShape& g) {
@@ -48,8 +49,7 @@ std::vector<GroupShape> group_shapes(uint32_t sg, uint32_t shared, int T) {
       for (const uint32_t rows : {1u, 2u})
         for (const auto& [nt, nb] : {std::pair<uint32_t, uint32_t>{2, 1}, {2, 2}, {4, 1}, {4, 2}, {8, 1}, {4, 4}}) {
           const GroupShape g{swg, slices, rows, nt, nb, lanes};
-          if (fits(nt) && vk::MatvecConfig{swg * slices, rows, slices, nt, nb, lanes}.group_shared_bytes(true) <= shared)
-            out.push_back(g);
+          if (fits(nt) && g.config().group_shared_bytes(true) <= shared) out.push_back(g);
         }
   return out;
 }
@@ -94,7 +94,7 @@ static void span_rows_sweep(vk::VulkanBackend& be, vk::MatmulKernels& mk, const 
     const double base = run();
     std::vector<std::pair<double, GroupShape>> r;
     for (const GroupShape& g : shapes) {
-      mk.set_span_group_override(vk::MatvecConfig{g.slice_wg * g.slices, g.rows, g.slices, g.nt, g.nb, g.lanes});
+      mk.set_span_group_override(g.config());
       r.push_back({run(), g});
     }
     mk.set_span_group_override(vk::MatvecConfig{0, 0, 0, 0, 0});
@@ -104,9 +104,7 @@ static void span_rows_sweep(vk::VulkanBackend& be, vk::MatmulKernels& mk, const 
     for (size_t i = 0; i < std::min<size_t>(8, r.size()); ++i)
       std::printf(" %.1f (%s);", r[i].first * 1e6, group_str(r[i].second).c_str());
     std::printf(" |\n");
-    const GroupShape& b = r.front().second;
-    best.push_back("best " + std::to_string(T) + ": " +
-                   config_str(vk::MatvecConfig{b.slice_wg * b.slices, b.rows, b.slices, b.nt, b.nb, b.lanes}));
+    best.push_back("best " + std::to_string(T) + ": " + config_str(r.front().second.config()));
     std::fflush(stdout);
   }
   // One line per T: the fastest shape as MatvecConfig spells it (wg,rows,slices,nt,nb,lanes).
