@@ -177,10 +177,13 @@ MatvecConfig MatmulKernels::span_matvec_config(const MatmulType& t, uint32_t n_i
       // against the 2-row slices' 44.5; end to end 4 sequences 602.8 tok/s
       // against 475.9, a verify of 4 tokens 6.19 ms against 7.95 (5..7 rows
       // keep 8 tokens in registers: 6 sequences 697.7 against 609.9;
-      // docs/experiments/vulkan-span-batch-rows.md). A 3-row forward runs the
-      // 4-row one's grid and loads (the 4th token repeats the 3rd, unwritten).
+      // docs/experiments/vulkan-span-batch-rows.md). Rows shorter than 8192
+      // take 4 of those slices: on an H100 3 / 4 sequences 477.8 / 615.3
+      // tok/s against 8 slices' 461.7 / 593.6, a verify of 4 tokens 6.10 ms
+      // against 6.29. A 3-row forward runs the 4-row one's grid and loads
+      // (the 4th token repeats the 3rd, unwritten).
       c.lanes = 4, c.rows = fz.pair ? 1 : 2, c.nt = 8, c.nb = 1, c.slices = 4;
-      if (n_tok <= 4) c.nt = 4, c.nb = 2, c.slices = 8;
+      if (n_tok <= 4) c.nt = 4, c.nb = 2, c.slices = n_in >= 8192 ? 8 : 4;
       c.wg = sg * c.slices;
       if (c.wg <= dev_.caps().max_wg_size && c.group_shared_bytes(fz.pair) <= dev_.caps().max_shared_bytes) return c;
       c = MatvecConfig{};
