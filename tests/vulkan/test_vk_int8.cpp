@@ -426,7 +426,6 @@ TEST_CASE("int8 span matvec token groups (2..32 rows) = the CPU's int8 product, 
   // than these tests' rows), 2 rows per lane group, 1 for a gate|up pair.
   const vk::MatvecConfig layouts[] = {{0, 0, 0, 0, 0, 0}, {32, 1, 1, 8, 1, 8}, {256, 1, 8, 4, 2, 2}, {256, 2, 8, 4, 2, 4}};
   for (const vk::MatvecConfig& layout : layouts) {
-  be->kernels()->set_span_group_override(layout);
   for (GgmlType type : kTypes) {
     if (layout.lanes && type != GgmlType::Q4_0 && type != GgmlType::Q4_K && type != GgmlType::Q6_K) continue;
     const bool k = k_type(type);
@@ -440,12 +439,10 @@ TEST_CASE("int8 span matvec token groups (2..32 rows) = the CPU's int8 product, 
       const uint32_t epi = uint32_t((v + layout.lanes) % 5);
       const bool xprod = epi == 1 || epi == 3, pair = epi == 4, u64 = u64_too && v % 2 == 1;
       be->kernels()->set_span_u64(u64 ? 0x1Fu : 0u);
-      if (layout.lanes) {  // a pair accumulates twice the rows: one per lane group, as the rule says
-        vk::MatvecConfig c = layout;
-        if (pair) c.rows = 1;
-        be->kernels()->set_span_group_override(c);
-      }
-      CAPTURE(type_name(type), u64, epi, xprod, n_tok, layout.lanes, layout.slices, layout.rows, layout.nt, layout.nb);
+      vk::MatvecConfig c = layout;
+      if (c.lanes && pair) c.rows = 1;  // a pair accumulates twice the rows: one per lane group, as the rule has it
+      be->kernels()->set_span_group_override(c);
+      CAPTURE(type_name(type), u64, epi, xprod, n_tok, c.lanes, c.slices, c.rows, c.nt, c.nb);
       check_span_int8(*be, m, pair ? &m2 : nullptr, n_tok, epi, xprod, 40 + uint64_t(v));
       ++v;
     }
