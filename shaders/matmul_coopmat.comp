@@ -10,8 +10,9 @@
 // (BN = 64; 128 with WIDE: half the dequantisation per product, for grids
 // that stay large enough; 32 with NARROW: twice the workgroups, for grids too
 // small to fill the device) and walks k in steps of BK = 64:
-//   - every invocation dequantises 32 weights (dequant_seg: row tid / 2, half
-//     tid % 2 of the step's 64; Q4_K / Q5_K with one header and one qs load)
+//   - every invocation dequantises 32 weights (dequant_seg_f16.glsl: row tid / 2,
+//     half tid % 2 of the step's 64; Q4_K / Q5_K with one header and one qs load;
+//     the K-quants' words are loaded a step ahead and decoded in f16 at the store)
 //     and loads BN / 4 x values (vec4 where aligned: the 16 invocations of a
 //     token row take its step's 64 values, so a subgroup's load reads two rows'
 //     256 contiguous bytes), into registers, one step ahead of the multiply
@@ -50,6 +51,7 @@ layout(local_size_x = 256) in;
 
 #include "matmul_common.glsl"
 #include "dequant.glsl"
+#include "dequant_seg_f16.glsl"
 
 layout(constant_id = 4) const bool WIDE = false;
 layout(constant_id = 5) const bool NARROW = false;
@@ -106,8 +108,6 @@ shared float stage_sh[8u * 256u];  // per subgroup: one 16 × 16 accumulator, co
 #define CM_B coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
 #define CM_C coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
 
-f16vec4 to_f16(vec4 v) { return f16vec4(clamp(v, vec4(-65504.0), vec4(65504.0))); }
-
 // One 16 × 16 accumulator (rows r0.., tokens t0..) through the subgroup's
 // staging area into y: every lane writes 256 / subgroup-size elements.
 void write_out(CM_C c, uint r0, uint t0) {
@@ -152,12 +152,12 @@ void main() {
   CM_C c00 = CM_C(0.0), c01 = CM_C(0.0), c10 = CM_C(0.0), c11 = CM_C(0.0);
   CM_C c02 = CM_C(0.0), c03 = CM_C(0.0), c12 = CM_C(0.0), c13 = CM_C(0.0);
 
-  vec4 wa[4], wb[4];
+  SegRaw wraw;  // the weights of the step in flight (seg_load: raw words for the K-quants)
   vec4 xr[BN_MAX / 16u];
   uvec2 xq[BN_MAX / 16u];  // XH: four halves
-  // One step's loads into registers (weights dequantised, x as f32 or halves).
+  // One step's loads into registers (weights as seg_load leaves them, x as f32 or halves).
   #define LOAD_STEP(k0)                                                              \
-    dequant_seg(w_row, (k0), h, wa, wb);                                             \
+    wraw = seg_load(w_row, (k0), h);                                                 \
     for (uint i = 0u; i < XROWS; ++i) {                                              \
       const uint t = tok_base + x_t0 + 16u * i, k = (k0) + 4u * x_c;                 \
       const uint xb = pc.x_off + t * pc.x_stride;                                    \
@@ -175,9 +175,13 @@ void main() {
   LOAD_STEP(0u)
 
   for (uint k0 = 0u; k0 < pc.n_in; k0 += BK) {
-    for (uint j = 0u; j < 4u; ++j) w_sh[w_r * LD4 + 4u * h + j] = to_f16(wa[j]), w_sh[w_r * LD4 + 8u + 4u * h + j] = to_f16(wb[j]);
+    {
+      f16vec4 wa[4], wb[4];
+      seg_f16(wraw, k0, h, wa, wb);
+      for (uint j = 0u; j < 4u; ++j) w_sh[w_r * LD4 + 4u * h + j] = wa[j], w_sh[w_r * LD4 + 8u + 4u * h + j] = wb[j];
+    }
     for (uint i = 0u; i < XROWS; ++i)
-      x_sh[(x_t0 + 16u * i) * LD4 + x_c] = XH ? f16vec4(unpackFloat2x16(xq[i].x), unpackFloat2x16(xq[i].y)) : to_f16(xr[i]);
+      x_sh[(x_t0 + 16u * i) * LD4 + x_c] = XH ? f16vec4(unpackFloat2x16(halves_tile(xq[i]).x), unpackFloat2x16(halves_tile(xq[i]).y)) : to_f16(xr[i]);
     barrier();
     const uint k1 = k0 + BK;
     if (k1 < pc.n_in) {  // the next step's loads, in flight during the products

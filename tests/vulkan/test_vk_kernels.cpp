@@ -44,11 +44,12 @@ struct Shape {
 };
 
 // Rows deliberately not multiples of the tile (64), the subgroup team, or 2/4;
-// F32/F16 rows of odd length (a row then starts mid-word).
+// F32/F16 rows of odd length (a row then starts mid-word), and of a multiple of
+// 64 (the coopmat loader moves such F16 rows as whole uvec4s).
 std::vector<Shape> shapes_for(GgmlType t) {
   switch (t) {
     case GgmlType::F32:
-    case GgmlType::F16: return {{67, 130}, {136, 37}, {1000, 5}};
+    case GgmlType::F16: return {{67, 130}, {136, 37}, {1000, 5}, {256, 67}};
     case GgmlType::Q4_0:
     case GgmlType::Q8_0: return {{96, 130}, {224, 37}};
     default: return {{512, 130}, {256, 37}};
