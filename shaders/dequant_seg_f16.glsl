@@ -11,10 +11,10 @@
 // conversions against ~256 of tensor-core products. Here a code c (< 256) is
 // placed in the mantissa of 1024.0 (the half 0x6400 | c is exactly 1024 + c);
 // the rest is half2 arithmetic: no conversion per weight. Rounding: each value
-// is rounded twice, relative to itself (Q4_K / Q5_K below; Q6_K's d · sc is
+// is rounded twice, relative to itself (Q4_K / Q5_K / FQ3 below; Q6_K's d · sc is
 // rounded to f16 once, a factor of the value): within the coopmat bound
 // (test_vk_kernels).
-// F16 rows are moved, not converted; F32 and FQ3 keep dequant_seg's f32 values
+// F16 rows are moved, not converted; F32 rows keep dequant_seg's f32 values
 // and convert them at the store.
 
 // Tile order: within every 4 consecutive k the tiles hold elements 0, 2, 1, 3
@@ -38,7 +38,8 @@ uvec4 funnel_run(uint w[5], bool odd) {
 }
 float16_t f16_clamped(float v) { return float16_t(clamp(v, -65504.0, 65504.0)); }
 
-#if defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
+#if defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_FQ3)
+#if !defined(TYPE_FQ3)
 struct SegRaw {
   uvec4 hd, q;
 #if defined(TYPE_Q5_K)
@@ -61,6 +62,20 @@ SegRaw seg_load(uint row, uint k, uint h) {
 #endif
   return r;
 }
+#else
+// FQ3 (fq3_codes.glsl): a lane's 16 values of a group are runs 4h .. 4h + 3,
+// all from word A (h = 0) or B (h = 1) with the group's C word; a lies in group
+// (k % 256) / 32, b in the next. Values d · sc · q - dmin · m as Q4_K's.
+struct SegRaw { uvec4 hd; uint ab_a, c_a, ab_b, c_b; };
+SegRaw seg_load(uint row, uint k, uint h) {
+  const uint base = (row * (pc.n_in >> 8) + (k >> 8)) * FQ3_V4;
+  const uint w = base * 4u + 4u + 3u * ((k & 255u) >> 5);  // group a's word A
+  SegRaw r;
+  r.hd = W4[base];
+  r.ab_a = W[w + h], r.c_a = W[w + 2u], r.ab_b = W[w + 3u + h], r.c_b = W[w + 5u];
+  return r;
+}
+#endif
 // dequant_seg's Q4_K / Q5_K arithmetic: chunk j, group 2j in the low nibbles,
 // 2j + 1 in the high; value d · sc · c - dmin · m, computed so that only the
 // value's own roundings remain (a min rounded to f16 alone put up to 2^-11 of
@@ -93,6 +108,18 @@ f16vec4 k4_codes_f16(uint v, K4Group g) {
   precise const f16vec2 v0 = fma(c0, g.d, g.m_hi) + g.m_lo, v1 = fma(c1, g.d, g.m_hi) + g.m_lo;
   return f16vec4(v0, v1);
 }
+#if defined(TYPE_FQ3)
+void seg_f16(SegRaw r, uint k, uint h, out f16vec4 a[4], out f16vec4 b[4]) {
+  const uint g = (k & 255u) >> 5;
+  const vec2 dm = unpackHalf2x16(r.hd.x);
+  const K4Group ga = k4_group(k4_scale_min(g, r.hd), dm, r.hd.x);
+  const K4Group gb = k4_group(k4_scale_min(g + 1u, r.hd), dm, r.hd.x);
+  for (uint i = 0u; i < 4u; ++i) {
+    a[i] = k4_codes_f16(fq3_run(r.ab_a, r.c_a, 4u * h + i), ga);
+    b[i] = k4_codes_f16(fq3_run(r.ab_b, r.c_b, 4u * h + i), gb);
+  }
+}
+#else
 void seg_f16(SegRaw r, uint k, uint h, out f16vec4 a[4], out f16vec4 b[4]) {
   const uint j = (k & 255u) >> 6;
   uvec4 lo = r.q & 0x0F0F0F0Fu, hi = (r.q >> 4) & 0x0F0F0F0Fu;
@@ -108,6 +135,7 @@ void seg_f16(SegRaw r, uint k, uint h, out f16vec4 a[4], out f16vec4 b[4]) {
     b[i] = k4_codes_f16(hi[i], gb);
   }
 }
+#endif
 
 #elif defined(TYPE_Q6_K)
 // dequant_seg's Q6_K segment: the three 16-byte runs as their five words each

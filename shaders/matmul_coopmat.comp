@@ -12,7 +12,7 @@
 // small to fill the device) and walks k in steps of BK = 64:
 //   - every invocation dequantises 32 weights (dequant_seg_f16.glsl: row tid / 2,
 //     half tid % 2 of the step's 64; Q4_K / Q5_K with one header and one qs load;
-//     the K-quants' words are loaded a step ahead and decoded in f16 at the store)
+//     the raw words are loaded a step ahead and decoded in f16 at the store)
 //     and loads BN / 4 x values (vec4 where aligned: the 16 invocations of a
 //     token row take its step's 64 values, so a subgroup's load reads two rows'
 //     256 contiguous bytes), into registers, one step ahead of the multiply
