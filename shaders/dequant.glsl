@@ -115,62 +115,11 @@ void dequant8(uint row, uint k, out vec4 lo, out vec4 hi) {
 #endif
 
 // dequant_seg(row, k, h, a, b): the half of a 64-element segment (k a
-// multiple of 64) that lane h (0, 1) of a row's pair takes: a = elements
-// k + 16h .. +15, b = k + 32 + 16h .. +15. For Q4_K / Q5_K these are exactly
-// the low and high nibbles of one uvec4 of qs: two loads (header, qs) for 32
-// weights, where dequant8 reads the header and two words per 8 (a load
-// instruction's lanes then touch a row each, and the tile's loads were bound
-// by the L1's per-line work: docs/experiments/vulkan-coopmat-prefill.md).
-// Q6_K: three 16-byte loads; other types: four dequant8 calls. Elements at
-// or past n_in read as 0.
-#if defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
-void dequant_seg(uint row, uint k, uint h, out vec4 a[4], out vec4 b[4]) {
-#if defined(TYPE_Q4_K)
-  const uint bv4 = 9u, qs_v4 = 1u;
-#else
-  const uint bv4 = 11u, qs_v4 = 3u;  // qh: uvec4 1..2
-#endif
-  const uint base = (row * (pc.n_in >> 8) + (k >> 8)) * bv4;
-  const uint j = (k & 255u) >> 6;  // chunk j: group 2j in the low nibbles, 2j + 1 in the high
-  const uvec4 hd = W4[base];
-  const uvec4 q = W4[base + qs_v4 + 2u * j + h];
-  uvec4 lo = q & 0x0F0F0F0Fu, hi = (q >> 4) & 0x0F0F0F0Fu;
-#if defined(TYPE_Q5_K)
-  const uvec4 qh = W4[base + 1u + h];
-  lo |= ((qh >> (2u * j)) & 0x01010101u) << 4;
-  hi |= ((qh >> (2u * j + 1u)) & 0x01010101u) << 4;
-#endif
-  const vec2 dm = unpackHalf2x16(hd.x);
-  const uvec2 sa = k4_scale_min(2u * j, hd), sb = k4_scale_min(2u * j + 1u, hd);
-  const float sca = dm.x * float(sa.x), mna = dm.y * float(sa.y);
-  const float scb = dm.x * float(sb.x), mnb = dm.y * float(sb.y);
-  for (uint i = 0u; i < 4u; ++i) {
-    a[i] = sca * u8x4(lo[i]) - mna;
-    b[i] = scb * u8x4(hi[i]) - mnb;
-  }
-}
-#elif defined(TYPE_Q6_K)
-// Segment m (0, 1) of half n of a block: a = quarter k4 = 2m, b = 2m + 1, l =
-// 16h .. 16h + 15 (dequant8's indexing): ql[64n + 16h ..] and ql[64n + 32 +
-// 16h ..], nibble 4m of both; qh[32n + 16h ..] bits 4m (a) and 4m + 2 (b);
-// scales sc[8n + h + 4m] and [.. + 2]. Three 16-byte loads for 32 weights
-// (210-byte blocks: word loads with funnel shifts), the same arithmetic as dequant8.
-void dequant_seg(uint row, uint k, uint h, out vec4 a[4], out vec4 b[4]) {
-  const uint o = (row * (pc.n_in >> 8) + (k >> 8)) * 210u;
-  const uint e0 = k & 255u, n = e0 >> 7, m = (e0 >> 6) & 1u, sh = 4u * m;
-  const uvec4 la = load_bytes16(o + 64u * n + 16u * h), lb = load_bytes16(o + 64u * n + 32u + 16u * h);
-  const uvec4 qh = load_bytes16(o + 128u + 32u * n + 16u * h);
-  const uvec4 qa = ((la >> sh) & 0x0F0F0F0Fu) | (((qh >> sh) & 0x03030303u) << 4);
-  const uvec4 qb = ((lb >> sh) & 0x0F0F0F0Fu) | (((qh >> (sh + 2u)) & 0x03030303u) << 4);
-  const float d = half_to_float(load_half(o + 208u));
-  const float sa = d * float(load_sbyte(o + 192u + 8u * n + h + sh));
-  const float sb = d * float(load_sbyte(o + 194u + 8u * n + h + sh));
-  for (uint i = 0u; i < 4u; ++i) {
-    a[i] = sa * (u8x4(qa[i]) - 32.0);
-    b[i] = sb * (u8x4(qb[i]) - 32.0);
-  }
-}
-#else
+// multiple of 64) that lane h (0, 1) of a row's pair takes, as f32: a =
+// elements k + 16h .. +15, b = k + 32 + 16h .. +15, by four dequant8 calls.
+// Elements at or past n_in read as 0. The coopmat loader's per-type segment
+// decoders (f16, no conversions) are dequant_seg_f16.glsl's; this form serves
+// the rows they do not take (F32, F16 rows not a multiple of 64).
 void dequant_seg(uint row, uint k, uint h, out vec4 a[4], out vec4 b[4]) {
   for (uint i = 0u; i < 2u; ++i) {
     const uint ka = k + 16u * h + 8u * i, kb = ka + 32u;
@@ -179,4 +128,3 @@ void dequant_seg(uint row, uint k, uint h, out vec4 a[4], out vec4 b[4]) {
     if (kb < pc.n_in) dequant8(row, kb, b[2u * i], b[2u * i + 1u]);
   }
 }
-#endif

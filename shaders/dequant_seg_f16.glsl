@@ -1,6 +1,7 @@
-// The coopmat tile loader's weights (matmul_coopmat.comp): dequant_seg's 32
-// weights of a lane as f16, in two steps so the loads can be in flight while
-// the tile's products run:
+// The coopmat tile loader's weights (matmul_coopmat.comp): a lane's 32 weights
+// of a 64-element segment (k a multiple of 64; lane h = 0, 1 of a row's pair)
+// as f16, in two steps so the loads can be in flight while the tile's products
+// run:
 //   SegRaw seg_load(row, k, h)        issues the global loads (raw words only);
 //   seg_f16(raw, k, h, a[4], b[4])    decodes them into f16vec4 a (elements
 //                                     k + 16h .. +15) and b (k + 32 + 16h ..).
@@ -14,8 +15,8 @@
 // is rounded twice, relative to itself (Q4_K / Q5_K / FQ3 below; Q6_K's d · sc is
 // rounded to f16 once, a factor of the value): within the coopmat bound
 // (test_vk_kernels).
-// F16 rows are moved, not converted; F32 rows keep dequant_seg's f32 values
-// and convert them at the store.
+// F16 rows are moved, not converted; F32 rows take dequant_seg's f32 values
+// (dequant.glsl) and convert them at the store.
 
 // Tile order: within every 4 consecutive k the tiles hold elements 0, 2, 1, 3
 // (weights and x alike, so the products are the same sums): a word's bytes
@@ -40,6 +41,10 @@ float16_t f16_clamped(float v) { return float16_t(clamp(v, -65504.0, 65504.0)); 
 
 #if defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_FQ3)
 #if !defined(TYPE_FQ3)
+// Q4_K / Q5_K: a and b are exactly the low and high nibbles of one uvec4 of qs
+// (chunk j = (k % 256) / 64, groups 2j and 2j + 1): two 16-byte loads (header,
+// qs; Q5_K a third for qh) for 32 weights, where 8-weight reads made each load
+// instruction's lanes touch a row each (vulkan-coopmat-prefill.md).
 struct SegRaw {
   uvec4 hd, q;
 #if defined(TYPE_Q5_K)
@@ -76,8 +81,8 @@ SegRaw seg_load(uint row, uint k, uint h) {
   return r;
 }
 #endif
-// dequant_seg's Q4_K / Q5_K arithmetic: chunk j, group 2j in the low nibbles,
-// 2j + 1 in the high; value d · sc · c - dmin · m, computed so that only the
+// The K-quant group arithmetic (Q4_K / Q5_K: chunk j, group 2j in the low
+// nibbles, 2j + 1 in the high; FQ3 the same per group): value d · sc · c - dmin · m, computed so that only the
 // value's own roundings remain (a min rounded to f16 alone put up to 2^-11 of
 // dmin · m on a value that can be much smaller: 2.7x the coopmat bound on
 // random blocks):
@@ -138,11 +143,15 @@ void seg_f16(SegRaw r, uint k, uint h, out f16vec4 a[4], out f16vec4 b[4]) {
 #endif
 
 #elif defined(TYPE_Q6_K)
-// dequant_seg's Q6_K segment: the three 16-byte runs as their five words each
-// (the funnel shifts wait for the loads, so they belong to the decode), the
-// word of d, the words of the two scale bytes, and the block's start mod 4
-// (0 or 2: a 210-byte block starts at an even byte; every run and field below
-// lies at a multiple of 4 from it, except the scale bytes' h).
+// Q6_K: half n = (k % 256) / 128 and m = (k / 64) % 2 of a block: a = quarter
+// 2m (l = 16h .. 16h + 15), b = quarter 2m + 1: ql[64n + 16h ..] and
+// ql[64n + 32 + 16h ..], nibble 4m of both; qh[32n + 16h ..] bits 4m (a) and
+// 4m + 2 (b); scales sc[8n + h + 4m] and [.. + 2]. Raw: the three 16-byte runs
+// as their five words each (the funnel shifts wait for the loads, so they
+// belong to the decode), the word of d, the words of the two scale bytes, and
+// the block's start mod 4 (0 or 2: a 210-byte block starts at an even byte;
+// every run and field below lies at a multiple of 4 from it, except the scale
+// bytes' h).
 struct SegRaw {
   uint la[5], lb[5], qh[5];
   uint dw, sw0, sw1, o3;
@@ -160,7 +169,7 @@ SegRaw seg_load(uint row, uint k, uint h) {
   r.o3 = o & 3u;
   return r;
 }
-// Values d · sc · (q - 32): a = quarter 2m, b = 2m + 1 (dequant_seg's indexing).
+// Values d · sc · (q - 32).
 void seg_f16(SegRaw r, uint k, uint h, out f16vec4 a[4], out f16vec4 b[4]) {
   const uint sh = 4u * ((k >> 6) & 1u);
   const bool odd = r.o3 != 0u;
