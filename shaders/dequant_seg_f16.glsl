@@ -10,8 +10,12 @@
 // runs conversions at 16 per clock per SM, an eighth of the FMA rate, so a
 // 128 x 64 weight tile (8192 weights per k step) cost ~770 clocks of
 // conversions against ~256 of tensor-core products. Here a code c (< 256) is
-// placed in the mantissa of 1024.0 (the half 0x6400 | c is exactly 1024 + c);
-// the rest is half2 arithmetic: no conversion per weight. Rounding: each value
+// placed in the mantissa of 1.0 (the half 0x3C00 | c is exactly 1 + c/1024);
+// the rest is half2 arithmetic: no conversion per weight. The block's d enters
+// as d · 1024 and the codes as c/1024 (both exact), so no operand is an f16
+// subnormal (d of small blocks is: 60% of test_vk_kernels' random Q4_K rows)
+// on devices that flush those; the products are the same numbers (d · 1024 is
+// exact up to d = 63.97, far beyond real weights). Rounding: each value
 // is rounded twice, relative to itself (Q4_K / Q5_K / FQ3 below; Q6_K's d · sc is
 // rounded to f16 once, a factor of the value): within the coopmat bound
 // (test_vk_kernels).
@@ -25,11 +29,12 @@ f16vec4 to_f16(vec4 v) { return f16vec4(clamp(v.xzyw, vec4(-65504.0), vec4(65504
 // Four halves (h0, h1), (h2, h3) of x in tile order.
 uvec2 halves_tile(uvec2 p) { return uvec2((p.x & 0xFFFFu) | (p.y << 16), (p.x >> 16) | (p.y & 0xFFFF0000u)); }
 
-// Bytes c0..c3 of v (each < 256) as halves (c0, c2), (c1, c3) of 1024 + c.
-uvec2 codes_1024(uint v) { return uvec2((v & 0x00FF00FFu) | 0x64006400u, ((v >> 8) & 0x00FF00FFu) | 0x64006400u); }
-// Four codes (bytes of v) as (c - off) · s + m.
+// Bytes c0..c3 of v (each < 256) as halves (c0, c2), (c1, c3) of 1 + c/1024.
+uvec2 codes_unit(uint v) { return uvec2((v & 0x00FF00FFu) | 0x3C003C00u, ((v >> 8) & 0x00FF00FFu) | 0x3C003C00u); }
+// Four codes (bytes of v) as (1 + c/1024 - off) · s + m: off = 1 + z/1024 for
+// a zero point z gives (c - z)/1024 exactly, s the scale times 1024.
 f16vec4 codes_f16(uint v, float16_t off, f16vec2 s, f16vec2 m) {
-  const uvec2 p = codes_1024(v);
+  const uvec2 p = codes_unit(v);
   const f16vec2 o = f16vec2(off);
   return f16vec4(fma(unpackFloat2x16(p.x) - o, s, m), fma(unpackFloat2x16(p.y) - o, s, m));
 }
@@ -82,19 +87,21 @@ SegRaw seg_load(uint row, uint k, uint h) {
 }
 #endif
 // The K-quant group arithmetic (Q4_K / Q5_K: chunk j, group 2j in the low
-// nibbles, 2j + 1 in the high; FQ3 the same per group): value d · sc · c - dmin · m, computed so that only the
-// value's own roundings remain (a min rounded to f16 alone put up to 2^-11 of
-// dmin · m on a value that can be much smaller: 2.7x the coopmat bound on
-// random blocks):
-//   c · sc = fma(1024 + c, sc, -1024 · sc): exact (an integer <= 31 · 63 < 2048);
+// nibbles, 2j + 1 in the high; FQ3 the same per group): value d · sc · c -
+// dmin · m, computed so that only the value's own roundings remain (a min
+// rounded to f16 alone put up to 2^-11 of dmin · m on a value that can be much
+// smaller: 2.7x the coopmat bound on random blocks):
+//   c · sc / 1024 = fma(1 + c/1024, sc, -sc) (FUSED_F16, below): exact (c · sc
+//   <= 31 · 63 < 2048);
 //   dmin · m = M_hi + M_lo exactly (17 significant bits: two f16 values);
-//   value = fma(c · sc, d, -M_hi) - M_lo: two roundings, both of the value.
+//   value = fma(c · sc / 1024, d · 1024, -M_hi) - M_lo: two roundings, both of
+//   the value.
 struct K4Group { f16vec2 sc, sc_off, d, m_hi, m_lo; };
-K4Group k4_group(uvec2 sm, vec2 dm, uint d_bits) {
+K4Group k4_group(uvec2 sm, vec2 dm) {
   K4Group g;
   g.sc = f16vec2(float16_t(float(sm.x)));
-  g.sc_off = f16vec2(float16_t(-1024.0 * float(sm.x)));
-  g.d = f16vec2(unpackFloat2x16(d_bits).x);
+  g.sc_off = -g.sc;
+  g.d = f16vec2(f16_clamped(dm.x * 1024.0));
   // M = dmin · m has <= 17 significant bits and is a multiple of 2^-24 (dmin's
   // ulp at worst), so M_hi (M with its float mantissa cut to 10 bits) and M_lo
   // = M - M_hi (<= 7 bits) are both f16 values: every conversion here is exact,
@@ -106,10 +113,19 @@ K4Group k4_group(uvec2 sm, vec2 dm, uint d_bits) {
   g.m_lo = f16vec2(-float16_t(m - m_hi));
   return g;
 }
+// FUSED_F16 (specialisation constant 6, set by the host where measured): the
+// device's f16 fma rounds once. SPIR-V lets an fma round its product
+// (lavapipe does: c · sc / 1024 then comes out up to 2% off); then c · sc /
+// 1024 is (1 + c/1024 - 1) · sc, two operations, exact on any device. Where
+// the fma does round its product, the value's fma below rounds c · sc · d too
+// (an error of up to 2^-11 of it, within test_vk_span_kernels' loader check).
+layout(constant_id = 6) const bool FUSED_F16 = false;
 f16vec4 k4_codes_f16(uint v, K4Group g) {
   // precise: M_lo must be added to the rounded fma, not folded into M_hi.
-  const uvec2 p = codes_1024(v);
-  const f16vec2 c0 = fma(unpackFloat2x16(p.x), g.sc, g.sc_off), c1 = fma(unpackFloat2x16(p.y), g.sc, g.sc_off);
+  const uvec2 p = codes_unit(v);
+  const f16vec2 u0 = unpackFloat2x16(p.x), u1 = unpackFloat2x16(p.y), one = f16vec2(1.0);
+  const f16vec2 c0 = FUSED_F16 ? fma(u0, g.sc, g.sc_off) : (u0 - one) * g.sc;
+  const f16vec2 c1 = FUSED_F16 ? fma(u1, g.sc, g.sc_off) : (u1 - one) * g.sc;
   precise const f16vec2 v0 = fma(c0, g.d, g.m_hi) + g.m_lo, v1 = fma(c1, g.d, g.m_hi) + g.m_lo;
   return f16vec4(v0, v1);
 }
@@ -117,8 +133,8 @@ f16vec4 k4_codes_f16(uint v, K4Group g) {
 void seg_f16(SegRaw r, uint k, uint h, out f16vec4 a[4], out f16vec4 b[4]) {
   const uint g = (k & 255u) >> 5;
   const vec2 dm = unpackHalf2x16(r.hd.x);
-  const K4Group ga = k4_group(k4_scale_min(g, r.hd), dm, r.hd.x);
-  const K4Group gb = k4_group(k4_scale_min(g + 1u, r.hd), dm, r.hd.x);
+  const K4Group ga = k4_group(k4_scale_min(g, r.hd), dm);
+  const K4Group gb = k4_group(k4_scale_min(g + 1u, r.hd), dm);
   for (uint i = 0u; i < 4u; ++i) {
     a[i] = k4_codes_f16(fq3_run(r.ab_a, r.c_a, 4u * h + i), ga);
     b[i] = k4_codes_f16(fq3_run(r.ab_b, r.c_b, 4u * h + i), gb);
@@ -133,8 +149,8 @@ void seg_f16(SegRaw r, uint k, uint h, out f16vec4 a[4], out f16vec4 b[4]) {
   hi |= ((r.qh >> (2u * j + 1u)) & 0x01010101u) << 4;
 #endif
   const vec2 dm = unpackHalf2x16(r.hd.x);
-  const K4Group ga = k4_group(k4_scale_min(2u * j, r.hd), dm, r.hd.x);
-  const K4Group gb = k4_group(k4_scale_min(2u * j + 1u, r.hd), dm, r.hd.x);
+  const K4Group ga = k4_group(k4_scale_min(2u * j, r.hd), dm);
+  const K4Group gb = k4_group(k4_scale_min(2u * j + 1u, r.hd), dm);
   for (uint i = 0u; i < 4u; ++i) {
     a[i] = k4_codes_f16(lo[i], ga);
     b[i] = k4_codes_f16(hi[i], gb);
@@ -179,8 +195,8 @@ void seg_f16(SegRaw r, uint k, uint h, out f16vec4 a[4], out f16vec4 b[4]) {
   const float d = unpackHalf2x16(r.dw >> (8u * r.o3)).x;
   const float sa = d * float(bitfieldExtract(int(r.sw0), int(8u * ((r.o3 + h) & 3u)), 8));
   const float sb = d * float(bitfieldExtract(int(r.sw1), int(8u * ((r.o3 + 2u + h) & 3u)), 8));
-  const f16vec2 s_a = f16vec2(f16_clamped(sa)), s_b = f16vec2(f16_clamped(sb)), zero = f16vec2(0.0);
-  const float16_t off = float16_t(1056.0);  // 1024 + 32
+  const f16vec2 s_a = f16vec2(f16_clamped(sa * 1024.0)), s_b = f16vec2(f16_clamped(sb * 1024.0)), zero = f16vec2(0.0);
+  const float16_t off = float16_t(1.03125);  // 1 + 32/1024
   for (uint i = 0u; i < 4u; ++i) {
     a[i] = codes_f16(qa[i], off, s_a, zero);
     b[i] = codes_f16(qb[i], off, s_b, zero);
@@ -225,14 +241,14 @@ void seg_f16(SegRaw r, uint k, uint h, out f16vec4 a[4], out f16vec4 b[4]) {
   uvec4 qa = funnel_run(r.qa, odd_a), qb = funnel_run(r.qb, !odd_a);
 #if defined(TYPE_Q8_0)
   qa ^= 0x80808080u, qb ^= 0x80808080u;
-  const float16_t off = float16_t(1152.0);  // 1024 + 128
+  const float16_t off = float16_t(1.125);  // 1 + 128/1024
 #else
   const uint sh = 4u * h;
   qa = (qa >> sh) & 0x0F0F0F0Fu, qb = (qb >> sh) & 0x0F0F0F0Fu;
-  const float16_t off = float16_t(1032.0);  // 1024 + 8
+  const float16_t off = float16_t(1.0078125);  // 1 + 8/1024
 #endif
-  const f16vec2 d_a = f16vec2(unpackFloat2x16(r.da >> (8u * r.o3)).x);
-  const f16vec2 d_b = f16vec2(unpackFloat2x16(r.db >> (8u * (r.o3 ^ 2u))).x), zero = f16vec2(0.0);
+  const f16vec2 d_a = f16vec2(f16_clamped(unpackHalf2x16(r.da >> (8u * r.o3)).x * 1024.0));
+  const f16vec2 d_b = f16vec2(f16_clamped(unpackHalf2x16(r.db >> (8u * (r.o3 ^ 2u))).x * 1024.0)), zero = f16vec2(0.0);
   for (uint i = 0u; i < 4u; ++i) {
     a[i] = codes_f16(qa[i], off, d_a, zero);
     b[i] = codes_f16(qb[i], off, d_b, zero);

@@ -34,10 +34,18 @@ void tiled_grid(const DeviceCaps& caps, uint32_t n_rows, uint32_t n_tok, uint32_
   tile_grid(caps, n_rows, n_tok, MatmulKernels::kTileRows, MatmulKernels::kTileTokens, gx, gy);
 }
 // The coopmat kernel's pipeline specialisation for bn tokens per tile (WIDE: constant 4, NARROW: 5) and its grid.
-void coop_spec(std::vector<uint32_t>& spec, uint32_t bn) {
-  spec.resize(6, 0);
+// The coopmat loader's FUSED_F16 (dequant_seg_f16.glsl): c · sc / 1024 from one
+// f16 fma, exact only where the fma rounds once. SPIR-V lets it round its
+// product (lavapipe does); NVIDIA's does not (test_vk_kernels [coopmat] and the
+// loader check on an H100), so only NVIDIA devices take the one-operation form.
+constexpr uint32_t kVendorNvidia = 0x10DE;
+bool fused_f16(const Device& dev) { return dev.info().vendor_id == kVendorNvidia; }
+
+void coop_spec(std::vector<uint32_t>& spec, uint32_t bn, bool fused) {
+  spec.resize(7, 0);
   spec[4] = bn == 2 * MatmulKernels::kCoopTokens ? 1u : 0u;
   spec[5] = bn == MatmulKernels::kCoopTokens / 2 ? 1u : 0u;
+  spec[6] = fused ? 1u : 0u;
 }
 void coop_grid(const DeviceCaps& caps, uint32_t n_rows, uint32_t n_tok, uint32_t bn, uint32_t& gx, uint32_t& gy) {
   tile_grid(caps, n_rows, n_tok, MatmulKernels::kCoopRows, bn, gx, gy);
@@ -134,7 +142,7 @@ void MatmulKernels::record(VkCommandBuffer cmd, const MatmulType& t, VkDescripto
   } else if (coopmat_ && !int8) {
     const uint32_t bn = coop_tokens(t, pc.n_rows, pc.n_tok);
     std::vector<uint32_t> spec;
-    coop_spec(spec, bn);
+    coop_spec(spec, bn, fused_f16(dev_));
     p = pipelines_.get(std::string("tc_") + t.name, *layout_, spec);
     coop_grid(caps, pc.n_rows, pc.n_tok, bn, gx, gy);
   } else {
@@ -311,7 +319,7 @@ void MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, VkDesc
     if (coopmat_ && !fz.int8) {
       const uint32_t bn = coop_tokens(t, pc.m.n_rows, pc.m.n_tok);
       std::vector<uint32_t> spec = {fz.epi, fz.xprod ? 1u : 0u, fz.xh ? 1u : 0u, fz.oh ? 1u : 0u};
-      coop_spec(spec, bn);
+      coop_spec(spec, bn, fused_f16(dev_));
       p = pipelines_.get(std::string("tlc_") + t.name, *span_layout_, spec);
       coop_grid(caps, pc.m.n_rows, pc.m.n_tok, bn, gx, gy);
     } else {
@@ -334,7 +342,7 @@ bool MatmulKernels::warm_up(const MatmulType& t, uint32_t n_in, uint32_t n_rows)
   if (coopmat_) {
     for (uint32_t bn : {kCoopTokens / 2, kCoopTokens, 2 * kCoopTokens}) {  // the tile widths record() picks from
       std::vector<uint32_t> spec;
-      coop_spec(spec, bn);
+      coop_spec(spec, bn, fused_f16(dev_));
       pipelines_.get(std::string("tc_") + t.name, *layout_, spec);
     }
   } else

@@ -683,3 +683,88 @@ TEST_CASE("span coopmat prefill on f16 rows in and out (XH, OH), every tile widt
     FISH_SKIP("f16 rows are the coopmat prefill's; no cooperative matrices on " + be->device()->info().name);
   check_span_variants(*be, true);
 }
+
+// The coopmat loader's weight decode (shaders/dequant_seg_f16.glsl) through
+// its check module segf16_<T> (no cooperative matrices needed): every lane's
+// 32 halves of every 64-element segment against the CPU's dequant_row, within
+// 2^-10 of the value plus 2^-10 of the largest |w| of its 32-element group
+// (the product c · sc · d is rounded once more where the f16 fma rounds its
+// product; a wrong nibble, scale or group is off by a quantisation step,
+// >= 1/63 of the group's largest) plus an f16 subnormal step; F16 rows come
+// back exact. The halves are in tile order (0, 2, 1, 3 within each 4);
+// elements past n_in are 0. The random rows include blocks whose d is an f16
+// subnormal (the decode's operands must not be). Both forms of c · sc / 1024
+// (FUSED_F16 off: two operations, every device; on: one fma, the form NVIDIA
+// devices run, checked there).
+TEST_CASE("coopmat loader's f16 weight decode (segf16_<T>) = dequant_row, every type", "[vulkan][span]") {
+  auto be = open_backend("coopmat loader decode");
+  if (!be) FISH_SKIP(skip_reason());
+  if (!be->device()->caps().shader_float16) FISH_SKIP("no 16-bit arithmetic on " + be->device()->info().name);
+  const vk::Layout& lay = be->kernels()->span_layout();
+  const vk::DeviceFns& f = be->device()->fns();
+  const bool nvidia = be->device()->info().vendor_id == 0x10DE;
+  uint64_t seed = 900;
+  const std::vector<std::pair<GgmlType, std::vector<int64_t>>> cases = {
+      {GgmlType::F32, {200, 256}}, {GgmlType::F16, {256, 200}}, {GgmlType::Q4_0, {96, 224}},
+      {GgmlType::Q8_0, {96, 224}}, {GgmlType::Q4_K, {512}},     {GgmlType::Q5_K, {512}},
+      {GgmlType::Q6_K, {512}},     {GgmlType::FQ3, {512}}};
+  for (const auto& [t, widths] : cases) {
+    for (uint32_t fused : {0u, 1u}) {
+      if (fused && !nvidia) continue;
+      double worst = 0;
+      for (int64_t n_in : widths) {
+        const uint32_t n_out = 37, n_seg = uint32_t((n_in + 63) / 64), lanes = n_out * n_seg * 2;
+        const Matrix m = random_matrix(t, n_in, n_out, seed++);
+        vk::Weight* w = be->upload(upload_desc(m));
+        REQUIRE(w);
+        REQUIRE(w->chunks.size() == 1);
+        const uint32_t y_off = 64;
+        SpanRig rig(*be, y_off + 16 * lanes + 64, 4, 4, 4);
+        rig.put(rig.arena(), y_off, std::vector<uint32_t>(16 * lanes, 0xFFFFFFFFu));  // NaN halves: unwritten shows
+        vk::SpanMatmulPush pc;
+        pc.m = {uint32_t(n_in), n_out, 1, uint32_t(n_in), 0, 0, y_off};
+        const VkPipeline pipe = be->pipelines()->get("segf16_" + type_name(t), lay, {0, 0, 0, 0, 0, 0, fused});
+        REQUIRE(pipe != VK_NULL_HANDLE);
+        const VkDescriptorSet set = rig.matmul_set(w->chunks[0]);
+        rig.run([&](VkCommandBuffer cmd) {
+          f.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
+          f.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, lay.pipeline_layout, 0, 1, &set, 0, nullptr);
+          f.vkCmdPushConstants(cmd, lay.pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof pc, &pc);
+          f.vkCmdDispatch(cmd, (lanes + 63) / 64, 1, 1);
+        });
+        const auto words = rig.get_words(rig.arena(), y_off, 16 * size_t(lanes));
+        REQUIRE(be->release(w));
+        std::vector<float> ref(static_cast<size_t>(n_in));
+        int64_t bad = 0;
+        for (uint32_t r = 0; r < n_out; ++r) {
+          dequant_row(t, m.data.data() + uint64_t(r) * m.row_bytes, ref.data(), n_in);
+          for (uint32_t s = 0; s < n_seg; ++s)
+            for (uint32_t h = 0; h < 2; ++h)
+              for (uint32_t q = 0; q < 32; ++q) {
+                // Half q of the lane: a (q < 16) = k + 16h + q, b = k + 32 + 16h + q - 16; tile order within 4.
+                const uint32_t j = q & ~3u, within = (q & 3u) == 1 ? 2 : (q & 3u) == 2 ? 1 : (q & 3u);
+                const int64_t e = 64 * int64_t(s) + (q < 16 ? 16 * h + j + within : 32 + 16 * h + j - 16 + within);
+                const size_t lane = (size_t(r) * n_seg + s) * 2 + h;
+                const float got = half_in(words, 32 * lane + q);
+                const float want = e < n_in ? ref[size_t(e)] : 0.0f;
+                double gmax = 0;
+                for (int64_t i = e / 32 * 32; i < std::min<int64_t>(e / 32 * 32 + 32, n_in); ++i)
+                  gmax = std::max(gmax, std::fabs(double(ref[size_t(i)])));
+                const double tol = t == GgmlType::F16 ? 0.0
+                                                      : std::ldexp(std::fabs(double(want)) + gmax, -10) + std::ldexp(1.0, -24);
+                const double err = std::fabs(double(got) - double(want));
+                if (!(err <= tol)) {
+                  if (bad++ < 5)
+                    UNSCOPED_INFO(type_name(t) << " " << n_out << "x" << n_in << (fused ? " fused" : "") << " row " << r
+                                               << " element " << e << ": " << got << ", expected " << want);
+                } else if (gmax > 0) {
+                  worst = std::max(worst, err / gmax);
+                }
+              }
+        }
+        CHECK(bad == 0);
+      }
+      std::printf("  %-5s%s worst |err| / group max %.3g\n", type_name(t).c_str(), fused ? " (fused)" : "", worst);
+    }
+  }
+}
