@@ -136,8 +136,10 @@ void seg_f16(SegRaw r, uint k, uint h, out f16vec4 a[4], out f16vec4 b[4]) {
   const K4Group ga = k4_group(k4_scale_min(g, r.hd), dm);
   const K4Group gb = k4_group(k4_scale_min(g + 1u, r.hd), dm);
   for (uint i = 0u; i < 4u; ++i) {
-    a[i] = k4_codes_f16(fq3_run(r.ab_a, r.c_a, 4u * h + i), ga);
-    b[i] = k4_codes_f16(fq3_run(r.ab_b, r.c_b, 4u * h + i), gb);
+    // Run 4h + i: bit 4h + i of every byte of C is bit i of C >> 4h (bits 4..7
+    // of a byte stay in it), so the runs' shifts are constants of the loop.
+    a[i] = k4_codes_f16(fq3_run(r.ab_a, r.c_a >> (4u * h), i), ga);
+    b[i] = k4_codes_f16(fq3_run(r.ab_b, r.c_b >> (4u * h), i), gb);
   }
 }
 #else
