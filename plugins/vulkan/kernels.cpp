@@ -33,14 +33,14 @@ void tile_grid(const DeviceCaps& caps, uint32_t n_rows, uint32_t n_tok, uint32_t
 void tiled_grid(const DeviceCaps& caps, uint32_t n_rows, uint32_t n_tok, uint32_t& gx, uint32_t& gy) {
   tile_grid(caps, n_rows, n_tok, MatmulKernels::kTileRows, MatmulKernels::kTileTokens, gx, gy);
 }
-// The coopmat kernel's pipeline specialisation for bn tokens per tile (WIDE: constant 4, NARROW: 5) and its grid.
 // The coopmat loader's FUSED_F16 (dequant_seg_f16.glsl): c · sc / 1024 from one
 // f16 fma, exact only where the fma rounds once. SPIR-V lets it round its
-// product (lavapipe does); NVIDIA's does not (test_vk_kernels [coopmat] and the
-// loader check on an H100), so only NVIDIA devices take the one-operation form.
+// product (lavapipe does); NVIDIA's does not (test_vk_kernels [coopmat] on an
+// H100), so only NVIDIA devices take the one-operation form (fused_f16()).
 constexpr uint32_t kVendorNvidia = 0x10DE;
-bool fused_f16(const Device& dev) { return dev.info().vendor_id == kVendorNvidia; }
 
+// The coopmat kernel's pipeline specialisation for bn tokens per tile (WIDE: constant 4, NARROW: 5;
+// FUSED_F16: 6) and its grid.
 void coop_spec(std::vector<uint32_t>& spec, uint32_t bn, bool fused) {
   spec.resize(7, 0);
   spec[4] = bn == 2 * MatmulKernels::kCoopTokens ? 1u : 0u;
@@ -52,6 +52,8 @@ void coop_grid(const DeviceCaps& caps, uint32_t n_rows, uint32_t n_tok, uint32_t
 }
 
 }  // namespace
+
+bool MatmulKernels::fused_f16() const { return dev_.info().vendor_id == kVendorNvidia; }
 
 const MatmulType* matmul_type(uint32_t ggml_type) {
   for (const auto& t : kTypes)
@@ -142,7 +144,7 @@ void MatmulKernels::record(VkCommandBuffer cmd, const MatmulType& t, VkDescripto
   } else if (coopmat_ && !int8) {
     const uint32_t bn = coop_tokens(t, pc.n_rows, pc.n_tok);
     std::vector<uint32_t> spec;
-    coop_spec(spec, bn, fused_f16(dev_));
+    coop_spec(spec, bn, fused_f16());
     p = pipelines_.get(std::string("tc_") + t.name, *layout_, spec);
     coop_grid(caps, pc.n_rows, pc.n_tok, bn, gx, gy);
   } else {
@@ -319,7 +321,7 @@ void MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, VkDesc
     if (coopmat_ && !fz.int8) {
       const uint32_t bn = coop_tokens(t, pc.m.n_rows, pc.m.n_tok);
       std::vector<uint32_t> spec = {fz.epi, fz.xprod ? 1u : 0u, fz.xh ? 1u : 0u, fz.oh ? 1u : 0u};
-      coop_spec(spec, bn, fused_f16(dev_));
+      coop_spec(spec, bn, fused_f16());
       p = pipelines_.get(std::string("tlc_") + t.name, *span_layout_, spec);
       coop_grid(caps, pc.m.n_rows, pc.m.n_tok, bn, gx, gy);
     } else {
@@ -342,7 +344,7 @@ bool MatmulKernels::warm_up(const MatmulType& t, uint32_t n_in, uint32_t n_rows)
   if (coopmat_) {
     for (uint32_t bn : {kCoopTokens / 2, kCoopTokens, 2 * kCoopTokens}) {  // the tile widths record() picks from
       std::vector<uint32_t> spec;
-      coop_spec(spec, bn, fused_f16(dev_));
+      coop_spec(spec, bn, fused_f16());
       pipelines_.get(std::string("tc_") + t.name, *layout_, spec);
     }
   } else

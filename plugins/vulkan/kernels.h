@@ -197,6 +197,9 @@ class MatmulKernels {
     coopmat_ = on && dev_.caps().coopmat && dev_.caps().max_shared_bytes >= kCoopSharedBytes;
   }
   bool coopmat() const { return coopmat_; }
+  // Whether the coopmat loader takes c·sc/1024 from one f16 fma (its FUSED_F16:
+  // exact only where the fma rounds once, measured on NVIDIA devices; kernels.cpp).
+  bool fused_f16() const;
   bool coopmat_for(uint32_t n_tok) const { return coopmat_ && n_tok > kMaxMatvecTokens; }
   // Tokens per tile of the coopmat kernel for weights of type t: 128 (WIDE)
   // for Q6_K where a grid of them still has coop_fill() workgroups, 32

@@ -694,15 +694,14 @@ TEST_CASE("span coopmat prefill on f16 rows in and out (XH, OH), every tile widt
 // back exact. The halves are in tile order (0, 2, 1, 3 within each 4);
 // elements past n_in are 0. The random rows include blocks whose d is an f16
 // subnormal (the decode's operands must not be). Both forms of c · sc / 1024
-// (FUSED_F16 off: two operations, every device; on: one fma, the form NVIDIA
-// devices run, checked there).
+// (FUSED_F16 off: two operations, every device; on: one fma, checked where
+// MatmulKernels::fused_f16 says the coopmat kernels run it).
 TEST_CASE("coopmat loader's f16 weight decode (segf16_<T>) = dequant_row, every type", "[vulkan][span]") {
   auto be = open_backend("coopmat loader decode");
   if (!be) FISH_SKIP(skip_reason());
   if (!be->device()->caps().shader_float16) FISH_SKIP("no 16-bit arithmetic on " + be->device()->info().name);
   const vk::Layout& lay = be->kernels()->span_layout();
   const vk::DeviceFns& f = be->device()->fns();
-  const bool nvidia = be->device()->info().vendor_id == 0x10DE;
   uint64_t seed = 900;
   const std::vector<std::pair<GgmlType, std::vector<int64_t>>> cases = {
       {GgmlType::F32, {200, 256}}, {GgmlType::F16, {256, 200}}, {GgmlType::Q4_0, {96, 224}},
@@ -710,7 +709,7 @@ TEST_CASE("coopmat loader's f16 weight decode (segf16_<T>) = dequant_row, every 
       {GgmlType::Q6_K, {512}},     {GgmlType::FQ3, {512}}};
   for (const auto& [t, widths] : cases) {
     for (uint32_t fused : {0u, 1u}) {
-      if (fused && !nvidia) continue;
+      if (fused && !be->kernels()->fused_f16()) continue;  // the form this device's coopmat kernels run
       double worst = 0;
       for (int64_t n_in : widths) {
         const uint32_t n_out = 37, n_seg = uint32_t((n_in + 63) / 64), lanes = n_out * n_seg * 2;
