@@ -26,8 +26,12 @@
 // (weights and x alike, so the products are the same sums): a word's bytes
 // c0..c3 then become the halves (c0, c2) and (c1, c3) with one mask each.
 f16vec4 to_f16(vec4 v) { return f16vec4(clamp(v.xzyw, vec4(-65504.0), vec4(65504.0))); }
-// Four halves (h0, h1), (h2, h3) of x in tile order.
+// Four halves (h0, h1), (h2, h3) in tile order, as bits and as values.
 uvec2 halves_tile(uvec2 p) { return uvec2((p.x & 0xFFFFu) | (p.y << 16), (p.x >> 16) | (p.y & 0xFFFF0000u)); }
+f16vec4 halves_f16(uvec2 p) {
+  const uvec2 t = halves_tile(p);
+  return f16vec4(unpackFloat2x16(t.x), unpackFloat2x16(t.y));
+}
 
 // Bytes c0..c3 of v (each < 256) as halves (c0, c2), (c1, c3) of 1 + c/1024.
 uvec2 codes_unit(uint v) { return uvec2((v & 0x00FF00FFu) | 0x3C003C00u, ((v >> 8) & 0x00FF00FFu) | 0x3C003C00u); }
@@ -37,10 +41,6 @@ f16vec4 codes_f16(uint v, float16_t off, f16vec2 s, f16vec2 m) {
   const uvec2 p = codes_unit(v);
   const f16vec2 o = f16vec2(off);
   return f16vec4(fma(unpackFloat2x16(p.x) - o, s, m), fma(unpackFloat2x16(p.y) - o, s, m));
-}
-// Sixteen bytes from their five words (a run starting at 2 mod 4: odd).
-uvec4 funnel_run(uint w[5], bool odd) {
-  return uvec4(funnel16(w[0], w[1], odd), funnel16(w[1], w[2], odd), funnel16(w[2], w[3], odd), funnel16(w[3], w[4], odd));
 }
 float16_t f16_clamped(float v) { return float16_t(clamp(v, -65504.0, 65504.0)); }
 
@@ -96,11 +96,10 @@ SegRaw seg_load(uint row, uint k, uint h) {
 //   dmin · m = M_hi + M_lo exactly (17 significant bits: two f16 values);
 //   value = fma(c · sc / 1024, d · 1024, -M_hi) - M_lo: two roundings, both of
 //   the value.
-struct K4Group { f16vec2 sc, sc_off, d, m_hi, m_lo; };
+struct K4Group { f16vec2 sc, d, m_hi, m_lo; };
 K4Group k4_group(uvec2 sm, vec2 dm) {
   K4Group g;
   g.sc = f16vec2(float16_t(float(sm.x)));
-  g.sc_off = -g.sc;
   g.d = f16vec2(f16_clamped(dm.x * 1024.0));
   // M = dmin · m has <= 17 significant bits and is a multiple of 2^-24 (dmin's
   // ulp at worst), so M_hi (M with its float mantissa cut to 10 bits) and M_lo
@@ -124,8 +123,8 @@ f16vec4 k4_codes_f16(uint v, K4Group g) {
   // precise: M_lo must be added to the rounded fma, not folded into M_hi.
   const uvec2 p = codes_unit(v);
   const f16vec2 u0 = unpackFloat2x16(p.x), u1 = unpackFloat2x16(p.y), one = f16vec2(1.0);
-  const f16vec2 c0 = FUSED_F16 ? fma(u0, g.sc, g.sc_off) : (u0 - one) * g.sc;
-  const f16vec2 c1 = FUSED_F16 ? fma(u1, g.sc, g.sc_off) : (u1 - one) * g.sc;
+  const f16vec2 c0 = FUSED_F16 ? fma(u0, g.sc, -g.sc) : (u0 - one) * g.sc;
+  const f16vec2 c1 = FUSED_F16 ? fma(u1, g.sc, -g.sc) : (u1 - one) * g.sc;
   precise const f16vec2 v0 = fma(c0, g.d, g.m_hi) + g.m_lo, v1 = fma(c1, g.d, g.m_hi) + g.m_lo;
   return f16vec4(v0, v1);
 }
@@ -263,6 +262,7 @@ void seg_f16(SegRaw r, uint k, uint h, out f16vec4 a[4], out f16vec4 b[4]) {
 // Other rows (any length, starting mid-word) take dequant8's values, packed
 // back into halves (exact: they are f16 values or 0).
 struct SegRaw { uvec4 w[4]; };
+uvec4 pack_halves8(vec4 lo, vec4 hi) { return uvec4(packHalf2x16(lo.xy), packHalf2x16(lo.zw), packHalf2x16(hi.xy), packHalf2x16(hi.zw)); }
 SegRaw seg_load(uint row, uint k, uint h) {
   SegRaw r;
   if ((pc.n_in & 63u) == 0u) {
@@ -271,18 +271,9 @@ SegRaw seg_load(uint row, uint k, uint h) {
   } else {
     vec4 fa[4], fb[4];
     dequant_seg(row, k, h, fa, fb);
-    for (uint i = 0u; i < 2u; ++i) {
-      r.w[i] = uvec4(packHalf2x16(fa[2u * i].xy), packHalf2x16(fa[2u * i].zw), packHalf2x16(fa[2u * i + 1u].xy),
-                     packHalf2x16(fa[2u * i + 1u].zw));
-      r.w[2u + i] = uvec4(packHalf2x16(fb[2u * i].xy), packHalf2x16(fb[2u * i].zw), packHalf2x16(fb[2u * i + 1u].xy),
-                          packHalf2x16(fb[2u * i + 1u].zw));
-    }
+    for (uint i = 0u; i < 2u; ++i) r.w[i] = pack_halves8(fa[2u * i], fa[2u * i + 1u]), r.w[2u + i] = pack_halves8(fb[2u * i], fb[2u * i + 1u]);
   }
   return r;
-}
-f16vec4 halves_f16(uvec2 p) {
-  const uvec2 t = halves_tile(p);
-  return f16vec4(unpackFloat2x16(t.x), unpackFloat2x16(t.y));
 }
 void seg_f16(SegRaw r, uint k, uint h, out f16vec4 a[4], out f16vec4 b[4]) {
   for (uint i = 0u; i < 2u; ++i) {

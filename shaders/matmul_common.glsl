@@ -92,22 +92,10 @@ uvec2 load_bytes8(uint o) {
   return uvec2(funnel16(a, b, odd), funnel16(b, c, odd));
 }
 
-// Sixteen bytes at byte offset o (o even): five word reads.
-uvec4 load_bytes16(uint o) {
-  const uint w = o >> 2;
-  const bool odd = (o & 2u) != 0u;
-  const uint a = W[w], b = W[w + 1u], c = W[w + 2u], d = W[w + 3u], e = W[w + 4u];
-  return uvec4(funnel16(a, b, odd), funnel16(b, c, odd), funnel16(c, d, odd), funnel16(d, e, odd));
-}
-
-// Thirty-two bytes at byte offset o (o even): nine word reads.
-void load_bytes32(uint o, out uvec4 lo, out uvec4 hi) {
-  const uint w = o >> 2;
-  const bool odd = (o & 2u) != 0u;
-  const uint a0 = W[w], a1 = W[w + 1u], a2 = W[w + 2u], a3 = W[w + 3u], a4 = W[w + 4u];
-  const uint a5 = W[w + 5u], a6 = W[w + 6u], a7 = W[w + 7u], a8 = W[w + 8u];
-  lo = uvec4(funnel16(a0, a1, odd), funnel16(a1, a2, odd), funnel16(a2, a3, odd), funnel16(a3, a4, odd));
-  hi = uvec4(funnel16(a4, a5, odd), funnel16(a5, a6, odd), funnel16(a6, a7, odd), funnel16(a7, a8, odd));
+// Sixteen bytes from the five words that hold them, the first at byte 2 of
+// its word where odd (a run at an even offset: funnel16 per word pair).
+uvec4 funnel_run(uint w[5], bool odd) {
+  return uvec4(funnel16(w[0], w[1], odd), funnel16(w[1], w[2], odd), funnel16(w[2], w[3], odd), funnel16(w[3], w[4], odd));
 }
 
 // The 16-bit half at byte offset o (o even).

@@ -181,7 +181,7 @@ void main() {
       for (uint j = 0u; j < 4u; ++j) w_sh[w_r * LD4 + 4u * h + j] = wa[j], w_sh[w_r * LD4 + 8u + 4u * h + j] = wb[j];
     }
     for (uint i = 0u; i < XROWS; ++i)
-      x_sh[(x_t0 + 16u * i) * LD4 + x_c] = XH ? f16vec4(unpackFloat2x16(halves_tile(xq[i]).x), unpackFloat2x16(halves_tile(xq[i]).y)) : to_f16(xr[i]);
+      x_sh[(x_t0 + 16u * i) * LD4 + x_c] = XH ? halves_f16(xq[i]) : to_f16(xr[i]);
     barrier();
     const uint k1 = k0 + BK;
     if (k1 < pc.n_in) {  // the next step's loads, in flight during the products
