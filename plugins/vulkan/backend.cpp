@@ -60,7 +60,8 @@ ProbeReport probe_devices(const VkConfig& cfg, const LogFn& log) {
 }
 
 VulkanBackend::VulkanBackend(Options opt) : opt_(std::move(opt)), cfg_(opt_.config) {
-  if (!opt_.log) opt_.log = default_log(cfg_.verbose);
+  // FISH_VK_PIPELINE_STATS logs its lines as warnings: on stderr without a host logger.
+  if (!opt_.log) opt_.log = default_log(cfg_.pipeline_stats ? std::max(cfg_.verbose, 1) : cfg_.verbose);
 }
 
 VulkanBackend::~VulkanBackend() { teardown(); }
@@ -94,7 +95,7 @@ bool VulkanBackend::open() {
     std::string why;
     const int idx = choose_device(cands, forced, &why);
     if (idx < 0) throw Failure(FailKind::NoDevice, why);
-    device_ = std::make_unique<Device>(*instance_, pds[size_t(idx)], cands[size_t(idx)], opt_.log);
+    device_ = std::make_unique<Device>(*instance_, pds[size_t(idx)], cands[size_t(idx)], opt_.log, cfg_.pipeline_stats);
     memory_ = std::make_unique<Memory>(*device_, cfg_, opt_.memory_budget, opt_.log);
     pipelines_ = std::make_unique<Pipelines>(*device_);
     submitter_ = std::make_unique<Submitter>(*device_);

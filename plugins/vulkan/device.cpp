@@ -245,8 +245,9 @@ int choose_device(const std::vector<DeviceCandidate>& all, int forced, std::stri
 
 // ---- Device ----------------------------------------------------------------------
 
-Device::Device(const Instance& inst, VkPhysicalDevice pd, const DeviceCandidate& cand, LogFn log)
-    : inst_(inst), pd_(pd), cand_(cand) {
+Device::Device(const Instance& inst, VkPhysicalDevice pd, const DeviceCandidate& cand, LogFn log,
+               bool pipeline_stats)
+    : inst_(inst), pd_(pd), cand_(cand), log_(log) {
   const InstanceFns& f = inst.fns();
   uint32_t n = 0;
   f.vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr);
@@ -287,7 +288,15 @@ Device::Device(const Instance& inst, VkPhysicalDevice pd, const DeviceCandidate&
   if (has_8bit) { *tail = &s8; tail = &s8.pNext; }
   if (has_idot) { *tail = &idot; tail = &idot.pNext; }
   if (has_cm) { *tail = &cm; tail = &cm.pNext; }
+  // Compiler statistics (FISH_VK_PIPELINE_STATS): registers and shared memory per pipeline.
+  auto exec = vk_init<VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR>(
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR);
+  const bool has_exec = pipeline_stats && has_extension(exts, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+  if (has_exec) { *tail = &exec; tail = &exec.pNext; }
   f.vkGetPhysicalDeviceFeatures2(pd, &feats);
+  const bool want_exec = has_exec && exec.pipelineExecutableInfo;
+  if (want_exec) enable.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+  else exec.pipelineExecutableInfo = VK_FALSE;
   // Enable only what fish might use: the optional arithmetic/storage bits.
   VkPhysicalDeviceFeatures2 want = feats;
   want.features = VkPhysicalDeviceFeatures{};
@@ -330,6 +339,16 @@ Device::Device(const Instance& inst, VkPhysicalDevice pd, const DeviceCandidate&
     throw Failure(FailKind::NoDevice, why);
   }
   fns_.vkGetDeviceQueue(device_, family_, 0, &queue_);
+  if (want_exec) {
+    get_exec_props_ = reinterpret_cast<PFN_vkGetPipelineExecutablePropertiesKHR>(
+        f.vkGetDeviceProcAddr(device_, "vkGetPipelineExecutablePropertiesKHR"));
+    get_exec_stats_ = reinterpret_cast<PFN_vkGetPipelineExecutableStatisticsKHR>(
+        f.vkGetDeviceProcAddr(device_, "vkGetPipelineExecutableStatisticsKHR"));
+    if (!get_exec_stats_) get_exec_props_ = nullptr;
+  }
+  if (pipeline_stats && !get_exec_props_)
+    this->log(1, "FISH_VK_PIPELINE_STATS=1 but " + cand.name + " does not give pipeline statistics (" +
+               VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME + "); none are logged");
 
   // Properties the kernels and the budget use.
   auto sg = vk_init<VkPhysicalDeviceSubgroupProperties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES);
@@ -435,6 +454,42 @@ std::string Device::detail() const {
   if (caps_.coopmat) s += ", coopmat f16 16x16x16";
   if (caps_.compute_units) s += ", " + std::to_string(caps_.compute_units) + " " + caps_.compute_unit_name;
   return s;
+}
+
+}  // namespace fish::vk
+
+namespace fish::vk {
+
+std::string Device::statistics(VkPipeline p) const {
+  if (!get_exec_props_) return {};
+  auto pi = vk_init<VkPipelineInfoKHR>(VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR);
+  pi.pipeline = p;
+  uint32_t n_exec = 0;
+  if (get_exec_props_(device_, &pi, &n_exec, nullptr) != VK_SUCCESS) return {};
+  std::string out;
+  for (uint32_t e = 0; e < n_exec; ++e) {
+    auto ei = vk_init<VkPipelineExecutableInfoKHR>(VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR);
+    ei.pipeline = p;
+    ei.executableIndex = e;
+    uint32_t n = 0;
+    if (get_exec_stats_(device_, &ei, &n, nullptr) != VK_SUCCESS) continue;
+    std::vector<VkPipelineExecutableStatisticKHR> st(
+        n, vk_init<VkPipelineExecutableStatisticKHR>(VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR));
+    if (get_exec_stats_(device_, &ei, &n, st.data()) != VK_SUCCESS) continue;
+    for (uint32_t i = 0; i < n; ++i) {
+      const VkPipelineExecutableStatisticKHR& s = st[i];
+      std::string v;
+      switch (s.format) {
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: v = s.value.b32 ? "true" : "false"; break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: v = std::to_string(s.value.i64); break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: v = std::to_string(s.value.u64); break;
+        default: v = std::to_string(s.value.f64); break;
+      }
+      if (!out.empty()) out += ", ";
+      out += std::string(s.name) + " " + v;
+    }
+  }
+  return out;
 }
 
 }  // namespace fish::vk

@@ -113,7 +113,10 @@ struct DeviceCaps {
 class Device {
  public:
   // Throws vk::Failure with the reason.
-  Device(const Instance& inst, VkPhysicalDevice pd, const DeviceCandidate& cand, LogFn log);
+  // pipeline_stats: capture every pipeline's compiler statistics (FISH_VK_PIPELINE_STATS) where the
+  // device has VK_KHR_pipeline_executable_properties (a warning in the log where it does not).
+  Device(const Instance& inst, VkPhysicalDevice pd, const DeviceCandidate& cand, LogFn log,
+         bool pipeline_stats = false);
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
@@ -128,6 +131,14 @@ class Device {
   const DeviceCandidate& info() const { return cand_; }
   const VkPhysicalDeviceMemoryProperties& memory_properties() const { return mem_; }
   std::string detail() const;  // "Vulkan 1.3.230, driver ..., compute queue family 2, subgroup 32"
+  // Statistics capture (FISH_VK_PIPELINE_STATS on a device that has it): pipelines are created with
+  // VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR and statistics(p) reads them back.
+  bool captures_statistics() const { return get_exec_props_ != nullptr; }
+  // "Register Count 106, Shared Memory Size 45056, ..." as the driver names them; "" without capture.
+  std::string statistics(VkPipeline p) const;
+  void log(int level, const std::string& message) const {
+    if (log_) log_(level, message);
+  }
 
  private:
   const Instance& inst_;
@@ -139,6 +150,9 @@ class Device {
   uint32_t family_ = 0;
   DeviceCaps caps_;
   VkPhysicalDeviceMemoryProperties mem_{};
+  LogFn log_;
+  PFN_vkGetPipelineExecutablePropertiesKHR get_exec_props_ = nullptr;
+  PFN_vkGetPipelineExecutableStatisticsKHR get_exec_stats_ = nullptr;
 };
 
 }  // namespace fish::vk

@@ -81,10 +81,19 @@ VkPipeline Pipelines::get(const std::string& module, const Layout& layout, const
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = spec.empty() ? nullptr : &si;
   ci.layout = layout.pipeline_layout;
+  if (dev_.captures_statistics()) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   VkPipeline p = VK_NULL_HANDLE;
   check(dev_.fns().vkCreateComputePipelines(dev_.handle(), VK_NULL_HANDLE, 1, &ci, nullptr, &p),
         ("vkCreateComputePipelines(" + module + ")").c_str());
   pipelines_.emplace(key, p);
+  if (dev_.captures_statistics()) {
+    std::string s;
+    for (uint32_t v : spec) {
+      if (!s.empty()) s += ',';
+      s += std::to_string(v);
+    }
+    dev_.log(1, "pipeline " + module + " (spec " + (s.empty() ? "-" : s) + "): " + dev_.statistics(p));
+  }
   return p;
 }
 

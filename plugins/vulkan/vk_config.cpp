@@ -140,6 +140,7 @@ const std::vector<Variable>& variables() {
       {"FISH_VK_ATTN_SPLIT", "a number from 16 to 1048576", number(&VkConfig::attn_split, 16, 1 << 20)},
       {"FISH_VK_ATTN_MAX_SPLITS", "a number from 1 to 128", number(&VkConfig::attn_max_splits, 1, 128)},
       {"FISH_VK_BENCH_FILL_KV", "0 or 1", flag(&VkConfig::bench_fill_kv)},
+      {"FISH_VK_PIPELINE_STATS", "0 or 1", flag(&VkConfig::pipeline_stats)},
   };
   return vars;
 }

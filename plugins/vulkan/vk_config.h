@@ -29,6 +29,8 @@
 //                                  matrices: tiles for every SM; 128 without)
 //   FISH_VK_ATTN_SPLIT=16..        decode attention: positions per split (default 128)
 //   FISH_VK_ATTN_MAX_SPLITS=1..128 decode attention: most splits (default 32)
+//   FISH_VK_PIPELINE_STATS=0|1     1: log each pipeline's compiler statistics (registers, shared
+//                                  memory) where the driver gives them (VK_KHR_pipeline_executable_properties)
 //   FISH_VK_BENCH_FILL_KV=0|1      BENCHMARKS ONLY: a span forward of more than one token
 //                                  computes nothing, it zeroes those KV positions (decode can
 //                                  then be timed at a long context without the prompt's cost)
@@ -74,6 +76,7 @@ struct VkConfig {
   int attn_split = 128;
   int attn_max_splits = 32;
   bool bench_fill_kv = false;
+  bool pipeline_stats = false;  // log every pipeline's compiler statistics
   // Not a variable: the roles (bits 1 << SpanRole) whose int8 Q4_K / Q5_K span
   // matvecs take units of 64 elements; -1: the device's default (q/k/v and
   // gate/up on GPUs, none on CPU implementations). Tests set it.

@@ -93,7 +93,8 @@ TEST_CASE("FISH_* variables: the strict parser", "[vulkan]") {
                             {"FISH_VK_COOPMAT", "0"}, {"FISH_VK_SPAN_QFOLD", "15"}, {"FISH_VK_MV_ROWS", "4"}, {"FISH_VK_MV_WG", "256"},
                             {"FISH_VK_SPAN_MV", "q=1x32,d=4"}, {"FISH_VK_SPAN_TOKENS", "64"},
                             {"FISH_VK_ATTN_SPLIT", "256"}, {"FISH_VK_ATTN_MAX_SPLITS", "8"},
-                            {"FISH_VK_BENCH_FILL_KV", "1"}, {"FISH_BACKEND", "vulkan"}, {"HOME", "/root"}});
+                            {"FISH_VK_BENCH_FILL_KV", "1"}, {"FISH_VK_PIPELINE_STATS", "1"},
+                            {"FISH_BACKEND", "vulkan"}, {"HOME", "/root"}});
   INFO(c.error);
   CHECK(c.error.empty());
   CHECK(c.gpu == VkConfig::GpuMode::Cpu);
@@ -104,6 +105,7 @@ TEST_CASE("FISH_* variables: the strict parser", "[vulkan]") {
   CHECK((c.span_mv[fish::vk::kRoleDown].rows == 4 && c.span_mv[fish::vk::kRoleDown].wg == 0));
   CHECK(c.span_mv[fish::vk::kRoleWo].rows == 0);
   CHECK(c.bench_fill_kv);
+  CHECK((c.pipeline_stats && !d.pipeline_stats));
   CHECK(!c.coopmat);
   CHECK(parse({{"FISH_GPU", "off"}}).gpu == VkConfig::GpuMode::Off);
   CHECK(parse({{"FISH_VK_SPAN_QFOLD", "0"}}).decode_rows == fish::vk::DecodeRows::Q8K);
@@ -121,6 +123,7 @@ TEST_CASE("FISH_* variables: the strict parser", "[vulkan]") {
       {"FISH_VK_SPAN_GU", "1"},      {"FISH_VK_SPAN_NORM", "0"},     {"FISH_VK_SPAN_QSG", "0"},
       {"FISH_VK_SPAN_I8", "247"},    {"FISH_VK_SPAN_U64", "10"},     {"FISH_VK_ATTN_HEADS", "1"},
       {"FISH_VK_ATTN_VLATE", "1"},   {"FISH_VK_SPAN_FUSE", "0"},     {"FISH_VK_INT", "1"},
+      {"FISH_VK_PIPELINE_STATS", "2"},
   };
   for (const auto& [name, value] : bad) {
     const VkConfig r = parse({{name, value}});
@@ -379,4 +382,48 @@ TEST_CASE("FISH_VK_VALIDATE=1 enables the validation layer or says it is missing
     INFO(l);
     CHECK(l.find("validation: ") == std::string::npos);  // no validation errors or warnings
   }
+}
+
+TEST_CASE("FISH_VK_PIPELINE_STATS=1 logs every pipeline's statistics or says the device gives none", "[vulkan]") {
+  if (!open_backend("vk backend pipeline statistics")) FISH_SKIP(skip_reason());
+  VkConfig cfg = test_config();
+  cfg.pipeline_stats = true;  // FISH_VK_PIPELINE_STATS=1
+  std::vector<std::string> lines;
+  VulkanBackend::Options o = test_options(cfg);
+  o.log = [&lines](int level, const std::string& m) {
+    if (level <= 1) lines.push_back(m);
+  };
+  VulkanBackend be(o);
+  REQUIRE(be.open());
+  const Matrix m = random_matrix(GgmlType::Q4_K, 256, 70, 11);
+  auto* w = be.upload(upload_desc(m));
+  REQUIRE(w);
+  const auto x = random_x(37, 256, 12);
+  std::vector<float> y(37 * 70), y_ref(37 * 70);
+  REQUIRE(be.matmul(w, x.data(), 37, y.data()));
+  REQUIRE(be.matmul(w, x.data(), 1, y.data() + 36 * 70));
+  // The same products without capture: statistics change nothing.
+  auto ref = open_backend("vk backend pipeline statistics (reference)");
+  REQUIRE(ref);
+  auto* wr = ref->upload(upload_desc(m));
+  REQUIRE(wr);
+  REQUIRE(ref->matmul(wr, x.data(), 37, y_ref.data()));
+  REQUIRE(ref->matmul(wr, x.data(), 1, y_ref.data() + 36 * 70));
+  CHECK(y == y_ref);
+  int warned = 0, stats = 0;
+  for (const auto& l : lines) {
+    INFO(l);
+    if (l.find("FISH_VK_PIPELINE_STATS=1 but ") == 0) {
+      ++warned;
+      CHECK(l.find("does not give pipeline statistics") != std::string::npos);
+    } else if (l.find("pipeline ") == 0) {
+      ++stats;
+      const size_t colon = l.find("): ");
+      REQUIRE(colon != std::string::npos);
+      CHECK(l.find(" (spec ") != std::string::npos);
+      CHECK(l.size() > colon + 3);  // at least one statistic
+    }
+  }
+  std::printf("pipeline statistics: %d lines, %s\n", stats, warned ? "the device gives none (warned)" : "captured");
+  CHECK(warned + (stats > 0 ? 1 : 0) == 1);  // one or the other, never both or neither
 }
