@@ -292,11 +292,12 @@ Device::Device(const Instance& inst, VkPhysicalDevice pd, const DeviceCandidate&
   auto exec = vk_init<VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR>(
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR);
   const bool has_exec = pipeline_stats && has_extension(exts, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+  void** exec_link = tail;  // where exec hangs, to unhang it when its feature is off
   if (has_exec) { *tail = &exec; tail = &exec.pNext; }
   f.vkGetPhysicalDeviceFeatures2(pd, &feats);
   const bool want_exec = has_exec && exec.pipelineExecutableInfo;
   if (want_exec) enable.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
-  else exec.pipelineExecutableInfo = VK_FALSE;
+  else if (has_exec) *exec_link = nullptr;  // exec is the chain's last link
   // Enable only what fish might use: the optional arithmetic/storage bits.
   VkPhysicalDeviceFeatures2 want = feats;
   want.features = VkPhysicalDeviceFeatures{};
