@@ -457,10 +457,6 @@ std::string Device::detail() const {
   return s;
 }
 
-}  // namespace fish::vk
-
-namespace fish::vk {
-
 std::string Device::statistics(VkPipeline p) const {
   if (!get_exec_props_) return {};
   auto pi = vk_init<VkPipelineInfoKHR>(VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR);

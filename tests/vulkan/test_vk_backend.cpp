@@ -359,14 +359,21 @@ TEST_CASE("bad arguments fail with a reason and leave the backend usable", "[vul
   CHECK_FALSE(be->matmul(w, x.data(), 1, y.data()));
 }
 
+// Options for cfg whose log messages up to max_level land in lines.
+VulkanBackend::Options logged_options(const VkConfig& cfg, std::vector<std::string>& lines, int max_level) {
+  VulkanBackend::Options o = test_options(cfg);
+  o.log = [&lines, max_level](int level, const std::string& m) {
+    if (level <= max_level) lines.push_back(m);
+  };
+  return o;
+}
+
 TEST_CASE("FISH_VK_VALIDATE=1 enables the validation layer or says it is missing", "[vulkan]") {
   if (!open_backend("vk backend validation")) FISH_SKIP(skip_reason());
   VkConfig cfg = test_config();
   cfg.validate = true;  // FISH_VK_VALIDATE=1
   std::vector<std::string> lines;
-  VulkanBackend::Options o = test_options(cfg);
-  o.log = [&lines](int, const std::string& m) { lines.push_back(m); };
-  VulkanBackend be(o);
+  VulkanBackend be(logged_options(cfg, lines, 3));
   REQUIRE(be.open());
   bool missing = false;
   for (const auto& l : lines) missing |= l.find("VK_LAYER_KHRONOS_validation is not installed") != std::string::npos;
@@ -389,11 +396,7 @@ TEST_CASE("FISH_VK_PIPELINE_STATS=1 logs every pipeline's statistics or says the
   VkConfig cfg = test_config();
   cfg.pipeline_stats = true;  // FISH_VK_PIPELINE_STATS=1
   std::vector<std::string> lines;
-  VulkanBackend::Options o = test_options(cfg);
-  o.log = [&lines](int level, const std::string& m) {
-    if (level <= 1) lines.push_back(m);
-  };
-  VulkanBackend be(o);
+  VulkanBackend be(logged_options(cfg, lines, 1));  // its lines are warnings
   REQUIRE(be.open());
   const Matrix m = random_matrix(GgmlType::Q4_K, 256, 70, 11);
   auto* w = be.upload(upload_desc(m));
