@@ -12,7 +12,9 @@
 // decode (NT = 1, n_tok·k pairs) only the k experts' rows.
 // f32 x (the normalised FFN input, or h); the per-type units are
 // matvec_units.glsl's, their row index offset by the expert (FISH_MOE in
-// matvec_weights.glsl). Specialisation: 0 = workgroup size, 1 = ROWS, 2 = NT, 3 = PAIR, 4 = SUM,
+// matvec_weights.glsl). FISH_INT8 (mvmi_<T>, K-quants): x is int8 B32 rows
+// instead (quant_block.glsl; matvec_units_i8.glsl's units, XB32), a row per
+// token (PAIR) or pair, x_stride words apart; everything else as above. Specialisation: 0 = workgroup size, 1 = ROWS, 2 = NT, 3 = PAIR, 4 = SUM,
 // 5 = NEXT, 6 = ROUTE.
 //
 // ROUTE (gate|up of a decode, NT = 1, flags MoePush::kPairs): grid y = pair p
@@ -57,10 +59,20 @@ layout(set = 0, binding = 4) readonly buffer ArenaR { uint AR[]; };
 
 float acc[RT * NT];  // acc[r * NT + t]
 uint moe_xb[NT];     // float index of each of the chunk's NT x rows
+uint moe_tok[NT];    // the row (token or pair) of each of the chunk's NT x rows
 
+#ifdef FISH_INT8
+// mvmi_<T> (K-quants, a decode's gate|up): x is the span's B32 rows (wo's QOUT:
+// n·ffn_norm before 1/rms, which the scale below applies), x_stride words apart.
+#define FISH_XB32
+const bool XB32 = true;
+#define MV_TOK(t) moe_tok[t]
+#include "matvec_units_i8.glsl"
+#else
 vec4 x4_at(uint t, uint e) { return X4[(moe_xb[t] + e) >> 2]; }
 float x_at(uint t, uint e) { return X[moe_xb[t] + e]; }
 #include "matvec_units.glsl"
+#endif
 
 shared float part_sh[(RT + 1u) * NT * 32u];  // the products' sums, then the scale's Σx²
 shared float gate_sh[32];
@@ -90,7 +102,7 @@ void main_sum() {
     for (uint q = lid; q < items; q += wgs) {
       const uint j = q / units, p = t * K + j;
       moe_row0 = AR[pc.route_off + 2u * p] * pc.n_rows;
-      moe_xb[0] = pc.x_off + p * pc.x_stride;
+      moe_xb[0] = pc.x_off + p * pc.x_stride, moe_tok[0] = p;
       for (uint r = 0u; r < ROWS; ++r) acc[r] = 0.0;
       mv_unit(q - j * units, row0);
       const float w = uintBitsToFloat(AR[pc.route_off + 2u * p + 1u]);
@@ -152,7 +164,8 @@ void main() {
       uint pr[NT];
       for (uint t = 0u; t < NT; ++t) {
         pr[t] = ROUTE ? b : AR[L + min(b + t, p1 - 1u)];  // past the group's end: its last pair again (not written)
-        moe_xb[t] = pc.x_off + (PAIR ? pr[t] / K : pr[t]) * pc.x_stride;
+        moe_tok[t] = PAIR ? pr[t] / K : pr[t];
+        moe_xb[t] = pc.x_off + moe_tok[t] * pc.x_stride;
       }
       for (uint k = 0u; k < RT * NT; ++k) acc[k] = 0.0;
       for (uint u = lid; u < units; u += wgs) mv_unit(u, row0);

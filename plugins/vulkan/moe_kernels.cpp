@@ -29,35 +29,37 @@ void MoeKernels::route(VkCommandBuffer cmd, VkDescriptorSet set, const MoePush& 
   f.vkCmdDispatch(cmd, 1, 1, 1);
 }
 
-VkPipeline MoeKernels::mvm(const MatmulType& t, Mvm kind, bool next, uint32_t nt) {
+VkPipeline MoeKernels::mvm(const MatmulType& t, Mvm kind, bool next, uint32_t nt, bool int8) {
   // moe_matvec.comp's specialisation: workgroup, ROWS, NT, PAIR, SUM, NEXT, ROUTE.
   const bool pair = kind == Mvm::kPair || kind == Mvm::kPairs;
-  return pipelines_.get(std::string("mvm_") + t.name, *layout_,
+  if (int8 && MatmulKernels::q8_block(t) != 256)
+    throw Failure(FailKind::Internal, std::string("MoE experts on B32 rows: ") + t.name + " is not a K-quant");
+  return pipelines_.get(std::string(int8 ? "mvmi_" : "mvm_") + t.name, *layout_,
                         {kWg, kRows, nt, pair ? 1u : 0u, kind == Mvm::kSum ? 1u : 0u, next ? 1u : 0u,
                          kind == Mvm::kPairs ? 1u : 0u});
 }
 
 void MoeKernels::matvec(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MoePush& pc, bool pair,
-                        bool sum, bool next) {
+                        bool sum, bool next, bool int8) {
   const uint32_t groups = row_groups(pc.s.m.n_rows);
   if (sum) {
     if (pair || pc.s.m.n_tok > kSumTokens || pc.s.m.n_tok > dev_.caps().max_wg_count_y)
       throw Failure(FailKind::Internal, "MoE down + sum: down of at most " + std::to_string(kSumTokens) + " tokens");
     if (next && pc.s.norm_off == 0xFFFFFFFFu)
       throw Failure(FailKind::Internal, "MoE down + sum + next rmsnorm: no norm weights");
-    bind(cmd, mvm(t, Mvm::kSum, next), set, pc);
+    bind(cmd, mvm(t, Mvm::kSum, next, 1, int8), set, pc);
     dev_.fns().vkCmdDispatch(cmd, std::min(groups, dev_.caps().max_wg_count_x), pc.s.m.n_tok, 1);
     return;
   }
   if ((pc.flags & MoePush::kPairs) != 0) {  // a decode's gate|up: one workgroup row per pair
     if (!pair || pc.s.m.n_tok > kSumTokens)
       throw Failure(FailKind::Internal, "MoE gate|up by pairs: a pair of at most " + std::to_string(kSumTokens) + " tokens");
-    bind(cmd, mvm(t, Mvm::kPairs), set, pc);
+    bind(cmd, mvm(t, Mvm::kPairs, false, 1, int8), set, pc);
     dev_.fns().vkCmdDispatch(cmd, std::min(groups, dev_.caps().max_wg_count_x), pc.s.m.n_tok * pc.k, 1);
     return;
   }
   const uint32_t nt = chunk_pairs(pc.s.m.n_tok, pc.n_expert, pc.k);
-  bind(cmd, mvm(t, pair ? Mvm::kPair : Mvm::kDown, false, nt), set, pc);
+  bind(cmd, mvm(t, pair ? Mvm::kPair : Mvm::kDown, false, nt, int8), set, pc);
   const uint32_t slots = std::min(pc.n_expert, pc.s.m.n_tok * pc.k);
   dev_.fns().vkCmdDispatch(cmd, std::min(groups, dev_.caps().max_wg_count_x), slots, 1);
 }
@@ -79,9 +81,10 @@ void MoeKernels::combine(VkCommandBuffer cmd, VkDescriptorSet set, const MoePush
   dev_.fns().vkCmdDispatch(cmd, pc.s.m.n_tok, 1, 1);
 }
 
-void MoeKernels::warm_up(const MatmulType& gate_up, const MatmulType& down, bool tiled) {
+void MoeKernels::warm_up(const MatmulType& gate_up, const MatmulType& down, bool tiled, bool int8_pairs) {
   for (uint32_t phases : {1u, 2u}) pipelines_.get("moe_route", *layout_, {phases});
   mvm(gate_up, Mvm::kPairs);
+  if (int8_pairs) mvm(gate_up, Mvm::kPairs, false, 1, true);
   pipelines_.get("moe_combine", *layout_, {});
   for (uint32_t nt : {1u, 4u}) {
     mvm(gate_up, Mvm::kPair, false, nt);

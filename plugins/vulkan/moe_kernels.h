@@ -1,7 +1,7 @@
 // The mixture-of-experts kernels of a span (shaders/moe_*.comp, modules.txt):
 // routing on the device (moe_route), the experts' products over the pairs
 // grouped by expert (mvm_<T>: gate|up with silu·up, or down weighted by the
-// routing weight), the same products as tiled matmuls per expert for prompt
+// routing weight; mvmi_<T> the same on int8 B32 rows), the same products as tiled matmuls per expert for prompt
 // chunks (tlm_<T>), and the sum of the k experts' rows (+ the sigmoid-gated
 // shared expert) into x (moe_combine). One layout for the three: the span
 // matmul's six bindings (0 W, 1 arena x, 2 parameters, 3 arena y, 4 arena
@@ -52,8 +52,9 @@ class MoeKernels {
   // next (sum, no shared expert): also the next rmsnorm's x·norm and Σx² partials
   // (pc.s.norm_off / xg_off / sq_off as matvec_span.comp's EPI 3), row_groups() of them.
   // A pair's pc.s.inv_in / inv_parts: the producer's partials of its x, 1/rms applied here.
+  // int8 (K-quants, int8 dot products): x is B32 rows (mvmi_<T>), pc.s.m.x_stride words apart.
   void matvec(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MoePush& pc, bool pair,
-              bool sum = false, bool next = false);
+              bool sum = false, bool next = false, bool int8 = false);
   static uint32_t row_groups(uint32_t n_rows) { return (n_rows + kRows - 1) / kRows; }
   // Decode shapes take the down with the sum folded in (no combine step).
   static constexpr uint32_t kSumTokens = 4;
@@ -74,8 +75,9 @@ class MoeKernels {
   static bool use_tiled(uint32_t n_tok, uint32_t n_expert, uint32_t k) {
     return n_tok > MatmulKernels::kMaxMatvecTokens && n_tok * k >= 4 * n_expert;
   }
-  // tiled: also the tlm_ pipelines (spans whose chunks may take them).
-  void warm_up(const MatmulType& gate_up, const MatmulType& down, bool tiled);
+  // tiled: also the tlm_ pipelines (spans whose chunks may take them); int8_pairs: the
+  // decode's gate|up on B32 rows.
+  void warm_up(const MatmulType& gate_up, const MatmulType& down, bool tiled, bool int8_pairs = false);
 
  private:
   void bind(VkCommandBuffer cmd, VkPipeline p, VkDescriptorSet set, const MoePush& pc);
@@ -83,7 +85,7 @@ class MoeKernels {
   // a pair (gate|up), a down, the down summed into x (next: + the next norm), a
   // decode's gate|up by pairs (MoePush::kPairs); nt pairs per chunk.
   enum class Mvm { kPair, kDown, kSum, kPairs };
-  VkPipeline mvm(const MatmulType& t, Mvm kind, bool next = false, uint32_t nt = 1);
+  VkPipeline mvm(const MatmulType& t, Mvm kind, bool next = false, uint32_t nt = 1, bool int8 = false);
   const Device& dev_;
   Pipelines& pipelines_;
   const Layout* layout_;

@@ -225,9 +225,13 @@ class Span {
   // gate|up pair (one dispatch writing silu(gate)·up) where every layer's gate
   // and up are single chunks of one type. Forwards of 2..32 rows (token
   // groups) read B32 rows too, from quantise steps. Off: a quantise step
-  // before each matmul step writes the CPU's Q8_K rows.
+  // before each matmul step writes the CPU's Q8_K rows. MoE spans: the
+  // experts' gate|up (mvmi_<T>) reads wo's B32 rows where every layer's
+  // gate and up experts are single-chunk K-quants and no router takes int8 x
+  // (the router then reads wo's f32 n; a quantise step for it would overwrite
+  // the rows).
   struct B32Decode {
-    bool on = false, attention = false, pair = false;
+    bool on = false, attention = false, pair = false, experts = false;
   };
   class Planner;  // span_plan.cpp
   // One submission's rows (span_forward.cpp): of sequence `seq` at pos0 + t,

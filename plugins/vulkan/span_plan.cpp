@@ -175,7 +175,7 @@ class Span::Planner {
     MatmulArgs wo{.x = a_.att, .x_stride = QD_, .y = a_.x, .y_stride = E_};
     if (!plain_norms_) wo.norm_next = L.ffn_norm;
     if (attention_rows) wo.rows_in = rows_;
-    if (b32_ && !s_.moe()) wo.rows_out = other();  // gate|up's rows (the experts read f32 n)
+    if (b32_ && (!s_.moe() || s_.b32_.experts)) wo.rows_out = other();  // gate|up's rows (the router reads f32 n)
     SpanFusion wo_fz{plain_norms_ ? 1u : 3u, false, false, kRoleWo};
     wo_fz.xh = half_att;
     norm_groups_ = matmul(L, kAttnOut, wo, wo_fz, Barrier::Compute,
@@ -330,6 +330,12 @@ class Span::Planner {
     std::vector<Region> gu_writes = {Region::ExpertHidden};
     if (scale.at != kNone) gu_reads.push_back(region_of(scale.at));
     if (decode) gu.flags |= MoePush::kPairs;  // by pair: the router's tail wrote their words
+    // A one-row decode on B32 rows: the gate|up reads wo's rows (1/rms still applied here).
+    const bool gu_int8 = decode && b32_ && s_.b32_.experts;
+    if (gu_int8) {
+      gu.s.m.x_off = rows_offset(rows_), gu.s.m.x_stride = MatmulKernels::b32_row_words(E_);
+      gu_reads[0] = rows_region(rows_);
+    }
     MoePush dn = mp;
     dn.s.m = {FE, E_, n_, FE, a_.hx, E_, a_.dx};
     if (MoeKernels::use_tiled(n_, NE, K)) {
@@ -344,8 +350,9 @@ class Span::Planner {
           {Region::ExpertHidden, Region::Route}, {Region::ExpertOut}, Barrier::Compute,
           "experts down tiled (+routing weight)", "MoE experts");
     } else {
-      add(MoeMatvecStep{L.w[kGateExps], L.moe_gu, gu, true}, gu_reads, gu_writes, Barrier::Compute,
-          "experts gate|up (+silu·up)", "MoE experts");
+      add(MoeMatvecStep{L.w[kGateExps], L.moe_gu, gu, true, false, false, gu_int8}, gu_reads, gu_writes,
+          Barrier::Compute, gu_int8 ? "experts gate|up on B32 rows (+silu·up)" : "experts gate|up (+silu·up)",
+          "MoE experts");
       if (decode) {
         // Decode: the down sums the k weighted rows (+ the gated shared expert) into x itself.
         dn.s.m.y_off = a_.x;

@@ -90,6 +90,7 @@ struct MoeMatvecStep {  // moe_matvec.comp (mvm_<T>): gate|up (pair) or down of 
   bool pair;
   bool sum = false;   // down summed into x (decode: MoeKernels::kSumTokens)
   bool next = false;  // sum: + the next rmsnorm's x·norm and Σx² partials
+  bool int8 = false;  // x is B32 rows (mvmi_<T>)
 };
 struct MoeTiledStep {  // matmul_tiled.comp FISH_MOE (tlm_<T>): one of a prompt chunk's expert products
   const Weight* weight;

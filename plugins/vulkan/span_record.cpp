@@ -60,7 +60,7 @@ void Span::record(VkCommandBuffer cmd, const SpanPlan& plan, bool stamps) {
       k.attention(cmd, s.set, s.push, s.shape, s.fused, span.arena_buf_.buffer, s.multi);
     }
     void operator()(const MoeRouteStep& s) const { span.moe_->route(cmd, s.set, s.push); }
-    void operator()(const MoeMatvecStep& s) const { span.moe_->matvec(cmd, *s.weight->type, s.set, s.push, s.pair, s.sum, s.next); }
+    void operator()(const MoeMatvecStep& s) const { span.moe_->matvec(cmd, *s.weight->type, s.set, s.push, s.pair, s.sum, s.next, s.int8); }
     void operator()(const MoeTiledStep& s) const {
       span.moe_->tiled(cmd, *s.weight->type, s.set, s.push, s.epi, s.gate_up);
     }

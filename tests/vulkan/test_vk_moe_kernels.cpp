@@ -17,6 +17,8 @@
 //                their gate|up by pairs (ROUTE: one workgroup row per pair,
 //                its expert from the pair's words, as the router's tail
 //                writes them: test_vk_span_matvec checks that tail);
+//   mvmi_<T>     the decode's gate|up on int8 B32 rows (K-quants), against the
+//                products of the values the rows hold, same bound;
 //   tlm_<T>      the same products as tiled matmuls per expert (prompt chunks:
 //                gate with silu, up multiplied onto it, down × weight), every
 //                type, an expert with more pairs than one tile, same bound;
@@ -289,8 +291,11 @@ double silu(double v) { return v / (1.0 + std::exp(-v)); }
 // tiled: the prompt-chunk path instead (tlm_<T>: gate with silu, up multiplied
 // onto it, down × the weight), on a routing where every token also takes
 // expert 2 (n_tok pairs: more than one tile of 64).
+// int8 (a decode, K-quants): the gate|up reads x as the span's B32 rows
+// (mvmi_<T>; cpu_b32_row's bytes), judged against the products of the values
+// those rows hold (qs·d), with the same bound.
 double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, int64_t E, int64_t FE, int64_t FD,
-                   int64_t ER, uint64_t seed, bool tiled = false) {
+                   int64_t ER, uint64_t seed, bool tiled = false, bool int8 = false) {
   Stack gate = make_stack(be, t, NE, E, FE, seed), up = make_stack(be, t, NE, E, FE, seed + 100);
   Stack down = make_stack(be, t, NE, FD, ER, seed + 200);
   const uint32_t P = uint32_t(n_tok * K), words = uint32_t(vk::moe_route_words(uint64_t(n_tok), NE, K));
@@ -302,16 +307,26 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
   const uint32_t groups = vk::MoeKernels::row_groups(uint32_t(ER));
   const uint32_t pin_off = n_off + uint32_t(n_tok * ER), sq_off = pin_off + uint32_t(n_tok) * kParts;
   const uint32_t rl_off = sq_off + (uint32_t(n_tok) * groups + 3) / 4 * 4;
-  const uint32_t end = rl_off + (uint32_t(n_tok * NE) + 3) / 4 * 4;
+  const uint32_t row_words = vk::MatmulKernels::b32_row_words(uint32_t(E));  // a multiple of 4
+  const uint32_t xq_off = (rl_off + uint32_t(n_tok * NE) + 3) / 4 * 4, end = xq_off + uint32_t(n_tok) * row_words;
   MoeRig m(be, end + 64, uint64_t(std::max<int64_t>(4, ER)));
   auto logits = randn(size_t(n_tok) * NE, seed + 300, 2.0f);
   if (tiled)
     for (int tk = 0; tk < n_tok; ++tk) logits[size_t(tk) * NE + 2] += 10.0f;
   const Routing r = ref_route(logits, n_tok, NE, K, (seed & 1) != 0);
-  const auto x = randn(size_t(n_tok) * E, seed + 301, 1.0f), hd = randn(size_t(P) * FD, seed + 302, 0.5f);
+  auto x = randn(size_t(n_tok) * E, seed + 301, 1.0f);
+  const auto hd = randn(size_t(P) * FD, seed + 302, 0.5f);
   const bool decode = !tiled && n_tok <= int(vk::MoeKernels::kSumTokens);
+  REQUIRE((!int8 || decode));
   m.rig.put(m.rig.arena(), route_off, route_words(r));
   m.rig.put(m.rig.arena(), x_off, x);
+  for (int tk = 0; int8 && tk < n_tok; ++tk) {  // B32 rows; the reference then takes the values they hold
+    const std::vector<uint32_t> q = cpu_b32_row(&x[size_t(tk) * E], int(E));
+    m.rig.put(m.rig.arena(), xq_off + uint32_t(tk) * row_words, q);
+    const auto* qs = reinterpret_cast<const int8_t*>(q.data());
+    const auto* d = reinterpret_cast<const float*>(q.data() + E / 4);
+    for (int64_t i = 0; i < E; ++i) x[size_t(tk * E + i)] = float(qs[i]) * d[i / 32];
+  }
   m.rig.put(m.rig.arena(), hd_off, hd);
   const auto xs = randn(size_t(n_tok) * ER, seed + 303, 2.0f), sh = randn(size_t(n_tok) * ER, seed + 304, 0.5f);
   const auto nn = randn(size_t(n_tok) * ER, seed + 305, 1.0f), gv = randn(size_t(ER), seed + 306, 0.1f);
@@ -337,6 +352,7 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
   gu.s.m = {uint32_t(E), uint32_t(FE), uint32_t(n_tok), uint32_t(E), x_off, uint32_t(FE), hx_off};
   gu.flags = (seed & 1) != 0 ? 1u : 0u;
   if (decode) gu.s.inv_in = pin_off, gu.s.inv_parts = kParts, gu.s.eps = 1e-5f, gu.flags |= vk::MoePush::kPairs;
+  if (int8) gu.s.m.x_off = xq_off, gu.s.m.x_stride = row_words;
   dn.s.m = {uint32_t(FD), uint32_t(ER), uint32_t(n_tok), uint32_t(FD), hd_off, uint32_t(ER), dx_off};
   const VkDescriptorSet gs = m.set(gate.w->chunks[0].buf, up.w->chunks[0].buf);
   const VkDescriptorSet us = m.set(up.w->chunks[0].buf, up.w->chunks[0].buf);
@@ -346,7 +362,7 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
     m.rig.run([&](VkCommandBuffer cmd) { m.moe.tiled(cmd, *up.w->type, us, gu, vk::MoeKernels::kMulY, true); });
     m.rig.run([&](VkCommandBuffer cmd) { m.moe.tiled(cmd, *down.w->type, ds, dn, vk::MoeKernels::kRouteWeight, false); });
   } else {
-    m.rig.run([&](VkCommandBuffer cmd) { m.moe.matvec(cmd, *gate.w->type, gs, gu, true); });
+    m.rig.run([&](VkCommandBuffer cmd) { m.moe.matvec(cmd, *gate.w->type, gs, gu, true, false, false, int8); });
     m.rig.run([&](VkCommandBuffer cmd) { m.moe.matvec(cmd, *down.w->type, ds, dn, false); });
   }
   const bool sum = decode, shexp = n_tok > 1, next = sum && !shexp;
@@ -434,7 +450,7 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
     worst_s = std::max(worst_s, std::isnan(ratio) ? INFINITY : ratio);
   }
   if (!sum) CHECK(std::memcmp(xs_after.data(), xs.data(), xs.size() * 4) == 0);  // nothing else writes x
-  INFO(type_name(t) << (tiled ? " tiled" : " matvec") << " " << NE << " experts, " << K << " used, " << n_tok
+  INFO(type_name(t) << (tiled ? " tiled" : int8 ? " matvec, gate|up on B32 rows" : " matvec") << " " << NE << " experts, " << K << " used, " << n_tok
                     << " tokens, gate|up " << FE << "x" << E
                     << ", down " << ER << "x" << FD << ": worst |err|/bound gate|up " << worst_h << ", down " << worst_d
                     << (sum ? ", down summed into x " : "") << (sum ? std::to_string(worst_s) : "")
@@ -467,6 +483,20 @@ TEST_CASE("mvm_<T> kernels vs CPU: the chosen experts' gate|up (silu·up) and do
     // 8 of 16 used (qwen3moe-like): the summed down has more (pair, unit) items than invocations.
     worst = std::max(worst, run_experts(*be, t, 16, 8, 1, E, 70, FD, 70, seed += 400));
     std::printf("  mvm %-5s worst |err|/bound %.5f\n", type_name(t).c_str(), worst);
+  }
+}
+
+TEST_CASE("mvmi_<T> kernels vs CPU: a decode's gate|up on int8 B32 rows, every K-quant", "[vulkan][span][moe]") {
+  auto be = open_backend("mvmi");
+  if (!be) FISH_SKIP(skip_reason());
+  if (!be->kernels()->int8()) FISH_SKIP("no int8 dot products on this device");
+  uint64_t seed = 7000;
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::FQ3}) {
+    // One token and 3 (of 4 allowed) tokens, rows not a multiple of 4; E of two superblocks.
+    double worst = run_experts(*be, t, 6, 3, 1, 512, 70, 256, 132, seed += 400, false, true);
+    worst = std::max(worst, run_experts(*be, t, 8, 2, 3, 512, 132, 256, 70, seed += 400, false, true));
+    worst = std::max(worst, run_experts(*be, t, 16, 8, 1, 256, 70, 256, 70, seed += 400, false, true));
+    std::printf("  mvmi %-5s worst |err|/bound %.5f\n", type_name(t).c_str(), worst);
   }
 }
 

@@ -133,9 +133,9 @@ TEST_CASE("every embedded SPIR-V module passes spirv-val for Vulkan 1.1", "[vulk
   // + 16 span matmul variants (mvs_, tls_) + 3 span kernels, + quantize_x and
   // 4 x 6 int8 matmul modules (mvi_, mvsi_, tiledi_, tlsi_: Q4_0, Q8_0, the
   // K-quants and FQ3) + bench_sync (fish_bench_vk_span --sync) + 2 x 8 coopmat
-  // modules (tc_, tlc_) + the MoE kernels (moe_route, moe_combine, 8 mvm_, 8 tlm_)
+  // modules (tc_, tlc_) + the MoE kernels (moe_route, moe_combine, 8 mvm_, 4 mvmi_, 8 tlm_)
   // + the prompt attention on query tiles, scalar and coopmat (span_attention_tiles, _cm)
   // + 8 checks of the coopmat loader's decode (segf16_, test_vk_span_kernels)
-  CHECK(n == 114);
+  CHECK(n == 118);
   CHECK((skipped == 0 || skipped == 17));
 }

@@ -72,7 +72,13 @@ KernelBenchMoeRow bench_moe(ComputeBackend& be, GgmlType t, const KernelBenchMoe
   row.type = ggml_type_name(t);
   row.shape = sh;
   const int64_t E = sh.n_embd, F = sh.n_ff, NE = sh.n_expert, K = sh.n_used, L = sh.n_layers;
-  constexpr int64_t kHead = 32;  // the attention: one head of 32 (F16), as little as a span takes
+  // The attention, as little as a span takes: one F16 head of 32; for K-quant
+  // experts two heads of 128 in the experts' type, so a GPU span takes the
+  // decode on B32 rows a K-quant model gets (its matrices all K-quants).
+  const auto info = ggml_type_info(t);
+  const bool kq = info && info->block_size == QK_K;
+  const GgmlType at = kq ? t : GgmlType::F16;
+  const int64_t n_head = kq ? 2 : 1, head_dim = kq ? 128 : 32, kHead = n_head * head_dim;
   const auto rb_e = ggml_row_bytes(uint32_t(t), E), rb_f = ggml_row_bytes(uint32_t(t), F);
   if (!rb_e || !rb_f) {
     row.error = "n_embd " + std::to_string(E) + " / n_ff " + std::to_string(F) + " is not a whole number of " + row.type +
@@ -85,8 +91,8 @@ KernelBenchMoeRow bench_moe(ComputeBackend& be, GgmlType t, const KernelBenchMoe
   // Host copies: one stack per matrix kind (gate and up share their bytes).
   const std::vector<uint8_t> gu = make_matrix(t, E, F * NE, *rb_e, seed++);
   const std::vector<uint8_t> dn = make_matrix(t, F, E * NE, *rb_f, seed++);
-  const std::vector<uint8_t> attn = make_matrix(GgmlType::F16, E, kHead, uint64_t(E) * 2, seed++);
-  const std::vector<uint8_t> attn_o = make_matrix(GgmlType::F16, kHead, E, uint64_t(kHead) * 2, seed++);
+  const std::vector<uint8_t> attn = make_matrix(at, E, kHead, *ggml_row_bytes(uint32_t(at), E), seed++);
+  const std::vector<uint8_t> attn_o = make_matrix(at, kHead, E, *ggml_row_bytes(uint32_t(at), kHead), seed++);
   const std::vector<float> ones(size_t(E), 1.0f);
 
   std::vector<BackendWeight*> all;
@@ -100,10 +106,10 @@ KernelBenchMoeRow bench_moe(ComputeBackend& be, GgmlType t, const KernelBenchMoe
     return w;
   };
   try {
-    BackendWeight* q = up("moe.attn_q", GgmlType::F16, E, kHead, 1, attn);
-    BackendWeight* k = up("moe.attn_k", GgmlType::F16, E, kHead, 1, attn);
-    BackendWeight* v = up("moe.attn_v", GgmlType::F16, E, kHead, 1, attn);
-    BackendWeight* out = up("moe.attn_output", GgmlType::F16, kHead, E, 1, attn_o);
+    BackendWeight* q = up("moe.attn_q", at, E, kHead, 1, attn);
+    BackendWeight* k = up("moe.attn_k", at, E, kHead, 1, attn);
+    BackendWeight* v = up("moe.attn_v", at, E, kHead, 1, attn);
+    BackendWeight* out = up("moe.attn_output", at, kHead, E, 1, attn_o);
     const uint64_t set_bytes = uint64_t(NE) * expert_bytes;
     const uint64_t want = std::min<uint64_t>(o.group_bytes, be.memory_free() / 2);
     const int copies = int(std::clamp<uint64_t>(want / std::max<uint64_t>(1, set_bytes), 1, uint64_t(L)));
@@ -125,9 +131,10 @@ KernelBenchMoeRow bench_moe(ComputeBackend& be, GgmlType t, const KernelBenchMoe
           {TensorRole::FfnDownExps, st[2]}};
     }
     SpanDesc d;
-    d.n_embd = int32_t(E), d.n_head = 1, d.n_head_kv = 1, d.head_dim = int32_t(kHead), d.n_ff = 0;
+    d.n_embd = int32_t(E), d.n_head = int32_t(n_head), d.n_head_kv = int32_t(n_head), d.head_dim = int32_t(head_dim);
+    d.n_ff = 0;
     d.n_ctx = std::max(1, o.prefill) + 1;
-    d.arch.n_rot = int32_t(kHead);
+    d.arch.n_rot = int32_t(head_dim);
     d.arch.n_expert = int32_t(NE), d.arch.n_expert_used = int32_t(K), d.arch.gating = Gating::SoftmaxTopKNorm;
     d.arch.n_ff_expert = int32_t(F);
     d.layers = layers;
@@ -426,7 +433,8 @@ std::string format_kernel_bench(const KernelBenchReport& r, bool json) {
     s += buf;
   }
   std::snprintf(buf, sizeof buf,
-                "MoE: one token through all layers of k chosen experts (attention one F16 head, an f32 router per layer); "
+                "MoE: one token through all layers of k chosen experts (attention one F16 head of 32, K-quants: two heads "
+                "of 128 in the type; an f32 router per layer); "
                 "decode GB/s: the chosen experts' bytes / the forward's wall clock; pp: n_tok %d, the experts' FLOPs "
                 "(0: skipped, over 20 s); CPU: one layer's k experts\n",
                 r.prefill);

@@ -9,7 +9,9 @@
 // and, for the ratio in the same run, the engine's CPU matmul on the same
 // matrix (int8-activation kernels, thread pool).
 // MoE rows (backends with spans): a span of a model's MoE layers whose experts
-// are the measured type (attention reduced to one F16 head of 32, an f32
+// are the measured type (attention reduced to one F16 head of 32, for
+// K-quants two heads of 128 in the same type, as a K-quant model's span takes
+// its decode on B32 rows; an f32
 // router per layer, expert stacks cycled over as many copies as group_bytes
 // allows, so the chosen experts come from memory, not a cache):
 //   decode   one token through all layers: GB/s of the k chosen experts'
