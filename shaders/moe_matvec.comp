@@ -14,12 +14,19 @@
 // matvec_units.glsl's, their row index offset by the expert (FISH_MOE in
 // matvec_weights.glsl). FISH_INT8 (mvmi_<T>, K-quants): x is int8 B32 rows
 // instead (quant_block.glsl; matvec_units_i8.glsl's units, XB32), a row per
-// token (PAIR) or pair, x_stride words apart; everything else as above. Specialisation: 0 = workgroup size, 1 = ROWS, 2 = NT, 3 = PAIR, 4 = SUM,
-// 5 = NEXT, 6 = ROUTE.
+// token (PAIR) or pair, x_stride words apart; everything else as above.
+// Specialisation: 0 = workgroup size, 1 = ROWS, 2 = NT, 3 = PAIR, 4 = SUM,
+// 5 = NEXT, 6 = ROUTE, 7 = SLICES, 8 = QOUT.
 //
 // ROUTE (gate|up of a decode, NT = 1, flags MoePush::kPairs): grid y = pair p
 // = t·k + j, its expert read from the pair's words, which the router matvec's
 // last workgroup wrote (matvec_span.comp EPI 5); no grouped lists.
+// SLICES (ROUTE): the workgroup's invocations form SLICES equal slices (whole
+// subgroups), slice s taking row group G·SLICES + s as a workgroup of one
+// slice would. QOUT (ROUTE, SLICES·ROWS = 32, n_rows a multiple of 32): h is
+// also written as the span's B32 rows (quant_block.glsl), pair p's row at word
+// q_out + p·q_stride: each workgroup quantises its own block of 32 rows, so the
+// down reads int8 rows (mvmi_<T> SUM) with no quantise step between.
 //
 // Scale (gate|up of a decode whose norms are epilogues): with inv_in != NONE,
 // x is n·norm without 1/rms, and inv_in holds each token's [inv_parts] Σx²
@@ -50,12 +57,21 @@ layout(constant_id = 3) const bool PAIR = false;
 layout(constant_id = 4) const bool SUM = false;
 layout(constant_id = 5) const bool NEXT = false;
 layout(constant_id = 6) const bool ROUTE = false;
+layout(constant_id = 7) const uint SLICES = 1;
+layout(constant_id = 8) const bool QOUT = false;
 const uint RT = PAIR ? 2u * ROWS : ROWS;
 
 #define FISH_MOE
 #include "matmul_common.glsl"
 layout(set = 0, binding = 4) readonly buffer ArenaR { uint AR[]; };
 #include "moe_common.glsl"
+// QOUT's B32 rows go through y's binding (this workgroup's own block: no coherence needed).
+layout(set = 0, binding = 3) restrict buffer ArenaYU { uint YU[]; };
+#define AC Y
+#define ACU YU
+#define QB_X_SIZE (QOUT ? 32u : 1u)
+#define QSG_SLOTS (QOUT ? 32u : 1u)
+#include "quant_block.glsl"
 
 float acc[RT * NT];  // acc[r * NT + t]
 uint moe_xb[NT];     // float index of each of the chunk's NT x rows
@@ -155,11 +171,12 @@ void main() {
     if (s >= n_act) return;  // uniform: the workgroup's slot has no expert
   }
   moe_row0 = e * pc.n_rows;
-  const uint n_groups = (pc.n_rows + ROWS - 1u) / ROWS;
+  const uint n_groups = (pc.n_rows + ROWS - 1u) / ROWS, wg_groups = (n_groups + SLICES - 1u) / SLICES;
+  const uint sw = wgs / SLICES, sl = lid % sw, slice = lid / sw, sgs = gl_NumSubgroups / SLICES;
   const uint units = mv_units();
   const bool scaled = pc.inv_in != 0xFFFFFFFFu && pc.inv_parts != 0u;
-  for (uint g0 = gl_WorkGroupID.x; g0 < n_groups; g0 += gl_NumWorkGroups.x) {
-    const uint row0 = g0 * ROWS;
+  for (uint G = gl_WorkGroupID.x; G < wg_groups; G += gl_NumWorkGroups.x) {
+    const uint row0 = (G * SLICES + slice) * ROWS;  // past n_rows: reads the last row, writes nothing
     for (uint b = p0; b < p1; b += NT) {
       uint pr[NT];
       for (uint t = 0u; t < NT; ++t) {
@@ -168,7 +185,7 @@ void main() {
         moe_xb[t] = pc.x_off + moe_tok[t] * pc.x_stride;
       }
       for (uint k = 0u; k < RT * NT; ++k) acc[k] = 0.0;
-      for (uint u = lid; u < units; u += wgs) mv_unit(u, row0);
+      for (uint u = sl; u < units; u += sw) mv_unit(u, row0);
       for (uint k = 0u; k < RT * NT; ++k) {
         const float v = subgroupAdd(acc[k]);
         if (subgroupElect()) part_sh[k * 32u + gl_SubgroupID] = v;
@@ -183,15 +200,16 @@ void main() {
         }
       }
       barrier();
-      if (lid < ROWS * NT) {
-        const uint r = lid / NT, t = lid % NT, row = row0 + r;
+      if (lid < SLICES * ROWS * NT) {  // slice s's rows: its own subgroups' sums, every subgroup's Σx²
+        const uint s = lid / (ROWS * NT), r = lid / NT % ROWS, t = lid % NT, row = (G * SLICES + s) * ROWS + r;
+        float v = 0.0;
         if (row < pc.n_rows && b + t < p1) {
-          float v = 0.0, v2 = 0.0, ss = 0.0;
-          for (uint i = 0u; i < gl_NumSubgroups; ++i) {
+          float v2 = 0.0, ss = 0.0;
+          for (uint i = s * sgs; i < (s + 1u) * sgs; ++i) {
             v += part_sh[(r * NT + t) * 32u + i];
             if (PAIR) v2 += part_sh[((ROWS + r) * NT + t) * 32u + i];
-            if (scaled) ss += part_sh[(RT * NT + t) * 32u + i];
           }
+          for (uint i = 0u; scaled && i < gl_NumSubgroups; ++i) ss += part_sh[(RT * NT + t) * 32u + i];
           if (scaled) {
             const float sc = inversesqrt(ss / float(pc.n_in) + pc.eps);
             v *= sc, v2 *= sc;
@@ -200,8 +218,18 @@ void main() {
           else v *= uintBitsToFloat(AR[pc.route_off + 2u * pr[t] + 1u]);
           Y[pc.y_off + pr[t] * pc.y_stride + row] = v;
         }
+        if (QOUT) qb_x[lid] = v;  // NT = 1: element lid of the workgroup's block
       }
-      barrier();  // part_sh is reused by the next chunk
+      barrier();  // part_sh is reused by the next chunk; QOUT: qb_x is complete
+      if (QOUT) {
+        const uint q_base = pc.q_out + pr[0] * pc.q_stride;
+        if (gl_SubgroupSize >= 32u) {  // uniform
+          if (gl_SubgroupID == 0u) q8b32_sg(vec4(lid < 32u ? qb_x[lid] : 0.0), 1u, lid < 32u, lid, q_base, pc.n_rows, G, lid);
+        } else {
+          q8b32_wg(lid, wgs, 32u, q_base, pc.n_rows, G);
+        }
+        barrier();  // qb_x is reused by the next row group
+      }
     }
   }
 }

@@ -29,14 +29,27 @@ void MoeKernels::route(VkCommandBuffer cmd, VkDescriptorSet set, const MoePush& 
   f.vkCmdDispatch(cmd, 1, 1, 1);
 }
 
-VkPipeline MoeKernels::mvm(const MatmulType& t, Mvm kind, bool next, uint32_t nt, bool int8) {
-  // moe_matvec.comp's specialisation: workgroup, ROWS, NT, PAIR, SUM, NEXT, ROUTE.
+uint32_t MoeKernels::qout_slice_width() const {
+  const uint32_t sg = std::max(1u, dev_.caps().subgroup_size), slices = kQoutRows / kRows;
+  uint32_t w = std::max(kWg, sg);
+  while (w > sg && (slices * w / sg > 32 || slices * w > dev_.caps().max_wg_size)) w /= 2;
+  if (slices * w / sg > 32 || slices * w > dev_.caps().max_wg_size || w % sg != 0)
+    throw Failure(FailKind::Unsupported, "MoE gate|up with B32 rows: no workgroup of " + std::to_string(slices) +
+                                             " slices fits subgroups of " + std::to_string(sg));
+  return w;
+}
+
+VkPipeline MoeKernels::mvm(const MatmulType& t, Mvm kind, bool next, uint32_t nt, bool int8, bool qout) {
+  // moe_matvec.comp's specialisation: workgroup, ROWS, NT, PAIR, SUM, NEXT, ROUTE, SLICES, QOUT.
   const bool pair = kind == Mvm::kPair || kind == Mvm::kPairs;
   if (int8 && MatmulKernels::q8_block(t) != 256)
     throw Failure(FailKind::Internal, std::string("MoE experts on B32 rows: ") + t.name + " is not a K-quant");
+  if (qout && kind != Mvm::kPairs) throw Failure(FailKind::Internal, "MoE B32 output rows: a decode's gate|up only");
+  const uint32_t slices = qout ? kQoutRows / kRows : 1;
   return pipelines_.get(std::string(int8 ? "mvmi_" : "mvm_") + t.name, *layout_,
-                        {kWg, kRows, nt, pair ? 1u : 0u, kind == Mvm::kSum ? 1u : 0u, next ? 1u : 0u,
-                         kind == Mvm::kPairs ? 1u : 0u});
+                        {qout ? qout_slice_width() * slices : kWg, kRows, nt, pair ? 1u : 0u,
+                         kind == Mvm::kSum ? 1u : 0u, next ? 1u : 0u, kind == Mvm::kPairs ? 1u : 0u, slices,
+                         qout ? 1u : 0u});
 }
 
 void MoeKernels::matvec(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MoePush& pc, bool pair,
@@ -54,8 +67,12 @@ void MoeKernels::matvec(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSe
   if ((pc.flags & MoePush::kPairs) != 0) {  // a decode's gate|up: one workgroup row per pair
     if (!pair || pc.s.m.n_tok > kSumTokens)
       throw Failure(FailKind::Internal, "MoE gate|up by pairs: a pair of at most " + std::to_string(kSumTokens) + " tokens");
-    bind(cmd, mvm(t, Mvm::kPairs, false, 1, int8), set, pc);
-    dev_.fns().vkCmdDispatch(cmd, std::min(groups, dev_.caps().max_wg_count_x), pc.s.m.n_tok * pc.k, 1);
+    const bool qout = pc.s.q_out != 0xFFFFFFFFu;
+    if (qout && pc.s.m.n_rows % kQoutRows != 0)
+      throw Failure(FailKind::Internal, "MoE gate|up B32 rows: " + std::to_string(pc.s.m.n_rows) + " rows, not whole blocks");
+    bind(cmd, mvm(t, Mvm::kPairs, false, 1, int8, qout), set, pc);
+    const uint32_t gx = qout ? pc.s.m.n_rows / kQoutRows : groups;
+    dev_.fns().vkCmdDispatch(cmd, std::min(gx, dev_.caps().max_wg_count_x), pc.s.m.n_tok * pc.k, 1);
     return;
   }
   const uint32_t nt = chunk_pairs(pc.s.m.n_tok, pc.n_expert, pc.k);
@@ -81,10 +98,13 @@ void MoeKernels::combine(VkCommandBuffer cmd, VkDescriptorSet set, const MoePush
   dev_.fns().vkCmdDispatch(cmd, pc.s.m.n_tok, 1, 1);
 }
 
-void MoeKernels::warm_up(const MatmulType& gate_up, const MatmulType& down, bool tiled, bool int8_pairs) {
+void MoeKernels::warm_up(const MatmulType& gate_up, const MatmulType& down, bool tiled, bool int8_pairs,
+                         bool int8_down) {
   for (uint32_t phases : {1u, 2u}) pipelines_.get("moe_route", *layout_, {phases});
   mvm(gate_up, Mvm::kPairs);
-  if (int8_pairs) mvm(gate_up, Mvm::kPairs, false, 1, true);
+  if (int8_pairs) mvm(gate_up, Mvm::kPairs, false, 1, true, int8_down);
+  for (const bool next : {false, true})
+    if (int8_down) mvm(down, Mvm::kSum, next, 1, true);
   pipelines_.get("moe_combine", *layout_, {});
   for (uint32_t nt : {1u, 4u}) {
     mvm(gate_up, Mvm::kPair, false, nt);

@@ -36,7 +36,8 @@ class MoeKernels {
   static constexpr uint32_t kMaxExperts = 512;  // moe_route.comp's shared arrays
   static constexpr uint32_t kMaxUsed = 16;      // its per-token choice list
   static constexpr uint32_t kRows = 4;          // rows per moe_matvec workgroup
-  static constexpr uint32_t kWg = 64;           // its invocations
+  static constexpr uint32_t kWg = 64;           // its invocations (QOUT: per slice)
+  static constexpr uint32_t kQoutRows = 32;     // QOUT: a B32 block per workgroup
 
   MoeKernels(const Device& dev, Pipelines& pipelines);
   const Layout& layout() const { return *layout_; }
@@ -53,6 +54,8 @@ class MoeKernels {
   // (pc.s.norm_off / xg_off / sq_off as matvec_span.comp's EPI 3), row_groups() of them.
   // A pair's pc.s.inv_in / inv_parts: the producer's partials of its x, 1/rms applied here.
   // int8 (K-quants, int8 dot products): x is B32 rows (mvmi_<T>), pc.s.m.x_stride words apart.
+  // A gate|up by pairs with pc.s.q_out set (n_rows a multiple of 32): h also as B32 rows, pair p's
+  // at q_out + p·q_stride (moe_matvec.comp QOUT: kQoutRows rows per workgroup in slices of kRows).
   void matvec(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MoePush& pc, bool pair,
               bool sum = false, bool next = false, bool int8 = false);
   static uint32_t row_groups(uint32_t n_rows) { return (n_rows + kRows - 1) / kRows; }
@@ -76,8 +79,9 @@ class MoeKernels {
     return n_tok > MatmulKernels::kMaxMatvecTokens && n_tok * k >= 4 * n_expert;
   }
   // tiled: also the tlm_ pipelines (spans whose chunks may take them); int8_pairs: the
-  // decode's gate|up on B32 rows.
-  void warm_up(const MatmulType& gate_up, const MatmulType& down, bool tiled, bool int8_pairs = false);
+  // decode's gate|up on B32 rows; int8_down: its gate|up writing B32 rows and the summed down on them.
+  void warm_up(const MatmulType& gate_up, const MatmulType& down, bool tiled, bool int8_pairs = false,
+               bool int8_down = false);
 
  private:
   void bind(VkCommandBuffer cmd, VkPipeline p, VkDescriptorSet set, const MoePush& pc);
@@ -85,7 +89,10 @@ class MoeKernels {
   // a pair (gate|up), a down, the down summed into x (next: + the next norm), a
   // decode's gate|up by pairs (MoePush::kPairs); nt pairs per chunk.
   enum class Mvm { kPair, kDown, kSum, kPairs };
-  VkPipeline mvm(const MatmulType& t, Mvm kind, bool next = false, uint32_t nt = 1, bool int8 = false);
+  VkPipeline mvm(const MatmulType& t, Mvm kind, bool next = false, uint32_t nt = 1, bool int8 = false,
+                 bool qout = false);
+  // QOUT's workgroup: kQoutRows / kRows slices of whole subgroups, at most 32 subgroups.
+  uint32_t qout_slice_width() const;
   const Device& dev_;
   Pipelines& pipelines_;
   const Layout* layout_;

@@ -405,14 +405,18 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     // MoE spans: the attention's matrices (the router quantises its own x,
     // the experts read f32 n).
     bool pairs = true, experts = moe() && in.n_ff_shexp == 0;  // a shared expert keeps the norm steps
+    // h's B32 rows for the down in dx ([k][n_embd] floats per token).
+    bool downs = experts && MatmulKernels::b32_row_words(uint32_t(in.n_ff_expert)) <= uint32_t(E);
     const auto k_quant_int8 = [&](const Weight* w) {
       return ctx_.matmul->int8_for(*w->type) && MatmulKernels::q8_block(*w->type) == 256 && w->chunks.size() == 1;
     };
     for (const Layer& L : layers_) {
       pairs = pairs && L.gu_set != VK_NULL_HANDLE;
-      if (moe())
+      if (moe()) {
         experts = experts && k_quant_int8(L.w[kGateExps]) && k_quant_int8(L.w[kUpExps]) &&
                   !ctx_.matmul->span_int8_for(*L.w[kFfnRouter]->type, 1);
+        downs = downs && k_quant_int8(L.w[kDownExps]);
+      }
       for (size_t k = 0; k < size_t(kLayerWeights); ++k) {
         const Weight* w = L.w[k];
         if (moe() && k > kAttnOut) continue;
@@ -424,12 +428,13 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     b32_.attention = b32_.on && in.head_dim % 32 == 0;
     b32_.pair = b32_.on && pairs;
     b32_.experts = b32_.on && experts;
+    b32_.down = b32_.experts && downs;
     ctx_.kernels->warm_up(kshape_, b32_.attention, in.n_seq > 1);
     if (narrow_heads_) ctx_.kernels->warm_up(attn_shape(true), b32_.attention, in.n_seq > 1);
     if (moe_)
       moe_->warm_up(*layers_[0].w[kGateExps]->type, *layers_[0].w[kDownExps]->type,
                     MoeKernels::use_tiled(arena_.tokens, uint32_t(in.n_expert), uint32_t(in.n_expert_used)),
-                    b32_.experts);
+                    b32_.experts, b32_.down);
   } catch (...) {
     release_all();
     throw;

@@ -229,9 +229,10 @@ class Span {
   // experts' gate|up (mvmi_<T>) reads wo's B32 rows where every layer's
   // gate and up experts are single-chunk K-quants and no router takes int8 x
   // (the router then reads wo's f32 n; a quantise step for it would overwrite
-  // the rows).
+  // the rows); with K-quant downs too, that gate|up also writes h's B32 rows
+  // (in the dx region, unused by a decode) for the summed down (down).
   struct B32Decode {
-    bool on = false, attention = false, pair = false, experts = false;
+    bool on = false, attention = false, pair = false, experts = false, down = false;
   };
   class Planner;  // span_plan.cpp
   // One submission's rows (span_forward.cpp): of sequence `seq` at pos0 + t,

@@ -336,6 +336,12 @@ class Span::Planner {
       gu.s.m.x_off = rows_offset(rows_), gu.s.m.x_stride = MatmulKernels::b32_row_words(E_);
       gu_reads[0] = rows_region(rows_);
     }
+    // ... and writes h's B32 rows into dx (a decode's down sums into x: dx is free) for the down.
+    const bool down_int8 = gu_int8 && s_.b32_.down;
+    if (down_int8) {
+      gu.s.q_out = a_.dx, gu.s.q_stride = MatmulKernels::b32_row_words(FE);
+      gu_writes.push_back(Region::ExpertOut);
+    }
     MoePush dn = mp;
     dn.s.m = {FE, E_, n_, FE, a_.hx, E_, a_.dx};
     if (MoeKernels::use_tiled(n_, NE, K)) {
@@ -351,13 +357,17 @@ class Span::Planner {
           "experts down tiled (+routing weight)", "MoE experts");
     } else {
       add(MoeMatvecStep{L.w[kGateExps], L.moe_gu, gu, true, false, false, gu_int8}, gu_reads, gu_writes,
-          Barrier::Compute, gu_int8 ? "experts gate|up on B32 rows (+silu·up)" : "experts gate|up (+silu·up)",
+          Barrier::Compute,
+          down_int8 ? "experts gate|up on B32 rows (+silu·up, B32 rows)"
+          : gu_int8 ? "experts gate|up on B32 rows (+silu·up)"
+                    : "experts gate|up (+silu·up)",
           "MoE experts");
       if (decode) {
         // Decode: the down sums the k weighted rows (+ the gated shared expert) into x itself.
         dn.s.m.y_off = a_.x;
         dn.s.x2_off = a_.shx, dn.s.xg_off = a_.xn, dn.s.norm_off = FS > 0 ? L.shexp_gate : kNone;
         std::vector<Region> reads = {Region::ExpertHidden, Region::Route, Region::X}, writes = {Region::X};
+        if (down_int8) dn.s.m.x_off = a_.dx, dn.s.m.x_stride = MatmulKernels::b32_row_words(FE), reads[0] = Region::ExpertOut;
         if (FS > 0) reads.push_back(Region::SharedOut), reads.push_back(Region::XNorm);
         const bool next = !plain_norms_ && (!last || head_);
         if (next) {  // the next layer's (or the head's) x·norm and Σx² partials
@@ -366,8 +376,12 @@ class Span::Planner {
           writes.push_back(Region::XNorm), writes.push_back(Region::NormSums);
           norm_groups_ = MoeKernels::row_groups(E_);
         }
-        add(MoeMatvecStep{L.w[kDownExps], L.moe_down, dn, false, true, next}, reads, writes, Barrier::Compute,
-            next ? "experts down (+routing weight, sum into x, next rmsnorm)" : "experts down (+routing weight, sum into x)",
+        add(MoeMatvecStep{L.w[kDownExps], L.moe_down, dn, false, true, next, down_int8}, reads, writes,
+            Barrier::Compute,
+            next ? (down_int8 ? "experts down on B32 rows (+routing weight, sum into x, next rmsnorm)"
+                              : "experts down (+routing weight, sum into x, next rmsnorm)")
+                 : (down_int8 ? "experts down on B32 rows (+routing weight, sum into x)"
+                              : "experts down (+routing weight, sum into x)"),
             "MoE experts");
         return;
       }

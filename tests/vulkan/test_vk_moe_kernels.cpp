@@ -18,7 +18,9 @@
 //                its expert from the pair's words, as the router's tail
 //                writes them: test_vk_span_matvec checks that tail);
 //   mvmi_<T>     the decode's gate|up on int8 B32 rows (K-quants), against the
-//                products of the values the rows hold, same bound;
+//                products of the values the rows hold, same bound; the gate|up
+//                writing h's B32 rows (word for word the CPU's rule on its h),
+//                the summed down on B32 rows;
 //   tlm_<T>      the same products as tiled matmuls per expert (prompt chunks:
 //                gate with silu, up multiplied onto it, down × weight), every
 //                type, an expert with more pairs than one tile, same bound;
@@ -293,9 +295,12 @@ double silu(double v) { return v / (1.0 + std::exp(-v)); }
 // expert 2 (n_tok pairs: more than one tile of 64).
 // int8 (a decode, K-quants): the gate|up reads x as the span's B32 rows
 // (mvmi_<T>; cpu_b32_row's bytes), judged against the products of the values
-// those rows hold (qs·d), with the same bound.
+// those rows hold (qs·d), with the same bound. int8_down (FE a multiple of
+// 128): the gate|up also writes h's B32 rows (QOUT), which must equal
+// cpu_b32_row of the h it wrote word for word, and the summed down reads B32
+// rows of its hd (cpu_b32_row's), judged on the values they hold.
 double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, int64_t E, int64_t FE, int64_t FD,
-                   int64_t ER, uint64_t seed, bool tiled = false, bool int8 = false) {
+                   int64_t ER, uint64_t seed, bool tiled = false, bool int8 = false, bool int8_down = false) {
   Stack gate = make_stack(be, t, NE, E, FE, seed), up = make_stack(be, t, NE, E, FE, seed + 100);
   Stack down = make_stack(be, t, NE, FD, ER, seed + 200);
   const uint32_t P = uint32_t(n_tok * K), words = uint32_t(vk::moe_route_words(uint64_t(n_tok), NE, K));
@@ -308,7 +313,9 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
   const uint32_t pin_off = n_off + uint32_t(n_tok * ER), sq_off = pin_off + uint32_t(n_tok) * kParts;
   const uint32_t rl_off = sq_off + (uint32_t(n_tok) * groups + 3) / 4 * 4;
   const uint32_t row_words = vk::MatmulKernels::b32_row_words(uint32_t(E));  // a multiple of 4
-  const uint32_t xq_off = (rl_off + uint32_t(n_tok * NE) + 3) / 4 * 4, end = xq_off + uint32_t(n_tok) * row_words;
+  const uint32_t hq_words = vk::MatmulKernels::b32_row_words(uint32_t(FE)), dq_words = vk::MatmulKernels::b32_row_words(uint32_t(FD));
+  const uint32_t xq_off = (rl_off + uint32_t(n_tok * NE) + 3) / 4 * 4, hq_off = xq_off + uint32_t(n_tok) * row_words;
+  const uint32_t dq_off = hq_off + (int8_down ? P * hq_words : 0), end = dq_off + (int8_down ? P * dq_words : 0);
   MoeRig m(be, end + 64, uint64_t(std::max<int64_t>(4, ER)));
   auto logits = randn(size_t(n_tok) * NE, seed + 300, 2.0f);
   if (tiled)
@@ -318,6 +325,15 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
   const auto hd = randn(size_t(P) * FD, seed + 302, 0.5f);
   const bool decode = !tiled && n_tok <= int(vk::MoeKernels::kSumTokens);
   REQUIRE((!int8 || decode));
+  REQUIRE((!int8_down || (int8 && FE % 128 == 0)));
+  std::vector<float> hdq = hd;  // what the summed down multiplies: hd, or the values of its B32 rows
+  for (uint32_t p = 0; int8_down && p < P; ++p) {
+    const std::vector<uint32_t> q = cpu_b32_row(&hd[size_t(p) * FD], int(FD));
+    m.rig.put(m.rig.arena(), dq_off + p * dq_words, q);
+    const auto* qs = reinterpret_cast<const int8_t*>(q.data());
+    const auto* d = reinterpret_cast<const float*>(q.data() + FD / 4);
+    for (int64_t i = 0; i < FD; ++i) hdq[size_t(p * FD + i)] = float(qs[i]) * d[i / 32];
+  }
   m.rig.put(m.rig.arena(), route_off, route_words(r));
   m.rig.put(m.rig.arena(), x_off, x);
   for (int tk = 0; int8 && tk < n_tok; ++tk) {  // B32 rows; the reference then takes the values they hold
@@ -353,6 +369,7 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
   gu.flags = (seed & 1) != 0 ? 1u : 0u;
   if (decode) gu.s.inv_in = pin_off, gu.s.inv_parts = kParts, gu.s.eps = 1e-5f, gu.flags |= vk::MoePush::kPairs;
   if (int8) gu.s.m.x_off = xq_off, gu.s.m.x_stride = row_words;
+  if (int8_down) gu.s.q_out = hq_off, gu.s.q_stride = hq_words;
   dn.s.m = {uint32_t(FD), uint32_t(ER), uint32_t(n_tok), uint32_t(FD), hd_off, uint32_t(ER), dx_off};
   const VkDescriptorSet gs = m.set(gate.w->chunks[0].buf, up.w->chunks[0].buf);
   const VkDescriptorSet us = m.set(up.w->chunks[0].buf, up.w->chunks[0].buf);
@@ -371,7 +388,8 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
     su.s.m.y_off = xs_off;
     su.s.x2_off = sh_off, su.s.xg_off = n_off, su.s.norm_off = shexp ? 0 : vk::kNone;
     if (next) su.s.norm_off = 0, su.s.sq_off = sq_off;  // gv as the next norm's weights, x·gv over n
-    m.rig.run([&](VkCommandBuffer cmd) { m.moe.matvec(cmd, *down.w->type, ds, su, false, true, next); });
+    if (int8_down) su.s.m.x_off = dq_off, su.s.m.x_stride = dq_words;
+    m.rig.run([&](VkCommandBuffer cmd) { m.moe.matvec(cmd, *down.w->type, ds, su, false, true, next, int8_down); });
   }
   const auto xs_after = m.rig.get(m.rig.arena(), xs_off, uint64_t(n_tok) * ER);
   if (next) {  // x_new ∘ gv exactly (one f32 product); Σ x_new² per row group of kRows rows
@@ -394,6 +412,16 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
     CHECK(worst_sq <= 1e-5);
   }
   const auto h = m.rig.get(m.rig.arena(), hx_off, uint64_t(P) * FE);
+  if (int8_down) {  // h's B32 rows: the CPU's rule on the h the kernel wrote, word for word
+    const auto hq = m.rig.get_words(m.rig.arena(), hq_off, uint64_t(P) * hq_words);
+    int64_t wrong = 0;
+    for (uint32_t p = 0; p < P; ++p) {
+      const std::vector<uint32_t> want = cpu_b32_row(&h[size_t(p) * FE], int(FE));
+      for (uint32_t i = 0; i < hq_words; ++i) wrong += hq[size_t(p) * hq_words + i] != want[i];
+    }
+    INFO("gate|up B32 rows: " << wrong << " of " << P * hq_words << " words differ from cpu_b32_row(h)");
+    CHECK(wrong == 0);
+  }
   const auto hd_after = m.rig.get_words(m.rig.arena(), hd_off, uint64_t(P) * FD);
   const auto d = m.rig.get(m.rig.arena(), dx_off, uint64_t(P) * ER);
   const auto tail = m.rig.get_words(m.rig.arena(), end, 64);
@@ -440,6 +468,9 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
       const double ratio = std::fabs(d[size_t(p) * ER + size_t(i)] - wp * y[size_t(i)]) / (wp * bd);
       bad += !(ratio <= 1.0);
       worst_d = std::max(worst_d, std::isnan(ratio) ? INFINITY : ratio);
+    }
+    if (int8_down) product(down.m[e], &hdq[size_t(p) * FD], y, bd);  // the summed down's input: the B32 values
+    for (int64_t i = 0; i < ER; ++i) {
       s_ref[size_t(tok) * ER + size_t(i)] += wp * y[size_t(i)];
       s_bound[size_t(tok) * ER + size_t(i)] += wp * bd + 1e-6 * std::fabs(wp * y[size_t(i)]);
     }
@@ -450,7 +481,7 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
     worst_s = std::max(worst_s, std::isnan(ratio) ? INFINITY : ratio);
   }
   if (!sum) CHECK(std::memcmp(xs_after.data(), xs.data(), xs.size() * 4) == 0);  // nothing else writes x
-  INFO(type_name(t) << (tiled ? " tiled" : int8 ? " matvec, gate|up on B32 rows" : " matvec") << " " << NE << " experts, " << K << " used, " << n_tok
+  INFO(type_name(t) << (tiled ? " tiled" : int8_down ? " matvec, gate|up and down on B32 rows" : int8 ? " matvec, gate|up on B32 rows" : " matvec") << " " << NE << " experts, " << K << " used, " << n_tok
                     << " tokens, gate|up " << FE << "x" << E
                     << ", down " << ER << "x" << FD << ": worst |err|/bound gate|up " << worst_h << ", down " << worst_d
                     << (sum ? ", down summed into x " : "") << (sum ? std::to_string(worst_s) : "")
@@ -486,7 +517,8 @@ TEST_CASE("mvm_<T> kernels vs CPU: the chosen experts' gate|up (silu·up) and do
   }
 }
 
-TEST_CASE("mvmi_<T> kernels vs CPU: a decode's gate|up on int8 B32 rows, every K-quant", "[vulkan][span][moe]") {
+TEST_CASE("mvmi_<T> kernels vs CPU: a decode's gate|up on int8 B32 rows (and writing them), its summed down on them, every K-quant",
+          "[vulkan][span][moe]") {
   auto be = open_backend("mvmi");
   if (!be) FISH_SKIP(skip_reason());
   if (!be->kernels()->int8()) FISH_SKIP("no int8 dot products on this device");
@@ -496,6 +528,9 @@ TEST_CASE("mvmi_<T> kernels vs CPU: a decode's gate|up on int8 B32 rows, every K
     double worst = run_experts(*be, t, 6, 3, 1, 512, 70, 256, 132, seed += 400, false, true);
     worst = std::max(worst, run_experts(*be, t, 8, 2, 3, 512, 132, 256, 70, seed += 400, false, true));
     worst = std::max(worst, run_experts(*be, t, 16, 8, 1, 256, 70, 256, 70, seed += 400, false, true));
+    // The gate|up writing h's B32 rows (32 rows per workgroup), the summed down on B32 rows.
+    worst = std::max(worst, run_experts(*be, t, 6, 3, 1, 512, 128, 256, 132, seed += 400, false, true, true));
+    worst = std::max(worst, run_experts(*be, t, 16, 8, 3, 256, 256, 512, 70, seed += 400, false, true, true));
     std::printf("  mvmi %-5s worst |err|/bound %.5f\n", type_name(t).c_str(), worst);
   }
 }

@@ -301,7 +301,7 @@ TEST_CASE("MoE span of several sequences vs the reference plugin's span and vs e
 
 // An MoE decode with int8 activations on B32 rows (the GPUs' default, forced
 // here): the attention writes wo's rows itself, wo the experts' gate|up's
-// (mvmi_<T>), and the norms are epilogues, so a one-row forward of the Q4_K
+// (mvmi_<T>), that gate|up the down's, and the norms are epilogues, so a one-row forward of the Q4_K
 // layer quantises x once (for q/k/v) before the FFN's router; its x and logits against the same span on the CPU's Q8_K rows
 // (the two quantise x in blocks of 32 and of 256). Each is within the int8
 // bound of f32 (10%), but int8 rounding also moves the router's logits, and a
@@ -323,15 +323,19 @@ TEST_CASE("MoE span decode on B32 rows: the attention writes wo's rows, int8 wit
   REQUIRE(span_of(*a).describe().find("decode x in B32 rows") != std::string::npos);
   a->set_head(s), b->set_head(s);
   // The one-row plan: a quantise step only before q/k/v (the router is F32 here).
-  int quantise = 0, rows_before_wo = -1, gu_rows = 0;
+  int quantise = 0, rows_before_wo = -1, gu_rows = 0, down_rows = 0;
   for (const vk::SpanStep& st : span_of(*a).plan(1, false).steps) {
     quantise += std::holds_alternative<vk::QuantizeStep>(st.kernel);
     if (st.stage && std::string(st.stage).rfind("wo matvec", 0) == 0) rows_before_wo = quantise;
-    if (const auto* mv = std::get_if<vk::MoeMatvecStep>(&st.kernel)) gu_rows += mv->pair && mv->int8;
+    if (const auto* mv = std::get_if<vk::MoeMatvecStep>(&st.kernel)) {
+      gu_rows += mv->pair && mv->int8 && mv->push.s.q_out != vk::kNone;  // reading wo's rows, writing h's
+      down_rows += mv->sum && mv->int8;
+    }
   }
   CHECK(rows_before_wo == v.L);  // one per layer, before wo: q/k/v's
   CHECK(quantise == v.L);
-  CHECK(gu_rows == v.L);  // every layer's gate|up on wo's B32 rows
+  CHECK(gu_rows == v.L);  // every layer's gate|up on wo's B32 rows, writing h's for its down
+  CHECK(down_rows == v.L);
   Worst dx, dl;
   std::vector<float> x = randn(size_t(5) * v.E, 401, 0.2f), xb = x, la(kVocab), lb(kVocab);
   a->forward(x.data(), 5, 0), b->forward(xb.data(), 5, 0);  // a 5-row prompt chunk first
