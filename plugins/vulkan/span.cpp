@@ -402,8 +402,9 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     // cost nothing there.
     bool k_quants = int8_ && ctx_.dev->caps().subgroup_size >= 4 && E % 256 == 0 && size_t(in.n_ff) % 256 == 0 &&
                     QD % 256 == 0;
-    // MoE spans: the attention's matrices (the router quantises its own x,
-    // the experts read f32 n).
+    // MoE spans: the attention's matrices decide (the router reads f32 n or
+    // quantises its own x); the experts' gate|up and down take B32 rows where
+    // B32Decode::experts / down say.
     bool pairs = true, experts = moe() && in.n_ff_shexp == 0;  // a shared expert keeps the norm steps
     // h's B32 rows for the down in dx ([k][n_embd] floats per token).
     bool downs = experts && MatmulKernels::b32_row_words(uint32_t(in.n_ff_expert)) <= uint32_t(E);
