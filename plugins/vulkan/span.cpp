@@ -546,7 +546,10 @@ std::string Span::describe() const {
          std::to_string(kKvPage) + " in use), arena " + mb(arena_buf_.alloc_size) + (int8_ ? ", int8 matmuls" : "") +
          (ctx_.matmul->coopmat() ? ", prefill: coopmat f16 128x32/128x64/128x128"
                                  : int8_ ? ", prefill: tiled int8 64x64" : ", prefill: tiled f32 64x64") +
-         (b32_.on ? " (decode x in B32 rows)" : "") +
+         (b32_.on ? std::string(" (decode x in B32 rows") +
+                        (b32_.down ? ", the experts' gate|up and down too" : b32_.experts ? ", the experts' gate|up too" : "") +
+                        ")"
+                  : std::string()) +
          (kshape_.tile_bc ? std::string(", prompt attention on query tiles (") +
                                 (kshape_.tile_coop ? "coopmat" : "scalar") + ", " +
                                 std::to_string(SpanKernels::kTileRows) + " rows x " + std::to_string(kshape_.tile_bc) +

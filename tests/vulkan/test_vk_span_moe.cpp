@@ -320,7 +320,7 @@ TEST_CASE("MoE span decode on B32 rows: the attention writes wo's rows, int8 wit
   REQUIRE(b);
   if (!backend_of(*a).kernels()->int8()) FISH_SKIP("no int8 dot products on this device");
   INFO(span_of(*a).describe());
-  REQUIRE(span_of(*a).describe().find("decode x in B32 rows") != std::string::npos);
+  REQUIRE(span_of(*a).describe().find("decode x in B32 rows, the experts' gate|up and down too") != std::string::npos);
   a->set_head(s), b->set_head(s);
   // The one-row plan: a quantise step only before q/k/v (the router is F32 here).
   int quantise = 0, rows_before_wo = -1, gu_rows = 0, down_rows = 0;
