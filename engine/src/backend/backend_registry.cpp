@@ -166,7 +166,10 @@ std::vector<ComputeBackend*> open_devices(const std::vector<int>& devices, const
   if (used) *used = list;
   auto text = [](const auto& v) {
     std::string s;
-    for (const auto& x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+    for (const auto& x : v) {
+      if (!s.empty()) s += ',';
+      s += std::to_string(x);
+    }
     return s;
   };
   if (budgets_mb.size() > 1 && budgets_mb.size() != list.size()) {
