@@ -460,15 +460,11 @@ namespace {
 void cpu_b32(const Matrix& m, const std::vector<float>& xf, int n_tok, std::vector<float>* y, std::vector<double>* mag) {
   const int64_t n = m.n_in;
   std::vector<float> wrow(static_cast<size_t>(n));
-  std::vector<double> xq(static_cast<size_t>(n));
   y->assign(size_t(n_tok) * size_t(m.n_out), 0.0f);
   mag->assign(y->size(), 0.0);
   for (int t = 0; t < n_tok; ++t) {
     const float* xt = xf.data() + size_t(t) * size_t(n);
-    const std::vector<uint32_t> row = cpu_b32_row(xt, int(n));
-    const auto* qs = reinterpret_cast<const int8_t*>(row.data());
-    const auto* d = reinterpret_cast<const float*>(row.data() + n / 4);
-    for (int64_t i = 0; i < n; ++i) xq[size_t(i)] = double(d[i / 32]) * qs[i];
+    const std::vector<double> xq = b32_values(cpu_b32_row(xt, int(n)), int(n));
     for (int64_t r = 0; r < m.n_out; ++r) {
       dequant_row(m.type, m.data.data() + size_t(r) * m.row_bytes, wrow.data(), n);
       double sum = 0, a = 0;

@@ -330,18 +330,16 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
   for (uint32_t p = 0; int8_down && p < P; ++p) {
     const std::vector<uint32_t> q = cpu_b32_row(&hd[size_t(p) * FD], int(FD));
     m.rig.put(m.rig.arena(), dq_off + p * dq_words, q);
-    const auto* qs = reinterpret_cast<const int8_t*>(q.data());
-    const auto* d = reinterpret_cast<const float*>(q.data() + FD / 4);
-    for (int64_t i = 0; i < FD; ++i) hdq[size_t(p * FD + i)] = float(qs[i]) * d[i / 32];
+    const std::vector<double> v = b32_values(q, int(FD));
+    std::transform(v.begin(), v.end(), hdq.begin() + ptrdiff_t(p * FD), [](double e) { return float(e); });
   }
   m.rig.put(m.rig.arena(), route_off, route_words(r));
   m.rig.put(m.rig.arena(), x_off, x);
   for (int tk = 0; int8 && tk < n_tok; ++tk) {  // B32 rows; the reference then takes the values they hold
     const std::vector<uint32_t> q = cpu_b32_row(&x[size_t(tk) * E], int(E));
     m.rig.put(m.rig.arena(), xq_off + uint32_t(tk) * row_words, q);
-    const auto* qs = reinterpret_cast<const int8_t*>(q.data());
-    const auto* d = reinterpret_cast<const float*>(q.data() + E / 4);
-    for (int64_t i = 0; i < E; ++i) x[size_t(tk * E + i)] = float(qs[i]) * d[i / 32];
+    const std::vector<double> v = b32_values(q, int(E));
+    std::transform(v.begin(), v.end(), x.begin() + ptrdiff_t(tk * E), [](double e) { return float(e); });
   }
   m.rig.put(m.rig.arena(), hd_off, hd);
   const auto xs = randn(size_t(n_tok) * ER, seed + 303, 2.0f), sh = randn(size_t(n_tok) * ER, seed + 304, 0.5f);

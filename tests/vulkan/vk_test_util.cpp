@@ -154,6 +154,14 @@ std::vector<uint32_t> cpu_q8_row(const float* x, int n, uint32_t bs) {
   return out;
 }
 
+std::vector<double> b32_values(const std::vector<uint32_t>& row, int n) {
+  const auto* qs = reinterpret_cast<const int8_t*>(row.data());
+  const auto* d = reinterpret_cast<const float*>(row.data() + n / 4);
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) v[size_t(i)] = double(d[i / 32]) * qs[i];
+  return v;
+}
+
 std::vector<uint32_t> cpu_b32_row(const float* x, int n) {
   std::vector<uint32_t> out(vk::MatmulKernels::b32_row_words(uint32_t(n)), 0);
   auto* qs = reinterpret_cast<int8_t*>(out.data());

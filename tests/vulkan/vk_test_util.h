@@ -61,5 +61,7 @@ std::vector<uint32_t> cpu_q8_row(const float* x, int n, uint32_t bs);
 // of 32 quantised by the CPU's Q8_K quantiser on its own (zero-padded to 256,
 // which leaves its maximum, scale and values as they are), sums per 16.
 std::vector<uint32_t> cpu_b32_row(const float* x, int n);
+// The values a B32 row of n elements holds: qs[i] · d[i / 32], exact in double.
+std::vector<double> b32_values(const std::vector<uint32_t>& row, int n);
 
 }  // namespace fish::vktest
