@@ -103,8 +103,8 @@ void MoeKernels::warm_up(const MatmulType& gate_up, const MatmulType& down, bool
   for (uint32_t phases : {1u, 2u}) pipelines_.get("moe_route", *layout_, {phases});
   mvm(gate_up, Mvm::kPairs);
   if (int8_pairs) mvm(gate_up, Mvm::kPairs, false, 1, true, int8_down);
-  for (const bool next : {false, true})
-    if (int8_down) mvm(down, Mvm::kSum, next, 1, true);
+  if (int8_down)
+    for (const bool next : {false, true}) mvm(down, Mvm::kSum, next, 1, true);
   pipelines_.get("moe_combine", *layout_, {});
   for (uint32_t nt : {1u, 4u}) {
     mvm(gate_up, Mvm::kPair, false, nt);
