@@ -68,12 +68,19 @@ layout(push_constant) uniform MatmulParams {
                   // producer's row groups), 1/rms = 1/sqrt(Σ/n_in + eps) is computed here
   uint q_out;     // QOUT (matvec_span.comp): word index of the output's B32 row
   uint q_stride;  // QOUT: words between two tokens' rows
+  uint rt_part;   // ROUTER (matvec_span.comp): float index of the [row groups][n_expert] partial logits
+  uint rt_logits; // ROUTER: float index of the n_expert logits
+  uint rt_route;  // ROUTER: word index of the pairs' words (expert, weight)
+  uint rt_cnt;    // ROUTER: word index of the arrival counter (0 between dispatches)
+  uint rt_n_expert;
+  uint rt_k;      // ROUTER: k | 0x10000 (renormalise the k weights)
 #endif
 #ifdef FISH_MOE
   uint route_off; // moe_route.comp's words in the arena (moe_common.glsl)
   uint n_expert;
   uint k;         // experts per token
   uint flags;     // 1 = renormalise the k weights (moe_route); 2 = moe_matvec ROUTE: pairs whose words are written
+  uint cnt_off;   // moe_matvec SUM with QOUT: word index of the B32 blocks' arrival counters (0 between dispatches)
 #endif
 } pc;
 

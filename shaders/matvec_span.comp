@@ -29,6 +29,14 @@
 //        and writes its pairs' words (expert, weight) at word norm_off, k =
 //        xg_off & 0xFFFF. The experts' gate|up then reads its pair's expert in
 //        one load (moe_matvec.comp ROUTE).
+// ROUTER (EPI 3 with QOUT, one token: an MoE decode's wo): the router folded
+// in. Its f32 weights R [n_expert][n_rows] are binding 5 (no PAIR here). Each
+// row group (the workgroup's WR = 32 rows of n = y ∘ P, before 1/rms) writes
+// its partial logits Σ_r R[e][r]·n[r] at float rt_part + group·n_expert + e
+// and counts itself in at word rt_cnt (left at 0 again); the last group to
+// arrive sums them, times 1/rms from the Σy² partials, into the logits at
+// rt_logits and routes them as EPI 5 does (pairs' words at rt_route, k and
+// the renormalisation in rt_k), so the decode has no router dispatch.
 // The residual y and the norm weights of EPI 1/3 are loaded before the main
 // loop, so their latency hides behind the weights'.
 // FISH_INT8: the int8 variant (see matvec_units_i8.glsl).
@@ -67,7 +75,7 @@
 // sums meet in shared memory (SLICES·LANES per row and token).
 // Specialisation: 0 = workgroup size, 1 = ROWS, 2 = NT, 3 = EPI, 4 = XPROD, 5 = PAIR,
 // 6 = QOUT, 7 = XB32, 8 = SLICES, 9 = U64 (int8 Q4_K / Q5_K: units of 64 elements,
-// matvec_units_i8.glsl), 10 = NB, 11 = LANES, 12 = RL_ROWS.
+// matvec_units_i8.glsl), 10 = NB, 11 = LANES, 12 = RL_ROWS, 13 = ROUTER.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -87,6 +95,7 @@ layout(constant_id = 9) const bool U64 = false;
 layout(constant_id = 10) const uint NB = 0;
 layout(constant_id = 11) const uint LANES = 0;
 layout(constant_id = 12) const uint RL_ROWS = 1;  // RL: the workgroup's rows, (workgroup size / SLICES / LANES)·ROWS
+layout(constant_id = 13) const bool ROUTER = false;
 const uint RT = PAIR ? 2u * ROWS : ROWS;  // accumulated rows (per invocation)
 const bool RL = LANES > 0u;               // rows across lanes (token groups)
 const uint WR = RL ? RL_ROWS : SLICES * ROWS;  // the workgroup's rows
@@ -112,7 +121,7 @@ uint mv_tok(uint t) { return BATCH ? min(tok0 + t, pc.n_tok - 1u) : t; }
 #include "quant_block.glsl"
 // EPI 5's routing (moe_common.glsl), its logits read through the coherent view.
 #define MOE_LOGIT(i) AC[i]
-#define MOE_RT_ON (EPI == 5u)
+#define MOE_RT_ON (EPI == 5u || ROUTER)
 #define MOE_ROUTING
 #include "moe_common.glsl"
 
@@ -195,6 +204,45 @@ void route_tail() {
     }
   }
   if (lid == 0u) ACU[pc.sq_off] = 0u;  // for the next forward
+}
+
+// ROUTER, after row group g0's epilogue (its WR values of n in rt_n, the
+// group's Σy² partial written through the coherent view): see the top of the
+// file. Every invocation calls it (barriers inside).
+shared float rt_n[ROUTER ? WR : 1u];
+shared uint rt_last_sh;
+void router_fold(uint row0, uint g0, uint n_groups) {
+  const uint lid = gl_LocalInvocationID.x, wgs = gl_WorkGroupSize.x, NE = pc.rt_n_expert;
+  for (uint e = lid; e < NE; e += wgs) {
+    const uint b = (e * pc.n_rows + row0) >> 2u;  // R's row e from the group's first row (n_rows % 32 == 0)
+    float s = 0.0;
+    for (uint j = 0u; j < WR / 4u; ++j)
+      s += dot(uintBitsToFloat(WB4[b + j]), vec4(rt_n[4u * j], rt_n[4u * j + 1u], rt_n[4u * j + 2u], rt_n[4u * j + 3u]));
+    AC[pc.rt_part + g0 * NE + e] = s;
+  }
+  memoryBarrierBuffer();  // the partials and the Σy² partial, before the group counts itself in
+  barrier();
+  if (lid == 0u) rt_last_sh = atomicAdd(ACU[pc.rt_cnt], 1u) == n_groups - 1u ? 1u : 0u;
+  barrier();
+  if (rt_last_sh == 0u) return;  // uniform
+  memoryBarrierBuffer();
+  float ss = 0.0;
+  for (uint g = 0u; g < n_groups; ++g) ss += AC[pc.sq_off + g];
+  const float sc = inversesqrt(ss / float(pc.n_rows) + pc.eps);
+  for (uint e = lid; e < NE; e += wgs) {
+    float l = 0.0;
+    for (uint g = 0u; g < n_groups; ++g) l += AC[pc.rt_part + g * NE + e];
+    AC[pc.rt_logits + e] = l * sc;
+  }
+  memoryBarrierBuffer();
+  barrier();
+  const uint K = pc.rt_k & 0xFFFFu;
+  moe_route_token(pc.rt_logits, NE, K, (pc.rt_k & 0x10000u) != 0u);
+  if (lid < K) {
+    ACU[pc.rt_route + 2u * lid] = rt_sel[lid];
+    ACU[pc.rt_route + 2u * lid + 1u] = floatBitsToUint(rt_w[lid]);
+  }
+  if (lid == 0u) ACU[pc.rt_cnt] = 0u;  // for the next forward
 }
 
 void main() {
@@ -294,6 +342,7 @@ void main() {
       }
       qv = row >= pc.n_rows ? 0.0 : EPI == 3u ? v * nw : v;
       if (QOUT && !qsg) qb_x[t * WR + wr] = qv;
+      if (ROUTER) rt_n[wr] = qv;
       fin_sh[f] = sq;
     }
     if (qsg && gl_SubgroupID == 0u) q8b32_sg(vec4(qv), 1u, lid < WR, lid, pc.q_out, pc.n_rows, row0 / 32u, lid);
@@ -306,6 +355,10 @@ void main() {
     if (QOUT && !qsg) {  // qb_x is complete (the barrier above): this workgroup's blocks (NT = 1)
       q8b32_wg(lid, wgs, WR, pc.q_out, pc.n_rows, row0 / 32u);
       barrier();  // qb_x is reused by the next row group
+    }
+    if (ROUTER) {
+      router_fold(row0, g0, n_groups);
+      barrier();  // rt_n is reused by the next row group
     }
   }
   if (EPI == 5u) route_tail();

@@ -46,6 +46,13 @@
 // EPI 3: x_new ∘ P[norm_off + row] into xg_off (stride n_rows) and per row
 // group g0 Σ x_new² at sq_off + t · row groups + g0, which the next layer's
 // (or the head's) consumers reduce to 1/rms themselves.
+// QOUT with SUM (NEXT, one token, n_rows a multiple of 32): x_new ∘ P is
+// also written as the span's B32 rows at q_out, for the next layer's q/k/v
+// (no quantise step between). A B32 block spans 32 / ROWS row groups of
+// different workgroups: each writes its x_new ∘ P through the coherent view
+// and counts itself in at word cnt_off + block; the block's last to arrive
+// reads the 32 values back, quantises them (quant_block.glsl) and leaves its
+// counter at 0 for the next dispatch.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -67,6 +74,9 @@ layout(set = 0, binding = 4) readonly buffer ArenaR { uint AR[]; };
 #include "moe_common.glsl"
 // QOUT's B32 rows go through y's binding (this workgroup's own block: no coherence needed).
 layout(set = 0, binding = 3) restrict buffer ArenaYU { uint YU[]; };
+// SUM's QOUT: x_new ∘ P and the arrival counters, seen by other workgroups.
+layout(set = 0, binding = 4) coherent buffer ArenaC { float AC4[]; };
+layout(set = 0, binding = 4) coherent buffer ArenaCU { uint ACU4[]; };
 #define AC Y
 #define ACU YU
 #define QB_X_SIZE (QOUT ? 32u : 1u)
@@ -92,6 +102,28 @@ float x_at(uint t, uint e) { return X[moe_xb[t] + e]; }
 
 shared float part_sh[(RT + 1u) * NT * 32u];  // the products' sums, then the scale's Σx²
 shared float gate_sh[32];
+shared uint qlast_sh;
+
+// SUM's QOUT, after a row group's x_new ∘ P (see the top of the file): the
+// block's last workgroup to arrive writes the block's B32 words. Every
+// invocation calls it (barriers inside); one token.
+void sum_rows(uint row0) {
+  const uint lid = gl_LocalInvocationID.x, blk = row0 / 32u;
+  memoryBarrierBuffer();  // this workgroup's x_new ∘ P, before it counts itself in
+  barrier();
+  if (lid == 0u) qlast_sh = atomicAdd(ACU4[pc.cnt_off + blk], 1u) == 32u / ROWS - 1u ? 1u : 0u;
+  barrier();
+  if (qlast_sh == 0u) return;  // uniform
+  memoryBarrierBuffer();
+  if (lid < 32u) qb_x[lid] = AC4[pc.xg_off + blk * 32u + lid];
+  barrier();
+  if (gl_SubgroupSize >= 32u) {  // uniform
+    if (gl_SubgroupID == 0u) q8b32_sg(vec4(lid < 32u ? qb_x[lid] : 0.0), 1u, lid < 32u, lid, pc.q_out, pc.n_rows, blk, lid);
+  } else {
+    q8b32_wg(lid, gl_WorkGroupSize.x, 32u, pc.q_out, pc.n_rows, blk);
+  }
+  if (lid == 0u) ACU4[pc.cnt_off + blk] = 0u;  // for the next dispatch
+}
 
 // SUM: see the top of the file.
 void main_sum() {
@@ -139,7 +171,8 @@ void main_sum() {
       v += Y[a];
       Y[a] = v;
       if (NEXT) {
-        Y[pc.xg_off + t * E + row] = v * P[pc.norm_off + row];
+        if (QOUT) AC4[pc.xg_off + row] = v * P[pc.norm_off + row];  // read back by sum_rows
+        else Y[pc.xg_off + t * E + row] = v * P[pc.norm_off + row];
         sq = v * v;
       }
     }
@@ -147,7 +180,8 @@ void main_sum() {
       const float s = subgroupAdd(sq);
       if (subgroupElect()) Y[pc.sq_off + t * n_groups + g0] = s;
     }
-    barrier();  // part_sh is reused by the next row group
+    if (QOUT) sum_rows(row0);
+    barrier();  // part_sh (and qb_x) are reused by the next row group
   }
 }
 

@@ -26,6 +26,7 @@ layout(push_constant) uniform MoeParams {
   uint n_in, n_rows, n_tok, x_stride, x_off, y_stride, y_off, inv_in;
   float eps;
   uint x2_off, norm_off, xg_off, sq_off, inv_parts, q_out, q_stride;
+  uint rt_part, rt_logits, rt_route, rt_cnt, rt_n_expert, rt_k;  // (matvec_span.comp's ROUTER)
   uint route_off, n_expert, k, flags;
 } pc;
 #define MOE_ROUTING

@@ -294,6 +294,12 @@ void MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, VkDesc
                                             std::to_string(MoeKernels::kMaxExperts) + " experts, k <= " +
                                             std::to_string(MoeKernels::kMaxUsed));
     if (fz.epi > 5) throw Failure(FailKind::Internal, "span matvec: no epilogue " + std::to_string(fz.epi));
+    if (fz.router && (fz.epi != 3 || !fz.qb32 || fz.pair || pc.rt_n_expert == 0 ||
+                      pc.rt_n_expert > MoeKernels::kMaxExperts || (pc.rt_k & 0xFFFFu) == 0 ||
+                      (pc.rt_k & 0xFFFFu) > std::min(pc.rt_n_expert, MoeKernels::kMaxUsed)))
+      throw Failure(FailKind::Internal, "span matvec: the router fold takes EPI 3 on B32 output rows, one matrix, <= " +
+                                            std::to_string(MoeKernels::kMaxExperts) + " experts, 1 <= k <= " +
+                                            std::to_string(MoeKernels::kMaxUsed));
     if (fz.xh || fz.oh) throw Failure(FailKind::Internal, "span matvec: f16 rows are the coopmat prefill's");
     const MatvecConfig c = span_matvec_config(t, pc.m.n_in, pc.m.n_rows, pc.m.n_tok, fz);
     std::vector<uint32_t> spec = {c.wg, c.rows, c.nb ? c.nt : pc.m.n_tok, fz.epi, fz.xprod && !fz.int8 ? 1u : 0u,
@@ -309,6 +315,11 @@ void MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, VkDesc
                                               std::to_string(caps.max_shared_bytes));
       spec.push_back(c.lanes);
       spec.push_back(c.wg_rows());
+    }
+    if (fz.router) {
+      if (c.nb || c.lanes || c.wg_rows() != 32)
+        throw Failure(FailKind::Internal, "span matvec: the router fold needs one token's 32-row workgroups");
+      spec.insert(spec.end(), {0u, 0u, 1u, 1u});  // NB, LANES, RL_ROWS as the one-token decode's; ROUTER
     }
     p = pipelines_.get(std::string(fz.int8 ? "mvsi_" : "mvs_") + t.name, *span_layout_, spec);
     const uint32_t token_groups = c.nb ? ceil_div(pc.m.n_tok, c.nt * c.nb) : 1;

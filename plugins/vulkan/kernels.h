@@ -51,8 +51,15 @@ struct SpanMatmulPush {
   uint32_t inv_parts = 0;         // 0: inv_in holds 1/rms per token; n: [NT][n] Σx² partials to reduce
   uint32_t q_out = 0xFFFFFFFFu;   // decode: where the output also goes as B32 rows (QOUT), or none
   uint32_t q_stride = 0;          // q_out: words between two tokens' rows
+  // SpanFusion::router (an MoE decode's wo with the router folded in, matvec_span.comp ROUTER):
+  uint32_t rt_part = 0;           // float index of the [row groups][n_expert] partial logits
+  uint32_t rt_logits = 0;         // float index of the n_expert logits
+  uint32_t rt_route = 0;          // word index of the pairs' words
+  uint32_t rt_cnt = 0;            // word index of the arrival counter (0 between dispatches)
+  uint32_t rt_n_expert = 0;
+  uint32_t rt_k = 0;              // k | 0x10000: renormalise the k weights
 };
-static_assert(sizeof(SpanMatmulPush) == 64);
+static_assert(sizeof(SpanMatmulPush) == 88);
 
 // What a span matmul folds in (see shaders/matvec_span.comp): the epilogue
 // (0 store, 1 add into y, 2 silu, 3 add + the next rmsnorm's x·g and 1/rms,
@@ -80,6 +87,9 @@ struct SpanFusion {
   bool qb32 = false;
   bool xh = false;
   bool oh = false;
+  // EPI 3 with qb32, one token (an MoE decode's wo): the router's f32 weights
+  // (binding 5) folded in, routing in the last row group (SpanMatmulPush rt_*).
+  bool router = false;
 };
 
 // Push constants of quantize_x.comp (QuantParams): x'[t] = x[t] (· x2[t]) (· s_t)

@@ -44,10 +44,12 @@ VkPipeline MoeKernels::mvm(const MatmulType& t, Mvm kind, bool next, uint32_t nt
   const bool pair = kind == Mvm::kPair || kind == Mvm::kPairs;
   if (int8 && MatmulKernels::q8_block(t) != 256)
     throw Failure(FailKind::Internal, std::string("MoE experts on B32 rows: ") + t.name + " is not a K-quant");
-  if (qout && kind != Mvm::kPairs) throw Failure(FailKind::Internal, "MoE B32 output rows: a decode's gate|up only");
-  const uint32_t slices = qout ? kQoutRows / kRows : 1;
+  if (qout && kind != Mvm::kPairs && !(kind == Mvm::kSum && next))
+    throw Failure(FailKind::Internal, "MoE B32 output rows: a decode's gate|up or its summed down with the next norm only");
+  const bool sliced = qout && kind == Mvm::kPairs;
+  const uint32_t slices = sliced ? kQoutRows / kRows : 1;
   return pipelines_.get(std::string(int8 ? "mvmi_" : "mvm_") + t.name, *layout_,
-                        {qout ? qout_slice_width() * slices : kWg, kRows, nt, pair ? 1u : 0u,
+                        {sliced ? qout_slice_width() * slices : kWg, kRows, nt, pair ? 1u : 0u,
                          kind == Mvm::kSum ? 1u : 0u, next ? 1u : 0u, kind == Mvm::kPairs ? 1u : 0u, slices,
                          qout ? 1u : 0u});
 }
@@ -60,7 +62,10 @@ void MoeKernels::matvec(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSe
       throw Failure(FailKind::Internal, "MoE down + sum: down of at most " + std::to_string(kSumTokens) + " tokens");
     if (next && pc.s.norm_off == 0xFFFFFFFFu)
       throw Failure(FailKind::Internal, "MoE down + sum + next rmsnorm: no norm weights");
-    bind(cmd, mvm(t, Mvm::kSum, next, 1, int8), set, pc);
+    const bool qout = pc.s.q_out != 0xFFFFFFFFu;
+    if (qout && (!next || pc.s.m.n_tok != 1 || pc.s.m.n_rows % kQoutRows != 0))
+      throw Failure(FailKind::Internal, "MoE down + sum writing B32 rows: the next norm, one token and rows in 32s");
+    bind(cmd, mvm(t, Mvm::kSum, next, 1, int8, qout), set, pc);
     dev_.fns().vkCmdDispatch(cmd, std::min(groups, dev_.caps().max_wg_count_x), pc.s.m.n_tok, 1);
     return;
   }
@@ -99,7 +104,7 @@ void MoeKernels::combine(VkCommandBuffer cmd, VkDescriptorSet set, const MoePush
 }
 
 void MoeKernels::warm_up(const MatmulType& gate_up, const MatmulType& down, bool tiled, bool int8_pairs,
-                         bool int8_down) {
+                         bool int8_down, bool sum_rows) {
   for (uint32_t phases : {1u, 2u}) pipelines_.get("moe_route", *layout_, {phases});
   mvm(gate_up, Mvm::kPairs);
   if (int8_pairs) mvm(gate_up, Mvm::kPairs, false, 1, true, int8_down);
@@ -111,6 +116,7 @@ void MoeKernels::warm_up(const MatmulType& gate_up, const MatmulType& down, bool
     mvm(down, Mvm::kDown, false, nt);
   }
   for (const bool next : {false, true}) mvm(down, Mvm::kSum, next);
+  if (sum_rows) mvm(down, Mvm::kSum, true, 1, int8_down, true);
   if (!tiled) return;
   pipelines_.get(std::string("tlm_") + gate_up.name, *layout_, {uint32_t(kSilu), 1u});
   pipelines_.get(std::string("tlm_") + gate_up.name, *layout_, {uint32_t(kMulY), 1u});

@@ -25,8 +25,11 @@ struct MoePush {
   // pair's words, which the router matvec's tail wrote (matvec_span.comp EPI 5).
   uint32_t flags = 0;
   static constexpr uint32_t kPairs = 2;
+  // A summed down with s.q_out set (moe_matvec.comp SUM + QOUT): word index of
+  // its B32 blocks' arrival counters (n_rows / 32 words, 0 between dispatches).
+  uint32_t cnt_off = 0;
 };
-static_assert(sizeof(MoePush) == 80);
+static_assert(sizeof(MoePush) == 108);
 
 // Routing words of a forward of n_tok tokens (moe_common.glsl's layout).
 inline uint64_t moe_route_words(uint64_t n_tok, uint64_t n_expert, uint64_t k) { return 3 * n_tok * k + 2 * n_expert + 2; }
@@ -56,6 +59,9 @@ class MoeKernels {
   // int8 (K-quants, int8 dot products): x is B32 rows (mvmi_<T>), pc.s.m.x_stride words apart.
   // A gate|up by pairs with pc.s.q_out set (n_rows a multiple of 32): h also as B32 rows, pair p's
   // at q_out + p·q_stride (moe_matvec.comp QOUT: kQoutRows rows per workgroup in slices of kRows).
+  // A summed down with next, one token and pc.s.q_out set (n_rows a multiple of 32): x_new·norm
+  // also as B32 rows at q_out (the next layer's q/k/v read them), each block quantised by
+  // the last of its workgroups to arrive (counters at pc.cnt_off).
   void matvec(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MoePush& pc, bool pair,
               bool sum = false, bool next = false, bool int8 = false);
   static uint32_t row_groups(uint32_t n_rows) { return (n_rows + kRows - 1) / kRows; }
@@ -79,9 +85,10 @@ class MoeKernels {
     return n_tok > MatmulKernels::kMaxMatvecTokens && n_tok * k >= 4 * n_expert;
   }
   // tiled: also the tlm_ pipelines (spans whose chunks may take them); int8_pairs: the
-  // decode's gate|up on B32 rows; int8_down: its gate|up writing B32 rows and the summed down on them.
+  // decode's gate|up on B32 rows; int8_down: its gate|up writing B32 rows and the summed down on them;
+  // sum_rows: the summed down writing the next layer's B32 rows.
   void warm_up(const MatmulType& gate_up, const MatmulType& down, bool tiled, bool int8_pairs = false,
-               bool int8_down = false);
+               bool int8_down = false, bool sum_rows = false);
 
  private:
   void bind(VkCommandBuffer cmd, VkPipeline p, VkDescriptorSet set, const MoePush& pc);

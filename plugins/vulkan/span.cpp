@@ -92,9 +92,9 @@ ArenaLayout Span::arena_layout(const SpanIn& in, uint32_t tokens, bool int8) {
   a.xq2 = region(int8 ? uint64_t(MatmulKernels::kMaxMatvecTokens) * wk : 0);
   if (in.n_expert > 0) {
     const uint64_t NE = uint64_t(in.n_expert), K = uint64_t(in.n_expert_used);
-    a.rl = region(tokens * NE);
+    a.rl = region(std::max(tokens * NE, NE + (E + 31) / 32 * NE));
     a.route = region(moe_route_words(tokens, NE, K));
-    a.rcnt = region(1);
+    a.rcnt = region(1 + (E + 31) / 32);
     a.hx = region(tokens * K * uint64_t(in.n_ff_expert));
     a.dx = region(tokens * K * E);
     a.shx = region(in.n_ff_shexp > 0 ? tokens * E : 0);
@@ -370,6 +370,9 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
         L.moe_down = moe_set(L.w[kDownExps]->chunks[0].buf, L.w[kDownExps]->chunks[0].buf);
         L.moe_up = moe_set(L.w[kUpExps]->chunks[0].buf, L.w[kUpExps]->chunks[0].buf);  // the tiled path's up
         L.moe_aux = moe_set(arena_buf_, arena_buf_);
+        const Weight *wo = L.w[kAttnOut], *router = L.w[kFfnRouter];
+        if (wo->chunks.size() == 1 && router->chunks.size() == 1 && router->type->ggml_type == 0)
+          L.wo_router_set = mm_set(wo->chunks[0], router->chunks[0]);
       }
     }
     for (Layer& L : layers_) L.aux_set = pl.allocate_set(ctx_.kernels->aux_layout());
@@ -406,6 +409,8 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     // quantises its own x); the experts' gate|up and down take B32 rows where
     // B32Decode::experts / down say.
     bool pairs = true, experts = moe() && in.n_ff_shexp == 0;  // a shared expert keeps the norm steps
+    bool routers = moe() && uint32_t(in.n_expert) <= MoeKernels::kMaxExperts &&
+                   uint32_t(in.n_expert_used) <= MoeKernels::kMaxUsed;
     // h's B32 rows for the down in dx ([k][n_embd] floats per token).
     bool downs = experts && MatmulKernels::b32_row_words(uint32_t(in.n_ff_expert)) <= uint32_t(E);
     const auto k_quant_int8 = [&](const Weight* w) {
@@ -417,6 +422,7 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
         experts = experts && k_quant_int8(L.w[kGateExps]) && k_quant_int8(L.w[kUpExps]) &&
                   !ctx_.matmul->span_int8_for(*L.w[kFfnRouter]->type, 1);
         downs = downs && k_quant_int8(L.w[kDownExps]);
+        routers = routers && L.wo_router_set != VK_NULL_HANDLE;
       }
       for (size_t k = 0; k < size_t(kLayerWeights); ++k) {
         const Weight* w = L.w[k];
@@ -430,12 +436,15 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     b32_.pair = b32_.on && pairs;
     b32_.experts = b32_.on && experts;
     b32_.down = b32_.experts && downs;
+    // The summed down's next norm (no shared expert) quantises the next layer's rows itself.
+    b32_.sum_rows = b32_.on && moe() && in.n_ff_shexp == 0;
+    b32_.router = b32_.experts && routers;
     ctx_.kernels->warm_up(kshape_, b32_.attention, in.n_seq > 1);
     if (narrow_heads_) ctx_.kernels->warm_up(attn_shape(true), b32_.attention, in.n_seq > 1);
     if (moe_)
       moe_->warm_up(*layers_[0].w[kGateExps]->type, *layers_[0].w[kDownExps]->type,
                     MoeKernels::use_tiled(arena_.tokens, uint32_t(in.n_expert), uint32_t(in.n_expert_used)),
-                    b32_.experts, b32_.down);
+                    b32_.experts, b32_.down, b32_.sum_rows);
   } catch (...) {
     release_all();
     throw;
@@ -453,7 +462,8 @@ void Span::release_all() {
   for (Layer& L : layers_) {
     for (auto& sets : L.mm_sets)
       for (VkDescriptorSet s : sets) pl.free_set(s);
-    if (L.gu_set) pl.free_set(L.gu_set);
+    for (VkDescriptorSet s : {L.gu_set, L.wo_router_set})
+      if (s) pl.free_set(s);
     for (VkDescriptorSet s : {L.moe_gu, L.moe_up, L.moe_down, L.moe_aux})
       if (s) pl.free_set(s);
     if (L.aux_set) pl.free_set(L.aux_set);
@@ -548,7 +558,7 @@ std::string Span::describe() const {
                                  : int8_ ? ", prefill: tiled int8 64x64" : ", prefill: tiled f32 64x64") +
          (b32_.on ? std::string(" (decode x in B32 rows") +
                         (b32_.down ? ", the experts' gate|up and down too" : b32_.experts ? ", the experts' gate|up too" : "") +
-                        ")"
+                        (b32_.router ? ", wo routes" : "") + ")"
                   : std::string()) +
          (kshape_.tile_bc ? std::string(", prompt attention on query tiles (") +
                                 (kshape_.tile_coop ? "coopmat" : "scalar") + ", " +

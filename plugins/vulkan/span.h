@@ -109,7 +109,10 @@ struct ArenaLayout {
   // MoE (empty for a dense span): the router's logits [tokens][n_expert], the
   // routing words (moe_kernels.h), the experts' silu·up rows [tokens·k][n_ff_expert],
   // their weighted down rows [tokens·k][n_embd], the shared expert's down [tokens][n_embd].
-  // rcnt: the router tail's arrival counter (one word, 0 between dispatches).
+  // rl: the router's logits [tokens][n_expert] (a one-row decode whose wo
+  // routes: n_expert logits, then wo's partials [n_embd / 32][n_expert]).
+  // rcnt: the router tail's arrival counter (one word, 0 between dispatches),
+  // then the summed down's per B32 block of n_embd (MoePush::cnt_off).
   uint32_t rl = 0, route = 0, rcnt = 0, hx = 0, dx = 0, shx = 0;
   uint32_t total = 0;  // floats
 };
@@ -217,6 +220,7 @@ class Span {
     VkDescriptorSet aux_set = VK_NULL_HANDLE;   // SpanKernels::aux_layout: binding 1 is this layer's KV pool
     std::vector<VkDescriptorSet> mm_sets[kLayerWeights];  // per weight chunk
     VkDescriptorSet gu_set = VK_NULL_HANDLE;  // gate (binding 0) and up (5) as a pair, when both are one chunk
+    VkDescriptorSet wo_router_set = VK_NULL_HANDLE;  // MoE: wo (0) and an f32 router (5), both one chunk
   };
   // The int8 decode of one token in B32 rows (DecodeRows::B32): the K-quant
   // matvecs read blocks of 32 that their producers write themselves, so no
@@ -231,8 +235,13 @@ class Span {
   // (the router then reads wo's f32 n; a quantise step for it would overwrite
   // the rows); with K-quant downs too, that gate|up also writes h's B32 rows
   // (in the dx region, unused by a decode) for the summed down (down).
+  // Without a shared expert the summed down writes the next layer's q/k/v
+  // rows (sum_rows); with the experts on B32 rows and every layer's router
+  // an f32 matrix in one chunk, wo computes the router's logits and routes
+  // (router: matvec_span.comp ROUTER, no router dispatch).
   struct B32Decode {
     bool on = false, attention = false, pair = false, experts = false, down = false;
+    bool sum_rows = false, router = false;
   };
   class Planner;  // span_plan.cpp
   // One submission's rows (span_forward.cpp): of sequence `seq` at pos0 + t,

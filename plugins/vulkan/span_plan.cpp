@@ -21,8 +21,9 @@
 // write the next matvec's rows themselves.
 // MoE spans normalise x by a step before each attention and FFN (as prefill
 // does; the experts' kernels read f32 n) except in decode without a shared
-// expert (norm epilogues, as above; with B32 rows for the attention's wo
-// only, from the attention itself), and their FFN is
+// expert (norm epilogues, as above; in the B32 decode the attention writes
+// wo's rows, wo the experts' gate|up's, the gate|up the down's and the
+// summed down the next layer's q/k/v rows, Span::B32Decode), and their FFN is
 //   rmsnorm → router matmul → route (softmax, top-k, pairs grouped by expert)
 //   → [shared expert: gate (silu), up → down] → experts' gate|up (silu·up)
 //   → experts' down (weighted) → x += Σ of the k rows (+ the gated shared expert);
@@ -127,8 +128,8 @@ class Span::Planner {
       rmsnorm(L, p, L.attn_norm, half_qkv);
       in = a_.xn, scale = {};
     }
-    // The previous down wrote x·attn_norm's B32 rows (not an MoE layer's summed down).
-    const bool rows_ready = b32_ && li > 0 && !s_.moe();
+    // The previous down wrote x·attn_norm's B32 rows (dense, or an MoE layer's summed down with sum_rows).
+    const bool rows_ready = b32_ && li > 0 && next_rows_;
     if (!rows_ready) quantize({L.w[kAttnQ], L.w[kAttnK], L.w[kAttnV]}, QuantArgs{.x = in, .x_stride = E_, .scale = scale});
     MatmulArgs qkv{.x = in, .x_stride = E_, .y = a_.qkv, .y_stride = QD_ + 2 * KD_, .scale = scale};
     if (rows_ready) qkv.rows_in = rows_;
@@ -178,13 +179,22 @@ class Span::Planner {
     if (b32_ && (!s_.moe() || s_.b32_.experts)) wo.rows_out = other();  // gate|up's rows (the router reads f32 n)
     SpanFusion wo_fz{plain_norms_ ? 1u : 3u, false, false, kRoleWo};
     wo_fz.xh = half_att;
-    norm_groups_ = matmul(L, kAttnOut, wo, wo_fz, Barrier::Compute,
-                          tiled_ ? "wo tiled (+add)" : plain_norms_ ? "wo matvec (+add)" : "wo matvec (+add, FFN rmsnorm)",
-                          "matvec");
+    if (router_folded()) {  // an MoE decode's wo: the router's logits and the routing too
+      const SpanIn& in = s_.shape_;
+      wo_fz.router = true;
+      wo.route = a_.route, wo.route_k = uint32_t(in.n_expert_used), wo.renorm = in.gating_norm;
+      norm_groups_ = matmul(L.w[kAttnOut], {L.wo_router_set}, n_, wo, wo_fz, Barrier::Compute,
+                            "wo matvec (+add, FFN rmsnorm, router + routing)", "matvec");
+    } else {
+      norm_groups_ = matmul(L, kAttnOut, wo, wo_fz, Barrier::Compute,
+                            tiled_ ? "wo tiled (+add)" : plain_norms_ ? "wo matvec (+add)" : "wo matvec (+add, FFN rmsnorm)",
+                            "matvec");
+    }
     if (wo.rows_out >= 0) rows_ = other();
   }
 
   void ffn_block(size_t li) {
+    next_rows_ = false;
     if (s_.moe()) return moe_block(li);
     const Layer& L = s_.layers_[li];
     const bool last = li + 1 == s_.layers_.size();
@@ -240,7 +250,8 @@ class Span::Planner {
     SpanFusion down_fz{norm_next ? 3u : 1u, xprod, false, kRoleDown};
     down_fz.xh = half_down;
     const uint32_t groups = matmul(L, kFfnDown, down, down_fz, Barrier::Compute, stage, "matvec");
-    if (down.rows_out >= 0) rows_ = other();
+    next_rows_ = down.rows_out >= 0;
+    if (next_rows_) rows_ = other();
     if (norm_next) norm_groups_ = groups;
   }
 
@@ -296,12 +307,14 @@ class Span::Planner {
     // words for the gate|up and the down) and sums its down into x; else
     // routing and the sum are steps of their own.
     const bool decode = n_ <= MoeKernels::kSumTokens;
-    // The router's logits [n][n_expert].
-    quantize({L.w[kFfnRouter]}, QuantArgs{.x = a_.xn, .x_stride = E_, .scale = scale});
-    MatmulArgs router{.x = a_.xn, .x_stride = E_, .y = a_.rl, .y_stride = NE, .scale = scale};
-    router.route = a_.route, router.route_k = K, router.renorm = in.gating_norm;
-    matmul(L, kFfnRouter, router, SpanFusion{decode ? 5u : 0u, false, false, kRoleOther}, Barrier::Compute,
-           decode ? "router matvec (+routing)" : "router matmul", "matvec");
+    // The router's logits [n][n_expert] (a one-row decode on B32 rows: wo computed them and routed).
+    if (!router_folded()) {
+      quantize({L.w[kFfnRouter]}, QuantArgs{.x = a_.xn, .x_stride = E_, .scale = scale});
+      MatmulArgs router{.x = a_.xn, .x_stride = E_, .y = a_.rl, .y_stride = NE, .scale = scale};
+      router.route = a_.route, router.route_k = K, router.renorm = in.gating_norm;
+      matmul(L, kFfnRouter, router, SpanFusion{decode ? 5u : 0u, false, false, kRoleOther}, Barrier::Compute,
+             decode ? "router matvec (+routing)" : "router matmul", "matvec");
+    }
     MoePush mp;
     mp.n_expert = NE, mp.k = K, mp.route_off = a_.route, mp.flags = in.gating_norm ? 1u : 0u;
     if (!decode) {
@@ -376,13 +389,22 @@ class Span::Planner {
           writes.push_back(Region::XNorm), writes.push_back(Region::NormSums);
           norm_groups_ = MoeKernels::row_groups(E_);
         }
+        // ... and, on B32 rows, the next layer's q/k/v rows (the head's input is quantised by a step).
+        next_rows_ = next && !last && b32_ && s_.b32_.sum_rows;
+        if (next_rows_) {
+          dn.s.q_out = rows_offset(other()), dn.s.q_stride = MatmulKernels::b32_row_words(E_), dn.cnt_off = a_.rcnt + 1;
+          writes.push_back(rows_region(other()));
+        }
         add(MoeMatvecStep{L.w[kDownExps], L.moe_down, dn, false, true, next, down_int8}, reads, writes,
             Barrier::Compute,
-            next ? (down_int8 ? "experts down on B32 rows (+routing weight, sum into x, next rmsnorm)"
-                              : "experts down (+routing weight, sum into x, next rmsnorm)")
-                 : (down_int8 ? "experts down on B32 rows (+routing weight, sum into x)"
-                              : "experts down (+routing weight, sum into x)"),
+            next_rows_ ? (down_int8 ? "experts down on B32 rows (+routing weight, sum into x, next rmsnorm, B32 rows)"
+                                    : "experts down (+routing weight, sum into x, next rmsnorm, B32 rows)")
+            : next     ? (down_int8 ? "experts down on B32 rows (+routing weight, sum into x, next rmsnorm)"
+                                    : "experts down (+routing weight, sum into x, next rmsnorm)")
+                       : (down_int8 ? "experts down on B32 rows (+routing weight, sum into x)"
+                                    : "experts down (+routing weight, sum into x)"),
             "MoE experts");
+        if (next_rows_) rows_ = other();
         return;
       }
       add(MoeMatvecStep{L.w[kDownExps], L.moe_down, dn, false}, {Region::ExpertHidden, Region::Route},
@@ -441,6 +463,8 @@ class Span::Planner {
     if (xb32_ && k_quant(w)) return MatmulKernels::b32_row_words(uint32_t(w->n_in));
     return MatmulKernels::q8_row_words(MatmulKernels::q8_block(*w->type), uint32_t(w->n_in));
   }
+  // A one-row MoE decode on B32 rows whose wo folds the router in (Span::B32Decode::router).
+  bool router_folded() const { return b32_ && s_.b32_.router; }
   int other() const { return rows_ ^ 1; }
   uint32_t rows_offset(int r) const { return r == 0 ? a_.xqk : a_.xq2; }
   static Region rows_region(int r) { return r == 0 ? Region::Rows : Region::RowsOther; }
@@ -500,6 +524,7 @@ class Span::Planner {
     if (m.rows_out >= 0) writes.push_back(rows_region(m.rows_out));
     if (fz.oh) writes.push_back(region_of(m.half_out));
     if (fz.epi == 5) writes.push_back(Region::Route);
+    if (fz.router) writes.push_back(Region::RouterLogits), writes.push_back(Region::Route);
     SpanMatmulPush pc;
     pc.m = {uint32_t(w->n_in), 0, nt, m.x_stride, m.x, m.y_stride, m.y};  // rows and y offset: per chunk
     pc.inv_in = m.scale.at, pc.inv_parts = m.scale.at == kNone ? 0 : m.scale.parts, pc.eps = s_.shape_.norm_eps;
@@ -509,6 +534,12 @@ class Span::Planner {
     if (fz.epi == 5) {  // matvec_span.comp's EPI 5 fields
       if (w->chunks.size() != 1) throw Failure(FailKind::Internal, "span: the router's routing tail needs one weight chunk");
       pc.norm_off = m.route, pc.xg_off = m.route_k | (m.renorm ? 0x10000u : 0u), pc.sq_off = a_.rcnt;
+    }
+    if (fz.router) {  // matvec_span.comp's ROUTER fields: logits, then the row groups' partials, in rl
+      if (w->chunks.size() != 1) throw Failure(FailKind::Internal, "span: the router fold needs one wo chunk");
+      const uint32_t NE = uint32_t(s_.shape_.n_expert);
+      pc.rt_logits = a_.rl, pc.rt_part = a_.rl + NE, pc.rt_route = m.route, pc.rt_cnt = a_.rcnt;
+      pc.rt_n_expert = NE, pc.rt_k = m.route_k | (m.renorm ? 0x10000u : 0u);
     }
     add(MatmulStep{w, sets, pc, fz}, reads, writes, b, stage, category);
     if (w == s_.head_) plan_.steps.back().writes = {Region::Logits};
@@ -559,6 +590,7 @@ class Span::Planner {
   const bool meta_;            // the row table comes in with x (rows of several sequences, or listed head rows)
   int rows_ = 0;               // which int8 rows region (0 / 1) holds the next consumer's input
   uint32_t norm_groups_ = 0;   // Σy² partials per token of the last norm epilogue
+  bool next_rows_ = false;     // the last FFN block wrote the next layer's q/k/v B32 rows (rows_)
   SpanPlan plan_;
 };
 

@@ -24,6 +24,7 @@
 
 #include "common/fp16.h"
 #include "cpu/matmul.h"
+#include "cpu/moe_routing.h"
 #include "cpu/thread_pool.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
@@ -272,21 +273,33 @@ namespace {
 // times. b32 (K-quants): x as the span's B32 rows (quantize_x's B32K mode);
 // qout (with b32, one token): the kernel also writes its output (EPI 3: xg,
 // EPI 4: y) as B32 rows (q), 32 rows per workgroup.
+// rf (EPI 3 with qout): the router folded in (SpanFusion::router), its f32
+// matrix [n_expert][n_out] at binding 5; what it wrote comes back in rf.
 struct SpanOut {
   std::vector<float> y, xg;
   std::vector<uint32_t> q;
 };
+struct RouterFold {
+  const Matrix* m = nullptr;  // F32 [n_expert][n_out]
+  uint32_t k = 0;
+  bool renorm = false;
+  std::vector<float> logits, sq;  // the logits and the row groups' Σy² partials
+  std::vector<uint32_t> words;    // the pairs' words (expert, weight bits)
+  uint32_t cnt = 1;               // the arrival counter after the last dispatch
+};
 SpanOut run_span_int8(vk::VulkanBackend& be, const Matrix& m, const Matrix* m2, int n_tok, vk::SpanFusion fz,
                       const std::vector<float>& x, const std::vector<float>& x2, const std::vector<float>& s,
                       const std::vector<float>& y0, const std::vector<float>& g, bool qout = false, int reps = 1,
-                      bool b32 = false) {
+                      bool b32 = false, RouterFold* rf = nullptr) {
   const uint32_t n_in = uint32_t(m.n_in), n_out = uint32_t(m.n_out), nt = uint32_t(n_tok);
   const uint32_t bs = b32 ? 32 : VkKernels::q8_block(*vk::matmul_type(uint32_t(m.type)));
   const uint32_t words = b32 ? VkKernels::b32_row_words(n_in) : VkKernels::q8_row_words(bs, n_in);
   const uint32_t qwords = qout ? VkKernels::b32_row_words(n_out) : 0;
   const uint32_t xo = 64, x2o = xo + nt * n_in, so = x2o + nt * n_in, qo = so + (nt + 63) / 64 * 64, yo = qo + nt * words,
                  xgo = yo + nt * n_out, sqo = xgo + nt * n_out, q8o = (sqo + std::max(4u, nt) * n_out + 67) / 4 * 4,
-                 end = q8o + nt * qwords + 64;
+                 rlo = q8o + nt * qwords + 64;
+  const uint32_t NE = rf ? uint32_t(rf->m->n_out) : 0, groups = n_out / 32;
+  const uint32_t route = rlo + NE + groups * NE, cnt = route + 2 * (rf ? rf->k : 0), end = cnt + 4 + 64;
   SpanRig rig(be, end, 4, n_out, 4);
   rig.put(rig.arena(), xo, x);
   rig.put(rig.arena(), x2o, x2);
@@ -294,7 +307,7 @@ SpanOut run_span_int8(vk::VulkanBackend& be, const Matrix& m, const Matrix* m2, 
   rig.put(rig.arena(), yo, y0);
   rig.put(rig.params(), 0, g);
   vk::Weight* w = be.upload(upload_desc(m));
-  vk::Weight* w2 = m2 ? be.upload(upload_desc(*m2)) : nullptr;
+  vk::Weight* w2 = m2 ? be.upload(upload_desc(*m2)) : rf ? be.upload(upload_desc(*rf->m)) : nullptr;
   REQUIRE(w);
   vk::Pipelines& pl = *be.pipelines();
   VkDescriptorSet qset = pl.allocate_set(be.kernels()->quant_layout());
@@ -313,6 +326,11 @@ SpanOut run_span_int8(vk::VulkanBackend& be, const Matrix& m, const Matrix* m2, 
   if (qout) pc.q_out = q8o, pc.q_stride = qwords;
   fz.int8 = true;
   fz.xb32 = b32, fz.qb32 = qout;
+  if (rf) {
+    fz.router = true;
+    pc.rt_logits = rlo, pc.rt_part = rlo + NE, pc.rt_route = route, pc.rt_cnt = cnt;
+    pc.rt_n_expert = NE, pc.rt_k = rf->k | (rf->renorm ? 0x10000u : 0u);
+  }
   rig.run([&](VkCommandBuffer cmd) { be.kernels()->record_quantize(cmd, qset, qp, bs, fz.xprod, b32); });
   for (int r = 0; r < reps; ++r) {
     if (r > 0) rig.put(rig.arena(), yo, y0);  // EPI 1 / 3 add into y
@@ -322,6 +340,12 @@ SpanOut run_span_int8(vk::VulkanBackend& be, const Matrix& m, const Matrix* m2, 
   out.y = rig.get(rig.arena(), yo, size_t(nt) * n_out);
   out.xg = rig.get(rig.arena(), xgo, size_t(nt) * n_out);
   if (qout) out.q = rig.get_words(rig.arena(), q8o, size_t(nt) * qwords);
+  if (rf) {
+    rf->logits = rig.get(rig.arena(), rlo, NE);
+    rf->sq = rig.get(rig.arena(), sqo, groups);
+    rf->words = rig.get_words(rig.arena(), route, 2 * rf->k);
+    rf->cnt = rig.get_words(rig.arena(), cnt, 1)[0];
+  }
   pl.free_set(qset);
   REQUIRE(be.release(w));
   if (w2) REQUIRE(be.release(w2));
@@ -531,6 +555,72 @@ TEST_CASE("int8 span matvec on B32 rows = the product on the CPU's B32 rows, K-q
   }
   be->kernels()->set_span_shape(vk::kRoleOther, {});
   be->kernels()->set_span_u64(0);
+}
+
+// An MoE decode's wo with the router folded in (matvec_span.comp ROUTER: EPI
+// 3 on B32 rows in and out, 96 rows = 3 row groups): y, x·g and the B32 rows
+// are the plain dispatch's bit for bit; the logits within 2e-5 of
+// Σ_r |R[e][r]·xg[r]| / rms (f32 sums of 96 terms) of the CPU's
+// Σ_r R[e][r]·xg[r] / rms, 1/rms from the y it wrote; the pairs' words equal
+// the CPU's routing (cpu/moe_routing.h) of those logits (ids exactly, weights
+// within 2e-6); the arrival counter back at 0 after two dispatches.
+TEST_CASE("int8 span matvec with the router folded in (ROUTER) = the plain product, the logits and the routing as the CPU's",
+          "[vulkan][int8][span]") {
+  auto be = open_int8("int8 span matvec router fold");
+  if (!be) FISH_SKIP(skip_reason());
+  struct Case {
+    int64_t n_expert;
+    uint32_t k;
+    bool renorm;
+  };
+  uint64_t seed = 4100;
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+    // Qwen3-30B-A3B's 128 x 8 (renormalised), Mixtral's 8 x 2, 60 experts x 4.
+    for (const Case c : {Case{128, 8, true}, Case{8, 2, false}, Case{60, 4, false}}) {
+      const int64_t n_in = 512, n_out = 96;
+      const Matrix m = random_matrix(type, n_in, n_out, seed++), r = random_matrix(GgmlType::F32, n_out, c.n_expert, seed++);
+      const std::vector<float> x = randn(size_t(n_in), seed++, 2.0f), x2(size_t(n_in), 1.0f), s = {0.9f};
+      const std::vector<float> y0 = randn(size_t(n_out), seed++), g = randn(size_t(n_out), seed++);
+      const vk::SpanFusion fz{3, false, false, vk::kRoleWo};
+      const SpanOut plain = run_span_int8(*be, m, nullptr, 1, fz, x, x2, s, y0, g, true, 1, true);
+      RouterFold rf{&r, c.k, c.renorm};
+      const SpanOut folded = run_span_int8(*be, m, nullptr, 1, fz, x, x2, s, y0, g, true, 2, true, &rf);
+      CAPTURE(type_name(type), c.n_expert, c.k, c.renorm);
+      CHECK(folded.y == plain.y);
+      CHECK(folded.xg == plain.xg);
+      CHECK(folded.q == plain.q);
+      double ss = 0;
+      for (float v : folded.y) ss += double(v) * v;
+      const double sc = 1.0 / std::sqrt(ss / double(n_out) + 1e-5);
+      double worst_l = 0;
+      for (int64_t e = 0; e < c.n_expert; ++e) {
+        double ref = 0, mag = 0;
+        const float* row = reinterpret_cast<const float*>(r.data.data() + uint64_t(e) * r.row_bytes);
+        for (int64_t i = 0; i < n_out; ++i) {
+          const double t = double(row[i]) * folded.xg[size_t(i)];
+          ref += t, mag += std::fabs(t);
+        }
+        worst_l = std::max(worst_l, std::fabs(rf.logits[size_t(e)] - sc * ref) / (2e-5 * sc * mag));
+      }
+      std::vector<int32_t> ids(c.k);
+      std::vector<float> wts(c.k);
+      moe_route(rf.logits.data(), int32_t(c.n_expert), int32_t(c.k), c.renorm, ids.data(), wts.data());
+      int id_bad = 0;
+      double wrel = 0;
+      for (uint32_t j = 0; j < c.k; ++j) {
+        id_bad += rf.words[2 * j] != uint32_t(ids[j]);
+        float gw;
+        std::memcpy(&gw, &rf.words[2 * j + 1], 4);
+        wrel = std::max(wrel, std::fabs(double(gw) - wts[j]) / std::max(1e-30, double(wts[j])));
+      }
+      INFO("logits worst |err|/bound " << worst_l << ", " << id_bad << " wrong experts of " << c.k
+                                       << ", weights max rel err " << wrel << ", counter " << rf.cnt);
+      CHECK(worst_l <= 1.0);
+      CHECK(id_bad == 0);
+      CHECK(wrel <= 2e-6);
+      CHECK(rf.cnt == 0u);
+    }
+  }
 }
 
 // The 63 finite FQ3 reference blocks (../shared/reference/fq3: random scale

@@ -299,8 +299,13 @@ double silu(double v) { return v / (1.0 + std::exp(-v)); }
 // 128): the gate|up also writes h's B32 rows (QOUT), which must equal
 // cpu_b32_row of the h it wrote word for word, and the summed down reads B32
 // rows of its hd (cpu_b32_row's), judged on the values they hold.
+// sum_rows (one token, ER a multiple of 32): the summed down also writes its
+// x_new ∘ norm as B32 rows (QOUT, blocks quantised by their last workgroup to
+// arrive), which must equal cpu_b32_row of the x·norm it wrote word for word,
+// its arrival counters back at 0.
 double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, int64_t E, int64_t FE, int64_t FD,
-                   int64_t ER, uint64_t seed, bool tiled = false, bool int8 = false, bool int8_down = false) {
+                   int64_t ER, uint64_t seed, bool tiled = false, bool int8 = false, bool int8_down = false,
+                   bool sum_rows = false) {
   Stack gate = make_stack(be, t, NE, E, FE, seed), up = make_stack(be, t, NE, E, FE, seed + 100);
   Stack down = make_stack(be, t, NE, FD, ER, seed + 200);
   const uint32_t P = uint32_t(n_tok * K), words = uint32_t(vk::moe_route_words(uint64_t(n_tok), NE, K));
@@ -315,7 +320,9 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
   const uint32_t row_words = vk::MatmulKernels::b32_row_words(uint32_t(E));  // a multiple of 4
   const uint32_t hq_words = vk::MatmulKernels::b32_row_words(uint32_t(FE)), dq_words = vk::MatmulKernels::b32_row_words(uint32_t(FD));
   const uint32_t xq_off = (rl_off + uint32_t(n_tok * NE) + 3) / 4 * 4, hq_off = xq_off + uint32_t(n_tok) * row_words;
-  const uint32_t dq_off = hq_off + (int8_down ? P * hq_words : 0), end = dq_off + (int8_down ? P * dq_words : 0);
+  const uint32_t dq_off = hq_off + (int8_down ? P * hq_words : 0), sr_off = dq_off + (int8_down ? P * dq_words : 0);
+  const uint32_t sr_words = vk::MatmulKernels::b32_row_words(uint32_t(ER)), cnt_off = sr_off + (sum_rows ? sr_words : 0);
+  const uint32_t n_cnt = sum_rows ? uint32_t(ER) / 32 : 0, end = cnt_off + (n_cnt + 3) / 4 * 4;
   MoeRig m(be, end + 64, uint64_t(std::max<int64_t>(4, ER)));
   auto logits = randn(size_t(n_tok) * NE, seed + 300, 2.0f);
   if (tiled)
@@ -326,6 +333,7 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
   const bool decode = !tiled && n_tok <= int(vk::MoeKernels::kSumTokens);
   REQUIRE((!int8 || decode));
   REQUIRE((!int8_down || (int8 && FE % 128 == 0)));
+  REQUIRE((!sum_rows || (decode && n_tok == 1 && ER % 32 == 0)));
   std::vector<float> hdq = hd;  // what the summed down multiplies: hd, or the values of its B32 rows
   for (uint32_t p = 0; int8_down && p < P; ++p) {
     const std::vector<uint32_t> q = cpu_b32_row(&hd[size_t(p) * FD], int(FD));
@@ -387,6 +395,10 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
     su.s.x2_off = sh_off, su.s.xg_off = n_off, su.s.norm_off = shexp ? 0 : vk::kNone;
     if (next) su.s.norm_off = 0, su.s.sq_off = sq_off;  // gv as the next norm's weights, x·gv over n
     if (int8_down) su.s.m.x_off = dq_off, su.s.m.x_stride = dq_words;
+    if (sum_rows) {
+      su.s.q_out = sr_off, su.cnt_off = cnt_off;
+      m.rig.put(m.rig.arena(), cnt_off, std::vector<uint32_t>(n_cnt, 0u));
+    }
     m.rig.run([&](VkCommandBuffer cmd) { m.moe.matvec(cmd, *down.w->type, ds, su, false, true, next, int8_down); });
   }
   const auto xs_after = m.rig.get(m.rig.arena(), xs_off, uint64_t(n_tok) * ER);
@@ -408,6 +420,16 @@ double run_experts(vk::VulkanBackend& be, GgmlType t, int NE, int K, int n_tok, 
     INFO("next norm: " << wrong << " of " << n_tok * ER << " x·norm values differ; Σx² partials worst relative error " << worst_sq);
     CHECK(wrong == 0);
     CHECK(worst_sq <= 1e-5);
+    if (sum_rows) {  // the B32 rows of the x·norm it wrote, word for word; the counters at 0 again
+      const std::vector<uint32_t> want = cpu_b32_row(xg.data(), int(ER));
+      const auto got = m.rig.get_words(m.rig.arena(), sr_off, sr_words);
+      const auto cnt = m.rig.get_words(m.rig.arena(), cnt_off, n_cnt);
+      int64_t bad_words = 0;
+      for (uint32_t i = 0; i < sr_words; ++i) bad_words += got[i] != want[i];
+      INFO("summed down's B32 rows: " << bad_words << " of " << sr_words << " words differ from cpu_b32_row(x·norm)");
+      CHECK(bad_words == 0);
+      CHECK(cnt == std::vector<uint32_t>(n_cnt, 0u));
+    }
   }
   const auto h = m.rig.get(m.rig.arena(), hx_off, uint64_t(P) * FE);
   if (int8_down) {  // h's B32 rows: the CPU's rule on the h the kernel wrote, word for word
@@ -511,6 +533,8 @@ TEST_CASE("mvm_<T> kernels vs CPU: the chosen experts' gate|up (silu·up) and do
     worst = std::max(worst, run_experts(*be, t, 8, 2, 3, E, 132, FD, 70, seed += 400));   // 6 pairs over 8: chunks of 1
     // 8 of 16 used (qwen3moe-like): the summed down has more (pair, unit) items than invocations.
     worst = std::max(worst, run_experts(*be, t, 16, 8, 1, E, 70, FD, 70, seed += 400));
+    // The summed down writing the next layer's B32 rows (the B32 decode's, f32 h): 4 blocks of 32.
+    if (!plain) worst = std::max(worst, run_experts(*be, t, 8, 2, 1, E, 70, FD, 128, seed += 400, false, false, false, true));
     std::printf("  mvm %-5s worst |err|/bound %.5f\n", type_name(t).c_str(), worst);
   }
 }
@@ -529,6 +553,8 @@ TEST_CASE("mvmi_<T> kernels vs CPU: a decode's gate|up on int8 B32 rows (and wri
     // The gate|up writing h's B32 rows (32 rows per workgroup), the summed down on B32 rows.
     worst = std::max(worst, run_experts(*be, t, 6, 3, 1, 512, 128, 256, 132, seed += 400, false, true, true));
     worst = std::max(worst, run_experts(*be, t, 16, 8, 3, 256, 256, 512, 70, seed += 400, false, true, true));
+    // ... and the summed down writing the next layer's B32 rows too (8 blocks).
+    worst = std::max(worst, run_experts(*be, t, 16, 8, 1, 256, 128, 256, 256, seed += 400, false, true, true, true));
     std::printf("  mvmi %-5s worst |err|/bound %.5f\n", type_name(t).c_str(), worst);
   }
 }

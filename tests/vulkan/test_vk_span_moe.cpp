@@ -301,41 +301,67 @@ TEST_CASE("MoE span of several sequences vs the reference plugin's span and vs e
 
 // An MoE decode with int8 activations on B32 rows (the GPUs' default, forced
 // here): the attention writes wo's rows itself, wo the experts' gate|up's
-// (mvmi_<T>), that gate|up the down's, and the norms are epilogues, so a one-row forward of the Q4_K
-// layer quantises x once (for q/k/v) before the FFN's router; its x and logits against the same span on the CPU's Q8_K rows
+// (mvmi_<T>), that gate|up the down's, the summed down the next layer's
+// q/k/v's (the plan of a two-layer span: its rows at the words layer 1's
+// q/k/v read), wo routes (the f32 router folded in: no router step), and the norms are epilogues, so a one-row forward quantises x
+// once (layer 0's q/k/v, from the host's x); a one-layer span's x and logits against the same span on the CPU's Q8_K rows
 // (the two quantise x in blocks of 32 and of 256). Each is within the int8
 // bound of f32 (10%), but int8 rounding also moves the router's logits, and a
 // near tie taken the other way changes a token's experts wholesale (measured
 // on lavapipe: 11.6% of max |x|, 9.4% of max |logit| over 12 decodes): 25%.
 // Wrong rows (wo reading another token's, or stale ones) give O(1).
 TEST_CASE("MoE span decode on B32 rows: the attention writes wo's rows, int8 within its bound", "[vulkan][span][moe]") {
-  const SynthShape& v = kSynthMoeShapes[2];  // mixtral 8x2 Q4_K: every attention matrix a K-quant
-  const Synth s = make_synth(v, 73);
+  SynthShape v = kSynthMoeShapes[2];  // mixtral 8x2 Q4_K: every attention matrix a K-quant
   VkConfig b32 = test_config(), q8k = test_config();
   b32.int8 = q8k.int8 = 1;
   b32.decode_rows = vk::DecodeRows::B32;
   q8k.decode_rows = vk::DecodeRows::Q8K;
-  auto a = vulkan_span(s, kCtx, b32), b = vulkan_span(s, kCtx, q8k);
-  if (!a) FISH_SKIP(skip_reason());
-  REQUIRE(b);
-  if (!backend_of(*a).kernels()->int8()) FISH_SKIP("no int8 dot products on this device");
-  INFO(span_of(*a).describe());
-  REQUIRE(span_of(*a).describe().find("decode x in B32 rows, the experts' gate|up and down too") != std::string::npos);
-  a->set_head(s), b->set_head(s);
-  // The one-row plan: a quantise step only before q/k/v (the router is F32 here).
-  int quantise = 0, rows_before_wo = -1, gu_rows = 0, down_rows = 0;
-  for (const vk::SpanStep& st : span_of(*a).plan(1, false).steps) {
-    quantise += std::holds_alternative<vk::QuantizeStep>(st.kernel);
-    if (st.stage && std::string(st.stage).rfind("wo matvec", 0) == 0) rows_before_wo = quantise;
-    if (const auto* mv = std::get_if<vk::MoeMatvecStep>(&st.kernel)) {
-      gu_rows += mv->pair && mv->int8 && mv->push.s.q_out != vk::kNone;  // reading wo's rows, writing h's
-      down_rows += mv->sum && mv->int8;
+  {
+    v.L = 2;  // layer 0's summed down writes layer 1's q/k/v rows
+    const Synth s2 = make_synth(v, 74);
+    auto a2 = vulkan_span(s2, kCtx, b32);
+    if (!a2) FISH_SKIP(skip_reason());
+    if (!backend_of(*a2).kernels()->int8()) FISH_SKIP("no int8 dot products on this device");
+    INFO(span_of(*a2).describe());
+    REQUIRE(span_of(*a2).describe().find("decode x in B32 rows, the experts' gate|up and down too, wo routes") !=
+            std::string::npos);
+    // The one-row plan: a quantise step only before layer 0's q/k/v (the router is F32 here).
+    int quantise = 0, rows_before_wo = -1, gu_rows = 0, down_rows = 0, next_rows = 0, qkv_on_them = 0;
+    int wo_routes = 0, router_steps = 0;
+    uint32_t rows_at = vk::kNone;  // where the last summed down put the next layer's rows
+    for (const vk::SpanStep& st : span_of(*a2).plan(1, false).steps) {
+      quantise += std::holds_alternative<vk::QuantizeStep>(st.kernel);
+      if (st.stage && std::string(st.stage).rfind("wo matvec", 0) == 0) rows_before_wo = quantise;
+      if (const auto* mv = std::get_if<vk::MoeMatvecStep>(&st.kernel)) {
+        gu_rows += mv->pair && mv->int8 && mv->push.s.q_out != vk::kNone;  // reading wo's rows, writing h's
+        down_rows += mv->sum && mv->int8;
+        if (mv->sum && mv->push.s.q_out != vk::kNone) ++next_rows, rows_at = mv->push.s.q_out;
+      }
+      if (const auto* mm = std::get_if<vk::MatmulStep>(&st.kernel)) {
+        wo_routes += mm->fusion.router;
+        router_steps += mm->fusion.epi == 5;
+      }
+      if (const auto* mm = std::get_if<vk::MatmulStep>(&st.kernel); mm && rows_at != vk::kNone) {
+        // the three matrices q, k, v after the down: its rows, read as B32 rows
+        qkv_on_them += mm->push.m.x_off == rows_at && mm->fusion.xb32 && mm->fusion.int8;
+        if (qkv_on_them % 3 == 0) rows_at = vk::kNone;
+      }
     }
+    CHECK(rows_before_wo == 1);  // layer 0's q/k/v
+    CHECK(quantise == 1);
+    CHECK(gu_rows == v.L);  // every layer's gate|up on wo's B32 rows, writing h's for its down
+    CHECK(down_rows == v.L);
+    CHECK(next_rows == 1);     // every layer's summed down but the last's
+    CHECK(qkv_on_them == 3);   // layer 1's q, k and v read them
+    CHECK(wo_routes == v.L);   // every layer's wo computes the router's logits and routes (f32 routers)
+    CHECK(router_steps == 0);
   }
-  CHECK(rows_before_wo == v.L);  // one per layer, before wo: q/k/v's
-  CHECK(quantise == v.L);
-  CHECK(gu_rows == v.L);  // every layer's gate|up on wo's B32 rows, writing h's for its down
-  CHECK(down_rows == v.L);
+  v.L = 1;
+  const Synth s = make_synth(v, 73);
+  auto a = vulkan_span(s, kCtx, b32), b = vulkan_span(s, kCtx, q8k);
+  REQUIRE(a);
+  REQUIRE(b);
+  a->set_head(s), b->set_head(s);
   Worst dx, dl;
   std::vector<float> x = randn(size_t(5) * v.E, 401, 0.2f), xb = x, la(kVocab), lb(kVocab);
   a->forward(x.data(), 5, 0), b->forward(xb.data(), 5, 0);  // a 5-row prompt chunk first
