@@ -49,7 +49,7 @@
 // quant_b32_sg.glsl), else by the workgroup (q8b32_wg). EPI 3 quantises y ∘ P
 // before the norm's 1/rms is known: the consumer applies that per-token scale
 // to its sums (inv_in), as with f32 x.
-// XB32: x is B32 rows (K-quant weights; matvec_units_i8.glsl).
+// XB32: x is B32 rows (K-quant, Q4_0 or Q8_0 weights; matvec_units_i8.glsl).
 // SLICES: the workgroup's invocations form SLICES equal slices (whole
 // subgroups), slice s taking rows s·ROWS .. of the workgroup's SLICES·ROWS:
 // a workgroup owns many rows (QOUT: a B32 block) while each invocation

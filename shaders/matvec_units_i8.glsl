@@ -8,9 +8,11 @@
 // x (binding 1) per token t, from word xb = x_off + t · x_stride:
 //   qs int8 [n_in] (n_in/4 words) | d f32 [n_in/BS] | sums int32 [n_in/SG]
 // BS/SG = 256/16 (Q8_K: the K-quants) or 32/32 (Q8_0: Q4_0, Q8_0).
-// XB32 (matvec_span.comp, decode): the K-quants read the span's B32 rows
-// instead, BS/SG = 32/16 (quant_block.glsl): each 16-element group of a unit
-// then has its own d_x, applied in f32 to that group's exact integer sum.
+// XB32 (matvec_span.comp, decode): the span's B32 rows instead, BS/SG =
+// 32/16 (quant_block.glsl): in the K-quants each 16-element group of a unit
+// then has its own d_x, applied in f32 to that group's exact integer sum; Q4_0
+// and Q8_0 read them as their own rows (the same qs and d_x per 32; Q4_0's
+// Σ per 32 is two sums per 16).
 // x_off and x_stride are multiples of 4 words (uvec4 loads).
 #include "int8_common.glsl"
 
@@ -22,7 +24,7 @@ const bool XB32 = false;
 #if defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_Q6_K) || defined(TYPE_FQ3)
 const uint QBS = XB32 ? 32u : 256u, QSG = 16u;
 #else
-const uint QBS = 32u, QSG = 32u;
+const uint QBS = 32u, QSG = XB32 ? 16u : 32u;
 #endif
 #ifndef MV_TOK
 #define MV_TOK(t) (t)  // matvec_span.comp's token groups map a unit's token t to the chunk's
@@ -43,7 +45,7 @@ void mv_unit(uint u, uint row0) {
   int sx[NT];
   for (uint t = 0u; t < NT; ++t) {
     xa[t] = xq16(t, e0), xb[t] = xq16(t, e0 + 16u);
-    dx[t] = xq_d(t, e0), sx[t] = xq_sum(t, e0);
+    dx[t] = xq_d(t, e0), sx[t] = XB32 ? xq_sum(t, e0) + xq_sum(t, e0 + 16u) : xq_sum(t, e0);
   }
   for (uint r = 0u; r < RT; ++r) {
     const uint o = (mv_row(row0, r) * nb + u) * 18u;

@@ -398,10 +398,10 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
       const uint64_t om[2] = {staging_meta_, uint64_t(arena_.meta) * 4}, rm[2] = {meta_bytes, meta_bytes};
       pl.write_set(copy_meta_set_, 2, bi, om, rm);
     }
-    // The B32 decode (B32Decode): every matrix a K-quant on int8 x in one
-    // chunk, E, n_ff and n_head·head_dim multiples of 256; on GPUs unless
-    // FISH_VK_SPAN_QFOLD says otherwise. A CPU implementation keeps the
-    // CPU's Q8_K rows, and with them its numbers: the barriers B32 rows save
+    // The B32 decode (B32Decode): every matrix on int8 x (K-quants, Q4_0,
+    // Q8_0) in one chunk, E, n_ff and n_head·head_dim multiples of 256; on
+    // GPUs unless FISH_VK_SPAN_QFOLD says otherwise. A CPU implementation keeps the
+    // CPU's Q8_K / Q8_0 rows, and with them its numbers: the barriers B32 rows save
     // cost nothing there.
     bool k_quants = int8_ && ctx_.dev->caps().subgroup_size >= 4 && E % 256 == 0 && size_t(in.n_ff) % 256 == 0 &&
                     QD % 256 == 0;
@@ -416,6 +416,10 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     const auto k_quant_int8 = [&](const Weight* w) {
       return ctx_.matmul->int8_for(*w->type) && MatmulKernels::q8_block(*w->type) == 256 && w->chunks.size() == 1;
     };
+    // The dense matvecs read B32 rows in every int8 type (K-quants, Q4_0, Q8_0); the experts' in K-quants only.
+    const auto b32_int8 = [&](const Weight* w) {
+      return ctx_.matmul->int8_for(*w->type) && MatmulKernels::q8_block(*w->type) != 0 && w->chunks.size() == 1;
+    };
     for (const Layer& L : layers_) {
       pairs = pairs && L.gu_set != VK_NULL_HANDLE;
       if (moe()) {
@@ -427,7 +431,7 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
       for (size_t k = 0; k < size_t(kLayerWeights); ++k) {
         const Weight* w = L.w[k];
         if (moe() && k > kAttnOut) continue;
-        k_quants = k_quants && (!w || k_quant_int8(w));
+        k_quants = k_quants && (!w || b32_int8(w));
       }
     }
     const DecodeRows rows = ctx_.cfg->decode_rows;

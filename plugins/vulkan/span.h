@@ -99,7 +99,8 @@ struct ArenaLayout {
   // sq: the norm epilogues' Σy² partials, [min(tokens, 32)][n_embd].
   // xqk / xql: a matmul step's input quantised to int8 rows in blocks of 256
   // (K-quants) / 32 (Q4_0, Q8_0), MatmulKernels::q8_row_words words per token
-  // (empty without int8). xq2: the second B32 rows region of the decode.
+  // (empty without int8); in the B32 decode every int8 type's B32 rows are in
+  // xqk. xq2: the second B32 rows region of the decode.
   uint32_t x = 0, xn = 0, qkv = 0, qr = 0, att = 0, g = 0, u = 0, part = 0, cnt = 0, sq = 0;
   uint32_t xqk = 0, xql = 0, xq2 = 0;
   // The row table (uint words, filled by the host when a submission needs
@@ -222,14 +223,14 @@ class Span {
     VkDescriptorSet gu_set = VK_NULL_HANDLE;  // gate (binding 0) and up (5) as a pair, when both are one chunk
     VkDescriptorSet wo_router_set = VK_NULL_HANDLE;  // MoE: wo (0) and an f32 router (5), both one chunk
   };
-  // The int8 decode of one token in B32 rows (DecodeRows::B32): the K-quant
-  // matvecs read blocks of 32 that their producers write themselves, so no
+  // The int8 decode of one token in B32 rows (DecodeRows::B32): the int8
+  // matvecs (K-quants, Q4_0, Q8_0) read blocks of 32 that their producers write themselves, so no
   // quantise step is left in a layer. The norm epilogues of wo and down
   // always write them; the attention where head_dim is a multiple of 32; the
   // gate|up pair (one dispatch writing silu(gate)·up) where every layer's gate
   // and up are single chunks of one type. Forwards of 2..32 rows (token
   // groups) read B32 rows too, from quantise steps. Off: a quantise step
-  // before each matmul step writes the CPU's Q8_K rows. MoE spans: the
+  // before each matmul step writes the CPU's Q8_K / Q8_0 rows. MoE spans: the
   // experts' gate|up (mvmi_<T>) reads wo's B32 rows where every layer's
   // gate and up experts are single-chunk K-quants and no router takes int8 x
   // (the router then reads wo's f32 n; a quantise step for it would overwrite

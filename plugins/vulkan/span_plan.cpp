@@ -180,9 +180,8 @@ class Span::Planner {
     SpanFusion wo_fz{plain_norms_ ? 1u : 3u, false, false, kRoleWo};
     wo_fz.xh = half_att;
     if (router_folded()) {  // an MoE decode's wo: the router's logits and the routing too
-      const SpanIn& in = s_.shape_;
       wo_fz.router = true;
-      wo.route = a_.route, wo.route_k = uint32_t(in.n_expert_used), wo.renorm = in.gating_norm;
+      wo.route = a_.route, wo.route_k = uint32_t(s_.shape_.n_expert_used), wo.renorm = s_.shape_.gating_norm;
       norm_groups_ = matmul(L.w[kAttnOut], {L.wo_router_set}, n_, wo, wo_fz, Barrier::Compute,
                             "wo matvec (+add, FFN rmsnorm, router + routing)", "matvec");
     } else {
@@ -458,9 +457,14 @@ class Span::Planner {
     return s_.int8_ && s_.ctx_.matmul->span_int8_for(*w->type, nt ? nt : n_);
   }
   static bool k_quant(const Weight* w) { return MatmulKernels::q8_block(*w->type) == 256; }
-  // Words per token of w's int8 input rows: B32 rows for K-quants in the B32 decode, else the CPU's blocks.
+  // Whether w's int8 input is the span's B32 rows: every int8 type (K-quants,
+  // Q4_0, Q8_0) in the B32 decode's matvecs. Else the CPU's blocks: Q8_K rows
+  // (K-quants) in xqk, Q8_0 rows (blocks of 32) in xql.
+  bool b32_x(const Weight*) const { return xb32_; }
+  bool in_xqk(const Weight* w) const { return b32_x(w) || k_quant(w); }
+  // Words per token of w's int8 input rows.
   uint32_t row_words(const Weight* w) const {
-    if (xb32_ && k_quant(w)) return MatmulKernels::b32_row_words(uint32_t(w->n_in));
+    if (b32_x(w)) return MatmulKernels::b32_row_words(uint32_t(w->n_in));
     return MatmulKernels::q8_row_words(MatmulKernels::q8_block(*w->type), uint32_t(w->n_in));
   }
   // A one-row MoE decode on B32 rows whose wo folds the router in (Span::B32Decode::router).
@@ -471,16 +475,16 @@ class Span::Planner {
 
   // The quantise steps of a matmul step's input: one per activation format its int8 consumers take.
   void quantize(std::initializer_list<const Weight*> consumers, const QuantArgs& q) {
-    bool done[2] = {false, false};  // blocks of 256 / of 32
+    bool done[2] = {false, false};  // rows in xqk (Q8_K or B32) / in xql (Q8_0)
     for (const Weight* w : consumers) {
-      if (!int8(w, q.int8_tokens) || done[k_quant(w) ? 0 : 1]) continue;
-      done[k_quant(w) ? 0 : 1] = true;
+      if (!int8(w, q.int8_tokens) || done[in_xqk(w) ? 0 : 1]) continue;
+      done[in_xqk(w) ? 0 : 1] = true;
       QuantPush qp;
       qp.n = uint32_t(w->n_in), qp.n_tok = q.n_tok ? q.n_tok : n_, qp.x_off = q.x, qp.x_stride = q.x_stride;
       qp.x2_off = q.x2, qp.inv_in = q.scale.at, qp.inv_parts = q.scale.at == kNone ? 0 : q.scale.parts;
       qp.eps = s_.shape_.norm_eps;
-      qp.q_off = k_quant(w) ? a_.xqk : a_.xql, qp.q_stride = row_words(w);
-      const bool b32 = xb32_ && k_quant(w);
+      qp.q_off = in_xqk(w) ? a_.xqk : a_.xql, qp.q_stride = row_words(w);
+      const bool b32 = b32_x(w);
       std::vector<Region> reads = {region_of(q.x)};
       if (q.xprod) reads.push_back(region_of(q.x2));
       if (q.scale.at != kNone) reads.push_back(region_of(q.scale.at));
@@ -503,13 +507,13 @@ class Span::Planner {
     std::vector<Region> reads, writes = {region_of(m.y)};
     if (int8(w, m.int8_tokens)) {
       fz.int8 = true;
-      fz.xb32 = xb32_ && k_quant(w);
+      fz.xb32 = b32_x(w);
       fz.qb32 = m.rows_out >= 0;
       if (m.rows_in >= 0) {
         m.x = rows_offset(m.rows_in);  // the scale is still applied here
         reads.push_back(rows_region(m.rows_in));
       } else {
-        m.x = k_quant(w) ? a_.xqk : a_.xql, m.scale = {};  // the quantise step applied it
+        m.x = in_xqk(w) ? a_.xqk : a_.xql, m.scale = {};  // the quantise step applied it
         reads.push_back(Region::Rows);
       }
       m.x_stride = row_words(w), m.x2 = 0;

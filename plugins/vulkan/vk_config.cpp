@@ -126,7 +126,7 @@ const std::vector<Variable>& variables() {
       {"FISH_VK_SPIN", "0 or 1", flag(&VkConfig::spin)},
       {"FISH_VK_INT8", "0 or 1", number(&VkConfig::int8, 0, 1)},
       {"FISH_VK_COOPMAT", "0 or 1", flag(&VkConfig::coopmat)},
-      {"FISH_VK_SPAN_QFOLD", "0 (Q8_K rows from quantise steps) or 15 (B32 rows written by their producers)",
+      {"FISH_VK_SPAN_QFOLD", "0 (Q8_K / Q8_0 rows from quantise steps) or 15 (B32 rows written by their producers)",
        [](const std::string& v, VkConfig& c) {
          if (v != "0" && v != "15") return false;
          c.decode_rows = v == "0" ? DecodeRows::Q8K : DecodeRows::B32;

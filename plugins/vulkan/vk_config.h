@@ -20,7 +20,7 @@
 //                                  device accelerates them or is a CPU implementation with them
 //   FISH_VK_COOPMAT=0|1            prefill on cooperative matrices (tensor cores); default: on where
 //                                  the device has them (16x16x16 f16 -> f32, subgroups of 32)
-//   FISH_VK_SPAN_QFOLD=0|15        int8 span decode: 0 Q8_K rows from quantise steps (the CPU's
+//   FISH_VK_SPAN_QFOLD=0|15        int8 span decode: 0 Q8_K / Q8_0 rows from quantise steps (the CPU's
 //                                  arithmetic; the default on CPU implementations), 15 B32 rows
 //                                  that the producers write (the default on GPUs)
 //   FISH_VK_MV_ROWS=1|2|4, FISH_VK_MV_WG=32|64|128|256|512   stage-1 matvec shape (tuning)

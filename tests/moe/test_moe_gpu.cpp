@@ -222,3 +222,28 @@ TEST_CASE("MoE test-gpu --requant 1/2/3 with fish_vulkan (lavapipe under FISH_GP
   if (!has_plugin("vulkan")) FISH_SKIP("fish_vulkan is not in the build folder");
   if (!check_requant("FISH_BACKEND=vulkan", "vulkan")) FISH_SKIP("fish_vulkan opens no Vulkan device here");
 }
+
+// The one-row decode on B32 rows (the GPUs' default, forced on lavapipe with
+// FISH_VK_SPAN_QFOLD=15) on tiny-qwen3moe Q4_K_M (K-quant experts, Q8_0 k/v,
+// an F32 router): the experts' gate|up and down read B32 rows, the summed
+// down writes the next layer's, wo computes the router's logits and routes.
+// int8 activations on both sides, so the span and the per-matmul run round
+// x differently (B32 blocks of 32 against the CPU's rows): test-gpu's own
+// criterion, and a sanity bound of 10% of max |logit| (measured on lavapipe:
+// 17/17 argmax equal, 4.1%; a broken routing or stale rows give O(1)).
+TEST_CASE("MoE test-gpu on the B32 decode with fish_vulkan: experts on B32 rows, wo routes", "[moe][gpu][vulkan]") {
+  if (!has_plugin("vulkan")) FISH_SKIP("fish_vulkan is not in the build folder");
+  const Out o = run("FISH_BACKEND=vulkan FISH_VK_SPAN_QFOLD=15",
+                    "test-gpu " + model("tiny-qwen3moe", "Q4_K_M") + " --no-kernels -n 16 -t 2");
+  if (o.status == 77) FISH_SKIP("fish_vulkan opens no Vulkan device here");
+  INFO(o.text);
+  CHECK(o.status == 0);
+  CHECK(o.text.find("PASS: 0 failures") != std::string::npos);
+  const bool int8 = o.text.find("int8 activations") != std::string::npos;
+  if (!int8) FISH_SKIP("the device has no int8 dot products: no B32 decode");
+  CHECK(o.text.find("decode x in B32 rows, the experts' gate|up and down too, wo routes") != std::string::npos);
+  const double pct = span_vs_matmul_pct(o.text);
+  std::printf("vulkan tiny-qwen3moe Q4_K_M, B32 decode: span vs per-matmul %.3f%% of max |logit|\n", pct);
+  CHECK(pct >= 0);
+  CHECK(pct <= 10.0);
+}
