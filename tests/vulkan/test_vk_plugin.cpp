@@ -281,7 +281,7 @@ TEST_CASE("the plugin conformance suite passes on fish_vulkan", "[vulkan]") {
 // shell would before starting fish.
 TEST_CASE("a bad FISH_VK_* value or a removed knob: probe refuses the configuration and names the variable", "[vulkan]") {
   for (const auto& [name, value, says] :
-       {std::tuple{"FISH_VK_SPAN_QFOLD", "99", "FISH_VK_SPAN_QFOLD='99' is not 0 (Q8_K rows"},
+       {std::tuple{"FISH_VK_SPAN_QFOLD", "99", "FISH_VK_SPAN_QFOLD='99' is not 0 (Q8_K / Q8_0 rows"},
         std::tuple{"FISH_VK_SPAN_NORM", "0", "FISH_VK_SPAN_NORM is not a fish_vulkan variable"}}) {
     fish_probe_result pr{};
     pr.struct_size = sizeof pr;
