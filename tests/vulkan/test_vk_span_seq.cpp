@@ -205,7 +205,7 @@ TEST_CASE("span of several sequences: batches ≡ each sequence alone", "[vulkan
     cfg.span_tokens = 16;  // 36 rows: three submissions
     for (const SynthShape& v : {kSynthShapes[1], kSynthShapes[2], kSynthShapes[3]}) {
       if (int8 && v.type == GgmlType::F32) continue;  // F32 weights take f32 activations anyway
-      if (mode == 2 && v.type != GgmlType::Q4_K) continue;  // B32 rows: K-quant layers
+      if (mode == 2 && v.type != GgmlType::Q4_K) continue;  // B32 rows: sizes in 256s (the Q4_K shape)
       const Synth s = make_synth(v, 61);
       auto many = vulkan_span(s, 64, cfg, 4);
       if (!many) FISH_SKIP(skip_reason());
