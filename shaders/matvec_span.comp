@@ -182,35 +182,36 @@ void mv_step(uint u, uint srow0, uint tb) {
   }
 }
 
+#define ARRIVAL_U ACU
+#include "arrival.glsl"
+
+// One token's routing from its n_expert logits at lo (moe_route_token), its
+// k pairs' words (expert, weight) written at word w. Every invocation calls it.
+void route_pairs(uint lo, uint NE, uint K, bool renorm, uint w) {
+  const uint lid = gl_LocalInvocationID.x;
+  moe_route_token(lo, NE, K, renorm);
+  if (lid < K) {
+    ACU[w + 2u * lid] = rt_sel[lid];
+    ACU[w + 2u * lid + 1u] = floatBitsToUint(rt_w[lid]);
+  }
+}
+
 // EPI 5, after this workgroup's logits: the last workgroup to arrive routes
 // every token (see the top of the file).
-shared uint tail_sh;
 void route_tail() {
-  const uint lid = gl_LocalInvocationID.x;
-  memoryBarrierBuffer();  // this workgroup's logits, before it counts itself in
-  barrier();
-  if (lid == 0u) tail_sh = atomicAdd(ACU[pc.sq_off], 1u) == gl_NumWorkGroups.x - 1u ? 1u : 0u;
-  barrier();
-  if (tail_sh == 0u) return;  // uniform
-  memoryBarrierBuffer();
+  if (!arrive_last(pc.sq_off, gl_NumWorkGroups.x)) return;  // uniform
   const uint K = pc.xg_off & 0xFFFFu;
   const bool renorm = (pc.xg_off & 0x10000u) != 0u;
-  for (uint t = 0u; t < pc.n_tok; ++t) {
-    // (rt_sel / rt_w of token t are read before token t + 1's first barrier rewrites them.)
-    moe_route_token(pc.y_off + t * pc.y_stride, pc.n_rows, K, renorm);
-    if (lid < K) {
-      ACU[pc.norm_off + 2u * (t * K + lid)] = rt_sel[lid];
-      ACU[pc.norm_off + 2u * (t * K + lid) + 1u] = floatBitsToUint(rt_w[lid]);
-    }
-  }
-  if (lid == 0u) ACU[pc.sq_off] = 0u;  // for the next forward
+  // (rt_sel / rt_w of token t are read before token t + 1's first barrier rewrites them.)
+  for (uint t = 0u; t < pc.n_tok; ++t)
+    route_pairs(pc.y_off + t * pc.y_stride, pc.n_rows, K, renorm, pc.norm_off + 2u * t * K);
+  arrival_reset(pc.sq_off);  // for the next forward
 }
 
 // ROUTER, after row group g0's epilogue (its WR values of n in rt_n, the
 // group's Σy² partial written through the coherent view): see the top of the
 // file. Every invocation calls it (barriers inside).
 shared float rt_n[ROUTER ? WR : 1u];
-shared uint rt_last_sh;
 void router_fold(uint row0, uint g0, uint n_groups) {
   const uint lid = gl_LocalInvocationID.x, wgs = gl_WorkGroupSize.x, NE = pc.rt_n_expert;
   for (uint e = lid; e < NE; e += wgs) {
@@ -220,12 +221,7 @@ void router_fold(uint row0, uint g0, uint n_groups) {
       s += dot(uintBitsToFloat(WB4[b + j]), vec4(rt_n[4u * j], rt_n[4u * j + 1u], rt_n[4u * j + 2u], rt_n[4u * j + 3u]));
     AC[pc.rt_part + g0 * NE + e] = s;
   }
-  memoryBarrierBuffer();  // the partials and the Σy² partial, before the group counts itself in
-  barrier();
-  if (lid == 0u) rt_last_sh = atomicAdd(ACU[pc.rt_cnt], 1u) == n_groups - 1u ? 1u : 0u;
-  barrier();
-  if (rt_last_sh == 0u) return;  // uniform
-  memoryBarrierBuffer();
+  if (!arrive_last(pc.rt_cnt, n_groups)) return;  // uniform
   float ss = 0.0;
   for (uint g = 0u; g < n_groups; ++g) ss += AC[pc.sq_off + g];
   const float sc = inversesqrt(ss / float(pc.n_rows) + pc.eps);
@@ -236,13 +232,8 @@ void router_fold(uint row0, uint g0, uint n_groups) {
   }
   memoryBarrierBuffer();
   barrier();
-  const uint K = pc.rt_k & 0xFFFFu;
-  moe_route_token(pc.rt_logits, NE, K, (pc.rt_k & 0x10000u) != 0u);
-  if (lid < K) {
-    ACU[pc.rt_route + 2u * lid] = rt_sel[lid];
-    ACU[pc.rt_route + 2u * lid + 1u] = floatBitsToUint(rt_w[lid]);
-  }
-  if (lid == 0u) ACU[pc.rt_cnt] = 0u;  // for the next forward
+  route_pairs(pc.rt_logits, NE, pc.rt_k & 0xFFFFu, (pc.rt_k & 0x10000u) != 0u, pc.rt_route);
+  arrival_reset(pc.rt_cnt);  // for the next forward
 }
 
 void main() {

@@ -102,19 +102,15 @@ float x_at(uint t, uint e) { return X[moe_xb[t] + e]; }
 
 shared float part_sh[(RT + 1u) * NT * 32u];  // the products' sums, then the scale's Σx²
 shared float gate_sh[32];
-shared uint qlast_sh;
+#define ARRIVAL_U ACU4
+#include "arrival.glsl"
 
 // SUM's QOUT, after a row group's x_new ∘ P (see the top of the file): the
 // block's last workgroup to arrive writes the block's B32 words. Every
 // invocation calls it (barriers inside); one token.
 void sum_rows(uint row0) {
   const uint lid = gl_LocalInvocationID.x, blk = row0 / 32u;
-  memoryBarrierBuffer();  // this workgroup's x_new ∘ P, before it counts itself in
-  barrier();
-  if (lid == 0u) qlast_sh = atomicAdd(ACU4[pc.cnt_off + blk], 1u) == 32u / ROWS - 1u ? 1u : 0u;
-  barrier();
-  if (qlast_sh == 0u) return;  // uniform
-  memoryBarrierBuffer();
+  if (!arrive_last(pc.cnt_off + blk, 32u / ROWS)) return;  // uniform
   if (lid < 32u) qb_x[lid] = AC4[pc.xg_off + blk * 32u + lid];
   barrier();
   if (gl_SubgroupSize >= 32u) {  // uniform
@@ -122,7 +118,7 @@ void sum_rows(uint row0) {
   } else {
     q8b32_wg(lid, gl_WorkGroupSize.x, 32u, pc.q_out, pc.n_rows, blk);
   }
-  if (lid == 0u) ACU4[pc.cnt_off + blk] = 0u;  // for the next dispatch
+  arrival_reset(pc.cnt_off + blk);  // for the next dispatch
 }
 
 // SUM: see the top of the file.

@@ -413,13 +413,9 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
                    uint32_t(in.n_expert_used) <= MoeKernels::kMaxUsed;
     // h's B32 rows for the down in dx ([k][n_embd] floats per token).
     bool downs = experts && MatmulKernels::b32_row_words(uint32_t(in.n_ff_expert)) <= uint32_t(E);
-    const auto k_quant_int8 = [&](const Weight* w) {
-      return ctx_.matmul->int8_for(*w->type) && MatmulKernels::q8_block(*w->type) == 256 && w->chunks.size() == 1;
-    };
     // The dense matvecs read B32 rows in every int8 type (K-quants, Q4_0, Q8_0); the experts' in K-quants only.
-    const auto b32_int8 = [&](const Weight* w) {
-      return ctx_.matmul->int8_for(*w->type) && MatmulKernels::q8_block(*w->type) != 0 && w->chunks.size() == 1;
-    };
+    const auto b32_int8 = [&](const Weight* w) { return ctx_.matmul->int8_for(*w->type) && w->chunks.size() == 1; };
+    const auto k_quant_int8 = [&](const Weight* w) { return b32_int8(w) && MatmulKernels::q8_block(*w->type) == 256; };
     for (const Layer& L : layers_) {
       pairs = pairs && L.gu_set != VK_NULL_HANDLE;
       if (moe()) {

@@ -457,14 +457,13 @@ class Span::Planner {
     return s_.int8_ && s_.ctx_.matmul->span_int8_for(*w->type, nt ? nt : n_);
   }
   static bool k_quant(const Weight* w) { return MatmulKernels::q8_block(*w->type) == 256; }
-  // Whether w's int8 input is the span's B32 rows: every int8 type (K-quants,
-  // Q4_0, Q8_0) in the B32 decode's matvecs. Else the CPU's blocks: Q8_K rows
-  // (K-quants) in xqk, Q8_0 rows (blocks of 32) in xql.
-  bool b32_x(const Weight*) const { return xb32_; }
-  bool in_xqk(const Weight* w) const { return b32_x(w) || k_quant(w); }
+  // Where w's int8 input rows are: xqk holds the B32 decode's matvecs' rows
+  // (every int8 type: K-quants, Q4_0, Q8_0, xb32_) and else the CPU's Q8_K
+  // rows (K-quants); xql the CPU's Q8_0 rows (blocks of 32).
+  bool in_xqk(const Weight* w) const { return xb32_ || k_quant(w); }
   // Words per token of w's int8 input rows.
   uint32_t row_words(const Weight* w) const {
-    if (b32_x(w)) return MatmulKernels::b32_row_words(uint32_t(w->n_in));
+    if (xb32_) return MatmulKernels::b32_row_words(uint32_t(w->n_in));
     return MatmulKernels::q8_row_words(MatmulKernels::q8_block(*w->type), uint32_t(w->n_in));
   }
   // A one-row MoE decode on B32 rows whose wo folds the router in (Span::B32Decode::router).
@@ -484,7 +483,7 @@ class Span::Planner {
       qp.x2_off = q.x2, qp.inv_in = q.scale.at, qp.inv_parts = q.scale.at == kNone ? 0 : q.scale.parts;
       qp.eps = s_.shape_.norm_eps;
       qp.q_off = in_xqk(w) ? a_.xqk : a_.xql, qp.q_stride = row_words(w);
-      const bool b32 = b32_x(w);
+      const bool b32 = xb32_;
       std::vector<Region> reads = {region_of(q.x)};
       if (q.xprod) reads.push_back(region_of(q.x2));
       if (q.scale.at != kNone) reads.push_back(region_of(q.scale.at));
@@ -507,7 +506,7 @@ class Span::Planner {
     std::vector<Region> reads, writes = {region_of(m.y)};
     if (int8(w, m.int8_tokens)) {
       fz.int8 = true;
-      fz.xb32 = b32_x(w);
+      fz.xb32 = xb32_;
       fz.qb32 = m.rows_out >= 0;
       if (m.rows_in >= 0) {
         m.x = rows_offset(m.rows_in);  // the scale is still applied here

@@ -24,7 +24,6 @@
 
 #include "common/fp16.h"
 #include "cpu/matmul.h"
-#include "cpu/moe_routing.h"
 #include "cpu/thread_pool.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
@@ -606,22 +605,12 @@ TEST_CASE("int8 span matvec with the router folded in (ROUTER) = the plain produ
         }
         worst_l = std::max(worst_l, std::fabs(rf.logits[size_t(e)] - sc * ref) / (2e-5 * sc * mag));
       }
-      std::vector<int32_t> ids(c.k);
-      std::vector<float> wts(c.k);
-      moe_route(rf.logits.data(), int32_t(c.n_expert), int32_t(c.k), c.renorm, ids.data(), wts.data());
-      int id_bad = 0;
-      double wrel = 0;
-      for (uint32_t j = 0; j < c.k; ++j) {
-        id_bad += rf.words[2 * j] != uint32_t(ids[j]);
-        float gw;
-        std::memcpy(&gw, &rf.words[2 * j + 1], 4);
-        wrel = std::max(wrel, std::fabs(double(gw) - wts[j]) / std::max(1e-30, double(wts[j])));
-      }
-      INFO("logits worst |err|/bound " << worst_l << ", " << id_bad << " wrong experts of " << c.k
-                                       << ", weights max rel err " << wrel << ", counter " << rf.cnt);
+      const RouteCheck rc = check_route_words(rf.words.data(), rf.logits.data(), int(c.n_expert), int(c.k), c.renorm);
+      INFO("logits worst |err|/bound " << worst_l << ", " << rc.id_bad << " wrong experts of " << c.k
+                                       << ", weights max rel err " << rc.wrel << ", counter " << rf.cnt);
       CHECK(worst_l <= 1.0);
-      CHECK(id_bad == 0);
-      CHECK(wrel <= 2e-6);
+      CHECK(rc.id_bad == 0);
+      CHECK(rc.wrel <= 2e-6);
       CHECK(rf.cnt == 0u);
     }
   }

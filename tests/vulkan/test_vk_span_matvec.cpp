@@ -26,7 +26,6 @@
 #include <random>
 
 #include "cpu/matmul.h"
-#include "cpu/moe_routing.h"
 #include "span_rig.h"
 #include "vk_test_util.h"
 #include "vk_test_math.h"
@@ -364,16 +363,8 @@ TEST_CASE("span matvec routing tail (EPI 5): the last workgroup routes the logit
         int id_bad = 0;
         double wrel = 0;
         for (uint32_t tk = 0; tk < nt; ++tk) {
-          std::vector<int32_t> ids(c.k);
-          std::vector<float> wts(c.k);
-          moe_route(&y[tk * NE], int32_t(NE), int32_t(c.k), c.renorm, ids.data(), wts.data());
-          for (uint32_t j = 0; j < c.k; ++j) {
-            const uint32_t p = tk * c.k + j;
-            id_bad += words[2 * p] != uint32_t(ids[j]);
-            float gw;
-            std::memcpy(&gw, &words[2 * p + 1], 4);
-            wrel = std::max(wrel, std::fabs(double(gw) - wts[j]) / std::max(1e-30, double(wts[j])));
-          }
+          const RouteCheck rc = check_route_words(&words[2 * tk * c.k], &y[tk * NE], int(NE), int(c.k), c.renorm);
+          id_bad += rc.id_bad, wrel = std::max(wrel, rc.wrel);
         }
         INFO(type_name(c.t) << " " << NE << " experts, k " << c.k << (c.renorm ? " renormalised" : "") << ", n_tok "
                             << n_tok << " pass " << pass << ": logits |err|/bound " << r << ", " << id_bad

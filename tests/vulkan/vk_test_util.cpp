@@ -8,6 +8,7 @@
 #include <random>
 
 #include "cpu/matmul.h"
+#include "cpu/moe_routing.h"
 #include "common/fp16.h"
 #include "kernels.h"
 #include "quant/blocks.h"
@@ -160,6 +161,20 @@ std::vector<double> b32_values(const std::vector<uint32_t>& row, int n) {
   std::vector<double> v(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) v[size_t(i)] = double(d[i / 32]) * qs[i];
   return v;
+}
+
+RouteCheck check_route_words(const uint32_t* words, const float* logits, int n_expert, int k, bool renorm) {
+  std::vector<int32_t> ids(static_cast<size_t>(k));
+  std::vector<float> wts(static_cast<size_t>(k));
+  moe_route(logits, n_expert, k, renorm, ids.data(), wts.data());
+  RouteCheck c;
+  for (int j = 0; j < k; ++j) {
+    c.id_bad += words[2 * j] != uint32_t(ids[size_t(j)]);
+    float gw;
+    std::memcpy(&gw, &words[2 * j + 1], 4);
+    c.wrel = std::max(c.wrel, std::fabs(double(gw) - wts[size_t(j)]) / std::max(1e-30, double(wts[size_t(j)])));
+  }
+  return c;
 }
 
 std::vector<uint32_t> cpu_b32_row(const float* x, int n) {

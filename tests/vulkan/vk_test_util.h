@@ -64,4 +64,13 @@ std::vector<uint32_t> cpu_b32_row(const float* x, int n);
 // The values a B32 row of n elements holds: qs[i] · d[i / 32], exact in double.
 std::vector<double> b32_values(const std::vector<uint32_t>& row, int n);
 
+// One token's k pairs' words (expert, weight as f32 bits) that a kernel wrote,
+// against the CPU's routing (cpu/moe_routing.h) of the logits it routed:
+// experts that differ, and the largest relative error of a weight.
+struct RouteCheck {
+  int id_bad = 0;
+  double wrel = 0;
+};
+RouteCheck check_route_words(const uint32_t* words, const float* logits, int n_expert, int k, bool renorm);
+
 }  // namespace fish::vktest
