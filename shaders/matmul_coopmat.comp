@@ -38,9 +38,18 @@
 //       of y) (xg_off: the host's delta to the halves' region), rows in pairs.
 // The halves are rounded as the x tile rounds f32 x, so XH changes no product.
 //
+// FISH_MOE (tcm_<T>, with FISH_SPAN): one MoE expert's product over its pairs,
+// as matmul_tiled.comp's FISH_MOE (tlm_<T>) computes it: an expert per z =
+// active-expert slot (a slot past n_active, or a token tile past the expert's
+// pair count, returns at once), weight rows offset by e · n_rows in the stacked
+// weight, tile token j = the expert's pair p = list[first + j], x row p / k
+// (GATE_UP) or p, y row p; EPI 2 silu, 4 y = y · v, 5 v · w_p (the pair's
+// routing weight). f32 x only (no XPROD, XH or OH).
+//
 // Compile-time: TYPE_<T> (dequant.glsl), FISH_SPAN (the span's bindings,
-// XPROD: x := x ∘ x2 on load). Specialisation: WIDE (constant 4), NARROW (5),
-// span: EPI 0, XPROD 1, XH 2, OH 3. Grid: x = row tiles, y = token tiles.
+// XPROD: x := x ∘ x2 on load), FISH_MOE. Specialisation: WIDE (constant 4), NARROW (5),
+// span: EPI 0, XPROD 1, XH 2, OH 3; MoE: EPI 0, GATE_UP 1.
+// Grid: x = row tiles, y = token tiles (MoE: z = expert slots).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -57,7 +66,31 @@ layout(constant_id = 4) const bool WIDE = false;
 layout(constant_id = 5) const bool NARROW = false;
 const uint BN = WIDE ? 128u : NARROW ? 32u : 64u;  // tokens per tile
 const uint BN_MAX = 128u;
-#ifdef FISH_SPAN
+#ifdef FISH_MOE
+layout(constant_id = 0) const uint EPI = 0;
+layout(constant_id = 1) const bool GATE_UP = false;
+const bool XPROD = false, XH = false, OH = false;
+layout(set = 0, binding = 4) readonly buffer ArenaR { uint AR[]; };
+#include "moe_common.glsl"
+uint moe_list0 = 0u;  // the expert's first list entry
+uint moe_pair(uint t) { return AR[moe_list0 + t]; }
+uint xh_at(uint i) { return 0u; }
+uvec2 xh4_at(uint i) { return uvec2(0u); }
+void store_half_pair(uint a, float v0, float v1, bool two) {}
+float x_load(uint a) { return X[a]; }
+#define XPROD_VEC(a) X4[(a) >> 2u]
+#define X2_ALIGN 0u
+// The x row of tile token t (< the expert's pair count).
+uint x_row(uint t) { const uint p = moe_pair(t); return GATE_UP ? p / pc.k : p; }
+// y at row r of tile token t: pair p's row.
+void store_out(uint r, uint t, float v) {
+  const uint p = moe_pair(t), a = pc.y_off + p * pc.y_stride + r;
+  if (EPI == 2u) v = v / (1.0 + exp(-v));
+  if (EPI == 4u) v *= Y[a];
+  if (EPI == 5u) v *= uintBitsToFloat(AR[pc.route_off + 2u * p + 1u]);
+  Y[a] = v;
+}
+#elif defined(FISH_SPAN)
 layout(constant_id = 0) const uint EPI = 0;
 layout(constant_id = 1) const bool XPROD = false;
 layout(constant_id = 2) const bool XH = false;
@@ -94,6 +127,10 @@ float x_load(uint a) { return X[a]; }
 #define X2_ALIGN 0u
 void store_y(uint a, float v) { Y[a] = v; }
 #endif
+#ifndef FISH_MOE
+void store_out(uint r, uint t, float v) { store_y(pc.y_off + t * pc.y_stride + r, v); }
+#endif
+uint n_tok_g = 0u;  // tokens of this tile's product: pc.n_tok, or the expert's pairs (FISH_MOE)
 
 const uint BM = 128u, BK = 64u;
 const uint LD4 = (BK + 8u) / 4u;            // padded row of both tiles, in f16vec4 (72 halves)
@@ -118,13 +155,13 @@ void write_out(CM_C c, uint r0, uint t0) {
   if (OH) {  // rows r, r + 1 of a token: one word of two halves
     for (uint e = 2u * gl_SubgroupInvocationID; e < 256u; e += 2u * gl_SubgroupSize) {
       const uint r = r0 + (e & 15u), t = t0 + (e >> 4u);
-      if (r >= pc.n_rows || t >= pc.n_tok) continue;
+      if (r >= pc.n_rows || t >= n_tok_g) continue;
       store_half_pair(pc.y_off + t * pc.y_stride + r, stage_sh[st + e], stage_sh[st + e + 1u], r + 1u < pc.n_rows);
     }
   } else {
     for (uint e = gl_SubgroupInvocationID; e < 256u; e += gl_SubgroupSize) {
       const uint r = r0 + (e & 15u), t = t0 + (e >> 4u);
-      if (r < pc.n_rows && t < pc.n_tok) store_y(pc.y_off + t * pc.y_stride + r, stage_sh[st + e]);
+      if (r < pc.n_rows && t < n_tok_g) store_out(r, t, stage_sh[st + e]);
     }
   }
   subgroupBarrier();
@@ -138,8 +175,30 @@ void main() {
   // 4 · (tid % 16) .. + 3 of the step for tokens tid / 16 + 16 i (i < XROWS);
   // tokens past n_tok load zeros.
   const uint w_r = tid >> 1u, h = tid & 1u;
+#ifdef FISH_MOE
+  const uint G = moe_group(pc.route_off, pc.n_tok * pc.k), s = gl_WorkGroupID.z;
+  if (s >= AR[G]) return;  // uniform: no expert in this slot
+  const uint e = AR[G + 1u + s];
+  moe_list0 = moe_list(G, pc.n_expert) + AR[G + 1u + pc.n_expert + s];
+  n_tok_g = AR[G + 2u + pc.n_expert + s] - AR[G + 1u + pc.n_expert + s];
+  if (tok_base >= n_tok_g) return;  // uniform: past the expert's pairs
+  const uint w_row = e * pc.n_rows + min(row_base + w_r, pc.n_rows - 1u);
+#else
+  n_tok_g = pc.n_tok;
   const uint w_row = min(row_base + w_r, pc.n_rows - 1u);
+#endif
   const uint x_c = tid & 15u, x_t0 = tid >> 4u;
+#ifdef FISH_MOE
+  // The x rows this invocation loads (tokens x_t0 + 16 i; past the tile's tokens: unused).
+  uint xrow[BN_MAX / 16u];
+  for (uint i = 0u; i < XROWS; ++i) {
+    const uint t = tok_base + x_t0 + 16u * i;
+    xrow[i] = t < n_tok_g ? x_row(t) : 0u;
+  }
+#define XROW(i, t) xrow[i]
+#else
+#define XROW(i, t) (t)
+#endif
   // vec4 loads of x where its rows are 16-byte aligned and hold whole steps.
   // XH: 8-byte loads where every row's halves start at a multiple of 4.
   const bool x_vec = XH ? ((pc.x_off & 1u) | (pc.x_stride & 3u)) == 0u && (pc.n_in % BK) == 0u
@@ -160,14 +219,14 @@ void main() {
     wraw = seg_load(w_row, (k0), h);                                                 \
     for (uint i = 0u; i < XROWS; ++i) {                                              \
       const uint t = tok_base + x_t0 + 16u * i, k = (k0) + 4u * x_c;                 \
-      const uint xb = pc.x_off + t * pc.x_stride;                                    \
+      const uint xb = pc.x_off + XROW(i, t) * pc.x_stride;                           \
       if (XH) {                                                                      \
-        const uint hb = 2u * pc.x_off + t * pc.x_stride + k;                         \
-        if (t >= pc.n_tok) xq[i] = uvec2(0u);                                        \
+        const uint hb = 2u * pc.x_off + XROW(i, t) * pc.x_stride + k;                \
+        if (t >= n_tok_g) xq[i] = uvec2(0u);                                         \
         else if (x_vec) xq[i] = xh4_at(hb >> 2u);                                       \
         else xq[i] = uvec2((k < pc.n_in ? xh_at(hb) : 0u) | (k + 1u < pc.n_in ? xh_at(hb + 1u) << 16u : 0u), \
                            (k + 2u < pc.n_in ? xh_at(hb + 2u) : 0u) | (k + 3u < pc.n_in ? xh_at(hb + 3u) << 16u : 0u)); \
-      } else if (t >= pc.n_tok) xr[i] = vec4(0.0);                                   \
+      } else if (t >= n_tok_g) xr[i] = vec4(0.0);                                    \
       else if (x_vec) xr[i] = XPROD_VEC(xb + k);                                     \
       else xr[i] = vec4(k < pc.n_in ? x_load(xb + k) : 0.0, k + 1u < pc.n_in ? x_load(xb + k + 1u) : 0.0, \
                         k + 2u < pc.n_in ? x_load(xb + k + 2u) : 0.0, k + 3u < pc.n_in ? x_load(xb + k + 3u) : 0.0); \

@@ -39,14 +39,7 @@ void tiled_grid(const DeviceCaps& caps, uint32_t n_rows, uint32_t n_tok, uint32_
 // H100), so only NVIDIA devices take the one-operation form (fused_f16()).
 constexpr uint32_t kVendorNvidia = 0x10DE;
 
-// The coopmat kernel's pipeline specialisation for bn tokens per tile (WIDE: constant 4, NARROW: 5;
-// FUSED_F16: 6) and its grid.
-void coop_spec(std::vector<uint32_t>& spec, uint32_t bn, bool fused) {
-  spec.resize(7, 0);
-  spec[4] = bn == 2 * MatmulKernels::kCoopTokens ? 1u : 0u;
-  spec[5] = bn == MatmulKernels::kCoopTokens / 2 ? 1u : 0u;
-  spec[6] = fused ? 1u : 0u;
-}
+// The coopmat kernel's grid.
 void coop_grid(const DeviceCaps& caps, uint32_t n_rows, uint32_t n_tok, uint32_t bn, uint32_t& gx, uint32_t& gy) {
   tile_grid(caps, n_rows, n_tok, MatmulKernels::kCoopRows, bn, gx, gy);
 }
@@ -54,6 +47,14 @@ void coop_grid(const DeviceCaps& caps, uint32_t n_rows, uint32_t n_tok, uint32_t
 }  // namespace
 
 bool MatmulKernels::fused_f16() const { return dev_.info().vendor_id == kVendorNvidia; }
+
+std::vector<uint32_t> MatmulKernels::coop_spec(std::vector<uint32_t> spec, uint32_t bn) const {
+  spec.resize(7, 0);
+  spec[4] = bn == 2 * kCoopTokens ? 1u : 0u;
+  spec[5] = bn == kCoopTokens / 2 ? 1u : 0u;
+  spec[6] = fused_f16() ? 1u : 0u;
+  return spec;
+}
 
 const MatmulType* matmul_type(uint32_t ggml_type) {
   for (const auto& t : kTypes)
@@ -143,9 +144,7 @@ void MatmulKernels::record(VkCommandBuffer cmd, const MatmulType& t, VkDescripto
     gx = std::min(ceil_div(ceil_div(pc.n_rows, c.rows), teams), caps.max_wg_count_x);
   } else if (coopmat_ && !int8) {
     const uint32_t bn = coop_tokens(t, pc.n_rows, pc.n_tok);
-    std::vector<uint32_t> spec;
-    coop_spec(spec, bn, fused_f16());
-    p = pipelines_.get(std::string("tc_") + t.name, *layout_, spec);
+    p = pipelines_.get(std::string("tc_") + t.name, *layout_, coop_spec({}, bn));
     coop_grid(caps, pc.n_rows, pc.n_tok, bn, gx, gy);
   } else {
     p = pipelines_.get(std::string(int8 ? "tiledi_" : "tiled_") + t.name, *layout_, {});
@@ -331,9 +330,8 @@ void MatmulKernels::record_span(VkCommandBuffer cmd, const MatmulType& t, VkDesc
       throw Failure(FailKind::Internal, "span: f16 rows need the coopmat prefill on f32 products (OH: EPI 4)");
     if (coopmat_ && !fz.int8) {
       const uint32_t bn = coop_tokens(t, pc.m.n_rows, pc.m.n_tok);
-      std::vector<uint32_t> spec = {fz.epi, fz.xprod ? 1u : 0u, fz.xh ? 1u : 0u, fz.oh ? 1u : 0u};
-      coop_spec(spec, bn, fused_f16());
-      p = pipelines_.get(std::string("tlc_") + t.name, *span_layout_, spec);
+      p = pipelines_.get(std::string("tlc_") + t.name, *span_layout_,
+                         coop_spec({fz.epi, fz.xprod ? 1u : 0u, fz.xh ? 1u : 0u, fz.oh ? 1u : 0u}, bn));
       coop_grid(caps, pc.m.n_rows, pc.m.n_tok, bn, gx, gy);
     } else {
       p = fz.int8 ? pipelines_.get(std::string("tlsi_") + t.name, *span_layout_, {fz.epi})
@@ -354,9 +352,7 @@ bool MatmulKernels::warm_up(const MatmulType& t, uint32_t n_in, uint32_t n_rows)
   }
   if (coopmat_) {
     for (uint32_t bn : {kCoopTokens / 2, kCoopTokens, 2 * kCoopTokens}) {  // the tile widths record() picks from
-      std::vector<uint32_t> spec;
-      coop_spec(spec, bn, fused_f16());
-      pipelines_.get(std::string("tc_") + t.name, *layout_, spec);
+      pipelines_.get(std::string("tc_") + t.name, *layout_, coop_spec({}, bn));
     }
   } else
     pipelines_.get(std::string("tiled_") + t.name, *layout_, {});

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "pipelines.h"
 #include "vk_config.h"
@@ -210,6 +211,10 @@ class MatmulKernels {
   // Whether the coopmat loader takes c·sc/1024 from one f16 fma (its FUSED_F16:
   // exact only where the fma rounds once, measured on NVIDIA devices; kernels.cpp).
   bool fused_f16() const;
+  // matmul_coopmat.comp's specialisation: spec (its constants 0..3, the
+  // variant's own) then WIDE / NARROW for bn tokens per tile and FUSED_F16
+  // (constants 4..6).
+  std::vector<uint32_t> coop_spec(std::vector<uint32_t> spec, uint32_t bn) const;
   bool coopmat_for(uint32_t n_tok) const { return coopmat_ && n_tok > kMaxMatvecTokens; }
   // Tokens per tile of the coopmat kernel for weights of type t: 128 (WIDE)
   // for Q6_K where a grid of them still has coop_fill() workgroups, 32
@@ -219,6 +224,7 @@ class MatmulKernels {
   uint32_t coop_tokens(const MatmulType& t, uint32_t n_rows, uint32_t n_tok) const;
   static uint32_t coop_tokens_rule(uint32_t ggml_type, uint32_t n_rows, uint32_t n_tok, uint32_t fill);
   void set_coop_tokens(uint32_t bn) { coop_tokens_ = bn; }
+  uint32_t coop_tokens_set() const { return coop_tokens_; }  // set_coop_tokens' value (0: the rule)
   // Workgroups that fill the device: three quarters of its compute units
   // (DeviceCaps::compute_units), kCoopFillUnknown where it does not say.
   uint32_t coop_fill() const { return coop_fill_; }

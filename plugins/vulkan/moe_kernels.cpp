@@ -3,11 +3,12 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 namespace fish::vk {
 
-MoeKernels::MoeKernels(const Device& dev, Pipelines& pipelines)
-    : dev_(dev), pipelines_(pipelines), layout_(&pipelines.layout(6, sizeof(MoePush))) {}
+MoeKernels::MoeKernels(const Device& dev, Pipelines& pipelines, const MatmulKernels& matmul)
+    : dev_(dev), pipelines_(pipelines), matmul_(matmul), layout_(&pipelines.layout(6, sizeof(MoePush))) {}
 
 void MoeKernels::bind(VkCommandBuffer cmd, VkPipeline p, VkDescriptorSet set, const MoePush& pc) {
   const DeviceFns& f = dev_.fns();
@@ -86,11 +87,25 @@ void MoeKernels::matvec(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSe
   dev_.fns().vkCmdDispatch(cmd, std::min(groups, dev_.caps().max_wg_count_x), slots, 1);
 }
 
+uint32_t MoeKernels::coop_tokens(uint32_t n_tok, uint32_t n_expert, uint32_t k) const {
+  if (matmul_.coop_tokens_set()) return matmul_.coop_tokens_set();
+  const uint32_t pairs = n_tok * k, active = std::max(1u, std::min(n_expert, pairs));
+  return (pairs + active - 1) / active <= MatmulKernels::kCoopTokens / 2 ? MatmulKernels::kCoopTokens / 2
+                                                                         : MatmulKernels::kCoopTokens;
+}
+
 void MoeKernels::tiled(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MoePush& pc, TiledEpi epi,
                        bool gate_up) {
-  bind(cmd, pipelines_.get(std::string("tlm_") + t.name, *layout_, {uint32_t(epi), gate_up ? 1u : 0u}), set, pc);
-  const uint32_t gx = (pc.s.m.n_rows + MatmulKernels::kTileRows - 1) / MatmulKernels::kTileRows;
-  const uint32_t gy = (pc.s.m.n_tok + MatmulKernels::kTileTokens - 1) / MatmulKernels::kTileTokens;
+  const bool coop = matmul_.coopmat();
+  const uint32_t tile_rows = coop ? MatmulKernels::kCoopRows : MatmulKernels::kTileRows;
+  const uint32_t tile_tokens = coop ? coop_tokens(pc.s.m.n_tok, pc.n_expert, pc.k) : MatmulKernels::kTileTokens;
+  const std::vector<uint32_t> spec = {uint32_t(epi), gate_up ? 1u : 0u};
+  bind(cmd,
+       coop ? pipelines_.get(std::string("tcm_") + t.name, *layout_, matmul_.coop_spec(spec, tile_tokens))
+            : pipelines_.get(std::string("tlm_") + t.name, *layout_, spec),
+       set, pc);
+  const uint32_t gx = (pc.s.m.n_rows + tile_rows - 1) / tile_rows;
+  const uint32_t gy = (pc.s.m.n_tok + tile_tokens - 1) / tile_tokens;
   const uint32_t slots = std::min(pc.n_expert, pc.s.m.n_tok * pc.k);
   if (gx > dev_.caps().max_wg_count_x || gy > dev_.caps().max_wg_count_y)
     throw Failure(FailKind::Internal, "MoE tiled grid " + std::to_string(gx) + " x " + std::to_string(gy) +
@@ -118,9 +133,20 @@ void MoeKernels::warm_up(const MatmulType& gate_up, const MatmulType& down, bool
   for (const bool next : {false, true}) mvm(down, Mvm::kSum, next);
   if (sum_rows) mvm(down, Mvm::kSum, true, 1, int8_down, true);
   if (!tiled) return;
-  pipelines_.get(std::string("tlm_") + gate_up.name, *layout_, {uint32_t(kSilu), 1u});
-  pipelines_.get(std::string("tlm_") + gate_up.name, *layout_, {uint32_t(kMulY), 1u});
-  pipelines_.get(std::string("tlm_") + down.name, *layout_, {uint32_t(kRouteWeight), 0u});
+  const struct {
+    const MatmulType& t;
+    TiledEpi epi;
+    bool gate_up;
+  } uses[] = {{gate_up, kSilu, true}, {gate_up, kMulY, true}, {down, kRouteWeight, false}};
+  for (const auto& u : uses) {
+    const std::vector<uint32_t> spec = {uint32_t(u.epi), u.gate_up ? 1u : 0u};
+    if (!matmul_.coopmat()) {
+      pipelines_.get(std::string("tlm_") + u.t.name, *layout_, spec);
+      continue;
+    }
+    for (uint32_t bn : {MatmulKernels::kCoopTokens / 2, MatmulKernels::kCoopTokens})  // coop_tokens()' choices
+      pipelines_.get(std::string("tcm_") + u.t.name, *layout_, matmul_.coop_spec(spec, bn));
+  }
 }
 
 }  // namespace fish::vk

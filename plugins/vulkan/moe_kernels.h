@@ -2,7 +2,7 @@
 // routing on the device (moe_route), the experts' products over the pairs
 // grouped by expert (mvm_<T>: gate|up with silu·up, or down weighted by the
 // routing weight; mvmi_<T> the same on int8 B32 rows), the same products as tiled matmuls per expert for prompt
-// chunks (tlm_<T>), and the sum of the k experts' rows (+ the sigmoid-gated
+// chunks (tlm_<T>; tcm_<T> on cooperative matrices where the dense prefill has them), and the sum of the k experts' rows (+ the sigmoid-gated
 // shared expert) into x (moe_combine). One layout for the three: the span
 // matmul's six bindings (0 W, 1 arena x, 2 parameters, 3 arena y, 4 arena
 // routing words, 5 the pair's second weight) and MoePush.
@@ -42,7 +42,8 @@ class MoeKernels {
   static constexpr uint32_t kWg = 64;           // its invocations (QOUT: per slice)
   static constexpr uint32_t kQoutRows = 32;     // QOUT: a B32 block per workgroup
 
-  MoeKernels(const Device& dev, Pipelines& pipelines);
+  // matmul: whether prompt chunks take cooperative matrices (MatmulKernels::coopmat(), read at record time).
+  MoeKernels(const Device& dev, Pipelines& pipelines, const MatmulKernels& matmul);
   const Layout& layout() const { return *layout_; }
 
   // pc.s.m: n_tok tokens, router logits at x_off (x_stride apart); writes the routing words:
@@ -76,7 +77,13 @@ class MoeKernels {
   // The experts' products as tiled matmuls (matmul_tiled.comp FISH_MOE), one
   // expert per z slot over its pairs in tiles of 64: gate_up = x rows by token
   // (p / k), else by pair. Grid: row tiles x pair tiles (n_tok at most per expert) x slots.
+  // With cooperative matrices (tcm_<T>, matmul_coopmat.comp FISH_MOE): tiles of
+  // 128 rows x coop_tokens() pairs.
   void tiled(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MoePush& pc, TiledEpi epi, bool gate_up);
+  // Pairs per coopmat tile: 32 where an active expert averages at most 32 of
+  // them (a 512-token chunk of a 128-expert, 8-used model: 32), else 64;
+  // MatmulKernels::set_coop_tokens fixes it (tests).
+  uint32_t coop_tokens(uint32_t n_tok, uint32_t n_expert, uint32_t k) const;
   // The fixed rule between the two: a prompt-chunk shape (more than the
   // matvec's 4 tokens) with at least 4 pairs per expert on average, where
   // moe_matvec would read an expert's rows once per 4 pairs and the tiled
@@ -102,6 +109,7 @@ class MoeKernels {
   uint32_t qout_slice_width() const;
   const Device& dev_;
   Pipelines& pipelines_;
+  const MatmulKernels& matmul_;
   const Layout* layout_;
 };
 

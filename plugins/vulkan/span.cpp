@@ -356,7 +356,7 @@ Span::Span(const SpanContext& ctx, const SpanIn& in) : ctx_(ctx) {
     Pipelines& pl = *ctx_.pipelines;
     // Binding 5 is a pair's second weight (gate|up: the up chunk), else the chunk again.
     auto mm_set = [&](const WeightChunk& c, const WeightChunk& c2) { return matmul_set(c, c2, arena_buf_); };
-    if (moe()) moe_ = std::make_unique<MoeKernels>(*ctx_.dev, pl);
+    if (moe()) moe_ = std::make_unique<MoeKernels>(*ctx_.dev, pl, *ctx_.matmul);
     for (Layer& L : layers_) {
       for (int k = 0; k < kLayerWeights; ++k) {
         if (!L.w[k] || k == kGateExps || k == kUpExps || k == kDownExps) continue;  // the stacks: moe sets below
@@ -570,7 +570,8 @@ std::string Span::describe() const {
                       (shape_.n_ff_shexp > 0 ? ", + shared expert" : "") +
                       "): routing on the device, experts grouped by expert, mvm_" +
                       layers_[0].w[kGateExps]->type->name + " reading the chosen experts' rows, prompt chunks of >= 4 " +
-                      "pairs per expert tiled per expert (tlm_" + layers_[0].w[kGateExps]->type->name + ")"
+                      "pairs per expert tiled per expert (" + (ctx_.matmul->coopmat() ? "tcm_" : "tlm_") +
+                      layers_[0].w[kGateExps]->type->name + ")"
                 : "") +
          (narrow_heads_ ? ", decode attention " + std::to_string(narrow_heads_) + " query head(s) per workgroup to " +
                               std::to_string(narrow_max_kv_) + " positions"
