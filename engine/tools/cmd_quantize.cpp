@@ -1,4 +1,4 @@
-// fish quantize: re-quantise a GGUF model to Q8_0, Q4_0 or Q4_K_M.
+// fish quantize: re-quantise a GGUF model to Q8_0, Q4_0, Q4_K_M, Q5_K_M or Q6_K.
 #include <chrono>
 #include <cstdio>
 #include <sys/stat.h>
@@ -13,8 +13,9 @@ static int cmd_quantize(int argc, char** argv) {
   Args a(argc, argv);
   if (a.flag("-h", "--help")) {
     std::printf("usage: fish quantize IN.gguf OUT.gguf TYPE [-t N]\n"
-                "  TYPE: Q8_0, Q4_0 or Q4_K_M (llama.cpp's mix: Q6_K for the output projection and\n"
-                "  for attn_v/ffn_down in some layers, Q4_K elsewhere). Every matrix is dequantised\n"
+                "  TYPE: Q8_0, Q4_0, Q4_K_M, Q5_K_M or Q6_K (llama.cpp's mixes: Q4_K_M / Q5_K_M take\n"
+                "  Q6_K for the output projection and for attn_v/ffn_down in some layers, Q4_K / Q5_K\n"
+                "  elsewhere; Q6_K is Q6_K throughout). Every matrix is dequantised\n"
                 "  and re-quantised; 1-D tensors and all metadata are copied (general.file_type\n"
                 "  updated). Matrices whose rows do not fit the type's blocks keep a fitting type\n"
                 "  (reported on stderr). -t N: threads (default: one per physical core).\n");
@@ -40,4 +41,4 @@ static int cmd_quantize(int argc, char** argv) {
   return 0;
 }
 
-static const Command reg{"quantize", "re-quantise a GGUF model (Q8_0, Q4_0, Q4_K_M)", &cmd_quantize};
+static const Command reg{"quantize", "re-quantise a GGUF model (Q8_0, Q4_0, Q4_K_M, Q5_K_M, Q6_K)", &cmd_quantize};

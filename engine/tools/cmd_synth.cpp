@@ -18,7 +18,7 @@ static int cmd_synth(int argc, char** argv) {
                 "         qwen3-30b-a3b (Qwen3 30B-A3B, MoE), mixtral-8x7b (Mixtral 8x7B, MoE),\n"
                 "         tiny-llama3, tiny-qwen2, tiny-qwen3, tiny-qwen3moe, tiny-qwen2moe,\n"
                 "         tiny-mixtral (test models)\n"
-                "  TYPE:  F32, F16, Q8_0, Q4_0, Q4_K_M (llama.cpp's mix)\n"
+                "  TYPE:  F32, F16, Q8_0, Q4_0, Q4_K_M, Q5_K_M, Q6_K (llama.cpp's mixes)\n"
                 "  Random weights (deterministic for a seed, default 0) with the real model's\n"
                 "  tensor names, shapes and metadata, and a synthetic SentencePiece vocabulary.\n"
                 "  -t N: threads (default: one per physical core).\n");

@@ -1,7 +1,8 @@
 // fish quantize: stories260K -> Q8_0 and TinyStories-656K-Q8_0 -> Q4_0 give
 // valid files whose weights are within the type's error bound of the input,
 // with all metadata copied; the Q4_K_M mix of a re-quantised synth-tiny matches
-// the types llama.cpp chose for it; bad requests fail cleanly.
+// the types llama.cpp chose for it, its Q5_K_M and Q6_K mixes follow the same
+// rule with less error; bad requests fail cleanly.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 
 #include "common/error.h"
 #include "convert/quantize_model.h"
+#include "convert/synth.h"
 #include "convert_test_util.h"
 #include "gguf/gguf_file.h"
 #include "test_paths.h"
@@ -208,6 +210,70 @@ TEST_CASE("quantize: Q4_K_M re-creates llama.cpp's mix of synth-tiny", "[convert
   }
 }
 
+TEST_CASE("quantize: Q5_K_M and Q6_K mixes, each finer than the one below", "[convert][quantize]") {
+  // A synthesised tiny Llama in F32 (rows of 256 and 768: every K-quant fits)
+  // to Q4_K_M, Q5_K_M and Q6_K. Q5_K_M must put Q6_K where Q4_K_M does (the
+  // same more-bits rule; test "Q4_K_M re-creates llama.cpp's mix" holds that
+  // one) and Q5_K elsewhere; Q6_K every matrix. Per tensor, the relative RMS
+  // error against the F32 values must fall from Q4_K to Q5_K to Q6_K (a type
+  // written but quantised as another would not). fish synth --type Q5_K_M
+  // chooses the same types.
+  test::ScratchDir dir("quant_mix56");
+  SynthOptions o;
+  o.shape = "tiny", o.type = "F32", o.out = dir.file("tiny-F32.gguf"), o.seed = 3, o.n_threads = 2;
+  synth_model(o);
+  const Run q4 = quantize(dir, o.out, "Q4_K_M", 2), q5 = quantize(dir, o.out, "Q5_K_M", 2);
+  const Run q6 = quantize(dir, o.out, "Q6_K", 2);
+  CHECK(q5.notes.empty());
+  CHECK(q6.notes.empty());
+  SynthOptions s5 = o;
+  s5.type = "Q5_K_M", s5.out = dir.file("tiny-Q5_K_M.gguf");
+  synth_model(s5);
+  auto src = gguf::File::open(o.out), syn5 = gguf::File::open(s5.out);
+  auto f4 = gguf::File::open(q4.out), f5 = gguf::File::open(q5.out), f6 = gguf::File::open(q6.out);
+  CHECK(*f5->get_u32("general.file_type") == 17);
+  CHECK(*f6->get_u32("general.file_type") == 18);
+  CHECK(*syn5->get_u32("general.file_type") == 17);
+  auto rel_rms = [](const std::vector<float>& a, const std::vector<float>& b) {
+    double e = 0, s = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      e += double(a[i] - b[i]) * (a[i] - b[i]);
+      s += double(a[i]) * a[i];
+    }
+    return std::sqrt(e / s);
+  };
+  int n_q5 = 0, n_q6 = 0;
+  for (auto& t : src->tensors()) {
+    INFO("tensor " << t.name);
+    CHECK(syn5->tensor(t.name)->type == f5->tensor(t.name)->type);
+    if (t.n_dims == 1) {
+      CHECK(f5->tensor(t.name)->type == GgmlType::F32);
+      CHECK(f6->tensor(t.name)->type == GgmlType::F32);
+      continue;
+    }
+    const GgmlType t4 = f4->tensor(t.name)->type;
+    REQUIRE((t4 == GgmlType::Q4_K || t4 == GgmlType::Q6_K));
+    const GgmlType want5 = t4 == GgmlType::Q6_K ? GgmlType::Q6_K : GgmlType::Q5_K;
+    CHECK(f5->tensor(t.name)->type == want5);
+    CHECK(f6->tensor(t.name)->type == GgmlType::Q6_K);
+    n_q5 += want5 == GgmlType::Q5_K, n_q6 += want5 == GgmlType::Q6_K;
+    const auto a = test::tensor_f32(t);
+    const double e4 = rel_rms(a, test::tensor_f32(*f4->tensor(t.name)));
+    const double e5 = rel_rms(a, test::tensor_f32(*f5->tensor(t.name)));
+    const double e6 = rel_rms(a, test::tensor_f32(*f6->tensor(t.name)));
+    INFO("relative RMS error: Q4_K_M " << e4 << ", Q5_K_M " << e5 << ", Q6_K " << e6);
+    if (want5 == GgmlType::Q5_K) {
+      CHECK(e5 < 0.7 * e4);  // one more bit: about half the step
+      CHECK(e6 < 0.7 * e5);
+    } else {
+      CHECK(e5 == e4);  // the same Q6_K of the same values
+      CHECK(e6 == e5);
+    }
+  }
+  CHECK(n_q5 > 0);
+  CHECK(n_q6 > 0);
+}
+
 TEST_CASE("quantize: same input, same bytes, whatever the thread count", "[convert][quantize]") {
   test::ScratchDir dir("quant_det");
   const std::string in = test::model_path("stories260K.gguf");
@@ -222,8 +288,10 @@ TEST_CASE("quantize: bad requests fail cleanly", "[convert][quantize]") {
   test::ScratchDir dir("quant_bad");
   const std::string out = dir.file("x.gguf");
   auto none = [](const std::string&) {};
-  CHECK_THROWS_WITH(quantize_model(test::model_path("stories260K.gguf"), out, "Q5_K_M", 1, none),
-                    Catch::Contains("unknown type 'Q5_K_M'") && Catch::Contains("Q8_0, Q4_0, Q4_K_M"));
+  CHECK_THROWS_WITH(quantize_model(test::model_path("stories260K.gguf"), out, "Q3_K_M", 1, none),
+                    Catch::Contains("unknown type 'Q3_K_M'") && Catch::Contains("Q8_0, Q4_0, Q4_K_M, Q5_K_M, Q6_K"));
+  CHECK_THROWS_WITH(quantize_model(test::model_path("stories260K.gguf"), out, "F16", 1, none),
+                    Catch::Contains("unknown type 'F16'"));
   CHECK_THROWS_WITH(quantize_model(dir.file("missing.gguf"), out, "Q8_0", 1, none),
                     Catch::Contains("missing.gguf") && Catch::Contains("cannot open"));
   CHECK_THROWS_WITH(quantize_model(test::model_path("legacy/tinyllamas-stories-260k-f32.ggufv1.gguf"), out, "Q8_0", 1, none),

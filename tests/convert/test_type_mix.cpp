@@ -22,6 +22,11 @@ TEST_CASE("type mix: format names and general.file_type numbers", "[convert]") {
   CHECK(file_type(Format::Q4_0) == 2);
   CHECK(file_type(Format::Q8_0) == 7);
   CHECK(file_type(Format::Q4_K_M) == 15);
+  CHECK(file_type(Format::Q5_K_M) == 17);
+  CHECK(file_type(Format::Q6_K) == 18);
+  CHECK(parse_format("q5_k_m") == Format::Q5_K_M);
+  CHECK(parse_format("Q6_K") == Format::Q6_K);
+  CHECK_FALSE(parse_format("Q5_K"));
   CHECK(std::string(format_name(Format::Q8_0)) == "Q8_0");
 }
 
@@ -73,6 +78,41 @@ TEST_CASE("type mix: Q4_K_M tensor types", "[convert]") {
   CHECK(choose_type(Format::Q4_0, "token_embd.weight", 64, 2, 5, true, GgmlType::F16).type == GgmlType::Q4_0);
   CHECK(choose_type(Format::F16, "blk.0.ffn_norm.weight", 64, 1, 5, true, GgmlType::F32).type == GgmlType::F32);
   CHECK(choose_type(Format::F16, "blk.0.ffn_up.weight", 64, 2, 5, true, GgmlType::F32).type == GgmlType::F16);
+}
+
+TEST_CASE("type mix: Q5_K_M and Q6_K tensor types, and 8 experts", "[convert]") {
+  auto type = [](Format f, const char* name, int64_t ne0, uint32_t n_dims, bool tied, int n_expert = 0) {
+    return choose_type(f, name, ne0, n_dims, 16, tied, GgmlType::F32, n_expert).type;
+  };
+  const Format M5 = Format::Q5_K_M, K6 = Format::Q6_K;
+  CHECK(type(M5, "output.weight", 2048, 2, false) == GgmlType::Q6_K);
+  CHECK(type(M5, "token_embd.weight", 2048, 2, false) == GgmlType::Q5_K);
+  CHECK(type(M5, "token_embd.weight", 2048, 2, true) == GgmlType::Q6_K);
+  CHECK(type(M5, "blk.4.attn_v.weight", 2048, 2, true) == GgmlType::Q6_K);  // a more-bits layer of 16
+  CHECK(type(M5, "blk.5.attn_v.weight", 2048, 2, true) == GgmlType::Q5_K);
+  CHECK(type(M5, "blk.15.ffn_down.weight", 8192, 2, true) == GgmlType::Q6_K);
+  CHECK(type(M5, "blk.15.ffn_down_exps.weight", 8192, 3, true) == GgmlType::Q6_K);
+  CHECK(type(M5, "blk.3.ffn_down.weight", 8192, 2, true) == GgmlType::Q5_K);
+  CHECK(type(M5, "blk.0.ffn_gate_inp.weight", 2048, 2, true) == GgmlType::F32);  // the router keeps its type
+  CHECK(type(M5, "blk.0.attn_norm.weight", 2048, 1, true) == GgmlType::F32);
+  CHECK(type(K6, "blk.5.attn_q.weight", 2048, 2, true) == GgmlType::Q6_K);
+  CHECK(type(K6, "token_embd.weight", 2048, 2, false) == GgmlType::Q6_K);
+  // Mixtral (8 experts): k and v Q8_0 in every K-quant mix; attn_output Q5_K only lifts Q4_K_M.
+  for (Format f : {Format::Q4_K_M, M5, K6}) {
+    CHECK(type(f, "blk.5.attn_k.weight", 4096, 2, false, 8) == GgmlType::Q8_0);
+    CHECK(type(f, "blk.5.attn_v.weight", 4096, 2, false, 8) == GgmlType::Q8_0);
+  }
+  CHECK(type(Format::Q4_K_M, "blk.5.attn_output.weight", 4096, 2, false, 8) == GgmlType::Q5_K);
+  CHECK(type(M5, "blk.5.attn_output.weight", 4096, 2, false, 8) == GgmlType::Q5_K);
+  CHECK(type(K6, "blk.5.attn_output.weight", 4096, 2, false, 8) == GgmlType::Q6_K);
+  CHECK(type(M5, "blk.5.attn_k.weight", 4096, 2, false, 128) == GgmlType::Q5_K);  // Qwen3-30B-A3B: 128
+  // Rows that fit no 256-block: Q5_K takes Q5_1 where fish can quantise it, else Q8_0 (not fewer bits).
+  const GgmlType q5k_alt = can_quantize(GgmlType::Q5_1) ? GgmlType::Q5_1 : GgmlType::Q8_0;
+  auto c = choose_type(M5, "blk.3.attn_q.weight", 896, 2, 24, true, GgmlType::F32);
+  CHECK(c.type == q5k_alt);
+  CHECK_THAT(c.note, Catch::Contains("896") && Catch::Contains("Q5_K"));
+  CHECK(choose_type(K6, "blk.3.attn_q.weight", 896, 2, 24, true, GgmlType::F32).type == GgmlType::Q8_0);
+  CHECK(choose_type(K6, "blk.0.ffn_down.weight", 172, 2, 5, false, GgmlType::F16).type == GgmlType::F16);
 }
 
 TEST_CASE("type mix: row lengths that do not fit fall back", "[convert]") {

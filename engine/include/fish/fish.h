@@ -318,10 +318,10 @@ FISH_API int fish_json_schema_check(const char* schema_json, fish_error** err);
 /* A one-shot description of a GGUF file (architecture, hyper-parameters, tensor
  * count per type, sizes) without loading the model; free with fish_free. */
 FISH_API char* fish_describe_file(const char* path, fish_error** err);
-/* fish quantize: type is "Q8_0", "Q4_0" or "Q4_K_M". */
+/* fish quantize: type is "Q8_0", "Q4_0", "Q4_K_M", "Q5_K_M" or "Q6_K" (llama.cpp's mixes). */
 FISH_API int fish_quantize_file(const char* in, const char* out, const char* type, int n_threads, fish_error** err);
 /* fish synth: shape "tiny", "llama-1b", "llama-8b", "qwen2-0.5b", "qwen3-0.6b";
- * type "F32", "F16", "Q8_0", "Q4_0", "Q4_K_M". */
+ * type "F32", "F16", "Q8_0", "Q4_0", "Q4_K_M", "Q5_K_M", "Q6_K". */
 FISH_API int fish_synth_file(const char* shape, const char* type, const char* out, uint64_t seed, int n_threads,
                              fish_error** err);
 /* The same, reporting the bytes written as phase "synthesising" (progress may be NULL). */

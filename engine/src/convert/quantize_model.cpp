@@ -29,15 +29,15 @@ int block_count(const gguf::File& f) {
 QuantizeSummary quantize_model(const std::string& in, const std::string& out, const std::string& type,
                                int n_threads, const std::function<void(const std::string&)>& note) {
   const auto fmt = parse_format(type);
-  if (!fmt || (*fmt != Format::Q8_0 && *fmt != Format::Q4_0 && *fmt != Format::Q4_K_M))
-    throw Error("quantize: unknown type '" + type + "' (one of: Q8_0, Q4_0, Q4_K_M)");
+  if (!fmt || *fmt == Format::F32 || *fmt == Format::F16)
+    throw Error("quantize: unknown type '" + type + "' (one of: Q8_0, Q4_0, Q4_K_M, Q5_K_M, Q6_K)");
   auto src = gguf::File::open(in);
   // A model no loader accepts is not worth a copy in another type.
   if (const gguf::TensorInfo* te = src->tensor("token_embd.weight"); te && te->n_dims >= 2 && te->ne[1] == 0)
     throw Error(in + ": tensor 'token_embd.weight' has shape " + te->shape_str() + ": the vocabulary is empty");
   const int n_layer = block_count(*src);
   const bool tied = src->tensor("output.weight") == nullptr;
-  int n_expert = 0;  // the Q4_K_M mix differs for 8 experts (type_mix.h)
+  int n_expert = 0;  // the K-quant mixes differ for 8 experts (type_mix.h)
   if (auto a = src->get_str("general.architecture"))
     if (auto e = src->get_u32(std::string(*a) + ".expert_count")) n_expert = int(*e);
 

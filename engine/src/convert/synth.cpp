@@ -76,7 +76,7 @@ SynthSummary build(const SynthOptions& o, ThreadPool& pool, std::deque<std::vect
   const SynthShape* s = find_synth_shape(o.shape);
   if (!s) throw Error("synth: unknown shape '" + o.shape + "' (one of: " + join(synth_shape_ids()) + ")");
   const auto f = parse_format(o.type);
-  if (!f) throw Error("synth: unknown type '" + o.type + "' (one of: F32, F16, Q8_0, Q4_0, Q4_K_M)");
+  if (!f) throw Error("synth: unknown type '" + o.type + "' (one of: F32, F16, Q8_0, Q4_0, Q4_K_M, Q5_K_M, Q6_K)");
 
   add_metadata(w, *s, *f, o.seed);
   SynthSummary sum;

@@ -17,6 +17,8 @@ constexpr FormatRow kFormats[] = {
     {Format::F32, "F32", 0, GgmlType::F32},     {Format::F16, "F16", 1, GgmlType::F16},
     {Format::Q8_0, "Q8_0", 7, GgmlType::Q8_0},  {Format::Q4_0, "Q4_0", 2, GgmlType::Q4_0},
     {Format::Q4_K_M, "Q4_K_M", 15, GgmlType::Q4_K},
+    {Format::Q5_K_M, "Q5_K_M", 17, GgmlType::Q5_K},
+    {Format::Q6_K, "Q6_K", 18, GgmlType::Q6_K},
 };
 const FormatRow& row_of(Format f) {
   for (auto& r : kFormats)
@@ -63,7 +65,7 @@ TypeChoice choose_type(Format f, std::string_view name, int64_t ne0, uint32_t n_
                        GgmlType keep, int n_expert) {
   if (n_dims < 2 || ends_with(name, ".ffn_gate_inp.weight")) return {keep, ""};
   GgmlType want = row_of(f).matrix;
-  if (f == Format::Q4_K_M) {
+  if (f == Format::Q4_K_M || f == Format::Q5_K_M || f == Format::Q6_K) {
     const bool is_output = name == "output.weight" || (tied && name == "token_embd.weight");
     const int layer = layer_of(name);
     const bool more_bits_kind = ends_with(name, ".attn_v.weight") || ends_with(name, ".ffn_down.weight") ||
@@ -71,7 +73,7 @@ TypeChoice choose_type(Format f, std::string_view name, int64_t ne0, uint32_t n_
     if (is_output || (more_bits_kind && layer >= 0 && use_more_bits(layer, n_layer))) want = GgmlType::Q6_K;
     if (n_expert == 8 && (ends_with(name, ".attn_v.weight") || ends_with(name, ".attn_k.weight")))
       want = GgmlType::Q8_0;
-    if (n_expert == 8 && ends_with(name, ".attn_output.weight")) want = GgmlType::Q5_K;
+    if (f == Format::Q4_K_M && n_expert == 8 && ends_with(name, ".attn_output.weight")) want = GgmlType::Q5_K;
   }
   if (ne0 % block_size(want) == 0) return {want, ""};
 
@@ -79,6 +81,7 @@ TypeChoice choose_type(Format f, std::string_view name, int64_t ne0, uint32_t n_
                           ggml_type_name(want) + "'s block size " + std::to_string(block_size(want));
   GgmlType alt = want;
   if (want == GgmlType::Q4_K) alt = can_quantize(GgmlType::Q5_0) ? GgmlType::Q5_0 : GgmlType::Q4_0;
+  if (want == GgmlType::Q5_K) alt = can_quantize(GgmlType::Q5_1) ? GgmlType::Q5_1 : GgmlType::Q8_0;
   if (want == GgmlType::Q6_K) alt = GgmlType::Q8_0;
   if (alt != want && ne0 % block_size(alt) == 0) return {alt, len + ": " + ggml_type_name(alt) + " instead"};
   return {keep, len + ": kept as " + ggml_type_name(keep)};
