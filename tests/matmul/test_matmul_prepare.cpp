@@ -1,4 +1,4 @@
-// prepare_weight (16-row strips of Q4_K / Q6_K) and the strip kernels:
+// prepare_weight (16-row strips of Q4_K / Q5_K / Q6_K) and the strip kernels:
 //  * the repack is an exact byte permutation: every row comes back as its
 //    GGUF bytes (weight_row_gguf), and padding rows of the last strip are zero;
 //  * the scalar family on a prepared weight equals the scalar family on the
@@ -78,7 +78,7 @@ PreparedWeight prepare_avx512(const WeightView& w, ThreadPool* pool = nullptr) {
   return prepare_weight(w, pool);
 }
 
-const GgmlType kStripTypes[] = {GgmlType::Q4_K, GgmlType::Q6_K};
+const GgmlType kStripTypes[] = {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 
 }  // namespace
 
@@ -154,7 +154,7 @@ TEST_CASE("prepare_weights: one allocation for several weights, each as if prepa
 }
 
 TEST_CASE("prepare_weight: other types, families and empty weights are left as they are", "[matmul][prepare]") {
-  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_K, GgmlType::Q3_K}) {
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q2_K, GgmlType::Q3_K}) {
     INFO(ggml_type_name(t));
     const Matrix m = make_matrix(t, 256, 16, 1);
     const PreparedWeight p = prepare_weight(m.view());
@@ -298,8 +298,8 @@ TEST_CASE("bad strip views and prepare inputs are refused with a clear error", "
     }
     return "";
   };
-  CHECK_THAT(msg({GgmlType::Q5_K, buf.data(), 256, 16, 176, WeightLayout::Strips16}),
-             Catch::Contains("Q5_K") && Catch::Contains("strip"));
+  CHECK_THAT(msg({GgmlType::Q3_K, buf.data(), 256, 16, 110, WeightLayout::Strips16}),
+             Catch::Contains("Q3_K") && Catch::Contains("strip"));
   CHECK_THAT(msg({GgmlType::Q4_K, buf.data(), 256, 16, 160, WeightLayout::Strips16}),
              Catch::Contains("row_bytes") && Catch::Contains("exact"));
   CHECK_THAT(msg({GgmlType::Q4_K, buf.data(), 256, 16, 144, WeightLayout(7)}), Catch::Contains("layout"));

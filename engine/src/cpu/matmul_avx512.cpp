@@ -158,6 +158,7 @@ const KernelFamily* family_avx512() {
     set(WType::Q5_K, avx512::kernel_q5_k, ActLayout::X8_K);
     set(WType::Q6_K, avx512::kernel_q6_k, ActLayout::X8_K);
     set(WType::Q4_K_S16, avx512::kernel_q4_k_s16, ActLayout::X8_KS);
+    set(WType::Q5_K_S16, avx512::kernel_q5_k_s16, ActLayout::X8_KS);
     set(WType::Q6_K_S16, avx512::kernel_q6_k_s16, ActLayout::X8_KS);
     k.quantize = avx512::quantize;
     return k;

@@ -1,4 +1,4 @@
-// prepare_weights: the load-time repack of Q4_K / Q6_K matrices into 16-row
+// prepare_weights: the load-time repack of Q4_K / Q5_K / Q6_K matrices into 16-row
 // strips (layout in cpu/matmul_strips.h) in one shared, 2 MiB-aligned
 // allocation (transparent huge pages where the kernel allows), and its exact
 // inverse for one row (weight_row_gguf: the scalar fallback and the f32
@@ -23,6 +23,7 @@ namespace {
 
 using mm::kStripRows;
 using mm::Q4KStrip;
+using mm::Q5KStrip;
 using mm::Q6KStrip;
 
 // ---- Q4_K ----
@@ -78,6 +79,56 @@ void unpack_q4k(const uint8_t* in, int i, uint8_t* block) {
   std::memcpy(block, &b, sizeof b);
 }
 
+// ---- Q5_K ----
+
+// Q4_K's planes from the same header and qs (BlockQ5_K has them in another
+// order), then the qh planes: the 5th bit of element e is bit e / 32 of qh[e % 32],
+// so plane j takes bit j of qh[4q + c] (low-nibble quads) and of qh[16 + 4q + c].
+void pack_q5k(const uint8_t* const* rows, uint8_t* out) {
+  const uint8_t* q4rows[kStripRows];
+  BlockQ4_K q4[kStripRows];
+  for (int i = 0; i < kStripRows; ++i) {
+    const auto* b = reinterpret_cast<const BlockQ5_K*>(rows[i]);
+    q4rows[i] = nullptr;
+    if (!b) continue;
+    std::memcpy(&q4[i].d, &b->d, 2);
+    std::memcpy(&q4[i].dmin, &b->dmin, 2);
+    std::memcpy(q4[i].scales, b->scales, sizeof b->scales);
+    std::memcpy(q4[i].qs, b->qs, sizeof b->qs);
+    q4rows[i] = reinterpret_cast<const uint8_t*>(&q4[i]);
+  }
+  pack_q4k(q4rows, out);
+  for (int i = 0; i < kStripRows; ++i) {
+    const auto* b = reinterpret_cast<const BlockQ5_K*>(rows[i]);
+    for (int j = 0; j < 8; ++j) {
+      uint32_t v = 0;
+      for (int q = 0; b && q < 4; ++q) {
+        v |= (load32(b->qh + 4 * q) >> j & 0x01010101u) << (2 * q);
+        v |= (load32(b->qh + 16 + 4 * q) >> j & 0x01010101u) << (2 * q + 1);
+      }
+      store32(out + Q5KStrip::kQh + 64 * j + 4 * i, v);
+    }
+  }
+}
+
+void unpack_q5k(const uint8_t* in, int i, uint8_t* block) {
+  BlockQ4_K q4;
+  unpack_q4k(in, i, reinterpret_cast<uint8_t*>(&q4));
+  BlockQ5_K b{};
+  std::memcpy(&b.d, &q4.d, 2);
+  std::memcpy(&b.dmin, &q4.dmin, 2);
+  std::memcpy(b.scales, q4.scales, sizeof b.scales);
+  std::memcpy(b.qs, q4.qs, sizeof b.qs);
+  for (int j = 0; j < 8; ++j)
+    for (int q = 0; q < 4; ++q)
+      for (int c = 0; c < 4; ++c) {
+        const uint8_t v = in[Q5KStrip::kQh + 64 * j + 4 * i + c];
+        b.qh[4 * q + c] |= uint8_t(((v >> (2 * q)) & 1) << j);
+        b.qh[16 + 4 * q + c] |= uint8_t(((v >> (2 * q + 1)) & 1) << j);
+      }
+  std::memcpy(block, &b, sizeof b);
+}
+
 // ---- Q6_K ----
 
 // Quad u of 16-group g (elements 16g + 4u .. + 3) lies in one 32-run of the
@@ -129,8 +180,9 @@ struct StripCodec {
 
 const StripCodec* codec_of(GgmlType t) {
   static const StripCodec q4{sizeof(BlockQ4_K), pack_q4k, unpack_q4k};
+  static const StripCodec q5{sizeof(BlockQ5_K), pack_q5k, unpack_q5k};
   static const StripCodec q6{sizeof(BlockQ6_K), pack_q6k, unpack_q6k};
-  return t == GgmlType::Q4_K ? &q4 : t == GgmlType::Q6_K ? &q6 : nullptr;
+  return t == GgmlType::Q4_K ? &q4 : t == GgmlType::Q5_K ? &q5 : t == GgmlType::Q6_K ? &q6 : nullptr;
 }
 
 uint64_t gguf_row_bytes(const WeightView& w) {

@@ -109,6 +109,7 @@ KernelFamily make_family() {
   set(WType::Q5_K, kernel_ref<GgmlType::Q5_K>, ActLayout::Q8_K);
   set(WType::Q6_K, kernel_ref<GgmlType::Q6_K>, ActLayout::Q8_K);
   set(WType::Q4_K_S16, kernel_strip_ref<GgmlType::Q4_K>, ActLayout::Q8_K);
+  set(WType::Q5_K_S16, kernel_strip_ref<GgmlType::Q5_K>, ActLayout::Q8_K);
   set(WType::Q6_K_S16, kernel_strip_ref<GgmlType::Q6_K>, ActLayout::Q8_K);
   set(WType::FQ3, kernel_ref<GgmlType::FQ3>, ActLayout::Q8_K);
   f.quantize = nullptr;  // uses only ggml's layouts (quantize_act_scalar)

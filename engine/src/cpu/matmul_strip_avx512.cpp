@@ -1,4 +1,4 @@
-// AVX-512 VNNI kernels of the 16-row strips (prepare_weight's Q4_K / Q6_K
+// AVX-512 VNNI kernels of the 16-row strips (prepare_weight's Q4_K / Q5_K / Q6_K
 // repack, layout in cpu/matmul_strips.h) against X8_KS activations.
 //
 // Int32 lane i of every vector is row i of the strip. For each quad (4
@@ -12,6 +12,8 @@
 //    byte shuffle); the mins go through vpdpwssd on (m_2k, m_2k+1) pairs
 //    against the activation's 32-group sums (bs32);
 //    y += d_a (d * isum - dmin * imin).
+//  - Q5_K: as Q4_K, each quad's 5th bits OR-ed in at bit 4 from the
+//    sub-block's qh plane (2 ops per quad: a shift and a masked merge).
 //  - Q6_K: a 16-group g is 2 ql planes + 1 qh plane (13 ops for 4 quads of 6
 //    bits); s_g starts at -32 * bsum_g (the -32 offset of the quants, from
 //    the activation's nb16 plane), isum += s_g * sc_g; y += d_a * d * isum.
@@ -98,6 +100,7 @@ inline __m512i and_or(__m512i a, __m512i b, __m512i c) { return _mm512_ternarylo
 // once the block functions are inlined).
 struct Q4Consts {
   __m512i m0f = _mm512_set1_epi8(0x0F), m3f = _mm512_set1_epi8(0x3F), m30 = _mm512_set1_epi8(0x30);
+  __m512i m10 = _mm512_set1_epi8(0x10);  // Q5_K: the 5th bit's place in a byte
   // vpshufb controls: byte c of each dword, zero-extended to 32 bits; and
   // bytes (0, 1) / (2, 3) of each dword as two zero-extended int16.
   __m512i ext[4] = {load_shuffle(kExtByte[0]), load_shuffle(kExtByte[1]), load_shuffle(kExtByte[2]),
@@ -105,8 +108,20 @@ struct Q4Consts {
   __m512i pair01 = load_shuffle(kPair01), pair23 = load_shuffle(kPair23);
 };
 
-struct Q4Strip {
-  static constexpr uint64_t kBlockBytes = Q4KStrip::kBytes;
+// Bit 4 of every byte of h shifted by kShift (> 0: left, < 0: right; 16-bit
+// shifts: bit 4 of a byte comes from bit 4 - kShift of the same byte for
+// -3 <= kShift <= 4).
+template <int kShift>
+inline __m512i bit4_from(__m512i h) {
+  if constexpr (kShift > 0) return _mm512_slli_epi16(h, kShift);
+  else if constexpr (kShift < 0) return _mm512_srli_epi16(h, -kShift);
+  else return h;
+}
+
+// Q4_K, and with kQ5 Q5_K (the same planes and arithmetic, quants of 5 bits).
+template <bool kQ5>
+struct Q45Strip {
+  static constexpr uint64_t kBlockBytes = kQ5 ? Q5KStrip::kBytes : Q4KStrip::kBytes;
   using Consts = Q4Consts;
 
   // acc[t] (lane i = row i) += the dot of strip-block sb (block b) with token t.
@@ -131,6 +146,17 @@ struct Q4Strip {
         const __m512i w = load512(sb + Q4KStrip::kQs + 64 * (4 * j + q));
         lo[q] = _mm512_and_si512(w, k.m0f);
         hi[q] = _mm512_and_si512(_mm512_srli_epi16(w, 4), k.m0f);
+      }
+      if constexpr (kQ5) {  // bits 2q / 2q + 1 of the plane: quad q's 5th bits (low / high nibbles)
+        const __m512i h = load512(sb + Q5KStrip::kQh + 64 * j);
+        lo[0] = and_or(bit4_from<4>(h), k.m10, lo[0]);
+        lo[1] = and_or(bit4_from<2>(h), k.m10, lo[1]);
+        lo[2] = and_or(h, k.m10, lo[2]);
+        lo[3] = and_or(bit4_from<-2>(h), k.m10, lo[3]);
+        hi[0] = and_or(bit4_from<3>(h), k.m10, hi[0]);
+        hi[1] = and_or(bit4_from<1>(h), k.m10, hi[1]);
+        hi[2] = and_or(bit4_from<-1>(h), k.m10, hi[2]);
+        hi[3] = and_or(bit4_from<-3>(h), k.m10, hi[3]);
       }
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
@@ -277,7 +303,8 @@ void drive_strips(const KernelArgs& a) {
 
 }  // namespace
 
-void kernel_q4_k_s16(const KernelArgs& a) { drive_strips<Q4Strip, kTokTileS>(a); }
+void kernel_q4_k_s16(const KernelArgs& a) { drive_strips<Q45Strip<false>, kTokTileS>(a); }
+void kernel_q5_k_s16(const KernelArgs& a) { drive_strips<Q45Strip<true>, kTokTileS>(a); }
 void kernel_q6_k_s16(const KernelArgs& a) { drive_strips<Q6Strip, kTokTileS>(a); }
 
 }  // namespace fish::mm::avx512

@@ -1,4 +1,4 @@
-// The 16-row strip layout of prepared Q4_K / Q6_K weights (WeightLayout::Strips16,
+// The 16-row strip layout of prepared Q4_K / Q5_K / Q6_K weights (WeightLayout::Strips16,
 // made by prepare_weight). Plain data with internal linkage: shared by the
 // repack (baseline), the scalar fallback and the AVX-512 kernels (see the ODR
 // caution in matmul_kernels.h).
@@ -43,6 +43,18 @@ struct Q4KStrip {
 };
 static_assert(Q4KStrip::kQs + 32 * 64 == Q4KStrip::kBytes);
 
+// Q5_K strip-block (2816 bytes = 16 * 176): Q4_K's planes (the low 4 bits of
+// each quant in qs, the same offsets), then
+//   [2304, 2816)  qh: 8 planes of 64 bytes; plane j (sub-block j): byte 4i + c
+//                 holds the 5th bit of element 32j + 4q + c of row i at bit 2q
+//                 and of element 32j + 16 + 4q + c at bit 2q + 1 (q = 0..3)
+struct Q5KStrip {
+  static constexpr uint64_t kD = Q4KStrip::kD, kDmin = Q4KStrip::kDmin, kScales = Q4KStrip::kScales,
+                            kQs = Q4KStrip::kQs, kQh = Q4KStrip::kBytes;
+  static constexpr uint64_t kBytes = kStripRows * sizeof(BlockQ5_K);
+};
+static_assert(Q5KStrip::kQh + 8 * 64 == Q5KStrip::kBytes);
+
 // Q6_K strip-block (3360 bytes = 16 * 210):
 //   [0, 32)       d[16] f16
 //   [32, 288)     scales int8: byte 16g + i = scale of 16-group g of row i
@@ -61,6 +73,7 @@ static_assert(Q6KStrip::kQh + 16 * 64 == Q6KStrip::kBytes);
 // low nibble for e % 64 < 32.
 constexpr int q4k_nibble_index(int e) { return 32 * (e / 64) + e % 32; }
 constexpr int q4k_nibble_shift(int e) { return e % 64 < 32 ? 0 : 4; }
+// Q5_K: the same qs; the 5th bit of e at bit e / 32 of qh[e % 32].
 
 // The quant e of a GGUF Q6_K block: low 4 bits in ql[64 h + l + 32 (k & 1)]
 // (high nibble for k >= 2), high 2 bits at bit 2k of qh[32 h + l], where
