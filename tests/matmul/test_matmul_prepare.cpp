@@ -3,7 +3,7 @@
 //    GGUF bytes (weight_row_gguf), and padding rows of the last strip are zero;
 //  * the scalar family on a prepared weight equals the scalar family on the
 //    original bit for bit (it un-packs each row and calls vec_dot_ref);
-//  * the AVX-512 strip kernels equal the scalar family within the bound of
+//  * the AVX-512 and AVX2 strip kernels equal the scalar family within the bound of
 //    test_matmul.cpp: |Δ| <= 5e-5 · M, M = Σ_i |ŵ_i| |x_i| (both use the same
 //    int8 activations and exact integer block sums; only the order of the f32
 //    scale products and sums differs; a wrong quant or scale moves y by
@@ -11,7 +11,7 @@
 //  * results do not depend on the thread count; matmul_group over prepared and
 //    unprepared weights equals separate calls, bit for bit;
 //  * other types and families are returned unchanged; bad views are refused.
-// A CPU without AVX-512 VNNI cannot make strips: those cases are skipped (FISH_SKIP).
+// Each case runs on every strip family this CPU has; a CPU with neither is skipped (FISH_SKIP).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -69,12 +69,20 @@ struct UseKernels {
   ~UseKernels() { matmul_use_default_kernels(); }
 };
 
-bool have_strips() { return matmul_kernels_supported(MatmulKernels::Avx512); }
-constexpr const char* kNoStrips = "strip kernels: this CPU lacks AVX-512 VNNI (prepare_weight keeps GGUF rows)";
+// The families with strip kernels that this CPU runs (AVX-512 VNNI, AVX2).
+std::vector<MatmulKernels> strip_families() {
+  std::vector<MatmulKernels> f;
+  for (MatmulKernels k : {MatmulKernels::Avx512, MatmulKernels::Avx2})
+    if (matmul_kernels_supported(k)) f.push_back(k);
+  return f;
+}
+const char* family_name(MatmulKernels k) { return k == MatmulKernels::Avx512 ? "avx512" : "avx2"; }
+bool have_strips() { return !strip_families().empty(); }
+constexpr const char* kNoStrips = "strip kernels: this CPU runs neither AVX-512 VNNI nor AVX2 (prepare_weight keeps GGUF rows)";
 
-// prepare_weight under the AVX-512 family (the one that makes strips).
-PreparedWeight prepare_avx512(const WeightView& w, ThreadPool* pool = nullptr) {
-  UseKernels use(MatmulKernels::Avx512);
+// prepare_weight under a family that makes strips (the layout is the same for every such family).
+PreparedWeight prepare_strips(const WeightView& w, ThreadPool* pool = nullptr) {
+  UseKernels use(strip_families().at(0));
   return prepare_weight(w, pool);
 }
 
@@ -90,7 +98,7 @@ TEST_CASE("prepare_weight: strips hold every row's GGUF bytes", "[matmul][prepar
       for (int64_t n_out : {1, 15, 16, 37, 301}) {
         INFO(ggml_type_name(t) << " n_in " << n_in << " n_out " << n_out);
         const Matrix m = make_matrix(t, n_in, n_out, uint64_t(n_in + n_out) ^ uint64_t(t));
-        const PreparedWeight p = prepare_avx512(m.view(), n_out > 100 ? &pool : nullptr);
+        const PreparedWeight p = prepare_strips(m.view(), n_out > 100 ? &pool : nullptr);
         REQUIRE(p.repacked());
         const WeightView& v = p.view();
         CHECK(v.layout == WeightLayout::Strips16);
@@ -128,7 +136,7 @@ TEST_CASE("prepare_weights: one allocation for several weights, each as if prepa
   std::vector<float> y_batch;
   const auto x = test::random_acts(512 * 3, 7);
   {
-    UseKernels use(MatmulKernels::Avx512);
+    UseKernels use(strip_families().at(0));
     std::vector<PreparedWeight> ps = prepare_weights(ws, 3, &pool);
     REQUIRE(ps.size() == 3);
     CHECK(ps[0].repacked());
@@ -147,7 +155,7 @@ TEST_CASE("prepare_weights: one allocation for several weights, each as if prepa
     y_batch = run(pool, ps[2].view(), x, 3);
     kept = std::move(ps[2]);
   }  // the others are gone: the kept weight still holds the shared bytes
-  UseKernels use(MatmulKernels::Avx512);
+  UseKernels use(strip_families().at(0));
   const auto y = run(pool, kept.view(), x, 3);
   REQUIRE(std::memcmp(y.data(), y_batch.data(), y.size() * 4) == 0);
   CHECK(prepare_weights(ws, 0).empty());
@@ -163,9 +171,8 @@ TEST_CASE("prepare_weight: other types, families and empty weights are left as t
     CHECK(p.view().data == m.view().data);
     CHECK(p.view().layout == WeightLayout::Gguf);
   }
-  for (auto k : {MatmulKernels::Scalar, MatmulKernels::Avx2}) {
-    if (!matmul_kernels_supported(k)) continue;
-    UseKernels use(k);
+  {
+    UseKernels use(MatmulKernels::Scalar);
     const Matrix m = make_matrix(GgmlType::Q4_K, 256, 16, 1);
     const PreparedWeight p = prepare_weight(m.view());
     CHECK_FALSE(p.repacked());
@@ -186,7 +193,7 @@ TEST_CASE("strip kernels equal the scalar family on the original weights", "[mat
     for (int64_t n_in : {256, 768, 2048, 4608, 8192})
       for (int64_t n_out : {1, 7, 16, 33}) {
         const Matrix m = make_matrix(t, n_in, n_out, uint64_t(n_in * 131 + n_out) ^ uint64_t(t));
-        const PreparedWeight p = prepare_avx512(m.view());
+        const PreparedWeight p = prepare_strips(m.view());
         REQUIRE(p.repacked());
         const auto x = test::random_acts(n_in * 37, uint64_t(n_in + n_out));
         const auto M = magnitudes(m, x, 37);
@@ -199,9 +206,10 @@ TEST_CASE("strip kernels equal the scalar family on the original weights", "[mat
           INFO(ggml_type_name(t) << " n_in " << n_in << " n_out " << n_out << ": scalar on strips");
           REQUIRE(std::memcmp(yp.data(), ys.data(), ys.size() * 4) == 0);
         }
-        UseKernels use(MatmulKernels::Avx512);
+        for (MatmulKernels fam : strip_families()) {
+        UseKernels use(fam);
         for (int n_tok : tok_counts) {
-          INFO(ggml_type_name(t) << " n_in " << n_in << " n_out " << n_out << " n_tok " << n_tok);
+          INFO(family_name(fam) << " " << ggml_type_name(t) << " n_in " << n_in << " n_out " << n_out << " n_tok " << n_tok);
           const auto y = run(pool, p.view(), x, n_tok);
           for (int tk = 0; tk < n_tok; ++tk)
             for (int64_t r = 0; r < n_out; ++r) {
@@ -212,6 +220,7 @@ TEST_CASE("strip kernels equal the scalar family on the original weights", "[mat
               }
             }
         }
+        }
       }
 }
 
@@ -220,8 +229,9 @@ TEST_CASE("strip kernels: padding rows are not written", "[matmul][prepare]") {
   ThreadPool pool(1);
   for (GgmlType t : kStripTypes) {
     const Matrix m = make_matrix(t, 512, 21, 5);
-    const PreparedWeight p = prepare_avx512(m.view());
-    UseKernels use(MatmulKernels::Avx512);
+    const PreparedWeight p = prepare_strips(m.view());
+    for (MatmulKernels fam : strip_families()) {
+    UseKernels use(fam);
     for (int n_tok : {1, 6}) {
       const auto x = test::random_acts(512 * n_tok, 9);
       // y with ldy = n_out = 21 followed by guard values.
@@ -229,6 +239,7 @@ TEST_CASE("strip kernels: padding rows are not written", "[matmul][prepare]") {
       matmul(pool, p.view(), x.data(), n_tok, y.data());
       for (size_t i = size_t(n_tok * 21); i < y.size(); ++i) REQUIRE(y[i] == 777.0f);
       for (size_t i = 0; i < size_t(n_tok * 21); ++i) REQUIRE(y[i] != 777.0f);
+    }
     }
   }
 }
@@ -238,14 +249,16 @@ TEST_CASE("strip results do not depend on the thread count", "[matmul][prepare]"
   ThreadPool p1(1), p2(2), p3(3);
   for (GgmlType t : kStripTypes) {
     const Matrix m = make_matrix(t, 2048, 301, 17);
-    const PreparedWeight p = prepare_avx512(m.view(), &p2);
-    UseKernels use(MatmulKernels::Avx512);
+    const PreparedWeight p = prepare_strips(m.view(), &p2);
+    for (MatmulKernels fam : strip_families()) {
+    UseKernels use(fam);
     for (int n_tok : {1, 37}) {
-      INFO(ggml_type_name(t) << " n_tok " << n_tok);
+      INFO(family_name(fam) << " " << ggml_type_name(t) << " n_tok " << n_tok);
       const auto x = test::random_acts(2048 * n_tok, 3);
       const auto a = run(p1, p.view(), x, n_tok), b = run(p2, p.view(), x, n_tok), c = run(p3, p.view(), x, n_tok);
       REQUIRE(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
       REQUIRE(std::memcmp(a.data(), c.data(), a.size() * 4) == 0);
+    }
     }
   }
 }
@@ -255,12 +268,14 @@ TEST_CASE("matmul_group over strips and GGUF rows equals separate matmuls", "[ma
   ThreadPool pool(2);
   const Matrix q4 = make_matrix(GgmlType::Q4_K, 1024, 48, 1), q6 = make_matrix(GgmlType::Q6_K, 1024, 17, 2),
                q4b = make_matrix(GgmlType::Q4_K, 1024, 33, 3), q3 = make_matrix(GgmlType::Q3_K, 1024, 5, 4);
-  const PreparedWeight p4 = prepare_avx512(q4.view()), p6 = prepare_avx512(q6.view());
+  const PreparedWeight p4 = prepare_strips(q4.view()), p6 = prepare_strips(q6.view());
   const WeightView ws[4] = {p4.view(), p6.view(), q4b.view(), q3.view()};
-  for (auto k : {MatmulKernels::Avx512, MatmulKernels::Scalar}) {
+  std::vector<MatmulKernels> fams = strip_families();
+  fams.push_back(MatmulKernels::Scalar);
+  for (auto k : fams) {
     UseKernels use(k);
     for (int n_tok : {1, 13}) {
-      INFO((k == MatmulKernels::Scalar ? "scalar" : "avx512") << " n_tok " << n_tok);
+      INFO((k == MatmulKernels::Scalar ? "scalar" : family_name(k)) << " n_tok " << n_tok);
       const auto x = test::random_acts(1024 * n_tok, 99);
       std::vector<std::vector<float>> ys;
       std::vector<float*> yp;
@@ -278,7 +293,7 @@ TEST_CASE("matmul_group over strips and GGUF rows equals separate matmuls", "[ma
 TEST_CASE("matmul_ref_f32 reads strips as their GGUF rows", "[matmul][prepare]") {
   if (!have_strips()) FISH_SKIP(kNoStrips);
   const Matrix m = make_matrix(GgmlType::Q6_K, 512, 19, 8);
-  const PreparedWeight p = prepare_avx512(m.view());
+  const PreparedWeight p = prepare_strips(m.view());
   const auto x = test::random_acts(512 * 2, 4);
   std::vector<float> a(2 * 19), b(2 * 19);
   matmul_ref_f32(m.view(), x.data(), 2, a.data());
@@ -306,7 +321,7 @@ TEST_CASE("bad strip views and prepare inputs are refused with a clear error", "
   CHECK_THAT(msg({GgmlType::Q4_K, buf.data(), 100, 16, 144, WeightLayout::Strips16}), Catch::Contains("multiple"));
   if (!have_strips()) WARN(std::string("not checked: prepare_weight's refusals (") + kNoStrips + ")");
   if (have_strips()) {
-    UseKernels use(MatmulKernels::Avx512);
+    UseKernels use(strip_families().at(0));
     auto prep_msg = [&](WeightView w) -> std::string {
       try {
         prepare_weight(w);

@@ -1,5 +1,5 @@
 // The AVX2 (+FMA, F16C) kernel family: its table, and the quantisers of the
-// SIMD activation layouts (X8_32, X8_32S, X8_K), bit-identical to ggml's Q8_0 /
+// SIMD activation layouts (X8_32, X8_32S, X8_K, X8_KS), bit-identical to ggml's Q8_0 /
 // Q8_1 / Q8_K reference quantisers (same f32 operations and rounding).
 #include "cpu/matmul_kernels.h"
 
@@ -64,11 +64,17 @@ void quantize_x8_32(const float* x, int64_t n, uint8_t* dst) {
   std::memset(reinterpret_cast<uint8_t*>(sa + nb), 0, p.total - p.sa - uint64_t(nb) * 4);
 }
 
+// X8_K: sf[g] = d * the 16-group sums. X8_KS (kStrip): bs32 = int16 sums of
+// the 32-groups, nb16 = -32 * the 16-group sums (as the AVX-512 family's).
+template <bool kStrip>
 void quantize_x8_k(const float* x, int64_t n, uint8_t* dst) {
   const X8_KPlanes p = x8_k_planes(n);
+  const X8_KSPlanes ps = x8_ks_planes(n);
   int8_t* qs = reinterpret_cast<int8_t*>(dst);
-  float* dp = reinterpret_cast<float*>(dst + p.d);
+  float* dp = reinterpret_cast<float*>(dst + (kStrip ? ps.d : p.d));
   float* sf = reinterpret_cast<float*>(dst + p.sf);
+  int16_t* bs32 = reinterpret_cast<int16_t*>(dst + ps.bs32);
+  int32_t* nb16 = reinterpret_cast<int32_t*>(dst + ps.nb16);
   const int64_t nb = n / QK_K;
   for (int64_t b = 0; b < nb; ++b) {
     const float* xb = x + QK_K * b;
@@ -78,7 +84,12 @@ void quantize_x8_k(const float* x, int64_t n, uint8_t* dst) {
     if (amax == 0.0f) {
       std::memset(qs + QK_K * b, 0, QK_K);
       dp[b] = 0.0f;
-      std::memset(sf + 16 * b, 0, 64);
+      if constexpr (kStrip) {
+        std::memset(bs32 + 8 * b, 0, 16);
+        std::memset(nb16 + 16 * b, 0, 64);
+      } else {
+        std::memset(sf + 16 * b, 0, 64);
+      }
       continue;
     }
     float max = 0.0f;
@@ -99,12 +110,20 @@ void quantize_x8_k(const float* x, int64_t n, uint8_t* dst) {
       for (int k = 0; k < 4; ++k)
         q[k] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 16 * g + 8 * k), vis)), lim);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + QK_K * b + 16 * g), pack32(q[0], q[1], q[2], q[3]));
-      sf[16 * b + g] = d * float(hsum8_epi32(_mm256_add_epi32(q[0], q[1])));
-      sf[16 * b + g + 1] = d * float(hsum8_epi32(_mm256_add_epi32(q[2], q[3])));
+      const int s0 = hsum8_epi32(_mm256_add_epi32(q[0], q[1])), s1 = hsum8_epi32(_mm256_add_epi32(q[2], q[3]));
+      if constexpr (kStrip) {
+        bs32[8 * b + g / 2] = int16_t(s0 + s1);
+        nb16[16 * b + g] = -32 * s0;
+        nb16[16 * b + g + 1] = -32 * s1;
+      } else {
+        sf[16 * b + g] = d * float(s0);
+        sf[16 * b + g + 1] = d * float(s1);
+      }
     }
     dp[b] = d;
   }
-  std::memset(reinterpret_cast<uint8_t*>(dp + nb), 0, p.sf - p.d - uint64_t(nb) * 4);
+  if constexpr (kStrip) std::memset(reinterpret_cast<uint8_t*>(dp + nb), 0, ps.bs32 - ps.d - uint64_t(nb) * 4);
+  else std::memset(reinterpret_cast<uint8_t*>(dp + nb), 0, p.sf - p.d - uint64_t(nb) * 4);
 }
 
 }  // namespace
@@ -113,7 +132,8 @@ void quantize(ActLayout l, const float* x, int64_t n_in, uint8_t* dst) {
   switch (l) {
     case ActLayout::X8_32: quantize_x8_32<false>(x, n_in, dst); return;
     case ActLayout::X8_32S: quantize_x8_32<true>(x, n_in, dst); return;
-    case ActLayout::X8_K: quantize_x8_k(x, n_in, dst); return;
+    case ActLayout::X8_K: quantize_x8_k<false>(x, n_in, dst); return;
+    case ActLayout::X8_KS: quantize_x8_k<true>(x, n_in, dst); return;
     default: quantize_act_scalar(l, x, n_in, dst); return;
   }
 }
@@ -138,6 +158,9 @@ const KernelFamily* family_avx2() {
     set(WType::Q4_K, avx2::kernel_q4_k, ActLayout::X8_K);
     set(WType::Q5_K, avx2::kernel_q5_k, ActLayout::X8_K);
     set(WType::Q6_K, avx2::kernel_q6_k, ActLayout::X8_K);
+    set(WType::Q4_K_S16, avx2::kernel_q4_k_s16, ActLayout::X8_KS);
+    set(WType::Q5_K_S16, avx2::kernel_q5_k_s16, ActLayout::X8_KS);
+    set(WType::Q6_K_S16, avx2::kernel_q6_k_s16, ActLayout::X8_KS);
     k.quantize = avx2::quantize;
     return k;
   }();

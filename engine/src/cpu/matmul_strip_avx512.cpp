@@ -23,6 +23,7 @@
 #include <cstring>
 
 #include "cpu/matmul_avx512_common.h"
+#include "cpu/matmul_strip_drive.h"
 #include "cpu/matmul_strips.h"
 
 namespace fish::mm::avx512 {
@@ -262,50 +263,27 @@ void strip_tile(const KernelArgs& a, int64_t s, int t0, int64_t b0, int64_t b1, 
   }
 }
 
-template <class Micro, int T>
-inline void dispatch_strip(const KernelArgs& a, int64_t s, int t0, int nt, int64_t b0, int64_t b1, bool add) {
-  if (nt == T) strip_tile<Micro, T>(a, s, t0, b0, b1, add);
-  else if constexpr (T > 1) dispatch_strip<Micro, T - 1>(a, s, t0, nt, b0, b1, add);
-}
-
-// Strips covering rows [r0, r1) (r0 a multiple of 16) x tokens in tiles of
-// TT. With more tokens than one tile, as drive() in matmul_drive.h: strips
-// in chunks of about
-// kChunkBytes (kept in L2 while every token tile sweeps them) and long rows
-// in K chunks whose activations for one token tile stay in L1 (later chunks
-// add to y).
-template <class Micro, int TT>
-void drive_strips(const KernelArgs& a) {
-  constexpr int64_t kChunkBytes = 192 << 10, kActL1Bytes = 20 << 10;
-  const int64_t n_blocks = a.n_in / QK_K;
-  const int64_t s0 = a.r0 / kStripRows, s1 = (a.r1 + kStripRows - 1) / kStripRows;
-  int64_t chunk = s1 - s0, kb = n_blocks;
-  if (a.n_tok > TT) {
-    chunk = kChunkBytes / int64_t(Micro::kBlockBytes * uint64_t(n_blocks));
-    if (chunk < 1) chunk = 1;
-    const double act_block = QK_K + 4.0 + 16.0 + 64.0;  // qs, d, bs32, nb16 bytes per block and token
-    kb = int64_t(double(kActL1Bytes) / (act_block * TT));
-    if (kb < 1) kb = 1;
-    const int64_t n_chunks = (n_blocks + kb - 1) / kb;
-    kb = (n_blocks + n_chunks - 1) / n_chunks;
-  }
-  for (int64_t sc = s0; sc < s1; sc += chunk) {
-    const int64_t se = min64(sc + chunk, s1);
-    for (int64_t b0 = 0; b0 < n_blocks; b0 += kb) {
-      const int64_t b1 = min64(b0 + kb, n_blocks);
-      for (int t = 0; t < a.n_tok; t += TT) {
-        const int nt = int(min64(TT, a.n_tok - t));
-        for (int64_t s = sc; s < se; ++s) dispatch_strip<Micro, TT>(a, s, t, nt, b0, b1, b0 > 0);
-      }
+// matmul_strip_drive.h's tile: strip_tile of Micro.
+template <class Micro>
+struct Tiles {
+  template <int T>
+  struct At {
+    static void run(const KernelArgs& a, int64_t s, int t0, int64_t b0, int64_t b1, bool add) {
+      strip_tile<Micro, T>(a, s, t0, b0, b1, add);
     }
-  }
+  };
+};
+
+template <class Micro>
+void drive(const KernelArgs& a) {
+  drive_strips<Tiles<Micro>::template At, kTokTileS>(a, Micro::kBlockBytes);
 }
 
 }  // namespace
 
-void kernel_q4_k_s16(const KernelArgs& a) { drive_strips<Q45Strip<false>, kTokTileS>(a); }
-void kernel_q5_k_s16(const KernelArgs& a) { drive_strips<Q45Strip<true>, kTokTileS>(a); }
-void kernel_q6_k_s16(const KernelArgs& a) { drive_strips<Q6Strip, kTokTileS>(a); }
+void kernel_q4_k_s16(const KernelArgs& a) { drive<Q45Strip<false>>(a); }
+void kernel_q5_k_s16(const KernelArgs& a) { drive<Q45Strip<true>>(a); }
+void kernel_q6_k_s16(const KernelArgs& a) { drive<Q6Strip>(a); }
 
 }  // namespace fish::mm::avx512
 #endif

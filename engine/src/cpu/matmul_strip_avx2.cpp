@@ -1,0 +1,236 @@
+// AVX2 kernels of the 16-row strips (prepare_weight's Q4_K / Q5_K / Q6_K
+// repack, layout in cpu/matmul_strips.h) against X8_KS activations: the
+// AVX-512 kernels' arithmetic (matmul_strip_avx512.cpp) on two 32-byte halves
+// of each 64-byte plane, rows 0..7 and 8..15, int32 lane i of a half being
+// row 8h + i.
+//
+// AVX2 has no vpdpbusd: a quad's 4 products per row come from vpmaddubsw
+// (unsigned quants x signed activations, pairs into int16) and vpmaddwd
+// against ones (pairs into int32). The int16 sums never saturate: a pair is
+// at most 2 · 63 · 127 = 16002 (|q8| <= 127, X8_KS's Q8_K rule), so four Q4_K /
+// Q5_K quads (quants <= 31: 4 · 7874) or two Q6_K quads (<= 63) are added in
+// int16 before one vpmaddwd. The integer block sums are then the AVX-512
+// kernels' (exact), so the two families agree up to f32 summation order.
+#if defined(__x86_64__) || defined(_M_X64)
+#include <cstring>
+
+#include "cpu/matmul_avx2_common.h"
+#include "cpu/matmul_strip_drive.h"
+#include "cpu/matmul_strips.h"
+
+namespace fish::mm::avx2 {
+namespace {
+
+constexpr int kTokTileS = 4;
+
+// The X8_KS planes of T activation rows starting at token t0.
+template <int T>
+struct ActS {
+  const int8_t* qs[T];
+  const float* d[T];
+  const int16_t* bs32[T];
+  const int32_t* nb16[T];
+  ActS(const KernelArgs& a, int t0) {
+    const X8_KSPlanes p = x8_ks_planes(a.n_in);
+    for (int t = 0; t < T; ++t) {
+      const uint8_t* base = a.act + uint64_t(t0 + t) * a.act_stride;
+      qs[t] = reinterpret_cast<const int8_t*>(base);
+      d[t] = reinterpret_cast<const float*>(base + p.d);
+      bs32[t] = reinterpret_cast<const int16_t*>(base + p.bs32);
+      nb16[t] = reinterpret_cast<const int32_t*>(base + p.nb16);
+    }
+  }
+};
+
+inline __m256i bcast32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline __m256 load_f16x8(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+// (a & m) | b
+inline __m256i and_or(__m256i a, __m256i m, __m256i b) { return _mm256_or_si256(_mm256_and_si256(a, m), b); }
+// The 4-element dots of one quad per int32 lane, in int16 pairs.
+inline __m256i dot16(__m256i w, const int8_t* a) { return _mm256_maddubs_epi16(w, bcast32(a)); }
+
+// vpshufb controls (within 128-bit lanes, the same for every dword): byte c
+// of a dword zero-extended to 32 bits, and bytes (0, 1) / (2, 3) as two
+// zero-extended int16.
+struct Shuffle {
+  alignas(32) uint8_t v[32];
+};
+constexpr Shuffle dword_shuffle(uint32_t pattern) {
+  Shuffle s{};
+  for (int i = 0; i < 8; ++i)
+    for (int c = 0; c < 4; ++c) {
+      const uint8_t p = uint8_t(pattern >> (8 * c));
+      s.v[4 * i + c] = p & 0x80 ? 0x80 : uint8_t(p + 4 * (i % 4));
+    }
+  return s;
+}
+constexpr Shuffle kExtByte[4] = {dword_shuffle(0x80808000u), dword_shuffle(0x80808001u),
+                                 dword_shuffle(0x80808002u), dword_shuffle(0x80808003u)};
+constexpr Shuffle kPair01 = dword_shuffle(0x80018000u), kPair23 = dword_shuffle(0x80038002u);
+inline __m256i load_shuffle(const Shuffle& s) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(s.v)); }
+
+// Bit 4 of every byte of h shifted by kShift (> 0: left; see the AVX-512 file).
+template <int kShift>
+inline __m256i bit4_from(__m256i h) {
+  if constexpr (kShift > 0) return _mm256_slli_epi16(h, kShift);
+  else if constexpr (kShift < 0) return _mm256_srli_epi16(h, -kShift);
+  else return h;
+}
+
+struct Consts {
+  __m256i m0f = _mm256_set1_epi8(0x0F), m3f = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
+  __m256i m10 = _mm256_set1_epi8(0x10), ones = _mm256_set1_epi16(1);
+  __m256i ext[4] = {load_shuffle(kExtByte[0]), load_shuffle(kExtByte[1]), load_shuffle(kExtByte[2]),
+                    load_shuffle(kExtByte[3])};
+  __m256i pair01 = load_shuffle(kPair01), pair23 = load_shuffle(kPair23);
+};
+
+// Q4_K, and with kQ5 Q5_K. Half hf: rows 8hf .. 8hf + 7.
+template <bool kQ5>
+struct Q45Strip {
+  static constexpr uint64_t kBlockBytes = kQ5 ? Q5KStrip::kBytes : Q4KStrip::kBytes;
+
+  template <int T>
+  static inline void block(const Consts& k, const uint8_t* sb, const ActS<T>& act, int64_t b, int hf,
+                           __m256 (&acc)[T]) {
+    const uint64_t o = 32 * uint64_t(hf);
+    const __m256i p0 = load256(sb + Q4KStrip::kScales + o), p1 = load256(sb + Q4KStrip::kScales + 64 + o),
+                  p2 = load256(sb + Q4KStrip::kScales + 128 + o);
+    const __m256i sc_lo = _mm256_and_si256(p0, k.m3f);
+    const __m256i sc_hi = and_or(p2, k.m0f, _mm256_and_si256(_mm256_srli_epi32(p0, 2), k.m30));
+    __m256i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      const __m256i sc = _mm256_shuffle_epi8(j < 4 ? sc_lo : sc_hi, k.ext[j % 4]);
+      __m256i lo[4], hi[4];
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) {
+        const __m256i w = load256(sb + Q4KStrip::kQs + 64 * (4 * j + q) + o);
+        lo[q] = _mm256_and_si256(w, k.m0f);
+        hi[q] = _mm256_and_si256(_mm256_srli_epi16(w, 4), k.m0f);
+      }
+      if constexpr (kQ5) {  // bits 2q / 2q + 1 of the plane: quad q's 5th bits (low / high nibbles)
+        const __m256i h = load256(sb + Q5KStrip::kQh + 64 * j + o);
+        lo[0] = and_or(bit4_from<4>(h), k.m10, lo[0]);
+        lo[1] = and_or(bit4_from<2>(h), k.m10, lo[1]);
+        lo[2] = and_or(h, k.m10, lo[2]);
+        lo[3] = and_or(bit4_from<-2>(h), k.m10, lo[3]);
+        hi[0] = and_or(bit4_from<3>(h), k.m10, hi[0]);
+        hi[1] = and_or(bit4_from<1>(h), k.m10, hi[1]);
+        hi[2] = and_or(bit4_from<-1>(h), k.m10, hi[2]);
+        hi[3] = and_or(bit4_from<-3>(h), k.m10, hi[3]);
+      }
+      for (int t = 0; t < T; ++t) {
+        const int8_t* aq = act.qs[t] + b * QK_K + 32 * j;
+        const __m256i s0 = _mm256_add_epi16(_mm256_add_epi16(dot16(lo[0], aq), dot16(lo[1], aq + 4)),
+                                            _mm256_add_epi16(dot16(lo[2], aq + 8), dot16(lo[3], aq + 12)));
+        const __m256i s1 = _mm256_add_epi16(_mm256_add_epi16(dot16(hi[0], aq + 16), dot16(hi[1], aq + 20)),
+                                            _mm256_add_epi16(dot16(hi[2], aq + 24), dot16(hi[3], aq + 28)));
+        const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(s0, k.ones), _mm256_madd_epi16(s1, k.ones));
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(s, sc));
+      }
+    }
+    const __m256i mn_lo = _mm256_and_si256(p1, k.m3f);
+    const __m256i mn_hi = and_or(_mm256_srli_epi32(p2, 4), k.m0f, _mm256_and_si256(_mm256_srli_epi32(p1, 2), k.m30));
+    const __m256i mp[4] = {_mm256_shuffle_epi8(mn_lo, k.pair01), _mm256_shuffle_epi8(mn_lo, k.pair23),
+                           _mm256_shuffle_epi8(mn_hi, k.pair01), _mm256_shuffle_epi8(mn_hi, k.pair23)};
+    const __m256 dv = load_f16x8(sb + Q4KStrip::kD + 16 * hf), mv = load_f16x8(sb + Q4KStrip::kDmin + 16 * hf);
+    for (int t = 0; t < T; ++t) {
+      const int16_t* bs = act.bs32[t] + 8 * b;
+      const __m256i imin = _mm256_add_epi32(
+          _mm256_add_epi32(_mm256_madd_epi16(mp[0], bcast32(bs)), _mm256_madd_epi16(mp[1], bcast32(bs + 2))),
+          _mm256_add_epi32(_mm256_madd_epi16(mp[2], bcast32(bs + 4)), _mm256_madd_epi16(mp[3], bcast32(bs + 6))));
+      const __m256 da = _mm256_set1_ps(act.d[t][b]);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dv, da), acc[t]);
+      acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(imin), _mm256_mul_ps(mv, da), acc[t]);
+    }
+  }
+};
+
+struct Q6Strip {
+  static constexpr uint64_t kBlockBytes = Q6KStrip::kBytes;
+
+  template <int T>
+  static inline void block(const Consts& k, const uint8_t* sb, const ActS<T>& act, int64_t b, int hf,
+                           __m256 (&acc)[T]) {
+    const uint64_t o = 32 * uint64_t(hf);
+    __m256i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 16
+    for (int g = 0; g < 16; ++g) {
+      const __m256i sc = _mm256_cvtepi8_epi32(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + Q6KStrip::kScales + 16 * g + 8 * hf)));
+      const __m256i a = load256(sb + Q6KStrip::kQl + 128 * g + o), c = load256(sb + Q6KStrip::kQl + 128 * g + 64 + o);
+      const __m256i h = load256(sb + Q6KStrip::kQh + 64 * g + o);
+      const __m256i w0 = and_or(a, k.m0f, _mm256_and_si256(_mm256_slli_epi16(h, 4), k.m30));
+      const __m256i w1 = and_or(_mm256_srli_epi16(a, 4), k.m0f, _mm256_and_si256(_mm256_slli_epi16(h, 2), k.m30));
+      const __m256i w2 = and_or(c, k.m0f, _mm256_and_si256(h, k.m30));
+      const __m256i w3 = and_or(_mm256_srli_epi16(c, 4), k.m0f, _mm256_and_si256(_mm256_srli_epi16(h, 2), k.m30));
+      for (int t = 0; t < T; ++t) {
+        const int8_t* aq = act.qs[t] + b * QK_K + 16 * g;
+        const __m256i s01 = _mm256_add_epi16(dot16(w0, aq), dot16(w1, aq + 4));
+        const __m256i s23 = _mm256_add_epi16(dot16(w2, aq + 8), dot16(w3, aq + 12));
+        __m256i s = _mm256_add_epi32(_mm256_madd_epi16(s01, k.ones), _mm256_madd_epi16(s23, k.ones));
+        s = _mm256_add_epi32(s, _mm256_set1_epi32(act.nb16[t][16 * b + g]));
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(s, sc));
+      }
+    }
+    const __m256 dv = load_f16x8(sb + Q6KStrip::kD + 16 * hf);
+    for (int t = 0; t < T; ++t)
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dv, _mm256_set1_ps(act.d[t][b])), acc[t]);
+  }
+};
+
+// Strip s, tokens [t0, t0 + T), blocks [b0, b1): one half (8 rows) at a time.
+template <class Micro, int T>
+void strip_tile(const KernelArgs& a, int64_t s, int t0, int64_t b0, int64_t b1, bool add) {
+  const ActS<T> act(a, t0);
+  const Consts k;
+  const uint8_t* strip = a.w + uint64_t(s) * kStripRows * a.w_stride;
+  const int64_t r = s * kStripRows;
+  const int64_t valid = a.r1 - r < kStripRows ? a.r1 - r : kStripRows;
+  for (int hf = 0; hf < 2 && 8 * hf < valid; ++hf) {
+    __m256 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = b0; b < b1; ++b) Micro::template block<T>(k, strip + uint64_t(b) * Micro::kBlockBytes, act, b, hf, acc);
+    const int n = valid - 8 * hf < 8 ? int(valid - 8 * hf) : 8;
+    for (int t = 0; t < T; ++t) {
+      alignas(32) float v[8];
+      _mm256_store_ps(v, acc[t]);
+      float* y = a.y + (t0 + t) * a.ldy + r + 8 * hf;
+      for (int i = 0; i < n; ++i) y[i] = add ? y[i] + v[i] : v[i];
+    }
+  }
+}
+
+template <class Micro>
+struct Tiles {
+  template <int T>
+  struct At {
+    static void run(const KernelArgs& a, int64_t s, int t0, int64_t b0, int64_t b1, bool add) {
+      strip_tile<Micro, T>(a, s, t0, b0, b1, add);
+    }
+  };
+};
+
+template <class Micro>
+void drive(const KernelArgs& a) {
+  drive_strips<Tiles<Micro>::template At, kTokTileS>(a, Micro::kBlockBytes);
+}
+
+}  // namespace
+
+void kernel_q4_k_s16(const KernelArgs& a) { drive<Q45Strip<false>>(a); }
+void kernel_q5_k_s16(const KernelArgs& a) { drive<Q45Strip<true>>(a); }
+void kernel_q6_k_s16(const KernelArgs& a) { drive<Q6Strip>(a); }
+
+}  // namespace fish::mm::avx2
+#endif

@@ -1,0 +1,57 @@
+// The loop over 16-row strips shared by the SIMD strip kernels
+// (matmul_strip_avx512.cpp, matmul_strip_avx2.cpp): which strips, token
+// tiles and K chunks a call covers, in what order. Plain C++; internal
+// linkage, so each family's file gets its own copy compiled with its own
+// instruction set.
+#pragma once
+#include <cstdint>
+
+#include "cpu/matmul_drive.h"
+#include "cpu/matmul_kernels.h"
+#include "cpu/matmul_strips.h"
+
+namespace fish::mm {
+namespace {
+
+// Tile<T>::run(a, s, t0, b0, b1, add): strip s, tokens [t0, t0 + T), blocks
+// [b0, b1), storing (add: adding) the 16 row sums of each token below r1.
+template <template <int> class Tile, int T>
+inline void dispatch_strip(const KernelArgs& a, int64_t s, int t0, int nt, int64_t b0, int64_t b1, bool add) {
+  if (nt == T) Tile<T>::run(a, s, t0, b0, b1, add);
+  else if constexpr (T > 1) dispatch_strip<Tile, T - 1>(a, s, t0, nt, b0, b1, add);
+}
+
+// Strips covering rows [r0, r1) (r0 a multiple of 16) x tokens in tiles of
+// TT; block_bytes: one strip-block. With more tokens than one tile, as
+// drive() in matmul_drive.h: strips in chunks of about kChunkBytes (kept in
+// L2 while every token tile sweeps them) and long rows in K chunks whose
+// activations for one token tile stay in L1 (later chunks add to y).
+template <template <int> class Tile, int TT>
+void drive_strips(const KernelArgs& a, uint64_t block_bytes) {
+  constexpr int64_t kChunkBytes = 192 << 10, kActL1Bytes = 20 << 10;
+  const int64_t n_blocks = a.n_in / QK_K;
+  const int64_t s0 = a.r0 / kStripRows, s1 = (a.r1 + kStripRows - 1) / kStripRows;
+  int64_t chunk = s1 - s0, kb = n_blocks;
+  if (a.n_tok > TT) {
+    chunk = kChunkBytes / int64_t(block_bytes * uint64_t(n_blocks));
+    if (chunk < 1) chunk = 1;
+    const double act_block = QK_K + 4.0 + 16.0 + 64.0;  // qs, d, bs32, nb16 bytes per block and token
+    kb = int64_t(double(kActL1Bytes) / (act_block * TT));
+    if (kb < 1) kb = 1;
+    const int64_t n_chunks = (n_blocks + kb - 1) / kb;
+    kb = (n_blocks + n_chunks - 1) / n_chunks;
+  }
+  for (int64_t sc = s0; sc < s1; sc += chunk) {
+    const int64_t se = min64(sc + chunk, s1);
+    for (int64_t b0 = 0; b0 < n_blocks; b0 += kb) {
+      const int64_t b1 = min64(b0 + kb, n_blocks);
+      for (int t = 0; t < a.n_tok; t += TT) {
+        const int nt = int(min64(TT, a.n_tok - t));
+        for (int64_t s = sc; s < se; ++s) dispatch_strip<Tile, TT>(a, s, t, nt, b0, b1, b0 > 0);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fish::mm
