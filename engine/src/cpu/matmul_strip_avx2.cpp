@@ -15,32 +15,13 @@
 #include <cstring>
 
 #include "cpu/matmul_avx2_common.h"
-#include "cpu/matmul_strip_drive.h"
+#include "cpu/matmul_strip_common.h"
 #include "cpu/matmul_strips.h"
 
 namespace fish::mm::avx2 {
 namespace {
 
 constexpr int kTokTileS = 4;
-
-// The X8_KS planes of T activation rows starting at token t0.
-template <int T>
-struct ActS {
-  const int8_t* qs[T];
-  const float* d[T];
-  const int16_t* bs32[T];
-  const int32_t* nb16[T];
-  ActS(const KernelArgs& a, int t0) {
-    const X8_KSPlanes p = x8_ks_planes(a.n_in);
-    for (int t = 0; t < T; ++t) {
-      const uint8_t* base = a.act + uint64_t(t0 + t) * a.act_stride;
-      qs[t] = reinterpret_cast<const int8_t*>(base);
-      d[t] = reinterpret_cast<const float*>(base + p.d);
-      bs32[t] = reinterpret_cast<const int16_t*>(base + p.bs32);
-      nb16[t] = reinterpret_cast<const int32_t*>(base + p.nb16);
-    }
-  }
-};
 
 inline __m256i bcast32(const void* p) {
   int32_t v;
@@ -56,25 +37,10 @@ inline __m256i and_or(__m256i a, __m256i m, __m256i b) { return _mm256_or_si256(
 // The 4-element dots of one quad per int32 lane, in int16 pairs.
 inline __m256i dot16(__m256i w, const int8_t* a) { return _mm256_maddubs_epi16(w, bcast32(a)); }
 
-// vpshufb controls (within 128-bit lanes, the same for every dword): byte c
-// of a dword zero-extended to 32 bits, and bytes (0, 1) / (2, 3) as two
-// zero-extended int16.
-struct Shuffle {
-  alignas(32) uint8_t v[32];
-};
-constexpr Shuffle dword_shuffle(uint32_t pattern) {
-  Shuffle s{};
-  for (int i = 0; i < 8; ++i)
-    for (int c = 0; c < 4; ++c) {
-      const uint8_t p = uint8_t(pattern >> (8 * c));
-      s.v[4 * i + c] = p & 0x80 ? 0x80 : uint8_t(p + 4 * (i % 4));
-    }
-  return s;
+using Shuffles = DwordShuffles<32>;
+inline __m256i load_shuffle(const Shuffle<32>& s) {
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(s.v));
 }
-constexpr Shuffle kExtByte[4] = {dword_shuffle(0x80808000u), dword_shuffle(0x80808001u),
-                                 dword_shuffle(0x80808002u), dword_shuffle(0x80808003u)};
-constexpr Shuffle kPair01 = dword_shuffle(0x80018000u), kPair23 = dword_shuffle(0x80038002u);
-inline __m256i load_shuffle(const Shuffle& s) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(s.v)); }
 
 // Bit 4 of every byte of h shifted by kShift (> 0: left; see the AVX-512 file).
 template <int kShift>
@@ -87,9 +53,9 @@ inline __m256i bit4_from(__m256i h) {
 struct Consts {
   __m256i m0f = _mm256_set1_epi8(0x0F), m3f = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
   __m256i m10 = _mm256_set1_epi8(0x10), ones = _mm256_set1_epi16(1);
-  __m256i ext[4] = {load_shuffle(kExtByte[0]), load_shuffle(kExtByte[1]), load_shuffle(kExtByte[2]),
-                    load_shuffle(kExtByte[3])};
-  __m256i pair01 = load_shuffle(kPair01), pair23 = load_shuffle(kPair23);
+  __m256i ext[4] = {load_shuffle(Shuffles::ext[0]), load_shuffle(Shuffles::ext[1]), load_shuffle(Shuffles::ext[2]),
+                    load_shuffle(Shuffles::ext[3])};
+  __m256i pair01 = load_shuffle(Shuffles::pair01), pair23 = load_shuffle(Shuffles::pair23);
 };
 
 // Q4_K, and with kQ5 Q5_K. Half hf: rows 8hf .. 8hf + 7.
@@ -191,46 +157,34 @@ struct Q6Strip {
 
 // Strip s, tokens [t0, t0 + T), blocks [b0, b1): one half (8 rows) at a time.
 template <class Micro, int T>
-void strip_tile(const KernelArgs& a, int64_t s, int t0, int64_t b0, int64_t b1, bool add) {
-  const ActS<T> act(a, t0);
-  const Consts k;
-  const uint8_t* strip = a.w + uint64_t(s) * kStripRows * a.w_stride;
-  const int64_t r = s * kStripRows;
-  const int64_t valid = a.r1 - r < kStripRows ? a.r1 - r : kStripRows;
-  for (int hf = 0; hf < 2 && 8 * hf < valid; ++hf) {
-    __m256 acc[T];
-    for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
-    for (int64_t b = b0; b < b1; ++b) Micro::template block<T>(k, strip + uint64_t(b) * Micro::kBlockBytes, act, b, hf, acc);
-    const int n = valid - 8 * hf < 8 ? int(valid - 8 * hf) : 8;
-    for (int t = 0; t < T; ++t) {
-      alignas(32) float v[8];
-      _mm256_store_ps(v, acc[t]);
-      float* y = a.y + (t0 + t) * a.ldy + r + 8 * hf;
-      for (int i = 0; i < n; ++i) y[i] = add ? y[i] + v[i] : v[i];
+struct StripTile {
+  static void run(const KernelArgs& a, int64_t s, int t0, int64_t b0, int64_t b1, bool add) {
+    const ActS<T> act(a, t0);
+    const Consts k;
+    const uint8_t* strip = a.w + uint64_t(s) * kStripRows * a.w_stride;
+    const int64_t r = s * kStripRows;
+    const int64_t valid = a.r1 - r < kStripRows ? a.r1 - r : kStripRows;
+    for (int hf = 0; hf < 2 && 8 * hf < valid; ++hf) {
+      __m256 acc[T];
+      for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+      for (int64_t b = b0; b < b1; ++b)
+        Micro::template block<T>(k, strip + uint64_t(b) * Micro::kBlockBytes, act, b, hf, acc);
+      const int n = valid - 8 * hf < 8 ? int(valid - 8 * hf) : 8;
+      for (int t = 0; t < T; ++t) {
+        alignas(32) float v[8];
+        _mm256_store_ps(v, acc[t]);
+        float* y = a.y + (t0 + t) * a.ldy + r + 8 * hf;
+        for (int i = 0; i < n; ++i) y[i] = add ? y[i] + v[i] : v[i];
+      }
     }
   }
-}
-
-template <class Micro>
-struct Tiles {
-  template <int T>
-  struct At {
-    static void run(const KernelArgs& a, int64_t s, int t0, int64_t b0, int64_t b1, bool add) {
-      strip_tile<Micro, T>(a, s, t0, b0, b1, add);
-    }
-  };
 };
-
-template <class Micro>
-void drive(const KernelArgs& a) {
-  drive_strips<Tiles<Micro>::template At, kTokTileS>(a, Micro::kBlockBytes);
-}
 
 }  // namespace
 
-void kernel_q4_k_s16(const KernelArgs& a) { drive<Q45Strip<false>>(a); }
-void kernel_q5_k_s16(const KernelArgs& a) { drive<Q45Strip<true>>(a); }
-void kernel_q6_k_s16(const KernelArgs& a) { drive<Q6Strip>(a); }
+void kernel_q4_k_s16(const KernelArgs& a) { drive_strips<StripTile, Q45Strip<false>, kTokTileS>(a); }
+void kernel_q5_k_s16(const KernelArgs& a) { drive_strips<StripTile, Q45Strip<true>, kTokTileS>(a); }
+void kernel_q6_k_s16(const KernelArgs& a) { drive_strips<StripTile, Q6Strip, kTokTileS>(a); }
 
 }  // namespace fish::mm::avx2
 #endif

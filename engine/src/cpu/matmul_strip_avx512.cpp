@@ -23,32 +23,13 @@
 #include <cstring>
 
 #include "cpu/matmul_avx512_common.h"
-#include "cpu/matmul_strip_drive.h"
+#include "cpu/matmul_strip_common.h"
 #include "cpu/matmul_strips.h"
 
 namespace fish::mm::avx512 {
 namespace {
 
 constexpr int kTokTileS = 4;
-
-// The X8_KS planes of T activation rows starting at token t0.
-template <int T>
-struct ActS {
-  const int8_t* qs[T];
-  const float* d[T];
-  const int16_t* bs32[T];
-  const int32_t* nb16[T];
-  ActS(const KernelArgs& a, int t0) {
-    const X8_KSPlanes p = x8_ks_planes(a.n_in);
-    for (int t = 0; t < T; ++t) {
-      const uint8_t* base = a.act + uint64_t(t0 + t) * a.act_stride;
-      qs[t] = reinterpret_cast<const int8_t*>(base);
-      d[t] = reinterpret_cast<const float*>(base + p.d);
-      bs32[t] = reinterpret_cast<const int16_t*>(base + p.bs32);
-      nb16[t] = reinterpret_cast<const int32_t*>(base + p.nb16);
-    }
-  }
-};
 
 // 4 bytes at p, in every int32 lane (folds into vpdpbusd's {1to16} operand).
 inline __m512i bcast32(const void* p) {
@@ -59,25 +40,8 @@ inline __m512i bcast32(const void* p) {
 
 inline __m512i load512(const uint8_t* p) { return _mm512_loadu_si512(p); }
 
-// A vpshufb control that applies one byte pattern to every dword: byte c of
-// the result dword takes byte (pattern >> 8c) & 3 of the same dword, or 0
-// where that pattern byte is 0x80. (Compile-time tables: no per-call setup.)
-struct Shuffle {
-  alignas(64) uint8_t v[64];
-};
-constexpr Shuffle dword_shuffle(uint32_t pattern) {
-  Shuffle s{};
-  for (int i = 0; i < 16; ++i)
-    for (int c = 0; c < 4; ++c) {
-      const uint8_t p = uint8_t(pattern >> (8 * c));
-      s.v[4 * i + c] = p & 0x80 ? 0x80 : uint8_t(p + 4 * (i % 4));  // vpshufb indexes within 128-bit lanes
-    }
-  return s;
-}
-constexpr Shuffle kExtByte[4] = {dword_shuffle(0x80808000u), dword_shuffle(0x80808001u),
-                                 dword_shuffle(0x80808002u), dword_shuffle(0x80808003u)};
-constexpr Shuffle kPair01 = dword_shuffle(0x80018000u), kPair23 = dword_shuffle(0x80038002u);
-inline __m512i load_shuffle(const Shuffle& s) { return _mm512_load_si512(s.v); }
+using Shuffles = DwordShuffles<64>;
+inline __m512i load_shuffle(const Shuffle<64>& s) { return _mm512_load_si512(s.v); }
 
 // Decode (one or two tokens) streams each weight byte once. Each strip-block
 // prefetches the bytes kNearBytes ahead into L1 and kFarBytes ahead into L2
@@ -104,9 +68,9 @@ struct Q4Consts {
   __m512i m10 = _mm512_set1_epi8(0x10);  // Q5_K: the 5th bit's place in a byte
   // vpshufb controls: byte c of each dword, zero-extended to 32 bits; and
   // bytes (0, 1) / (2, 3) of each dword as two zero-extended int16.
-  __m512i ext[4] = {load_shuffle(kExtByte[0]), load_shuffle(kExtByte[1]), load_shuffle(kExtByte[2]),
-                    load_shuffle(kExtByte[3])};
-  __m512i pair01 = load_shuffle(kPair01), pair23 = load_shuffle(kPair23);
+  __m512i ext[4] = {load_shuffle(Shuffles::ext[0]), load_shuffle(Shuffles::ext[1]), load_shuffle(Shuffles::ext[2]),
+                    load_shuffle(Shuffles::ext[3])};
+  __m512i pair01 = load_shuffle(Shuffles::pair01), pair23 = load_shuffle(Shuffles::pair23);
 };
 
 // Bit 4 of every byte of h shifted by kShift (> 0: left, < 0: right; 16-bit
@@ -239,51 +203,37 @@ struct Q6Strip {
 // Strip s, tokens [t0, t0 + T), blocks [b0, b1): stores (or with add, adds)
 // the 16 row sums of each token, rows below r1 only.
 template <class Micro, int T>
-void strip_tile(const KernelArgs& a, int64_t s, int t0, int64_t b0, int64_t b1, bool add) {
-  const ActS<T> act(a, t0);
-  const typename Micro::Consts k;
-  __m512 acc[T];
+struct StripTile {
+  static void run(const KernelArgs& a, int64_t s, int t0, int64_t b0, int64_t b1, bool add) {
+    const ActS<T> act(a, t0);
+    const typename Micro::Consts k;
+    __m512 acc[T];
 #pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-  const uint8_t* strip = a.w + uint64_t(s) * kStripRows * a.w_stride;
-  for (int64_t b = b0; b < b1; ++b) {
-    const uint8_t* sb = strip + uint64_t(b) * Micro::kBlockBytes;
-    if constexpr (T <= 2) prefetch_ahead<Micro::kBlockBytes>(sb);
-    Micro::template block<T>(k, sb, act, b, acc);
-  }
-  const int64_t r = s * kStripRows;
-  const int64_t valid = a.r1 - r < kStripRows ? a.r1 - r : kStripRows;
-  const __mmask16 m = __mmask16((1u << valid) - 1u);
-#pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) {
-    float* y = a.y + (t0 + t) * a.ldy + r;
-    __m512 v = acc[t];
-    if (add) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, y));
-    _mm512_mask_storeu_ps(y, m, v);
-  }
-}
-
-// matmul_strip_drive.h's tile: strip_tile of Micro.
-template <class Micro>
-struct Tiles {
-  template <int T>
-  struct At {
-    static void run(const KernelArgs& a, int64_t s, int t0, int64_t b0, int64_t b1, bool add) {
-      strip_tile<Micro, T>(a, s, t0, b0, b1, add);
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    const uint8_t* strip = a.w + uint64_t(s) * kStripRows * a.w_stride;
+    for (int64_t b = b0; b < b1; ++b) {
+      const uint8_t* sb = strip + uint64_t(b) * Micro::kBlockBytes;
+      if constexpr (T <= 2) prefetch_ahead<Micro::kBlockBytes>(sb);
+      Micro::template block<T>(k, sb, act, b, acc);
     }
-  };
+    const int64_t r = s * kStripRows;
+    const int64_t valid = a.r1 - r < kStripRows ? a.r1 - r : kStripRows;
+    const __mmask16 m = __mmask16((1u << valid) - 1u);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      float* y = a.y + (t0 + t) * a.ldy + r;
+      __m512 v = acc[t];
+      if (add) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, y));
+      _mm512_mask_storeu_ps(y, m, v);
+    }
+  }
 };
-
-template <class Micro>
-void drive(const KernelArgs& a) {
-  drive_strips<Tiles<Micro>::template At, kTokTileS>(a, Micro::kBlockBytes);
-}
 
 }  // namespace
 
-void kernel_q4_k_s16(const KernelArgs& a) { drive<Q45Strip<false>>(a); }
-void kernel_q5_k_s16(const KernelArgs& a) { drive<Q45Strip<true>>(a); }
-void kernel_q6_k_s16(const KernelArgs& a) { drive<Q6Strip>(a); }
+void kernel_q4_k_s16(const KernelArgs& a) { drive_strips<StripTile, Q45Strip<false>, kTokTileS>(a); }
+void kernel_q5_k_s16(const KernelArgs& a) { drive_strips<StripTile, Q45Strip<true>, kTokTileS>(a); }
+void kernel_q6_k_s16(const KernelArgs& a) { drive_strips<StripTile, Q6Strip, kTokTileS>(a); }
 
 }  // namespace fish::mm::avx512
 #endif

@@ -1,0 +1,105 @@
+// What the SIMD strip kernels (matmul_strip_avx512.cpp, matmul_strip_avx2.cpp)
+// share: the X8_KS activation view, the byte-shuffle controls they build at
+// compile time, and the loop over strips (which strips, token tiles and K
+// chunks a call covers, in what order). Plain C++; internal linkage, so each
+// family's file gets its own copy compiled with its own instruction set.
+#pragma once
+#include <cstdint>
+
+#include "cpu/matmul_drive.h"
+#include "cpu/matmul_kernels.h"
+#include "cpu/matmul_strips.h"
+
+namespace fish::mm {
+namespace {
+
+// The X8_KS planes of T activation rows starting at token t0.
+template <int T>
+struct ActS {
+  const int8_t* qs[T];
+  const float* d[T];
+  const int16_t* bs32[T];
+  const int32_t* nb16[T];
+  ActS(const KernelArgs& a, int t0) {
+    const X8_KSPlanes p = x8_ks_planes(a.n_in);
+    for (int t = 0; t < T; ++t) {
+      const uint8_t* base = a.act + uint64_t(t0 + t) * a.act_stride;
+      qs[t] = reinterpret_cast<const int8_t*>(base);
+      d[t] = reinterpret_cast<const float*>(base + p.d);
+      bs32[t] = reinterpret_cast<const int16_t*>(base + p.bs32);
+      nb16[t] = reinterpret_cast<const int32_t*>(base + p.nb16);
+    }
+  }
+};
+
+// A vpshufb control of kBytes (32 or 64) that applies one byte pattern to
+// every dword: byte c of the result dword takes byte (pattern >> 8c) & 3 of
+// the same dword, or 0 where that pattern byte is 0x80 (vpshufb indexes
+// within 128-bit lanes).
+template <int kBytes>
+struct Shuffle {
+  alignas(64) uint8_t v[kBytes];
+};
+template <int kBytes>
+constexpr Shuffle<kBytes> dword_shuffle(uint32_t pattern) {
+  Shuffle<kBytes> s{};
+  for (int i = 0; i < kBytes / 4; ++i)
+    for (int c = 0; c < 4; ++c) {
+      const uint8_t p = uint8_t(pattern >> (8 * c));
+      s.v[4 * i + c] = p & 0x80 ? 0x80 : uint8_t(p + 4 * (i % 4));
+    }
+  return s;
+}
+// Byte c of each dword zero-extended to 32 bits; bytes (0, 1) / (2, 3) as two
+// zero-extended int16.
+template <int kBytes>
+struct DwordShuffles {
+  static constexpr Shuffle<kBytes> ext[4] = {dword_shuffle<kBytes>(0x80808000u), dword_shuffle<kBytes>(0x80808001u),
+                                             dword_shuffle<kBytes>(0x80808002u), dword_shuffle<kBytes>(0x80808003u)};
+  static constexpr Shuffle<kBytes> pair01 = dword_shuffle<kBytes>(0x80018000u);
+  static constexpr Shuffle<kBytes> pair23 = dword_shuffle<kBytes>(0x80038002u);
+};
+
+// Tile<Micro, T>::run(a, s, t0, b0, b1, add): strip s, tokens [t0, t0 + T),
+// blocks [b0, b1), storing (add: adding) the 16 row sums of each token below r1.
+template <template <class, int> class Tile, class Micro, int T>
+inline void dispatch_strip(const KernelArgs& a, int64_t s, int t0, int nt, int64_t b0, int64_t b1, bool add) {
+  if (nt == T) Tile<Micro, T>::run(a, s, t0, b0, b1, add);
+  else if constexpr (T > 1) dispatch_strip<Tile, Micro, T - 1>(a, s, t0, nt, b0, b1, add);
+}
+
+// Strips covering rows [r0, r1) (r0 a multiple of 16) x tokens in tiles of
+// TT (Micro::kBlockBytes: one strip-block). With more tokens than one tile, as
+// drive() in matmul_drive.h: strips in chunks of about kChunkBytes (kept in
+// L2 while every token tile sweeps them) and long rows in K chunks whose
+// activations for one token tile stay in L1 (later chunks add to y).
+template <template <class, int> class Tile, class Micro, int TT>
+void drive_strips(const KernelArgs& a) {
+  constexpr uint64_t block_bytes = Micro::kBlockBytes;
+  constexpr int64_t kChunkBytes = 192 << 10, kActL1Bytes = 20 << 10;
+  const int64_t n_blocks = a.n_in / QK_K;
+  const int64_t s0 = a.r0 / kStripRows, s1 = (a.r1 + kStripRows - 1) / kStripRows;
+  int64_t chunk = s1 - s0, kb = n_blocks;
+  if (a.n_tok > TT) {
+    chunk = kChunkBytes / int64_t(block_bytes * uint64_t(n_blocks));
+    if (chunk < 1) chunk = 1;
+    const double act_block = QK_K + 4.0 + 16.0 + 64.0;  // qs, d, bs32, nb16 bytes per block and token
+    kb = int64_t(double(kActL1Bytes) / (act_block * TT));
+    if (kb < 1) kb = 1;
+    const int64_t n_chunks = (n_blocks + kb - 1) / kb;
+    kb = (n_blocks + n_chunks - 1) / n_chunks;
+  }
+  for (int64_t sc = s0; sc < s1; sc += chunk) {
+    const int64_t se = min64(sc + chunk, s1);
+    for (int64_t b0 = 0; b0 < n_blocks; b0 += kb) {
+      const int64_t b1 = min64(b0 + kb, n_blocks);
+      for (int t = 0; t < a.n_tok; t += TT) {
+        const int nt = int(min64(TT, a.n_tok - t));
+        for (int64_t s = sc; s < se; ++s) dispatch_strip<Tile, Micro, TT>(a, s, t, nt, b0, b1, b0 > 0);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fish::mm
