@@ -167,8 +167,13 @@ struct StripTile {
     for (int hf = 0; hf < 2 && 8 * hf < valid; ++hf) {
       __m256 acc[T];
       for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
-      for (int64_t b = b0; b < b1; ++b)
-        Micro::template block<T>(k, strip + uint64_t(b) * Micro::kBlockBytes, act, b, hf, acc);
+      for (int64_t b = b0; b < b1; ++b) {
+        const uint8_t* sb = strip + uint64_t(b) * Micro::kBlockBytes;
+        if constexpr (T <= 2) {
+          if (hf == 0) prefetch_ahead<Micro::kBlockBytes>(sb);  // the second half reads what the first brought in
+        }
+        Micro::template block<T>(k, sb, act, b, hf, acc);
+      }
       const int n = valid - 8 * hf < 8 ? int(valid - 8 * hf) : 8;
       for (int t = 0; t < T; ++t) {
         alignas(32) float v[8];

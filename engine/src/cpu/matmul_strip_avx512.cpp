@@ -43,21 +43,6 @@ inline __m512i load512(const uint8_t* p) { return _mm512_loadu_si512(p); }
 using Shuffles = DwordShuffles<64>;
 inline __m512i load_shuffle(const Shuffle<64>& s) { return _mm512_load_si512(s.v); }
 
-// Decode (one or two tokens) streams each weight byte once. Each strip-block
-// prefetches the bytes kNearBytes ahead into L1 and kFarBytes ahead into L2
-// (the next strips of a unit follow in memory). Measured on Zen 5 (1B model,
-// 2 threads, huge pages): near-only at 4 KiB is 30-40% faster than no
-// prefetch (2 KiB or 24 KiB: slower); the far L2 prefetch adds 8-14%.
-constexpr uint64_t kNearBytes = 4096, kFarBytes = 12288;
-template <uint64_t kBytes>
-inline void prefetch_ahead(const uint8_t* sb) {
-  const char* p = reinterpret_cast<const char*>(sb);
-#pragma GCC unroll 64
-  for (uint64_t o = 0; o < kBytes; o += 64) _mm_prefetch(p + kNearBytes + o, _MM_HINT_T0);
-#pragma GCC unroll 64
-  for (uint64_t o = 0; o < kBytes; o += 64) _mm_prefetch(p + kFarBytes + o, _MM_HINT_T2);
-}
-
 // (a & b) | c
 inline __m512i and_or(__m512i a, __m512i b, __m512i c) { return _mm512_ternarylogic_epi32(a, b, c, 0xEA); }
 

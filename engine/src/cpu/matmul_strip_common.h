@@ -1,6 +1,6 @@
 // What the SIMD strip kernels (matmul_strip_avx512.cpp, matmul_strip_avx2.cpp)
 // share: the X8_KS activation view, the byte-shuffle controls they build at
-// compile time, and the loop over strips (which strips, token tiles and K
+// compile time, the decode's prefetch, and the loop over strips (which strips, token tiles and K
 // chunks a call covers, in what order). Plain C++; internal linkage, so each
 // family's file gets its own copy compiled with its own instruction set.
 #pragma once
@@ -59,6 +59,21 @@ struct DwordShuffles {
   static constexpr Shuffle<kBytes> pair01 = dword_shuffle<kBytes>(0x80018000u);
   static constexpr Shuffle<kBytes> pair23 = dword_shuffle<kBytes>(0x80038002u);
 };
+
+// Decode (one or two tokens) streams each weight byte once. Each strip-block
+// prefetches the bytes kNearBytes ahead into L1 and kFarBytes ahead into L2
+// (the next strips of a unit follow in memory; prefetcht0 / prefetcht2). Measured on Zen 5 (1B model,
+// 2 threads, huge pages): near-only at 4 KiB is 30-40% faster than no
+// prefetch (2 KiB or 24 KiB: slower); the far L2 prefetch adds 8-14%.
+constexpr uint64_t kNearBytes = 4096, kFarBytes = 12288;
+template <uint64_t kBytes>
+inline void prefetch_ahead(const uint8_t* sb) {
+  const char* p = reinterpret_cast<const char*>(sb);
+#pragma GCC unroll 64
+  for (uint64_t o = 0; o < kBytes; o += 64) __builtin_prefetch(p + kNearBytes + o, 0, 3);
+#pragma GCC unroll 64
+  for (uint64_t o = 0; o < kBytes; o += 64) __builtin_prefetch(p + kFarBytes + o, 0, 1);
+}
 
 // Tile<Micro, T>::run(a, s, t0, b0, b1, add): strip s, tokens [t0, t0 + T),
 // blocks [b0, b1), storing (add: adding) the 16 row sums of each token below r1.
