@@ -66,31 +66,7 @@ layout(constant_id = 4) const bool WIDE = false;
 layout(constant_id = 5) const bool NARROW = false;
 const uint BN = WIDE ? 128u : NARROW ? 32u : 64u;  // tokens per tile
 const uint BN_MAX = 128u;
-#ifdef FISH_MOE
-layout(constant_id = 0) const uint EPI = 0;
-layout(constant_id = 1) const bool GATE_UP = false;
-const bool XPROD = false, XH = false, OH = false;
-layout(set = 0, binding = 4) readonly buffer ArenaR { uint AR[]; };
-#include "moe_common.glsl"
-uint moe_list0 = 0u;  // the expert's first list entry
-uint moe_pair(uint t) { return AR[moe_list0 + t]; }
-uint xh_at(uint i) { return 0u; }
-uvec2 xh4_at(uint i) { return uvec2(0u); }
-void store_half_pair(uint a, float v0, float v1, bool two) {}
-float x_load(uint a) { return X[a]; }
-#define XPROD_VEC(a) X4[(a) >> 2u]
-#define X2_ALIGN 0u
-// The x row of tile token t (< the expert's pair count).
-uint x_row(uint t) { const uint p = moe_pair(t); return GATE_UP ? p / pc.k : p; }
-// y at row r of tile token t: pair p's row.
-void store_out(uint r, uint t, float v) {
-  const uint p = moe_pair(t), a = pc.y_off + p * pc.y_stride + r;
-  if (EPI == 2u) v = v / (1.0 + exp(-v));
-  if (EPI == 4u) v *= Y[a];
-  if (EPI == 5u) v *= uintBitsToFloat(AR[pc.route_off + 2u * p + 1u]);
-  Y[a] = v;
-}
-#elif defined(FISH_SPAN)
+#if defined(FISH_SPAN) && !defined(FISH_MOE)
 layout(constant_id = 0) const uint EPI = 0;
 layout(constant_id = 1) const bool XPROD = false;
 layout(constant_id = 2) const bool XH = false;
@@ -118,6 +94,7 @@ void store_y(uint a, float v) {
   else Y[a] = v;
 }
 #else
+// f32 x as it is (stage 1, an MoE chunk's experts): no x ∘ x2, no f16 rows.
 const bool XH = false, OH = false;
 uint xh_at(uint i) { return 0u; }
 uvec2 xh4_at(uint i) { return uvec2(0u); }
@@ -125,9 +102,28 @@ void store_half_pair(uint a, float v0, float v1, bool two) {}
 float x_load(uint a) { return X[a]; }
 #define XPROD_VEC(a) X4[(a) >> 2u]
 #define X2_ALIGN 0u
+#endif
+#ifdef FISH_MOE
+layout(constant_id = 0) const uint EPI = 0;
+layout(constant_id = 1) const bool GATE_UP = false;
+layout(set = 0, binding = 4) readonly buffer ArenaR { uint AR[]; };
+#include "moe_common.glsl"
+uint moe_list0 = 0u;  // the expert's first list entry
+uint moe_pair(uint t) { return AR[moe_list0 + t]; }
+// The x row of tile token t (< the expert's pair count).
+uint x_row(uint t) { const uint p = moe_pair(t); return GATE_UP ? p / pc.k : p; }
+// y at row r of tile token t: pair p's row.
+void store_out(uint r, uint t, float v) {
+  const uint p = moe_pair(t), a = pc.y_off + p * pc.y_stride + r;
+  if (EPI == 2u) v = v / (1.0 + exp(-v));
+  if (EPI == 4u) v *= Y[a];
+  if (EPI == 5u) v *= uintBitsToFloat(AR[pc.route_off + 2u * p + 1u]);
+  Y[a] = v;
+}
+#else
+#ifndef FISH_SPAN
 void store_y(uint a, float v) { Y[a] = v; }
 #endif
-#ifndef FISH_MOE
 void store_out(uint r, uint t, float v) { store_y(pc.y_off + t * pc.y_stride + r, v); }
 #endif
 uint n_tok_g = 0u;  // tokens of this tile's product: pc.n_tok, or the expert's pairs (FISH_MOE)

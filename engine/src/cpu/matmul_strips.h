@@ -70,10 +70,10 @@ struct Q6KStrip {
 static_assert(Q6KStrip::kQh + 16 * 64 == Q6KStrip::kBytes);
 
 // The 4-bit quant e (0..255) of a GGUF Q4_K block's qs: qs[32 (e / 64) + e % 32],
-// low nibble for e % 64 < 32.
+// low nibble for e % 64 < 32. (Q5_K's low 4 bits sit the same way in its qs;
+// its 5th bit of e is bit e / 32 of qh[e % 32].)
 constexpr int q4k_nibble_index(int e) { return 32 * (e / 64) + e % 32; }
 constexpr int q4k_nibble_shift(int e) { return e % 64 < 32 ? 0 : 4; }
-// Q5_K: the same qs; the 5th bit of e at bit e / 32 of qh[e % 32].
 
 // The quant e of a GGUF Q6_K block: low 4 bits in ql[64 h + l + 32 (k & 1)]
 // (high nibble for k >= 2), high 2 bits at bit 2k of qh[32 h + l], where
