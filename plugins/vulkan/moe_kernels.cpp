@@ -94,16 +94,18 @@ uint32_t MoeKernels::coop_tokens(uint32_t n_tok, uint32_t n_expert, uint32_t k) 
                                                                          : MatmulKernels::kCoopTokens;
 }
 
+VkPipeline MoeKernels::tiled_pipeline(const MatmulType& t, TiledEpi epi, bool gate_up, uint32_t bn) {
+  const std::vector<uint32_t> spec = {uint32_t(epi), gate_up ? 1u : 0u};
+  return matmul_.coopmat() ? pipelines_.get(std::string("tcm_") + t.name, *layout_, matmul_.coop_spec(spec, bn))
+                           : pipelines_.get(std::string("tlm_") + t.name, *layout_, spec);
+}
+
 void MoeKernels::tiled(VkCommandBuffer cmd, const MatmulType& t, VkDescriptorSet set, const MoePush& pc, TiledEpi epi,
                        bool gate_up) {
   const bool coop = matmul_.coopmat();
   const uint32_t tile_rows = coop ? MatmulKernels::kCoopRows : MatmulKernels::kTileRows;
   const uint32_t tile_tokens = coop ? coop_tokens(pc.s.m.n_tok, pc.n_expert, pc.k) : MatmulKernels::kTileTokens;
-  const std::vector<uint32_t> spec = {uint32_t(epi), gate_up ? 1u : 0u};
-  bind(cmd,
-       coop ? pipelines_.get(std::string("tcm_") + t.name, *layout_, matmul_.coop_spec(spec, tile_tokens))
-            : pipelines_.get(std::string("tlm_") + t.name, *layout_, spec),
-       set, pc);
+  bind(cmd, tiled_pipeline(t, epi, gate_up, tile_tokens), set, pc);
   const uint32_t gx = (pc.s.m.n_rows + tile_rows - 1) / tile_rows;
   const uint32_t gy = (pc.s.m.n_tok + tile_tokens - 1) / tile_tokens;
   const uint32_t slots = std::min(pc.n_expert, pc.s.m.n_tok * pc.k);
@@ -133,19 +135,10 @@ void MoeKernels::warm_up(const MatmulType& gate_up, const MatmulType& down, bool
   for (const bool next : {false, true}) mvm(down, Mvm::kSum, next);
   if (sum_rows) mvm(down, Mvm::kSum, true, 1, int8_down, true);
   if (!tiled) return;
-  const struct {
-    const MatmulType& t;
-    TiledEpi epi;
-    bool gate_up;
-  } uses[] = {{gate_up, kSilu, true}, {gate_up, kMulY, true}, {down, kRouteWeight, false}};
-  for (const auto& u : uses) {
-    const std::vector<uint32_t> spec = {uint32_t(u.epi), u.gate_up ? 1u : 0u};
-    if (!matmul_.coopmat()) {
-      pipelines_.get(std::string("tlm_") + u.t.name, *layout_, spec);
-      continue;
-    }
-    for (uint32_t bn : {MatmulKernels::kCoopTokens / 2, MatmulKernels::kCoopTokens})  // coop_tokens()' choices
-      pipelines_.get(std::string("tcm_") + u.t.name, *layout_, matmul_.coop_spec(spec, bn));
+  for (uint32_t bn : {MatmulKernels::kCoopTokens / 2, MatmulKernels::kCoopTokens}) {  // coop_tokens()' choices
+    tiled_pipeline(gate_up, kSilu, true, bn);
+    tiled_pipeline(gate_up, kMulY, true, bn);
+    tiled_pipeline(down, kRouteWeight, false, bn);
   }
 }
 

@@ -105,6 +105,8 @@ class MoeKernels {
   enum class Mvm { kPair, kDown, kSum, kPairs };
   VkPipeline mvm(const MatmulType& t, Mvm kind, bool next = false, uint32_t nt = 1, bool int8 = false,
                  bool qout = false);
+  // tiled()'s pipeline: tcm_<T> with bn pairs per tile where MatmulKernels::coopmat(), else tlm_<T> (bn unused).
+  VkPipeline tiled_pipeline(const MatmulType& t, TiledEpi epi, bool gate_up, uint32_t bn);
   // QOUT's workgroup: kQoutRows / kRows slices of whole subgroups, at most 32 subgroups.
   uint32_t qout_slice_width() const;
   const Device& dev_;
