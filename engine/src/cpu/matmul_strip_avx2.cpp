@@ -155,31 +155,37 @@ struct Q6Strip {
   }
 };
 
-// Strip s, tokens [t0, t0 + T), blocks [b0, b1): one half (8 rows) at a time.
+// Strip s, tokens [t0, t0 + T), blocks [b0, b1). Decode (T <= 2) takes both
+// halves of each strip-block before the next, so each 64-byte line is loaded
+// from memory once; more tokens take one half (8 rows) at a time, over all
+// blocks, keeping 2T accumulators in registers.
 template <class Micro, int T>
 struct StripTile {
+  static constexpr int kHalves = T <= 2 ? 2 : 1;  // halves per pass over the blocks
   static void run(const KernelArgs& a, int64_t s, int t0, int64_t b0, int64_t b1, bool add) {
     const ActS<T> act(a, t0);
     const Consts k;
     const uint8_t* strip = a.w + uint64_t(s) * kStripRows * a.w_stride;
     const int64_t r = s * kStripRows;
     const int64_t valid = a.r1 - r < kStripRows ? a.r1 - r : kStripRows;
-    for (int hf = 0; hf < 2 && 8 * hf < valid; ++hf) {
-      __m256 acc[T];
-      for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+    for (int h0 = 0; h0 < 2 && 8 * h0 < valid; h0 += kHalves) {
+      __m256 acc[kHalves][T];
+      for (int h = 0; h < kHalves; ++h)
+        for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_ps();
       for (int64_t b = b0; b < b1; ++b) {
         const uint8_t* sb = strip + uint64_t(b) * Micro::kBlockBytes;
-        if constexpr (T <= 2) {
-          if (hf == 0) prefetch_ahead<Micro::kBlockBytes>(sb);  // the second half reads what the first brought in
-        }
-        Micro::template block<T>(k, sb, act, b, hf, acc);
+        if constexpr (T <= 2) prefetch_ahead<Micro::kBlockBytes>(sb);
+        for (int h = 0; h < kHalves; ++h) Micro::template block<T>(k, sb, act, b, h0 + h, acc[h]);
       }
-      const int n = valid - 8 * hf < 8 ? int(valid - 8 * hf) : 8;
-      for (int t = 0; t < T; ++t) {
-        alignas(32) float v[8];
-        _mm256_store_ps(v, acc[t]);
-        float* y = a.y + (t0 + t) * a.ldy + r + 8 * hf;
-        for (int i = 0; i < n; ++i) y[i] = add ? y[i] + v[i] : v[i];
+      for (int h = 0; h < kHalves && 8 * (h0 + h) < valid; ++h) {
+        const int hf = h0 + h;
+        const int n = valid - 8 * hf < 8 ? int(valid - 8 * hf) : 8;
+        for (int t = 0; t < T; ++t) {
+          alignas(32) float v[8];
+          _mm256_store_ps(v, acc[h][t]);
+          float* y = a.y + (t0 + t) * a.ldy + r + 8 * hf;
+          for (int i = 0; i < n; ++i) y[i] = add ? y[i] + v[i] : v[i];
+        }
       }
     }
   }
