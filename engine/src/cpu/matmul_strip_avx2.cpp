@@ -6,10 +6,11 @@
 //
 // AVX2 has no vpdpbusd: a quad's 4 products per row come from vpmaddubsw
 // (unsigned quants x signed activations, pairs into int16) and vpmaddwd
-// against ones (pairs into int32). The int16 sums never saturate: a pair is
-// at most 2 · 63 · 127 = 16002 (|q8| <= 127, X8_KS's Q8_K rule), so four Q4_K /
-// Q5_K quads (quants <= 31: 4 · 7874) or two Q6_K quads (<= 63) are added in
-// int16 before one vpmaddwd. The integer block sums are then the AVX-512
+// (pairs into int32: against the sub-block scale for Q4_K / Q5_K, which it
+// applies in the same step; against ones for Q6_K). The int16 sums never
+// saturate: a pair is at most 2 · 63 · 127 = 16002 (|q8| <= 127, X8_KS's Q8_K
+// rule), so four Q4_K / Q5_K quads (quants <= 31: 4 · 7874) or two Q6_K quads
+// (<= 63) are added in int16 before one vpmaddwd. The integer block sums are then the AVX-512
 // kernels' (exact), so the two families agree up to f32 summation order.
 #if defined(__x86_64__) || defined(_M_X64)
 #include <cstring>
@@ -53,8 +54,8 @@ inline __m256i bit4_from(__m256i h) {
 struct Consts {
   __m256i m0f = _mm256_set1_epi8(0x0F), m3f = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
   __m256i m10 = _mm256_set1_epi8(0x10), ones = _mm256_set1_epi16(1);
-  __m256i ext[4] = {load_shuffle(Shuffles::ext[0]), load_shuffle(Shuffles::ext[1]), load_shuffle(Shuffles::ext[2]),
-                    load_shuffle(Shuffles::ext[3])};
+  __m256i dup[4] = {load_shuffle(Shuffles::dup[0]), load_shuffle(Shuffles::dup[1]), load_shuffle(Shuffles::dup[2]),
+                    load_shuffle(Shuffles::dup[3])};
   __m256i pair01 = load_shuffle(Shuffles::pair01), pair23 = load_shuffle(Shuffles::pair23);
 };
 
@@ -75,7 +76,9 @@ struct Q45Strip {
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
-      const __m256i sc = _mm256_shuffle_epi8(j < 4 ? sc_lo : sc_hi, k.ext[j % 4]);
+      // Row i's sub-block scale in both int16 halves of lane i: vpmaddwd
+      // against it sums the quads' int16 pairs and scales them in one step.
+      const __m256i sc = _mm256_shuffle_epi8(j < 4 ? sc_lo : sc_hi, k.dup[j % 4]);
       __m256i lo[4], hi[4];
 #pragma GCC unroll 4
       for (int q = 0; q < 4; ++q) {
@@ -100,8 +103,7 @@ struct Q45Strip {
                                             _mm256_add_epi16(dot16(lo[2], aq + 8), dot16(lo[3], aq + 12)));
         const __m256i s1 = _mm256_add_epi16(_mm256_add_epi16(dot16(hi[0], aq + 16), dot16(hi[1], aq + 20)),
                                             _mm256_add_epi16(dot16(hi[2], aq + 24), dot16(hi[3], aq + 28)));
-        const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(s0, k.ones), _mm256_madd_epi16(s1, k.ones));
-        isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(s, sc));
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(s0, sc), _mm256_madd_epi16(s1, sc)));
       }
     }
     const __m256i mn_lo = _mm256_and_si256(p1, k.m3f);

@@ -56,6 +56,9 @@ template <int kBytes>
 struct DwordShuffles {
   static constexpr Shuffle<kBytes> ext[4] = {dword_shuffle<kBytes>(0x80808000u), dword_shuffle<kBytes>(0x80808001u),
                                              dword_shuffle<kBytes>(0x80808002u), dword_shuffle<kBytes>(0x80808003u)};
+  // Byte c of each dword zero-extended into both int16 halves.
+  static constexpr Shuffle<kBytes> dup[4] = {dword_shuffle<kBytes>(0x80008000u), dword_shuffle<kBytes>(0x80018001u),
+                                             dword_shuffle<kBytes>(0x80028002u), dword_shuffle<kBytes>(0x80038003u)};
   static constexpr Shuffle<kBytes> pair01 = dword_shuffle<kBytes>(0x80018000u);
   static constexpr Shuffle<kBytes> pair23 = dword_shuffle<kBytes>(0x80038002u);
 };
