@@ -1,4 +1,4 @@
-// prepare_weight (16-row strips of Q4_K / Q5_K / Q6_K) and the strip kernels:
+// prepare_weight (16-row strips of Q4_K / Q5_K / Q6_K / Q4_0 / Q8_0) and the strip kernels:
 //  * the repack is an exact byte permutation: every row comes back as its
 //    GGUF bytes (weight_row_gguf), and padding rows of the last strip are zero;
 //  * the scalar family on a prepared weight equals the scalar family on the
@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
@@ -86,7 +87,7 @@ PreparedWeight prepare_strips(const WeightView& w, ThreadPool* pool = nullptr) {
   return prepare_weight(w, pool);
 }
 
-const GgmlType kStripTypes[] = {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+const GgmlType kStripTypes[] = {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q4_0, GgmlType::Q8_0};
 
 }  // namespace
 
@@ -129,7 +130,7 @@ TEST_CASE("prepare_weight: strips hold every row's GGUF bytes", "[matmul][prepar
 TEST_CASE("prepare_weights: one allocation for several weights, each as if prepared alone", "[matmul][prepare]") {
   if (!have_strips()) FISH_SKIP(kNoStrips);
   ThreadPool pool(2);
-  const Matrix q4 = make_matrix(GgmlType::Q4_K, 512, 37, 1), q8 = make_matrix(GgmlType::Q8_0, 512, 20, 2),
+  const Matrix q4 = make_matrix(GgmlType::Q4_K, 512, 37, 1), q8 = make_matrix(GgmlType::Q4_1, 512, 20, 2),
                q6 = make_matrix(GgmlType::Q6_K, 512, 16, 3);
   const WeightView ws[3] = {q4.view(), q8.view(), q6.view()};
   PreparedWeight kept;
@@ -162,9 +163,13 @@ TEST_CASE("prepare_weights: one allocation for several weights, each as if prepa
 }
 
 TEST_CASE("prepare_weight: other types, families and empty weights are left as they are", "[matmul][prepare]") {
-  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q2_K, GgmlType::Q3_K}) {
-    INFO(ggml_type_name(t));
-    const Matrix m = make_matrix(t, 256, 16, 1);
+  // Q4_0 / Q8_0 rows of 896 (Qwen2 0.5B's n_embd): no whole strip-blocks of 256.
+  const std::pair<GgmlType, int64_t> kept[] = {{GgmlType::F32, 256},  {GgmlType::F16, 256},  {GgmlType::Q4_1, 256},
+                                               {GgmlType::Q5_0, 256}, {GgmlType::Q2_K, 256}, {GgmlType::Q3_K, 256},
+                                               {GgmlType::Q4_0, 896}, {GgmlType::Q8_0, 896}};
+  for (const auto& [t, n_in] : kept) {
+    INFO(ggml_type_name(t) << " n_in " << n_in);
+    const Matrix m = make_matrix(t, n_in, 16, 1);
     const PreparedWeight p = prepare_weight(m.view());
     CHECK_FALSE(p.repacked());
     CHECK(p.owned_bytes() == 0);

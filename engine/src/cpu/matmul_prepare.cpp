@@ -1,4 +1,4 @@
-// prepare_weights: the load-time repack of Q4_K / Q5_K / Q6_K matrices into 16-row
+// prepare_weights: the load-time repack of Q4_K / Q5_K / Q6_K / Q4_0 / Q8_0 matrices into 16-row
 // strips (layout in cpu/matmul_strips.h) in one shared, 2 MiB-aligned
 // allocation (transparent huge pages where the kernel allows), and its exact
 // inverse for one row (weight_row_gguf: the scalar fallback and the f32
@@ -25,6 +25,8 @@ using mm::kStripRows;
 using mm::Q4KStrip;
 using mm::Q5KStrip;
 using mm::Q6KStrip;
+using mm::Q4_0Strip;
+using mm::Q8_0Strip;
 
 // ---- Q4_K ----
 
@@ -172,6 +174,54 @@ void unpack_q6k(const uint8_t* in, int i, uint8_t* block) {
   std::memcpy(block, &b, sizeof b);
 }
 
+// ---- Q4_0, Q8_0 (8 GGUF blocks per strip-block) ----
+
+// Block j's nibble planes are its qs as they are: qs[4q + c] holds element
+// 4q + c (low nibble) and 16 + 4q + c (high).
+void pack_q4_0(const uint8_t* const* rows, uint8_t* out) {
+  for (int i = 0; i < kStripRows; ++i)
+    for (int j = 0; j < 8; ++j) {
+      const auto* b = rows[i] ? reinterpret_cast<const BlockQ4_0*>(rows[i]) + j : nullptr;
+      if (b) std::memcpy(out + Q4_0Strip::kD + 32 * j + 2 * i, &b->d, 2);
+      else std::memset(out + Q4_0Strip::kD + 32 * j + 2 * i, 0, 2);
+      for (int q = 0; q < 4; ++q) store32(out + Q4_0Strip::kQs + 64 * (4 * j + q) + 4 * i, b ? load32(b->qs + 4 * q) : 0);
+    }
+}
+
+void unpack_q4_0(const uint8_t* in, int i, uint8_t* blocks) {
+  for (int j = 0; j < 8; ++j) {
+    BlockQ4_0 b;
+    std::memcpy(&b.d, in + Q4_0Strip::kD + 32 * j + 2 * i, 2);
+    for (int q = 0; q < 4; ++q) store32(b.qs + 4 * q, load32(in + Q4_0Strip::kQs + 64 * (4 * j + q) + 4 * i));
+    std::memcpy(blocks + j * sizeof b, &b, sizeof b);
+  }
+}
+
+// Quads of block j as unsigned bytes q + 128 (a padding row: q = 0, d = 0).
+void pack_q8_0(const uint8_t* const* rows, uint8_t* out) {
+  constexpr uint32_t kFlip = 0x80808080u;
+  for (int i = 0; i < kStripRows; ++i)
+    for (int j = 0; j < 8; ++j) {
+      const auto* b = rows[i] ? reinterpret_cast<const BlockQ8_0*>(rows[i]) + j : nullptr;
+      if (b) std::memcpy(out + Q8_0Strip::kD + 32 * j + 2 * i, &b->d, 2);
+      else std::memset(out + Q8_0Strip::kD + 32 * j + 2 * i, 0, 2);
+      for (int u = 0; u < 8; ++u)
+        store32(out + Q8_0Strip::kQs + 64 * (8 * j + u) + 4 * i, (b ? load32(reinterpret_cast<const uint8_t*>(b->qs) + 4 * u) : 0) ^ kFlip);
+    }
+}
+
+void unpack_q8_0(const uint8_t* in, int i, uint8_t* blocks) {
+  for (int j = 0; j < 8; ++j) {
+    BlockQ8_0 b;
+    std::memcpy(&b.d, in + Q8_0Strip::kD + 32 * j + 2 * i, 2);
+    for (int u = 0; u < 8; ++u)
+      store32(reinterpret_cast<uint8_t*>(b.qs) + 4 * u, load32(in + Q8_0Strip::kQs + 64 * (8 * j + u) + 4 * i) ^ 0x80808080u);
+    std::memcpy(blocks + j * sizeof b, &b, sizeof b);
+  }
+}
+
+// A strip-block is 256 elements of 16 rows: one GGUF block of the K-quants,
+// 8 of Q4_0 / Q8_0 (block_bytes: one row's share).
 struct StripCodec {
   uint64_t block_bytes;  // one row's GGUF block
   void (*pack)(const uint8_t* const* rows, uint8_t* out);
@@ -182,7 +232,16 @@ const StripCodec* codec_of(GgmlType t) {
   static const StripCodec q4{sizeof(BlockQ4_K), pack_q4k, unpack_q4k};
   static const StripCodec q5{sizeof(BlockQ5_K), pack_q5k, unpack_q5k};
   static const StripCodec q6{sizeof(BlockQ6_K), pack_q6k, unpack_q6k};
-  return t == GgmlType::Q4_K ? &q4 : t == GgmlType::Q5_K ? &q5 : t == GgmlType::Q6_K ? &q6 : nullptr;
+  static const StripCodec q40{8 * sizeof(BlockQ4_0), pack_q4_0, unpack_q4_0};
+  static const StripCodec q80{8 * sizeof(BlockQ8_0), pack_q8_0, unpack_q8_0};
+  switch (t) {
+    case GgmlType::Q4_K: return &q4;
+    case GgmlType::Q5_K: return &q5;
+    case GgmlType::Q6_K: return &q6;
+    case GgmlType::Q4_0: return &q40;
+    case GgmlType::Q8_0: return &q80;
+    default: return nullptr;
+  }
 }
 
 uint64_t gguf_row_bytes(const WeightView& w) {
@@ -241,6 +300,9 @@ std::vector<PreparedWeight> prepare_weights(const WeightView* ws, int n, ThreadP
       throw Error("prepare_weights: weight " + std::to_string(i) + ": already prepared (layout " +
                   std::to_string(int(ws[i].layout)) + ")");
     if (!strips || !codec_of(ws[i].type) || ws[i].n_out <= 0) continue;
+    // Rows of a 32-element type whose length is not a multiple of 256 (Qwen2
+    // 0.5B's 896) have no strip layout and stay as they are.
+    if (ggml_type_info(ws[i].type)->block_size < QK_K && ws[i].n_in % QK_K != 0) continue;
     offset[size_t(i)] = total;
     total += (strip_bytes_of(ws[i], i) + 63) / 64 * 64;
   }

@@ -1,5 +1,6 @@
 // AVX2 kernels of the 16-row strips (prepare_weight's Q4_K / Q5_K / Q6_K
-// repack, layout in cpu/matmul_strips.h) against X8_KS activations: the
+// repack against X8_KS activations, Q4_0 / Q8_0 against X8_32; layouts in
+// cpu/matmul_strips.h): the
 // AVX-512 kernels' arithmetic (matmul_strip_avx512.cpp) on two 32-byte halves
 // of each 64-byte plane, rows 0..7 and 8..15, int32 lane i of a half being
 // row 8h + i.
@@ -53,7 +54,7 @@ inline __m256i bit4_from(__m256i h) {
 
 struct Consts {
   __m256i m0f = _mm256_set1_epi8(0x0F), m3f = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
-  __m256i m10 = _mm256_set1_epi8(0x10), ones = _mm256_set1_epi16(1);
+  __m256i m10 = _mm256_set1_epi8(0x10), ones = _mm256_set1_epi16(1), m80 = _mm256_set1_epi8(char(0x80));
   __m256i dup[4] = {load_shuffle(Shuffles::dup[0]), load_shuffle(Shuffles::dup[1]), load_shuffle(Shuffles::dup[2]),
                     load_shuffle(Shuffles::dup[3])};
   __m256i pair01 = load_shuffle(Shuffles::pair01), pair23 = load_shuffle(Shuffles::pair23);
@@ -63,6 +64,9 @@ struct Consts {
 template <bool kQ5>
 struct Q45Strip {
   static constexpr uint64_t kBlockBytes = kQ5 ? Q5KStrip::kBytes : Q4KStrip::kBytes;
+  static constexpr double kActBytes = kActSBytes;
+  template <int T>
+  using Act = ActS<T>;
 
   template <int T>
   static inline void block(const Consts& k, const uint8_t* sb, const ActS<T>& act, int64_t b, int hf,
@@ -125,6 +129,9 @@ struct Q45Strip {
 
 struct Q6Strip {
   static constexpr uint64_t kBlockBytes = Q6KStrip::kBytes;
+  static constexpr double kActBytes = kActSBytes;
+  template <int T>
+  using Act = ActS<T>;
 
   template <int T>
   static inline void block(const Consts& k, const uint8_t* sb, const ActS<T>& act, int64_t b, int hf,
@@ -157,6 +164,69 @@ struct Q6Strip {
   }
 };
 
+// Q4_0 and Q8_0 (8 blocks of 32 per strip-block), as the AVX-512 kernels:
+// y += d_w (d_a s - off · d_a Σ a). Q4_0's nibbles (<= 15) go through
+// vpmaddubsw and all 8 quads of a block add up in int16 (8 · 3810). Q8_0's
+// quants are signed (the stored q + 128 flipped back): vpmaddubsw takes |q|
+// against a with q's sign (vpsignb), one vpmaddwd per quad (two quads' pairs
+// could reach 2 · 32258).
+template <bool kQ8>
+struct Legacy32Strip {
+  static constexpr uint64_t kBlockBytes = kQ8 ? Q8_0Strip::kBytes : Q4_0Strip::kBytes;
+  static constexpr double kActBytes = kActS32Bytes;
+  static constexpr float kOff = kQ8 ? 0.0f : 8.0f;  // Q8_0: signed products, no offset
+  template <int T>
+  using Act = ActS32<T>;
+
+  template <int T>
+  static inline void block(const Consts& k, const uint8_t* sb, const ActS32<T>& act, int64_t b, int hf,
+                           __m256 (&acc)[T]) {
+    const uint64_t o = 32 * uint64_t(hf);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      __m256i w[8], sgn[8];
+      if constexpr (kQ8) {
+#pragma GCC unroll 8
+        for (int u = 0; u < 8; ++u) {
+          sgn[u] = _mm256_xor_si256(load256(sb + Q8_0Strip::kQs + 64 * (8 * j + u) + o), k.m80);
+          w[u] = _mm256_abs_epi8(sgn[u]);
+        }
+      } else {  // w[q]: elements 4q .. 4q + 3 (low nibbles), w[4 + q]: 16 + 4q .. (high)
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; ++q) {
+          const __m256i v = load256(sb + Q4_0Strip::kQs + 64 * (4 * j + q) + o);
+          w[q] = _mm256_and_si256(v, k.m0f);
+          w[4 + q] = _mm256_and_si256(_mm256_srli_epi16(v, 4), k.m0f);
+        }
+      }
+      const __m256 dw = load_f16x8(sb + Q4_0Strip::kD + 32 * j + 16 * hf);
+      const int64_t blk = 8 * b + j;
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const int8_t* aq = act.qs[t] + 32 * blk;
+        __m256i s;
+        if constexpr (kQ8) {
+          // element order: w[u] holds 4u .. 4u + 3
+          s = _mm256_madd_epi16(_mm256_maddubs_epi16(w[0], _mm256_sign_epi8(bcast32(aq), sgn[0])), k.ones);
+#pragma GCC unroll 7
+          for (int u = 1; u < 8; ++u)
+            s = _mm256_add_epi32(
+                s, _mm256_madd_epi16(_mm256_maddubs_epi16(w[u], _mm256_sign_epi8(bcast32(aq + 4 * u), sgn[u])), k.ones));
+        } else {
+          __m256i s16 = _mm256_add_epi16(dot16(w[0], aq), dot16(w[4], aq + 16));
+#pragma GCC unroll 3
+          for (int u = 1; u < 4; ++u) s16 = _mm256_add_epi16(s16, _mm256_add_epi16(dot16(w[u], aq + 4 * u), dot16(w[4 + u], aq + 16 + 4 * u)));
+          s = _mm256_madd_epi16(s16, k.ones);
+        }
+        const __m256 da = _mm256_set1_ps(act.dx[t][8 * blk]);
+        const __m256 f = kQ8 ? _mm256_mul_ps(_mm256_cvtepi32_ps(s), da)
+                             : _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), da, _mm256_set1_ps(-kOff * act.sa[t][blk]));
+        acc[t] = _mm256_fmadd_ps(f, dw, acc[t]);
+      }
+    }
+  }
+};
+
 // Strip s, tokens [t0, t0 + T), blocks [b0, b1). Decode (T <= 2) takes both
 // halves of each strip-block before the next, so each 64-byte line is loaded
 // from memory once; more tokens take one half (8 rows) at a time, over all
@@ -165,7 +235,7 @@ template <class Micro, int T>
 struct StripTile {
   static constexpr int kHalves = T <= 2 ? 2 : 1;  // halves per pass over the blocks
   static void run(const KernelArgs& a, int64_t s, int t0, int64_t b0, int64_t b1, bool add) {
-    const ActS<T> act(a, t0);
+    const typename Micro::template Act<T> act(a, t0);
     const Consts k;
     const uint8_t* strip = a.w + uint64_t(s) * kStripRows * a.w_stride;
     const int64_t r = s * kStripRows;
@@ -198,6 +268,8 @@ struct StripTile {
 void kernel_q4_k_s16(const KernelArgs& a) { drive_strips<StripTile, Q45Strip<false>, kTokTileS>(a); }
 void kernel_q5_k_s16(const KernelArgs& a) { drive_strips<StripTile, Q45Strip<true>, kTokTileS>(a); }
 void kernel_q6_k_s16(const KernelArgs& a) { drive_strips<StripTile, Q6Strip, kTokTileS>(a); }
+void kernel_q4_0_s16(const KernelArgs& a) { drive_strips<StripTile, Legacy32Strip<false>, kTokTileS>(a); }
+void kernel_q8_0_s16(const KernelArgs& a) { drive_strips<StripTile, Legacy32Strip<true>, kTokTileS>(a); }
 
 }  // namespace fish::mm::avx2
 #endif

@@ -1,5 +1,6 @@
 // AVX-512 VNNI kernels of the 16-row strips (prepare_weight's Q4_K / Q5_K / Q6_K
-// repack, layout in cpu/matmul_strips.h) against X8_KS activations.
+// repack against X8_KS activations, Q4_0 / Q8_0 against X8_32; layouts in
+// cpu/matmul_strips.h).
 //
 // Int32 lane i of every vector is row i of the strip. For each quad (4
 // consecutive elements) one vpdpbusd multiplies 4 unsigned quants of 16 rows by
@@ -72,6 +73,9 @@ inline __m512i bit4_from(__m512i h) {
 template <bool kQ5>
 struct Q45Strip {
   static constexpr uint64_t kBlockBytes = kQ5 ? Q5KStrip::kBytes : Q4KStrip::kBytes;
+  static constexpr double kActBytes = kActSBytes;
+  template <int T>
+  using Act = ActS<T>;
   using Consts = Q4Consts;
 
   // acc[t] (lane i = row i) += the dot of strip-block sb (block b) with token t.
@@ -148,6 +152,9 @@ struct Q6Consts {
 
 struct Q6Strip {
   static constexpr uint64_t kBlockBytes = Q6KStrip::kBytes;
+  static constexpr double kActBytes = kActSBytes;
+  template <int T>
+  using Act = ActS<T>;
   using Consts = Q6Consts;
 
   template <int T>
@@ -185,12 +192,66 @@ struct Q6Strip {
   }
 };
 
+// Q4_0 and Q8_0: a strip-block is 8 blocks of 32. Block j: s = Σ quant · a
+// over its 32 elements (vpdpbusd; Q4_0's nibbles as they are, Q8_0's bytes
+// stored as q + 128), then y += d_w (d_a s - off · d_a Σ a), off = 8 / 128:
+// X8_32's sa plane is d_a Σ a, so the offset costs one FMA per block, not a
+// subtraction per quant.
+struct Q40Consts {
+  __m512i m0f = _mm512_set1_epi8(0x0F);
+};
+
+template <bool kQ8>
+struct Legacy32Strip {
+  static constexpr uint64_t kBlockBytes = kQ8 ? Q8_0Strip::kBytes : Q4_0Strip::kBytes;
+  static constexpr double kActBytes = kActS32Bytes;
+  static constexpr float kOff = kQ8 ? 128.0f : 8.0f;
+  template <int T>
+  using Act = ActS32<T>;
+  using Consts = Q40Consts;
+
+  template <int T>
+  static inline void block(const Consts& k, const uint8_t* sb, const ActS32<T>& act, int64_t b, __m512 (&acc)[T]) {
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      __m512i w[8];
+      if constexpr (kQ8) {
+#pragma GCC unroll 8
+        for (int u = 0; u < 8; ++u) w[u] = load512(sb + Q8_0Strip::kQs + 64 * (8 * j + u));
+      } else {  // w[q]: elements 4q .. 4q + 3 (low nibbles), w[4 + q]: 16 + 4q .. (high)
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; ++q) {
+          const __m512i v = load512(sb + Q4_0Strip::kQs + 64 * (4 * j + q));
+          w[q] = _mm512_and_si512(v, k.m0f);
+          w[4 + q] = _mm512_and_si512(_mm512_srli_epi16(v, 4), k.m0f);
+        }
+      }
+      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + Q4_0Strip::kD + 32 * j)));
+      const int64_t blk = 8 * b + j;
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const int8_t* aq = act.qs[t] + 32 * blk;
+        __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], bcast32(aq));
+        __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[4], bcast32(aq + 16));
+#pragma GCC unroll 3
+        for (int u = 1; u < 4; ++u) {
+          s0 = _mm512_dpbusd_epi32(s0, w[u], bcast32(aq + 4 * u));
+          s1 = _mm512_dpbusd_epi32(s1, w[4 + u], bcast32(aq + 16 + 4 * u));
+        }
+        const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), _mm512_set1_ps(act.dx[t][8 * blk]),
+                                         _mm512_set1_ps(-kOff * act.sa[t][blk]));
+        acc[t] = _mm512_fmadd_ps(f, dw, acc[t]);
+      }
+    }
+  }
+};
+
 // Strip s, tokens [t0, t0 + T), blocks [b0, b1): stores (or with add, adds)
 // the 16 row sums of each token, rows below r1 only.
 template <class Micro, int T>
 struct StripTile {
   static void run(const KernelArgs& a, int64_t s, int t0, int64_t b0, int64_t b1, bool add) {
-    const ActS<T> act(a, t0);
+    const typename Micro::template Act<T> act(a, t0);
     const typename Micro::Consts k;
     __m512 acc[T];
 #pragma GCC unroll 8
@@ -219,6 +280,8 @@ struct StripTile {
 void kernel_q4_k_s16(const KernelArgs& a) { drive_strips<StripTile, Q45Strip<false>, kTokTileS>(a); }
 void kernel_q5_k_s16(const KernelArgs& a) { drive_strips<StripTile, Q45Strip<true>, kTokTileS>(a); }
 void kernel_q6_k_s16(const KernelArgs& a) { drive_strips<StripTile, Q6Strip, kTokTileS>(a); }
+void kernel_q4_0_s16(const KernelArgs& a) { drive_strips<StripTile, Legacy32Strip<false>, kTokTileS>(a); }
+void kernel_q8_0_s16(const KernelArgs& a) { drive_strips<StripTile, Legacy32Strip<true>, kTokTileS>(a); }
 
 }  // namespace fish::mm::avx512
 #endif

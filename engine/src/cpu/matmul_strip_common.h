@@ -1,5 +1,5 @@
 // What the SIMD strip kernels (matmul_strip_avx512.cpp, matmul_strip_avx2.cpp)
-// share: the X8_KS activation view, the byte-shuffle controls they build at
+// share: the X8_KS and X8_32 activation views, the byte-shuffle controls they build at
 // compile time, the decode's prefetch, and the loop over strips (which strips, token tiles and K
 // chunks a call covers, in what order). Plain C++; internal linkage, so each
 // family's file gets its own copy compiled with its own instruction set.
@@ -31,6 +31,26 @@ struct ActS {
     }
   }
 };
+
+// The X8_32 planes of T activation rows starting at token t0 (the Q4_0 / Q8_0
+// strips): qs, dx (block j's d at dx[8j]) and sa (d Σ qs of block j).
+template <int T>
+struct ActS32 {
+  const int8_t* qs[T];
+  const float* dx[T];
+  const float* sa[T];
+  ActS32(const KernelArgs& a, int t0) {
+    const X8_32Planes p = x8_32_planes(a.n_in);
+    for (int t = 0; t < T; ++t) {
+      const uint8_t* base = a.act + uint64_t(t0 + t) * a.act_stride;
+      qs[t] = reinterpret_cast<const int8_t*>(base);
+      dx[t] = reinterpret_cast<const float*>(base + p.dx);
+      sa[t] = reinterpret_cast<const float*>(base + p.sa);
+    }
+  }
+};
+// Activation bytes per 256 elements and token: X8_KS (qs, d, bs32, nb16), X8_32 (qs, dx, sa).
+constexpr double kActSBytes = QK_K + 4.0 + 16.0 + 64.0, kActS32Bytes = QK_K + 256.0 + 32.0;
 
 // A vpshufb control of kBytes (32 or 64) that applies one byte pattern to
 // every dword: byte c of the result dword takes byte (pattern >> 8c) & 3 of
@@ -87,7 +107,8 @@ inline void dispatch_strip(const KernelArgs& a, int64_t s, int t0, int nt, int64
 }
 
 // Strips covering rows [r0, r1) (r0 a multiple of 16) x tokens in tiles of
-// TT (Micro::kBlockBytes: one strip-block). With more tokens than one tile, as
+// TT (Micro::kBlockBytes: one strip-block; Micro::kActBytes: its activations
+// per token). With more tokens than one tile, as
 // drive() in matmul_drive.h: strips in chunks of about kChunkBytes (kept in
 // L2 while every token tile sweeps them) and long rows in K chunks whose
 // activations for one token tile stay in L1 (later chunks add to y).
@@ -101,8 +122,7 @@ void drive_strips(const KernelArgs& a) {
   if (a.n_tok > TT) {
     chunk = kChunkBytes / int64_t(block_bytes * uint64_t(n_blocks));
     if (chunk < 1) chunk = 1;
-    const double act_block = QK_K + 4.0 + 16.0 + 64.0;  // qs, d, bs32, nb16 bytes per block and token
-    kb = int64_t(double(kActL1Bytes) / (act_block * TT));
+    kb = int64_t(double(kActL1Bytes) / (Micro::kActBytes * TT));
     if (kb < 1) kb = 1;
     const int64_t n_chunks = (n_blocks + kb - 1) / kb;
     kb = (n_blocks + n_chunks - 1) / n_chunks;

@@ -1,4 +1,4 @@
-// The 16-row strip layout of prepared Q4_K / Q5_K / Q6_K weights (WeightLayout::Strips16,
+// The 16-row strip layout of prepared Q4_K / Q5_K / Q6_K / Q4_0 / Q8_0 weights (WeightLayout::Strips16,
 // made by prepare_weight). Plain data with internal linkage: shared by the
 // repack (baseline), the scalar fallback and the AVX-512 kernels (see the ODR
 // caution in matmul_kernels.h).
@@ -14,7 +14,8 @@
 //
 // A strip is rows 16s .. 16s + 15 (missing rows are zero); it holds n_in / 256
 // strip-blocks back to back, strip-block b being the GGUF blocks b of its 16
-// rows, 16 * sizeof(block) bytes. Row i of a strip is lane i (int32 lane or
+// rows, 16 * sizeof(block) bytes (Q4_0 / Q8_0: blocks 8b .. 8b + 7 of each
+// row, 16 * 8 * sizeof(block)). Row i of a strip is lane i (int32 lane or
 // f16/int8 element i) of every plane below. A "quad" is 4 consecutive
 // elements 4u .. 4u + 3 of a 256-block; byte 4i + c of a quad plane is
 // element 4u + c of row i.
@@ -68,6 +69,32 @@ struct Q6KStrip {
   static constexpr uint64_t kBytes = kStripRows * sizeof(BlockQ6_K);
 };
 static_assert(Q6KStrip::kQh + 16 * 64 == Q6KStrip::kBytes);
+
+// The 32-element block types take 8 GGUF blocks (256 elements) of each row
+// per strip-block; block j of the 8 is elements 32j .. 32j + 31.
+//
+// Q4_0 strip-block (2304 bytes = 16 * 8 * 18):
+//   [0, 256)      d: 8 planes of 32 bytes; plane j = f16 d of block j, row i at 2i
+//   [256, 2304)   qs: 32 planes of 64 bytes; plane 4j + q (q = 0..3): byte
+//                 4i + c holds element 32j + 4q + c of row i in its low nibble
+//                 and element 32j + 16 + 4q + c in its high nibble (Q4_K's
+//                 planes with block j for sub-block j)
+struct Q4_0Strip {
+  static constexpr uint64_t kD = 0, kQs = 256;
+  static constexpr uint64_t kBytes = kStripRows * 8 * sizeof(BlockQ4_0);
+};
+static_assert(Q4_0Strip::kQs + 32 * 64 == Q4_0Strip::kBytes);
+
+// Q8_0 strip-block (4352 bytes = 16 * 8 * 34):
+//   [0, 256)      d: as Q4_0's
+//   [256, 4352)   qs: 64 planes of 64 bytes; plane 8j + u (u = 0..7): byte
+//                 4i + c = element 32j + 4u + c of row i XOR 0x80 (the int8
+//                 quant q as the unsigned q + 128, what vpdpbusd multiplies)
+struct Q8_0Strip {
+  static constexpr uint64_t kD = 0, kQs = 256;
+  static constexpr uint64_t kBytes = kStripRows * 8 * sizeof(BlockQ8_0);
+};
+static_assert(Q8_0Strip::kQs + 64 * 64 == Q8_0Strip::kBytes);
 
 // The 4-bit quant e (0..255) of a GGUF Q4_K block's qs: qs[32 (e / 64) + e % 32],
 // low nibble for e % 64 < 32. (Q5_K's low 4 bits sit the same way in its qs;
