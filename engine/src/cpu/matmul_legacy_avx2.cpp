@@ -8,6 +8,7 @@
 #if defined(__x86_64__) || defined(_M_X64)
 #include <cstring>
 
+#include "cpu/matmul_act_views.h"
 #include "cpu/matmul_avx2_common.h"
 #include "quant/blocks.h"
 
@@ -16,21 +17,6 @@ namespace {
 
 constexpr int kRowTile = 1, kTokTile = 8;
 
-template <int T>
-struct Act32 {
-  const int8_t* qs[T];
-  const float* dx[T];
-  const float* sa[T];
-  Act32(const KernelArgs& a, int t0) {
-    const X8_32Planes p = x8_32_planes(a.n_in);
-    for (int t = 0; t < T; ++t) {
-      const uint8_t* base = a.act + uint64_t(t0 + t) * a.act_stride;
-      qs[t] = reinterpret_cast<const int8_t*>(base);
-      dx[t] = reinterpret_cast<const float*>(base + p.dx);
-      sa[t] = reinterpret_cast<const float*>(base + p.sa);
-    }
-  }
-};
 
 inline float half_at(const uint8_t* p) {
   uint16_t h;

@@ -173,13 +173,13 @@ struct Q6Strip {
 template <bool kQ8>
 struct Legacy32Strip {
   static constexpr uint64_t kBlockBytes = kQ8 ? Q8_0Strip::kBytes : Q4_0Strip::kBytes;
-  static constexpr double kActBytes = kActS32Bytes;
+  static constexpr double kActBytes = kAct32Bytes;
   static constexpr float kOff = kQ8 ? 0.0f : 8.0f;  // Q8_0: signed products, no offset
   template <int T>
-  using Act = ActS32<T>;
+  using Act = Act32<T>;
 
   template <int T>
-  static inline void block(const Consts& k, const uint8_t* sb, const ActS32<T>& act, int64_t b, int hf,
+  static inline void block(const Consts& k, const uint8_t* sb, const Act32<T>& act, int64_t b, int hf,
                            __m256 (&acc)[T]) {
     const uint64_t o = 32 * uint64_t(hf);
 #pragma GCC unroll 8

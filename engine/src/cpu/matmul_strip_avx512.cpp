@@ -204,14 +204,14 @@ struct Q40Consts {
 template <bool kQ8>
 struct Legacy32Strip {
   static constexpr uint64_t kBlockBytes = kQ8 ? Q8_0Strip::kBytes : Q4_0Strip::kBytes;
-  static constexpr double kActBytes = kActS32Bytes;
+  static constexpr double kActBytes = kAct32Bytes;
   static constexpr float kOff = kQ8 ? 128.0f : 8.0f;
   template <int T>
-  using Act = ActS32<T>;
+  using Act = Act32<T>;
   using Consts = Q40Consts;
 
   template <int T>
-  static inline void block(const Consts& k, const uint8_t* sb, const ActS32<T>& act, int64_t b, __m512 (&acc)[T]) {
+  static inline void block(const Consts& k, const uint8_t* sb, const Act32<T>& act, int64_t b, __m512 (&acc)[T]) {
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
       __m512i w[8];

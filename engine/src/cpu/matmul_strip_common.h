@@ -1,11 +1,12 @@
 // What the SIMD strip kernels (matmul_strip_avx512.cpp, matmul_strip_avx2.cpp)
-// share: the X8_KS and X8_32 activation views, the byte-shuffle controls they build at
+// share: the activation bytes per block, the byte-shuffle controls they build at
 // compile time, the decode's prefetch, and the loop over strips (which strips, token tiles and K
 // chunks a call covers, in what order). Plain C++; internal linkage, so each
 // family's file gets its own copy compiled with its own instruction set.
 #pragma once
 #include <cstdint>
 
+#include "cpu/matmul_act_views.h"
 #include "cpu/matmul_drive.h"
 #include "cpu/matmul_kernels.h"
 #include "cpu/matmul_strips.h"
@@ -13,44 +14,8 @@
 namespace fish::mm {
 namespace {
 
-// The X8_KS planes of T activation rows starting at token t0.
-template <int T>
-struct ActS {
-  const int8_t* qs[T];
-  const float* d[T];
-  const int16_t* bs32[T];
-  const int32_t* nb16[T];
-  ActS(const KernelArgs& a, int t0) {
-    const X8_KSPlanes p = x8_ks_planes(a.n_in);
-    for (int t = 0; t < T; ++t) {
-      const uint8_t* base = a.act + uint64_t(t0 + t) * a.act_stride;
-      qs[t] = reinterpret_cast<const int8_t*>(base);
-      d[t] = reinterpret_cast<const float*>(base + p.d);
-      bs32[t] = reinterpret_cast<const int16_t*>(base + p.bs32);
-      nb16[t] = reinterpret_cast<const int32_t*>(base + p.nb16);
-    }
-  }
-};
-
-// The X8_32 planes of T activation rows starting at token t0 (the Q4_0 / Q8_0
-// strips): qs, dx (block j's d at dx[8j]) and sa (d Σ qs of block j).
-template <int T>
-struct ActS32 {
-  const int8_t* qs[T];
-  const float* dx[T];
-  const float* sa[T];
-  ActS32(const KernelArgs& a, int t0) {
-    const X8_32Planes p = x8_32_planes(a.n_in);
-    for (int t = 0; t < T; ++t) {
-      const uint8_t* base = a.act + uint64_t(t0 + t) * a.act_stride;
-      qs[t] = reinterpret_cast<const int8_t*>(base);
-      dx[t] = reinterpret_cast<const float*>(base + p.dx);
-      sa[t] = reinterpret_cast<const float*>(base + p.sa);
-    }
-  }
-};
 // Activation bytes per 256 elements and token: X8_KS (qs, d, bs32, nb16), X8_32 (qs, dx, sa).
-constexpr double kActSBytes = QK_K + 4.0 + 16.0 + 64.0, kActS32Bytes = QK_K + 256.0 + 32.0;
+constexpr double kActSBytes = QK_K + 4.0 + 16.0 + 64.0, kAct32Bytes = QK_K + 256.0 + 32.0;
 
 // A vpshufb control of kBytes (32 or 64) that applies one byte pattern to
 // every dword: byte c of the result dword takes byte (pattern >> 8c) & 3 of

@@ -1,0 +1,52 @@
+// Views of T activation rows in the SIMD layouts (matmul_kernels.h's X8_KS
+// and X8_32), starting at token t0: the plane pointers per token that the
+// SIMD kernel files read. Internal linkage (each family's file gets its own
+// copy, compiled with its own instruction set; see the ODR caution there).
+#pragma once
+#include <cstdint>
+
+#include "cpu/matmul_kernels.h"
+
+namespace fish::mm {
+namespace {
+
+// The X8_KS planes of T activation rows starting at token t0.
+template <int T>
+struct ActS {
+  const int8_t* qs[T];
+  const float* d[T];
+  const int16_t* bs32[T];
+  const int32_t* nb16[T];
+  ActS(const KernelArgs& a, int t0) {
+    const X8_KSPlanes p = x8_ks_planes(a.n_in);
+    for (int t = 0; t < T; ++t) {
+      const uint8_t* base = a.act + uint64_t(t0 + t) * a.act_stride;
+      qs[t] = reinterpret_cast<const int8_t*>(base);
+      d[t] = reinterpret_cast<const float*>(base + p.d);
+      bs32[t] = reinterpret_cast<const int16_t*>(base + p.bs32);
+      nb16[t] = reinterpret_cast<const int32_t*>(base + p.nb16);
+    }
+  }
+};
+
+// The X8_32 planes of T activation rows starting at token t0 (the 32-element
+// block types: GGUF rows and Q4_0 / Q8_0 strips): qs, dx (block j's d at
+// dx[8j], repeated 8 times) and sa (d Σ qs of block j).
+template <int T>
+struct Act32 {
+  const int8_t* qs[T];
+  const float* dx[T];
+  const float* sa[T];
+  Act32(const KernelArgs& a, int t0) {
+    const X8_32Planes p = x8_32_planes(a.n_in);
+    for (int t = 0; t < T; ++t) {
+      const uint8_t* base = a.act + uint64_t(t0 + t) * a.act_stride;
+      qs[t] = reinterpret_cast<const int8_t*>(base);
+      dx[t] = reinterpret_cast<const float*>(base + p.dx);
+      sa[t] = reinterpret_cast<const float*>(base + p.sa);
+    }
+  }
+};
+
+}  // namespace
+}  // namespace fish::mm
