@@ -123,6 +123,7 @@ TEST_CASE("engine config: defaults, and every variable's good values", "[config]
   CHECK(parse({{"FISH_GPU_SPAN", ""}}).c.gpu_span);  // set but empty: as if unset
   CHECK(parse({{"FISH_CPU_KERNELS", "scalar"}}).c.cpu_kernels == CpuKernels::Scalar);
   CHECK(parse({{"FISH_CPU_KERNELS", "avx512"}}).c.cpu_kernels == CpuKernels::Avx512);
+  CHECK(parse({{"FISH_CPU_KERNELS", "avxvnni"}}).c.cpu_kernels == CpuKernels::AvxVnni);
   CHECK(parse({{"FISH_GPU_LAYERS", "0"}}).c.gpu_layers == 0);
 }
 
@@ -182,7 +183,7 @@ TEST_CASE("engine config: a refused value is a warning naming the variable and w
   CHECK(parse({{"FISH_GPU_SPAN", "banana"}}).warnings[0] ==
         "FISH_GPU_SPAN='banana' is not 0, off, false, no, 1, on, true or yes; using the default (on)");
   CHECK(parse({{"FISH_CPU_KERNELS", "bogus"}}).warnings[0] ==
-        "FISH_CPU_KERNELS='bogus' is not scalar, avx2 or avx512; using the default (the widest this CPU runs)");
+        "FISH_CPU_KERNELS='bogus' is not scalar, avx2, avxvnni or avx512; using the default (the widest this CPU runs)");
   // Names in the engine's own prefixes that it does not read (typos) are warned of; others are not its business.
   const Parsed typo = parse({{"FISH_CPU_REPAK", "0"}, {"FISH_PLUGIN_DENNY", "x"}, {"FISH_GPU_LAYER", "3"}});
   REQUIRE(typo.warnings.size() == 2);
@@ -297,7 +298,7 @@ TEST_CASE("engine config: the fish command line warns once, FISH_GPU_SPAN=off ru
   const Run kernels = fish_cli("FISH_GPU=0 FISH_CPU_KERNELS=bogus", run);
   INFO(kernels.err);
   CHECK(kernels.status == 0);
-  CHECK(contains(kernels.err, "fish: warning: FISH_CPU_KERNELS='bogus' is not scalar, avx2 or avx512; using the "
+  CHECK(contains(kernels.err, "fish: warning: FISH_CPU_KERNELS='bogus' is not scalar, avx2, avxvnni or avx512; using the "
                               "default (the widest this CPU runs)\n"));
   CHECK_FALSE(kernels.out.empty());
 }

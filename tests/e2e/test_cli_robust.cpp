@@ -209,7 +209,7 @@ TEST_CASE("robust: a bad FISH_CPU_KERNELS is a warning naming what it accepts, n
   // kernels run, and the warning says so.
   const Out r = fish_cmd("run -m " + model_path("stories260K.gguf") + " -p hi -n 4", "FISH_GPU=0 FISH_CPU_KERNELS=bogus");
   CHECK(r.status == 0);
-  CHECK(r.err.find("fish: warning: FISH_CPU_KERNELS='bogus' is not scalar, avx2 or avx512; using the default (the "
+  CHECK(r.err.find("fish: warning: FISH_CPU_KERNELS='bogus' is not scalar, avx2, avxvnni or avx512; using the default (the "
                    "widest this CPU runs)\n") != std::string::npos);
   CHECK_FALSE(r.out.empty());
 }

@@ -5,7 +5,7 @@
 // estimate of tok/s for tg and pp of the whole model (matmuls only: attention,
 // norms and RoPE are not counted). Also prints what a plain memory read reaches.
 //
-//   fish_bench_matmul [--threads 1,2] [--kernels scalar|avx2|avx512] [--pp-tokens 512] [--quick]
+//   fish_bench_matmul [--threads 1,2] [--kernels scalar|avx2|avxvnni|avx512] [--pp-tokens 512] [--quick]
 //                     [--only SHAPE_INDEX] [--tg-only | --pp-only] [--cpu-time] [--warm] [--best] [--pin]
 //                     [--type TYPE]   (every shape in TYPE instead of the Q4_K_M mix) [--warm] [--best]
 //                     [--prepared]    (weights through prepare_weight, as a model that repacks at load)
@@ -147,7 +147,10 @@ int main(int argc, char** argv) {
       }
     } else if (a == "--kernels" && i + 1 < argc) {
       const std::string k = argv[++i];
-      matmul_use_kernels(k == "scalar" ? MatmulKernels::Scalar : k == "avx2" ? MatmulKernels::Avx2 : MatmulKernels::Avx512);
+      matmul_use_kernels(k == "scalar"    ? MatmulKernels::Scalar
+                         : k == "avx2"    ? MatmulKernels::Avx2
+                         : k == "avxvnni" ? MatmulKernels::AvxVnni
+                                          : MatmulKernels::Avx512);
     } else if (a == "--pp-tokens" && i + 1 < argc) {
       pp_tokens = std::atoi(argv[++i]);
     } else if (a == "--quick") {
@@ -171,7 +174,7 @@ int main(int argc, char** argv) {
     } else if (a == "--only" && i + 1 < argc) {
       only = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: %s [--threads 1,2] [--kernels scalar|avx2|avx512] [--pp-tokens N] [--quick]\n"
+      std::fprintf(stderr, "usage: %s [--threads 1,2] [--kernels scalar|avx2|avxvnni|avx512] [--pp-tokens N] [--quick]\n"
                    "          [--only SHAPE_INDEX] [--tg-only | --pp-only] [--cpu-time] [--warm] [--best] [--pin] [--type TYPE]\n"
                    "          [--prepared]\n", argv[0]);
       return 2;

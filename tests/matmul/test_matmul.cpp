@@ -126,7 +126,8 @@ std::vector<float> run(ThreadPool& pool, const Matrix& m, const std::vector<floa
 // The SIMD families this CPU runs; a missing one is a part of the case not run (WARN).
 std::vector<MatmulKernels> simd_families() {
   std::vector<MatmulKernels> out;
-  for (auto [k, name] : {std::pair{MatmulKernels::Avx2, "avx2"}, std::pair{MatmulKernels::Avx512, "avx512"}}) {
+  for (auto [k, name] : {std::pair{MatmulKernels::Avx2, "avx2"}, std::pair{MatmulKernels::AvxVnni, "avxvnni"},
+                         std::pair{MatmulKernels::Avx512, "avx512"}}) {
     if (matmul_kernels_supported(k)) out.push_back(k);
     else WARN("not run: the " << name << " kernels (this CPU lacks the instructions)");
   }
@@ -135,7 +136,7 @@ std::vector<MatmulKernels> simd_families() {
 constexpr const char* kNoSimd = "this CPU has neither the AVX2 nor the AVX-512 kernels";
 
 const char* family_label(MatmulKernels k) {
-  return k == MatmulKernels::Scalar ? "scalar" : k == MatmulKernels::Avx2 ? "avx2" : "avx512";
+  return k == MatmulKernels::Scalar ? "scalar" : k == MatmulKernels::Avx2 ? "avx2" : k == MatmulKernels::AvxVnni ? "avxvnni" : "avx512";
 }
 
 // Restores the default family when a test section ends.
@@ -158,7 +159,9 @@ TEST_CASE("SIMD activation quantisers produce ggml's Q8 values bit for bit", "[m
   if (fams.empty()) FISH_SKIP(kNoSimd);
   for (auto k : fams) {
     INFO("family " << family_label(k));
-    const mm::KernelFamily* fam = k == MatmulKernels::Avx2 ? mm::family_avx2() : mm::family_avx512();
+    const mm::KernelFamily* fam = k == MatmulKernels::Avx2      ? mm::family_avx2()
+                                  : k == MatmulKernels::AvxVnni ? mm::family_avxvnni()
+                                                                : mm::family_avx512();
     REQUIRE(fam);
     REQUIRE(fam->quantize);
     {  // X8_K vs Q8_K
@@ -438,13 +441,13 @@ TEST_CASE("bad weights are refused with a clear error", "[matmul]") {
 TEST_CASE("kernel family name and override", "[matmul]") {
   const std::string name = matmul_kernel_name();
   INFO("default family: " << name);
-  CHECK((name == "scalar" || name == "avx2" || name == "avx512-vnni"));
+  CHECK((name == "scalar" || name == "avx2" || name == "avx2-vnni" || name == "avx512-vnni"));
   std::printf("matmul kernels on this CPU: %s\n", name.c_str());
   {
     UseKernels use(MatmulKernels::Scalar);
     CHECK(std::string(matmul_kernel_name()) == "scalar");
   }
   CHECK(std::string(matmul_kernel_name()) == name);
-  for (auto k : {MatmulKernels::Avx2, MatmulKernels::Avx512})
+  for (auto k : {MatmulKernels::Avx2, MatmulKernels::AvxVnni, MatmulKernels::Avx512})
     if (!matmul_kernels_supported(k)) CHECK_THROWS_AS(matmul_use_kernels(k), Error);
 }

@@ -73,11 +73,13 @@ struct UseKernels {
 // The families with strip kernels that this CPU runs (AVX-512 VNNI, AVX2).
 std::vector<MatmulKernels> strip_families() {
   std::vector<MatmulKernels> f;
-  for (MatmulKernels k : {MatmulKernels::Avx512, MatmulKernels::Avx2})
+  for (MatmulKernels k : {MatmulKernels::Avx512, MatmulKernels::AvxVnni, MatmulKernels::Avx2})
     if (matmul_kernels_supported(k)) f.push_back(k);
   return f;
 }
-const char* family_name(MatmulKernels k) { return k == MatmulKernels::Avx512 ? "avx512" : "avx2"; }
+const char* family_name(MatmulKernels k) {
+  return k == MatmulKernels::Avx512 ? "avx512" : k == MatmulKernels::AvxVnni ? "avxvnni" : "avx2";
+}
 bool have_strips() { return !strip_families().empty(); }
 constexpr const char* kNoStrips = "strip kernels: this CPU runs neither AVX-512 VNNI nor AVX2 (prepare_weight keeps GGUF rows)";
 

@@ -181,10 +181,11 @@ const std::vector<Variable>& variables() {
        [](const std::string& v, EngineConfig& c) { return parse_requant_mode(lower(v), &c.gpu_requant); }},
       {"FISH_GPU_REQUANT_CACHE", kOnOff, "on", flag(&EngineConfig::gpu_requant_cache)},
       {"FISH_CPU_REPACK", kOnOff, "on", flag(&EngineConfig::cpu_repack)},
-      {"FISH_CPU_KERNELS", "scalar, avx2 or avx512", "the widest this CPU runs",
+      {"FISH_CPU_KERNELS", "scalar, avx2, avxvnni or avx512", "the widest this CPU runs",
        [](const std::string& v, EngineConfig& c) {
          if (v == "scalar") c.cpu_kernels = CpuKernels::Scalar;
          else if (v == "avx2") c.cpu_kernels = CpuKernels::Avx2;
+         else if (v == "avxvnni") c.cpu_kernels = CpuKernels::AvxVnni;
          else if (v == "avx512") c.cpu_kernels = CpuKernels::Avx512;
          else return false;
          return true;

@@ -20,7 +20,7 @@
 //   FISH_GPU_REQUANT=0|1|2|3|auto   smaller re-quantised device copies (common/requant_mode.h)
 //   FISH_GPU_REQUANT_CACHE=0|1   0: re-quantise at every load instead of keeping the bytes on disk
 //   FISH_CPU_REPACK=0|1          0: the CPU multiplies the GGUF rows as they are
-//   FISH_CPU_KERNELS=scalar|avx2|avx512   force a CPU kernel family (tests, comparisons)
+//   FISH_CPU_KERNELS=scalar|avx2|avxvnni|avx512 force a CPU kernel family (tests, comparisons)
 //   FISH_PLUGIN_DENY=a,b         plugin files fish_a, fish_b are not loaded
 //   FISH_PLUGIN_ISOLATE=0|1      0: probe plugins in this process (debugging), not in a child
 //   FISH_PLUGIN_TIMEOUT=<s>      seconds a plugin's probe in the child may take (default 10)
@@ -50,7 +50,7 @@
 namespace fish {
 
 // FISH_CPU_KERNELS. Auto: the widest family this CPU runs.
-enum class CpuKernels { Auto, Scalar, Avx2, Avx512 };
+enum class CpuKernels { Auto, Scalar, Avx2, AvxVnni, Avx512 };
 
 struct EngineConfig {
   // Backend selection (read when the process's backend is chosen).

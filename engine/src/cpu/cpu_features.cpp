@@ -36,6 +36,9 @@ CpuFeatures detect() {
   __cpuid_count(7, 0, a, b, c, d);
   f.avx2 = b & (1u << 5);
   f.bmi2 = b & (1u << 8);
+  unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
+  __cpuid_count(7, 1, a1, b1, c1, d1);  // sub-leaf 1 (zeros where the CPU has none)
+  f.avxvnni = a1 & (1u << 4);
   if (zmm) {
     f.avx512f = b & (1u << 16);
     f.avx512dq = b & (1u << 17);

@@ -9,9 +9,11 @@ namespace fish {
 struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false, bmi2 = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, avx512vnni = false;
-  // The kernel families: AVX2 + FMA + F16C + BMI2 (x86-64-v3), and that plus
-  // AVX-512 F/BW/VL/DQ + VNNI.
+  bool avxvnni = false;  // VEX-encoded vpdpbusd on 128/256 bits (AVX-VNNI)
+  // The kernel families: AVX2 + FMA + F16C + BMI2 (x86-64-v3), that plus
+  // AVX-VNNI, and that plus AVX-512 F/BW/VL/DQ + VNNI.
   bool x86_64_v3() const { return avx2 && fma && f16c && bmi2; }
+  bool avx2_vnni() const { return x86_64_v3() && avxvnni; }
   bool avx512_vnni() const { return x86_64_v3() && avx512f && avx512bw && avx512vl && avx512dq && avx512vnni; }
 };
 

@@ -65,13 +65,14 @@ bool wtype_of(GgmlType t, WeightLayout layout, WType* out) {
 // ---- kernel families and their selection ----
 
 struct Caps {
-  bool avx2 = false, avx512 = false;
+  bool avx2 = false, avxvnni = false, avx512 = false;
 };
 
 Caps detect_caps() {
   Caps c;
   const CpuFeatures& f = cpu_features();
   c.avx2 = f.x86_64_v3();
+  c.avxvnni = f.avx2_vnni();
   c.avx512 = f.avx512_vnni();
   return c;
 }
@@ -85,6 +86,7 @@ const KernelFamily* family_of(MatmulKernels k) {
   switch (k) {
     case MatmulKernels::Scalar: return mm::family_scalar();
     case MatmulKernels::Avx2: return caps().avx2 ? mm::family_avx2() : nullptr;
+    case MatmulKernels::AvxVnni: return caps().avxvnni ? mm::family_avxvnni() : nullptr;
     case MatmulKernels::Avx512: return caps().avx512 ? mm::family_avx512() : nullptr;
   }
   return nullptr;
@@ -94,6 +96,7 @@ const char* kernels_label(MatmulKernels k) {
   switch (k) {
     case MatmulKernels::Scalar: return "scalar";
     case MatmulKernels::Avx2: return "avx2";
+    case MatmulKernels::AvxVnni: return "avxvnni";
     case MatmulKernels::Avx512: return "avx512";
   }
   return "?";
@@ -112,17 +115,20 @@ Choice choose_family() {
   Choice c;
   const CpuKernels want = EngineConfig::process().cpu_kernels;
   if (want != CpuKernels::Auto) {
-    const MatmulKernels k = want == CpuKernels::Scalar ? MatmulKernels::Scalar
-                            : want == CpuKernels::Avx2 ? MatmulKernels::Avx2
-                                                       : MatmulKernels::Avx512;
+    const MatmulKernels k = want == CpuKernels::Scalar    ? MatmulKernels::Scalar
+                            : want == CpuKernels::Avx2    ? MatmulKernels::Avx2
+                            : want == CpuKernels::AvxVnni ? MatmulKernels::AvxVnni
+                                                          : MatmulKernels::Avx512;
     c.family = family_of(k);
     if (!c.family)
       c.error = std::string("FISH_CPU_KERNELS=") + kernels_label(k) + ": this CPU (or build) cannot run the " +
                 kernels_label(k) + " kernels" +
-                (k == MatmulKernels::Avx512 ? " (they need AVX-512 F/BW/VL/DQ + VNNI)" : " (they need AVX2 + FMA + F16C)");
+                (k == MatmulKernels::Avx512    ? " (they need AVX-512 F/BW/VL/DQ + VNNI)"
+                 : k == MatmulKernels::AvxVnni ? " (they need AVX2 + FMA + F16C + AVX-VNNI)"
+                                               : " (they need AVX2 + FMA + F16C)");
     return c;
   }
-  for (MatmulKernels k : {MatmulKernels::Avx512, MatmulKernels::Avx2, MatmulKernels::Scalar})
+  for (MatmulKernels k : {MatmulKernels::Avx512, MatmulKernels::AvxVnni, MatmulKernels::Avx2, MatmulKernels::Scalar})
     if ((c.family = family_of(k))) break;
   return c;
 }

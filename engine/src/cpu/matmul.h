@@ -89,13 +89,14 @@ void matmul_group(ThreadPool& pool, const WeightView* ws, int n_w, const float* 
 // the tests and the plugin conformance suite as ground truth.
 void matmul_ref_f32(const WeightView& w, const float* x, int n_tok, float* y);
 
-// Which kernel family runs on this CPU: "avx512-vnni", "avx2" or "scalar".
-// FISH_CPU_KERNELS=scalar|avx2|avx512 (EngineConfig::process()) forces one
+// Which kernel family runs on this CPU: "avx512-vnni", "avx2-vnni" (AVX2 +
+// AVX-VNNI), "avx2" or "scalar".
+// FISH_CPU_KERNELS=scalar|avx2|avxvnni|avx512 (EngineConfig::process()) forces one
 // (for tests and comparisons); one this CPU cannot run makes this throw.
 const char* matmul_kernel_name();
 
 // Kernel families, for tests and benchmarks that compare them in one process.
-enum class MatmulKernels { Scalar, Avx2, Avx512 };
+enum class MatmulKernels { Scalar, Avx2, AvxVnni, Avx512 };
 // Whether this CPU (and build) can run family k.
 bool matmul_kernels_supported(MatmulKernels k);
 // Overrides the family for every later call in this process (not thread-safe

@@ -169,10 +169,26 @@ const KernelFamily* family_avx2() {
   return &f;
 }
 
+const KernelFamily* family_avxvnni() {
+  static const KernelFamily f = [] {
+    KernelFamily k = *family_avx2();
+    k.name = "avx2-vnni";
+    auto set = [&](WType t, KernelFn fn, ActLayout l) { k.entry[int(t)] = {fn, l}; };
+    set(WType::Q4_K_S16, avxvnni::kernel_q4_k_s16, ActLayout::X8_KS);
+    set(WType::Q5_K_S16, avxvnni::kernel_q5_k_s16, ActLayout::X8_KS);
+    set(WType::Q6_K_S16, avxvnni::kernel_q6_k_s16, ActLayout::X8_KS);
+    set(WType::Q4_0_S16, avxvnni::kernel_q4_0_s16, ActLayout::X8_32);
+    set(WType::Q8_0_S16, avxvnni::kernel_q8_0_s16, ActLayout::X8_32);
+    return k;
+  }();
+  return &f;
+}
+
 }  // namespace fish::mm
 
 #else
 namespace fish::mm {
 const KernelFamily* family_avx2() { return nullptr; }
+const KernelFamily* family_avxvnni() { return nullptr; }
 }  // namespace fish::mm
 #endif

@@ -1,5 +1,6 @@
-// Shared by the *_avx2.cpp files only (compiled with AVX2 + FMA + F16C): the
-// kernel declarations of the family and its helpers. Everything with a
+// Shared by the *_avx2.cpp and *_avxvnni.cpp files only (compiled with AVX2 +
+// FMA + F16C, the latter also AVX-VNNI): the kernel declarations of the two
+// families and their helpers. Everything with a
 // body has internal linkage, so no AVX2 code can be merged into baseline files.
 #pragma once
 #include <immintrin.h>
@@ -9,6 +10,15 @@
 #include "cpu/avx2_math.h"
 #include "cpu/matmul_drive.h"
 #include "cpu/matmul_kernels.h"
+
+// The AVX2 + AVX-VNNI family's strip kernels (its others are AVX2's).
+namespace fish::mm::avxvnni {
+void kernel_q4_k_s16(const KernelArgs& a);
+void kernel_q5_k_s16(const KernelArgs& a);
+void kernel_q6_k_s16(const KernelArgs& a);
+void kernel_q4_0_s16(const KernelArgs& a);
+void kernel_q8_0_s16(const KernelArgs& a);
+}  // namespace fish::mm::avxvnni
 
 namespace fish::mm::avx2 {
 
@@ -25,7 +35,7 @@ void kernel_q3_k(const KernelArgs& a);
 void kernel_q4_k(const KernelArgs& a);
 void kernel_q5_k(const KernelArgs& a);
 void kernel_q6_k(const KernelArgs& a);
-// 16-row strips (prepare_weight; matmul_strip_avx2.cpp): X8_KS activations (K-quants), X8_32 (Q4_0, Q8_0).
+// 16-row strips (prepare_weight; matmul_strip_ymm.h): X8_KS activations (K-quants), X8_32 (Q4_0, Q8_0).
 void kernel_q4_k_s16(const KernelArgs& a);
 void kernel_q5_k_s16(const KernelArgs& a);
 void kernel_q6_k_s16(const KernelArgs& a);

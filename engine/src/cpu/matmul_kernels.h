@@ -127,6 +127,7 @@ struct KernelFamily {
 // has no such variant (non-x86 targets). Callers check the CPU first.
 const KernelFamily* family_scalar();
 const KernelFamily* family_avx2();
+const KernelFamily* family_avxvnni();  // AVX2's, with the strip kernels on AVX-VNNI's vpdpbusd
 const KernelFamily* family_avx512();
 
 // Whether the kernel family in use has its own strip kernels (prepare_weight

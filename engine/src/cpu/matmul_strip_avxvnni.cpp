@@ -1,0 +1,17 @@
+// The AVX2 + AVX-VNNI family's strip kernels: matmul_strip_ymm.h compiled
+// with AVX-VNNI (FishSimd.cmake: *_avxvnni.cpp), its products on vpdpbusd.
+// The family's other kernels are the AVX2 family's (matmul_avx2.cpp).
+#if defined(__x86_64__) || defined(_M_X64)
+#include "cpu/matmul_avx2_common.h"
+#include "cpu/matmul_strip_ymm.h"
+
+namespace fish::mm::avxvnni {
+
+void kernel_q4_k_s16(const KernelArgs& a) { ymm_strips<Q45Strip<false>>(a); }
+void kernel_q5_k_s16(const KernelArgs& a) { ymm_strips<Q45Strip<true>>(a); }
+void kernel_q6_k_s16(const KernelArgs& a) { ymm_strips<Q6Strip>(a); }
+void kernel_q4_0_s16(const KernelArgs& a) { ymm_strips<Legacy32Strip<false>>(a); }
+void kernel_q8_0_s16(const KernelArgs& a) { ymm_strips<Legacy32Strip<true>>(a); }
+
+}  // namespace fish::mm::avxvnni
+#endif
