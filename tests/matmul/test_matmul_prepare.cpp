@@ -18,7 +18,6 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "common/error.h"
@@ -91,13 +90,21 @@ PreparedWeight prepare_strips(const WeightView& w, ThreadPool* pool = nullptr) {
 
 const GgmlType kStripTypes[] = {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q4_0, GgmlType::Q8_0};
 
+// Row lengths per type: `base`, and for the 32-element types also lengths
+// whose last strip-block holds fewer than 8 blocks (32, 96 = 3 blocks, Qwen2
+// 0.5B's 896 = 3.5 strip-blocks).
+std::vector<int64_t> lengths(GgmlType t, std::vector<int64_t> base) {
+  if (t == GgmlType::Q4_0 || t == GgmlType::Q8_0) base.insert(base.end(), {32, 96, 896});
+  return base;
+}
+
 }  // namespace
 
 TEST_CASE("prepare_weight: strips hold every row's GGUF bytes", "[matmul][prepare]") {
   if (!have_strips()) FISH_SKIP(kNoStrips);
   ThreadPool pool(2);
   for (GgmlType t : kStripTypes)
-    for (int64_t n_in : {256, 2048})
+    for (int64_t n_in : lengths(t, {256, 2048}))
       for (int64_t n_out : {1, 15, 16, 37, 301}) {
         INFO(ggml_type_name(t) << " n_in " << n_in << " n_out " << n_out);
         const Matrix m = make_matrix(t, n_in, n_out, uint64_t(n_in + n_out) ^ uint64_t(t));
@@ -165,13 +172,9 @@ TEST_CASE("prepare_weights: one allocation for several weights, each as if prepa
 }
 
 TEST_CASE("prepare_weight: other types, families and empty weights are left as they are", "[matmul][prepare]") {
-  // Q4_0 / Q8_0 rows of 896 (Qwen2 0.5B's n_embd): no whole strip-blocks of 256.
-  const std::pair<GgmlType, int64_t> kept[] = {{GgmlType::F32, 256},  {GgmlType::F16, 256},  {GgmlType::Q4_1, 256},
-                                               {GgmlType::Q5_0, 256}, {GgmlType::Q2_K, 256}, {GgmlType::Q3_K, 256},
-                                               {GgmlType::Q4_0, 896}, {GgmlType::Q8_0, 896}};
-  for (const auto& [t, n_in] : kept) {
-    INFO(ggml_type_name(t) << " n_in " << n_in);
-    const Matrix m = make_matrix(t, n_in, 16, 1);
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q2_K, GgmlType::Q3_K}) {
+    INFO(ggml_type_name(t));
+    const Matrix m = make_matrix(t, 256, 16, 1);
     const PreparedWeight p = prepare_weight(m.view());
     CHECK_FALSE(p.repacked());
     CHECK(p.owned_bytes() == 0);
@@ -197,7 +200,7 @@ TEST_CASE("strip kernels equal the scalar family on the original weights", "[mat
   const int tok_counts[] = {1, 2, 3, 4, 5, 8, 13, 37};
   for (GgmlType t : kStripTypes)
     // 4608 and 8192: rows split in K chunks when there are many tokens.
-    for (int64_t n_in : {256, 768, 2048, 4608, 8192})
+    for (int64_t n_in : lengths(t, {256, 768, 2048, 4608, 8192}))
       for (int64_t n_out : {1, 7, 16, 33}) {
         const Matrix m = make_matrix(t, n_in, n_out, uint64_t(n_in * 131 + n_out) ^ uint64_t(t));
         const PreparedWeight p = prepare_strips(m.view());

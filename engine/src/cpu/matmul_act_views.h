@@ -37,7 +37,8 @@ struct Act32 {
   const int8_t* qs[T];
   const float* dx[T];
   const float* sa[T];
-  Act32(const KernelArgs& a, int t0) {
+  int64_t n_blocks;  // blocks of 32 per row
+  Act32(const KernelArgs& a, int t0) : n_blocks(a.n_in / 32) {
     const X8_32Planes p = x8_32_planes(a.n_in);
     for (int t = 0; t < T; ++t) {
       const uint8_t* base = a.act + uint64_t(t0 + t) * a.act_stride;

@@ -178,62 +178,67 @@ void unpack_q6k(const uint8_t* in, int i, uint8_t* block) {
 
 // Block j's nibble planes are its qs as they are: qs[4q + c] holds element
 // 4q + c (low nibble) and 16 + 4q + c (high).
-void pack_q4_0(const uint8_t* const* rows, uint8_t* out) {
+void pack_q4_0(const uint8_t* const* rows, uint8_t* out, int nj) {
   for (int i = 0; i < kStripRows; ++i)
-    for (int j = 0; j < 8; ++j) {
+    for (int j = 0; j < nj; ++j) {
       const auto* b = rows[i] ? reinterpret_cast<const BlockQ4_0*>(rows[i]) + j : nullptr;
       if (b) std::memcpy(out + Q4_0Strip::kD + 32 * j + 2 * i, &b->d, 2);
       else std::memset(out + Q4_0Strip::kD + 32 * j + 2 * i, 0, 2);
-      for (int q = 0; q < 4; ++q) store32(out + Q4_0Strip::kQs + 64 * (4 * j + q) + 4 * i, b ? load32(b->qs + 4 * q) : 0);
+      for (int q = 0; q < 4; ++q) store32(out + Q4_0Strip::qs(nj) + 64 * (4 * j + q) + 4 * i, b ? load32(b->qs + 4 * q) : 0);
     }
 }
 
-void unpack_q4_0(const uint8_t* in, int i, uint8_t* blocks) {
-  for (int j = 0; j < 8; ++j) {
+void unpack_q4_0(const uint8_t* in, int i, uint8_t* blocks, int nj) {
+  for (int j = 0; j < nj; ++j) {
     BlockQ4_0 b;
     std::memcpy(&b.d, in + Q4_0Strip::kD + 32 * j + 2 * i, 2);
-    for (int q = 0; q < 4; ++q) store32(b.qs + 4 * q, load32(in + Q4_0Strip::kQs + 64 * (4 * j + q) + 4 * i));
+    for (int q = 0; q < 4; ++q) store32(b.qs + 4 * q, load32(in + Q4_0Strip::qs(nj) + 64 * (4 * j + q) + 4 * i));
     std::memcpy(blocks + j * sizeof b, &b, sizeof b);
   }
 }
 
 // Quads of block j as unsigned bytes q + 128 (a padding row: q = 0, d = 0).
-void pack_q8_0(const uint8_t* const* rows, uint8_t* out) {
+void pack_q8_0(const uint8_t* const* rows, uint8_t* out, int nj) {
   constexpr uint32_t kFlip = 0x80808080u;
   for (int i = 0; i < kStripRows; ++i)
-    for (int j = 0; j < 8; ++j) {
+    for (int j = 0; j < nj; ++j) {
       const auto* b = rows[i] ? reinterpret_cast<const BlockQ8_0*>(rows[i]) + j : nullptr;
       if (b) std::memcpy(out + Q8_0Strip::kD + 32 * j + 2 * i, &b->d, 2);
       else std::memset(out + Q8_0Strip::kD + 32 * j + 2 * i, 0, 2);
       for (int u = 0; u < 8; ++u)
-        store32(out + Q8_0Strip::kQs + 64 * (8 * j + u) + 4 * i, (b ? load32(reinterpret_cast<const uint8_t*>(b->qs) + 4 * u) : 0) ^ kFlip);
+        store32(out + Q8_0Strip::qs(nj) + 64 * (8 * j + u) + 4 * i, (b ? load32(reinterpret_cast<const uint8_t*>(b->qs) + 4 * u) : 0) ^ kFlip);
     }
 }
 
-void unpack_q8_0(const uint8_t* in, int i, uint8_t* blocks) {
-  for (int j = 0; j < 8; ++j) {
+void unpack_q8_0(const uint8_t* in, int i, uint8_t* blocks, int nj) {
+  for (int j = 0; j < nj; ++j) {
     BlockQ8_0 b;
     std::memcpy(&b.d, in + Q8_0Strip::kD + 32 * j + 2 * i, 2);
     for (int u = 0; u < 8; ++u)
-      store32(reinterpret_cast<uint8_t*>(b.qs) + 4 * u, load32(in + Q8_0Strip::kQs + 64 * (8 * j + u) + 4 * i) ^ 0x80808080u);
+      store32(reinterpret_cast<uint8_t*>(b.qs) + 4 * u, load32(in + Q8_0Strip::qs(nj) + 64 * (8 * j + u) + 4 * i) ^ 0x80808080u);
     std::memcpy(blocks + j * sizeof b, &b, sizeof b);
   }
 }
 
 // A strip-block is 256 elements of 16 rows: one GGUF block of the K-quants,
-// 8 of Q4_0 / Q8_0 (block_bytes: one row's share).
+// 8 of Q4_0 / Q8_0 (the last of a row possibly fewer: nj blocks). pack /
+// unpack take the strip-block's GGUF blocks of each row (nj of them).
 struct StripCodec {
-  uint64_t block_bytes;  // one row's GGUF block
-  void (*pack)(const uint8_t* const* rows, uint8_t* out);
-  void (*unpack)(const uint8_t* in, int i, uint8_t* block);
+  uint64_t gguf_block;  // bytes of one GGUF block
+  int sub;              // GGUF blocks per full strip-block
+  void (*pack)(const uint8_t* const* rows, uint8_t* out, int nj);
+  void (*unpack)(const uint8_t* in, int i, uint8_t* blocks, int nj);
 };
 
 const StripCodec* codec_of(GgmlType t) {
-  static const StripCodec q4{sizeof(BlockQ4_K), pack_q4k, unpack_q4k};
-  static const StripCodec q5{sizeof(BlockQ5_K), pack_q5k, unpack_q5k};
-  static const StripCodec q6{sizeof(BlockQ6_K), pack_q6k, unpack_q6k};
-  static const StripCodec q40{8 * sizeof(BlockQ4_0), pack_q4_0, unpack_q4_0};
-  static const StripCodec q80{8 * sizeof(BlockQ8_0), pack_q8_0, unpack_q8_0};
+  static const StripCodec q4{sizeof(BlockQ4_K), 1, [](const uint8_t* const* r, uint8_t* o, int) { pack_q4k(r, o); },
+                             [](const uint8_t* in, int i, uint8_t* b, int) { unpack_q4k(in, i, b); }};
+  static const StripCodec q5{sizeof(BlockQ5_K), 1, [](const uint8_t* const* r, uint8_t* o, int) { pack_q5k(r, o); },
+                             [](const uint8_t* in, int i, uint8_t* b, int) { unpack_q5k(in, i, b); }};
+  static const StripCodec q6{sizeof(BlockQ6_K), 1, [](const uint8_t* const* r, uint8_t* o, int) { pack_q6k(r, o); },
+                             [](const uint8_t* in, int i, uint8_t* b, int) { unpack_q6k(in, i, b); }};
+  static const StripCodec q40{sizeof(BlockQ4_0), 8, pack_q4_0, unpack_q4_0};
+  static const StripCodec q80{sizeof(BlockQ8_0), 8, pack_q8_0, unpack_q8_0};
   switch (t) {
     case GgmlType::Q4_K: return &q4;
     case GgmlType::Q5_K: return &q5;
@@ -254,8 +259,9 @@ uint64_t strip_bytes_of(const WeightView& w, int i) {
   const std::string what = "prepare_weights: weight " + std::to_string(i) + ": ";
   if (w.layout != WeightLayout::Gguf)
     throw Error(what + "already prepared (layout " + std::to_string(int(w.layout)) + ")");
-  if (w.n_in <= 0 || w.n_in % QK_K != 0)
-    throw Error(what + "n_in " + std::to_string(w.n_in) + " is not a positive multiple of " + std::to_string(QK_K));
+  const int64_t bs = ggml_type_info(w.type)->block_size;
+  if (w.n_in <= 0 || w.n_in % bs != 0)
+    throw Error(what + "n_in " + std::to_string(w.n_in) + " is not a positive multiple of " + std::to_string(bs));
   const uint64_t rb = gguf_row_bytes(w);
   if (w.row_bytes < rb)
     throw Error(what + "row_bytes " + std::to_string(w.row_bytes) + " is less than the " + std::to_string(rb) +
@@ -264,21 +270,33 @@ uint64_t strip_bytes_of(const WeightView& w, int i) {
   return rb * kStripRows * uint64_t((w.n_out + kStripRows - 1) / kStripRows);
 }
 
+// Strip-block b of a row of n_gguf GGUF blocks: its first GGUF block and how many it holds.
+struct StripBlock {
+  int64_t first;
+  int nj;
+};
+StripBlock strip_block(const StripCodec& c, int64_t n_gguf, int64_t b) {
+  const int64_t first = b * c.sub;
+  return {first, int(n_gguf - first < c.sub ? n_gguf - first : c.sub)};
+}
+
 // Writes the strips of w (GGUF rows) at dst.
 void pack_weight(const WeightView& w, uint8_t* dst, ThreadPool* pool) {
   const StripCodec* codec = codec_of(w.type);
   const uint64_t strip_bytes = gguf_row_bytes(w) * kStripRows;
-  const int64_t n_strips = (w.n_out + kStripRows - 1) / kStripRows, n_blocks = w.n_in / QK_K;
+  const int64_t n_gguf = w.n_in / ggml_type_info(w.type)->block_size;
+  const int64_t n_strips = (w.n_out + kStripRows - 1) / kStripRows, n_blocks = (n_gguf + codec->sub - 1) / codec->sub;
   const auto* src = static_cast<const uint8_t*>(w.data);
   auto pack_strips = [&](int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; ++s)
       for (int64_t b = 0; b < n_blocks; ++b) {
+        const StripBlock sb = strip_block(*codec, n_gguf, b);
         const uint8_t* rows[kStripRows];
         for (int i = 0; i < kStripRows; ++i) {
           const int64_t r = s * kStripRows + i;
-          rows[i] = r < w.n_out ? src + uint64_t(r) * w.row_bytes + uint64_t(b) * codec->block_bytes : nullptr;
+          rows[i] = r < w.n_out ? src + uint64_t(r) * w.row_bytes + uint64_t(sb.first) * codec->gguf_block : nullptr;
         }
-        codec->pack(rows, dst + uint64_t(s) * strip_bytes + uint64_t(b) * codec->block_bytes * kStripRows);
+        codec->pack(rows, dst + uint64_t(s) * strip_bytes + uint64_t(sb.first) * codec->gguf_block * kStripRows, sb.nj);
       }
   };
   if (pool) pool->parallel_for(n_strips, 8, [&](int64_t s0, int64_t s1, int) { pack_strips(s0, s1); });
@@ -300,9 +318,6 @@ std::vector<PreparedWeight> prepare_weights(const WeightView* ws, int n, ThreadP
       throw Error("prepare_weights: weight " + std::to_string(i) + ": already prepared (layout " +
                   std::to_string(int(ws[i].layout)) + ")");
     if (!strips || !codec_of(ws[i].type) || ws[i].n_out <= 0) continue;
-    // Rows of a 32-element type whose length is not a multiple of 256 (Qwen2
-    // 0.5B's 896) have no strip layout and stay as they are.
-    if (ggml_type_info(ws[i].type)->block_size < QK_K && ws[i].n_in % QK_K != 0) continue;
     offset[size_t(i)] = total;
     total += (strip_bytes_of(ws[i], i) + 63) / 64 * 64;
   }
@@ -342,10 +357,12 @@ void weight_row_gguf(const WeightView& w, int64_t r, uint8_t* out) {
   if (w.layout != WeightLayout::Strips16 || !codec)
     throw Error("weight_row_gguf: no strip layout for type " + ggml_type_name(w.type));
   const uint8_t* strip = src + uint64_t(r / kStripRows) * w.row_bytes * kStripRows;
-  const int64_t n_blocks = w.n_in / QK_K;
-  for (int64_t b = 0; b < n_blocks; ++b)
-    codec->unpack(strip + uint64_t(b) * codec->block_bytes * kStripRows, int(r % kStripRows),
-                  out + uint64_t(b) * codec->block_bytes);
+  const int64_t n_gguf = w.n_in / ggml_type_info(w.type)->block_size, n_blocks = (n_gguf + codec->sub - 1) / codec->sub;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const StripBlock sb = strip_block(*codec, n_gguf, b);
+    codec->unpack(strip + uint64_t(sb.first) * codec->gguf_block * kStripRows, int(r % kStripRows),
+                  out + uint64_t(sb.first) * codec->gguf_block, sb.nj);
+  }
 }
 
 }  // namespace fish

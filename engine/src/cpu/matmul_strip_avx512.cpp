@@ -212,16 +212,19 @@ struct Legacy32Strip {
 
   template <int T>
   static inline void block(const Consts& k, const uint8_t* sb, const Act32<T>& act, int64_t b, __m512 (&acc)[T]) {
+    const int nj = int(act.n_blocks - 8 * b < 8 ? act.n_blocks - 8 * b : 8);  // blocks in this strip-block
+    const uint8_t* qs = sb + Q4_0Strip::qs(nj);
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
+      if (j == nj) break;
       __m512i w[8];
       if constexpr (kQ8) {
 #pragma GCC unroll 8
-        for (int u = 0; u < 8; ++u) w[u] = load512(sb + Q8_0Strip::kQs + 64 * (8 * j + u));
+        for (int u = 0; u < 8; ++u) w[u] = load512(qs + 64 * (8 * j + u));
       } else {  // w[q]: elements 4q .. 4q + 3 (low nibbles), w[4 + q]: 16 + 4q .. (high)
 #pragma GCC unroll 4
         for (int q = 0; q < 4; ++q) {
-          const __m512i v = load512(sb + Q4_0Strip::kQs + 64 * (4 * j + q));
+          const __m512i v = load512(qs + 64 * (4 * j + q));
           w[q] = _mm512_and_si512(v, k.m0f);
           w[4 + q] = _mm512_and_si512(_mm512_srli_epi16(v, 4), k.m0f);
         }

@@ -81,7 +81,7 @@ template <template <class, int> class Tile, class Micro, int TT>
 void drive_strips(const KernelArgs& a) {
   constexpr uint64_t block_bytes = Micro::kBlockBytes;
   constexpr int64_t kChunkBytes = 192 << 10, kActL1Bytes = 20 << 10;
-  const int64_t n_blocks = a.n_in / QK_K;
+  const int64_t n_blocks = (a.n_in + QK_K - 1) / QK_K;  // Q4_0 / Q8_0: the last may be shorter
   const int64_t s0 = a.r0 / kStripRows, s1 = (a.r1 + kStripRows - 1) / kStripRows;
   int64_t chunk = s1 - s0, kb = n_blocks;
   if (a.n_tok > TT) {

@@ -211,22 +211,25 @@ struct Legacy32Strip {
   static inline void block(const Consts& k, const uint8_t* sb, const Act32<T>& act, int64_t b, int hf,
                            __m256 (&acc)[T]) {
     const uint64_t o = 32 * uint64_t(hf);
+    const int nj = int(act.n_blocks - 8 * b < 8 ? act.n_blocks - 8 * b : 8);  // blocks in this strip-block
+    const uint8_t* qs = sb + Q4_0Strip::qs(nj) + o;
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
+      if (j == nj) break;
       __m256i w[8], sgn[8];
       if constexpr (kQ8 && kVnni) {  // the stored q + 128 as they are
 #pragma GCC unroll 8
-        for (int u = 0; u < 8; ++u) w[u] = load256(sb + Q8_0Strip::kQs + 64 * (8 * j + u) + o);
+        for (int u = 0; u < 8; ++u) w[u] = load256(qs + 64 * (8 * j + u));
       } else if constexpr (kQ8) {
 #pragma GCC unroll 8
         for (int u = 0; u < 8; ++u) {
-          sgn[u] = _mm256_xor_si256(load256(sb + Q8_0Strip::kQs + 64 * (8 * j + u) + o), k.m80);
+          sgn[u] = _mm256_xor_si256(load256(qs + 64 * (8 * j + u)), k.m80);
           w[u] = _mm256_abs_epi8(sgn[u]);
         }
       } else {  // w[q]: elements 4q .. 4q + 3 (low nibbles), w[4 + q]: 16 + 4q .. (high)
 #pragma GCC unroll 4
         for (int q = 0; q < 4; ++q) {
-          const __m256i v = load256(sb + Q4_0Strip::kQs + 64 * (4 * j + q) + o);
+          const __m256i v = load256(qs + 64 * (4 * j + q));
           w[q] = _mm256_and_si256(v, k.m0f);
           w[4 + q] = _mm256_and_si256(_mm256_srli_epi16(v, 4), k.m0f);
         }

@@ -15,7 +15,7 @@
 // A strip is rows 16s .. 16s + 15 (missing rows are zero); it holds n_in / 256
 // strip-blocks back to back, strip-block b being the GGUF blocks b of its 16
 // rows, 16 * sizeof(block) bytes (Q4_0 / Q8_0: blocks 8b .. 8b + 7 of each
-// row, 16 * 8 * sizeof(block)). Row i of a strip is lane i (int32 lane or
+// row, 16 * 8 * sizeof(block), the last one possibly shorter). Row i of a strip is lane i (int32 lane or
 // f16/int8 element i) of every plane below. A "quad" is 4 consecutive
 // elements 4u .. 4u + 3 of a 256-block; byte 4i + c of a quad plane is
 // element 4u + c of row i.
@@ -71,7 +71,10 @@ struct Q6KStrip {
 static_assert(Q6KStrip::kQh + 16 * 64 == Q6KStrip::kBytes);
 
 // The 32-element block types take 8 GGUF blocks (256 elements) of each row
-// per strip-block; block j of the 8 is elements 32j .. 32j + 31.
+// per strip-block; block j of the 8 is elements 32j .. 32j + 31. Rows whose
+// length is not a multiple of 256 (Qwen2 0.5B's 896) end in a strip-block of
+// nj < 8 blocks, the same planes for its nj blocks (qs at 32 nj). Offsets
+// below for nj = 8.
 //
 // Q4_0 strip-block (2304 bytes = 16 * 8 * 18):
 //   [0, 256)      d: 8 planes of 32 bytes; plane j = f16 d of block j, row i at 2i
@@ -82,6 +85,7 @@ static_assert(Q6KStrip::kQh + 16 * 64 == Q6KStrip::kBytes);
 struct Q4_0Strip {
   static constexpr uint64_t kD = 0, kQs = 256;
   static constexpr uint64_t kBytes = kStripRows * 8 * sizeof(BlockQ4_0);
+  static constexpr uint64_t qs(int nj) { return 32 * uint64_t(nj); }  // qs of a strip-block of nj blocks
 };
 static_assert(Q4_0Strip::kQs + 32 * 64 == Q4_0Strip::kBytes);
 
@@ -93,6 +97,7 @@ static_assert(Q4_0Strip::kQs + 32 * 64 == Q4_0Strip::kBytes);
 struct Q8_0Strip {
   static constexpr uint64_t kD = 0, kQs = 256;
   static constexpr uint64_t kBytes = kStripRows * 8 * sizeof(BlockQ8_0);
+  static constexpr uint64_t qs(int nj) { return 32 * uint64_t(nj); }
 };
 static_assert(Q8_0Strip::kQs + 64 * 64 == Q8_0Strip::kBytes);
 
