@@ -39,7 +39,7 @@ TEST_CASE("perplexity matches reference/perplexity.tsv", "[e2e][perplexity]") {
   }
 }
 
-// Q4_0 / Q8_0 strips (rows of 256 and 768: the synthesised tiny Llama) have no
+// Q4_0 / Q8_0 strips (the synthesised tiny Llama, rows of 256 and 768) have no
 // llama.cpp reference here: the perplexity with strips is held to the one on
 // GGUF rows (measured 0.04-0.07% apart: f32 summation order and the int8
 // roundings it flips; bound 0.5%, the quantised tolerance above), and the

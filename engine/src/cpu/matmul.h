@@ -54,8 +54,7 @@ class PreparedWeight {
 
 // Prepares weights (GGUF layout) for the CPU matmul kernels, once at load.
 // With the AVX-512 VNNI or AVX2 family active, Q4_K, Q5_K, Q6_K, Q4_0 and Q8_0
-// matrices are repacked into 16-row strips (WeightLayout::Strips16; Q4_0 / Q8_0
-// rows only when n_in is a multiple of 256): one 64-byte load then carries
+// matrices are repacked into 16-row strips (WeightLayout::Strips16): one 64-byte load then carries
 // 4 quants of each of 16 rows, so the scales and mins of 16 rows are decoded
 // together and an n_tok = 1 product is bound by memory, not by unpacking
 // (prompt processing gains too). Results equal those of the original up to
