@@ -200,6 +200,9 @@ TEST_CASE("SIMD activation quantisers produce ggml's Q8 values bit for bit", "[m
         for (float v : dx) REQUIRE(v == fp16_to_fp32(r0[size_t(b)].d));
         int sum = 0;
         for (int j = 0; j < 32; ++j) sum += r0[size_t(b)].qs[j];
+        int32_t bs = 0;  // the strips' exact offset term
+        std::memcpy(&bs, simd.data() + planes.bs + 4 * b, 4);
+        REQUIRE(bs == sum);
         if (s) REQUIRE(sa == fp16_to_fp32(r1[size_t(b)].s));
         else REQUIRE(sa == fp16_to_fp32(r0[size_t(b)].d) * float(sum));
       }

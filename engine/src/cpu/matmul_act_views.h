@@ -30,13 +30,14 @@ struct ActS {
 };
 
 // The X8_32 planes of T activation rows starting at token t0 (the 32-element
-// block types: GGUF rows and Q4_0 / Q8_0 strips): qs, dx (block j's d at
-// dx[8j], repeated 8 times) and sa (d Σ qs of block j).
+// block types: GGUF rows and Q4_0 / Q5_0 / Q8_0 strips): qs, dx (block j's d
+// at dx[8j], repeated 8 times), sa (d Σ qs of block j) and bs (Σ qs).
 template <int T>
 struct Act32 {
   const int8_t* qs[T];
   const float* dx[T];
   const float* sa[T];
+  const int32_t* bs[T];
   int64_t n_blocks;  // blocks of 32 per row
   Act32(const KernelArgs& a, int t0) : n_blocks(a.n_in / 32) {
     const X8_32Planes p = x8_32_planes(a.n_in);
@@ -45,6 +46,7 @@ struct Act32 {
       qs[t] = reinterpret_cast<const int8_t*>(base);
       dx[t] = reinterpret_cast<const float*>(base + p.dx);
       sa[t] = reinterpret_cast<const float*>(base + p.sa);
+      bs[t] = reinterpret_cast<const int32_t*>(base + p.bs);
     }
   }
 };

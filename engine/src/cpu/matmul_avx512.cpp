@@ -42,6 +42,7 @@ void quantize_x8_32(const float* x, int64_t n, uint8_t* dst) {
   int8_t* qs = reinterpret_cast<int8_t*>(dst);
   float* dx = reinterpret_cast<float*>(dst + p.dx);
   float* sa = reinterpret_cast<float*>(dst + p.sa);
+  int32_t* bs = reinterpret_cast<int32_t*>(dst + p.bs);
   const int64_t nb = n / 32;
   for (int64_t b = 0; b < nb; ++b) {
     const __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
@@ -57,11 +58,13 @@ void quantize_x8_32(const float* x, int64_t n, uint8_t* dst) {
     const float dr = f16_round(d);
     _mm256_storeu_ps(dx + 8 * b, _mm256_set1_ps(dr));
     sa[b] = kS ? f16_round(float(sum) * d) : dr * float(sum);
+    bs[b] = sum;
   }
   // Zero the padding: kernels may read a half-used last pair of blocks.
   std::memset(qs + n, 0, p.dx - uint64_t(n));
   std::memset(reinterpret_cast<uint8_t*>(dx + 8 * nb), 0, p.sa - p.dx - uint64_t(nb) * 32);
-  std::memset(reinterpret_cast<uint8_t*>(sa + nb), 0, p.total - p.sa - uint64_t(nb) * 4);
+  std::memset(reinterpret_cast<uint8_t*>(sa + nb), 0, p.bs - p.sa - uint64_t(nb) * 4);
+  std::memset(reinterpret_cast<uint8_t*>(bs + nb), 0, p.total - p.bs - uint64_t(nb) * 4);
 }
 
 // Q8_K values per 256-block: the first element of largest magnitude, max,
@@ -161,6 +164,7 @@ const KernelFamily* family_avx512() {
     set(WType::Q5_K_S16, avx512::kernel_q5_k_s16, ActLayout::X8_KS);
     set(WType::Q6_K_S16, avx512::kernel_q6_k_s16, ActLayout::X8_KS);
     set(WType::Q4_0_S16, avx512::kernel_q4_0_s16, ActLayout::X8_32);
+    set(WType::Q5_0_S16, avx512::kernel_q5_0_s16, ActLayout::X8_32);
     set(WType::Q8_0_S16, avx512::kernel_q8_0_s16, ActLayout::X8_32);
     k.quantize = avx512::quantize;
     return k;

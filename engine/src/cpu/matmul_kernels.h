@@ -29,9 +29,10 @@ enum class ActLayout : int {
   Q8_K,    // ggml's BlockQ8_K row (scalar kernels of the K-quants)
   // SIMD layouts: the same int8 values as the ggml format (bit for bit), split
   // into planes so a kernel's loads are contiguous and aligned.
-  X8_32,   // qs int8 [n_in] | dx f32 [n_in/4] | sa f32 [n_in/32]: the values of
-           //   Q8_0; dx = each block's d (f16-rounded) repeated 8 times (one per
-           //   int32 lane of a 32-element dot), sa = d * Σ qs of the block
+  X8_32,   // qs int8 [n_in] | dx f32 [n_in/4] | sa f32 [n_in/32] | bs int32
+           //   [n_in/32]: the values of Q8_0; dx = each block's d (f16-rounded)
+           //   repeated 8 times (one per int32 lane of a 32-element dot), sa = d
+           //   * Σ qs of the block, bs = Σ qs (the strips' exact offset term)
   X8_32S,  // as X8_32 with the values of Q8_1: sa = the f16-rounded s of Q8_1
   X8_K,    // qs int8 [n_in] | d f32 [n_in/256] | sf f32 [n_in/16]: the values of
            //   Q8_K; sf = d * bsum of each 16-group
@@ -48,11 +49,11 @@ constexpr uint64_t pad64(uint64_t n) { return (n + 63) & ~uint64_t(63); }
 
 // Byte offsets of the planes of an X8_32 / X8_32S row of n elements.
 struct X8_32Planes {
-  uint64_t dx, sa, total;
+  uint64_t dx, sa, bs, total;
 };
 constexpr X8_32Planes x8_32_planes(int64_t n) {
   const uint64_t qs = pad64(uint64_t(n)), dx = pad64(uint64_t(n) / 32 * 8 * 4), sa = pad64(uint64_t(n) / 32 * 4);
-  return {qs, qs + dx, qs + dx + sa};
+  return {qs, qs + dx, qs + dx + sa, qs + dx + 2 * sa};
 }
 
 // Byte offsets of the planes of an X8_K row of n elements.
@@ -104,7 +105,7 @@ using QuantizeFn = void (*)(ActLayout l, const float* x, int64_t n_in, uint8_t* 
 // Indices of the weight types fish multiplies with (dense, for the tables).
 // *_S16: the 16-row strips of prepare_weight (WeightLayout::Strips16).
 enum class WType : int {
-  F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_K_S16, Q5_K_S16, Q6_K_S16, Q4_0_S16, Q8_0_S16,
+  F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_K_S16, Q5_K_S16, Q6_K_S16, Q4_0_S16, Q5_0_S16, Q8_0_S16,
   FQ3,  // fish's re-quantised device layout: scalar reference kernel only (CPU checks of device kernels)
   Count
 };

@@ -192,20 +192,21 @@ struct Q6Strip {
   }
 };
 
-// Q4_0 and Q8_0: a strip-block is 8 blocks of 32. Block j: s = Σ quant · a
-// over its 32 elements (vpdpbusd; Q4_0's nibbles as they are, Q8_0's bytes
-// stored as q + 128), then y += d_w (d_a s - off · d_a Σ a), off = 8 / 128:
-// X8_32's sa plane is d_a Σ a, so the offset costs one FMA per block, not a
-// subtraction per quant.
+// Q4_0, Q5_0 and Q8_0: a strip-block is 8 blocks of 32. Block j: s = Σ
+// quant · a over its 32 elements (vpdpbusd; Q4_0's nibbles as they are,
+// Q5_0's with their 5th bits merged in as Q5_K's, Q8_0's bytes stored as q +
+// 128) from s = -off · Σ a (X8_32's bs plane; off = 8 / 16 / 128), so s is
+// the exact integer Σ (quant - off) · a, then y += d_w d_a s.
 struct Q40Consts {
-  __m512i m0f = _mm512_set1_epi8(0x0F);
+  __m512i m0f = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
 };
 
-template <bool kQ8>
+template <Strip32 kT>
 struct Legacy32Strip {
-  static constexpr uint64_t kBlockBytes = kQ8 ? Q8_0Strip::kBytes : Q4_0Strip::kBytes;
+  static constexpr bool kQ8 = kT == Strip32::Q8_0, kQ5 = kT == Strip32::Q5_0;
+  static constexpr uint64_t kBlockBytes = kQ8 ? Q8_0Strip::kBytes : kQ5 ? Q5_0Strip::kBytes : Q4_0Strip::kBytes;
   static constexpr double kActBytes = kAct32Bytes;
-  static constexpr float kOff = kQ8 ? 128.0f : 8.0f;
+  static constexpr int32_t kOff = kQ8 ? 128 : kQ5 ? 16 : 8;
   template <int T>
   using Act = Act32<T>;
   using Consts = Q40Consts;
@@ -228,21 +229,31 @@ struct Legacy32Strip {
           w[q] = _mm512_and_si512(v, k.m0f);
           w[4 + q] = _mm512_and_si512(_mm512_srli_epi16(v, 4), k.m0f);
         }
+        if constexpr (kQ5) {  // bits 2q / 2q + 1: quad q's 5th bits (low / high nibbles)
+          const __m512i h = load512(sb + Q5_0Strip::qh(nj) + 64 * j);
+          w[0] = and_or(bit4_from<4>(h), k.m10, w[0]);
+          w[1] = and_or(bit4_from<2>(h), k.m10, w[1]);
+          w[2] = and_or(h, k.m10, w[2]);
+          w[3] = and_or(bit4_from<-2>(h), k.m10, w[3]);
+          w[4] = and_or(bit4_from<3>(h), k.m10, w[4]);
+          w[5] = and_or(bit4_from<1>(h), k.m10, w[5]);
+          w[6] = and_or(bit4_from<-1>(h), k.m10, w[6]);
+          w[7] = and_or(bit4_from<-3>(h), k.m10, w[7]);
+        }
       }
       const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + Q4_0Strip::kD + 32 * j)));
       const int64_t blk = 8 * b + j;
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         const int8_t* aq = act.qs[t] + 32 * blk;
-        __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], bcast32(aq));
+        __m512i s0 = _mm512_dpbusd_epi32(_mm512_set1_epi32(-kOff * act.bs[t][blk]), w[0], bcast32(aq));
         __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[4], bcast32(aq + 16));
 #pragma GCC unroll 3
         for (int u = 1; u < 4; ++u) {
           s0 = _mm512_dpbusd_epi32(s0, w[u], bcast32(aq + 4 * u));
           s1 = _mm512_dpbusd_epi32(s1, w[4 + u], bcast32(aq + 16 + 4 * u));
         }
-        const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), _mm512_set1_ps(act.dx[t][8 * blk]),
-                                         _mm512_set1_ps(-kOff * act.sa[t][blk]));
+        const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), _mm512_set1_ps(act.dx[t][8 * blk]));
         acc[t] = _mm512_fmadd_ps(f, dw, acc[t]);
       }
     }
@@ -283,8 +294,9 @@ struct StripTile {
 void kernel_q4_k_s16(const KernelArgs& a) { drive_strips<StripTile, Q45Strip<false>, kTokTileS>(a); }
 void kernel_q5_k_s16(const KernelArgs& a) { drive_strips<StripTile, Q45Strip<true>, kTokTileS>(a); }
 void kernel_q6_k_s16(const KernelArgs& a) { drive_strips<StripTile, Q6Strip, kTokTileS>(a); }
-void kernel_q4_0_s16(const KernelArgs& a) { drive_strips<StripTile, Legacy32Strip<false>, kTokTileS>(a); }
-void kernel_q8_0_s16(const KernelArgs& a) { drive_strips<StripTile, Legacy32Strip<true>, kTokTileS>(a); }
+void kernel_q4_0_s16(const KernelArgs& a) { drive_strips<StripTile, Legacy32Strip<Strip32::Q4_0>, kTokTileS>(a); }
+void kernel_q5_0_s16(const KernelArgs& a) { drive_strips<StripTile, Legacy32Strip<Strip32::Q5_0>, kTokTileS>(a); }
+void kernel_q8_0_s16(const KernelArgs& a) { drive_strips<StripTile, Legacy32Strip<Strip32::Q8_0>, kTokTileS>(a); }
 
 }  // namespace fish::mm::avx512
 #endif

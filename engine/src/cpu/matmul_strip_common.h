@@ -14,8 +14,8 @@
 namespace fish::mm {
 namespace {
 
-// Activation bytes per 256 elements and token: X8_KS (qs, d, bs32, nb16), X8_32 (qs, dx, sa).
-constexpr double kActSBytes = QK_K + 4.0 + 16.0 + 64.0, kAct32Bytes = QK_K + 256.0 + 32.0;
+// Activation bytes per 256 elements and token: X8_KS (qs, d, bs32, nb16), X8_32 (qs, dx, sa, bs).
+constexpr double kActSBytes = QK_K + 4.0 + 16.0 + 64.0, kAct32Bytes = QK_K + 256.0 + 32.0 + 32.0;
 
 // A vpshufb control of kBytes (32 or 64) that applies one byte pattern to
 // every dword: byte c of the result dword takes byte (pattern >> 8c) & 3 of

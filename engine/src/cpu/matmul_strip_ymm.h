@@ -192,18 +192,19 @@ struct Q6Strip {
   }
 };
 
-// Q4_0 and Q8_0 (8 blocks of 32 per strip-block), as the AVX-512 kernels:
-// y += d_w (d_a s - off · d_a Σ a). With AVX-VNNI both take vpdpbusd on the
-// stored unsigned quants (Q8_0's q + 128). Without: Q4_0's nibbles (<= 15)
-// go through vpmaddubsw and all 8 quads of a block add up in int16 (8 ·
-// 3810); Q8_0's quants are flipped back to signed, vpmaddubsw takes |q|
+// Q4_0, Q5_0 and Q8_0 (8 blocks of 32 per strip-block), as the AVX-512
+// kernels: s = Σ quant · a - off · Σ a (exact), y += d_w d_a s. With AVX-VNNI all take vpdpbusd
+// on the stored unsigned quants (Q8_0's q + 128). Without: Q4_0's nibbles (<=
+// 15) go through vpmaddubsw and all 8 quads of a block add up in int16 (8 ·
+// 3810), Q5_0's (<= 31) 4 quads at a time (4 · 7874); Q8_0's quants are flipped back to signed, vpmaddubsw takes |q|
 // against a with q's sign (vpsignb), one vpmaddwd per quad (two quads' pairs
 // could reach 2 · 32258), and there is no offset.
-template <bool kQ8>
+template <Strip32 kT>
 struct Legacy32Strip {
-  static constexpr uint64_t kBlockBytes = kQ8 ? Q8_0Strip::kBytes : Q4_0Strip::kBytes;
+  static constexpr bool kQ8 = kT == Strip32::Q8_0, kQ5 = kT == Strip32::Q5_0;
+  static constexpr uint64_t kBlockBytes = kQ8 ? Q8_0Strip::kBytes : kQ5 ? Q5_0Strip::kBytes : Q4_0Strip::kBytes;
   static constexpr double kActBytes = kAct32Bytes;
-  static constexpr float kOff = kQ8 ? (kVnni ? 128.0f : 0.0f) : 8.0f;  // Q8_0 without VNNI: signed products
+  static constexpr int32_t kOff = kQ8 ? (kVnni ? 128 : 0) : kQ5 ? 16 : 8;  // Q8_0 without VNNI: signed products
   template <int T>
   using Act = Act32<T>;
 
@@ -233,6 +234,17 @@ struct Legacy32Strip {
           w[q] = _mm256_and_si256(v, k.m0f);
           w[4 + q] = _mm256_and_si256(_mm256_srli_epi16(v, 4), k.m0f);
         }
+        if constexpr (kQ5) {  // bits 2q / 2q + 1: quad q's 5th bits (low / high nibbles)
+          const __m256i h = load256(sb + Q5_0Strip::qh(nj) + 64 * j + o);
+          w[0] = and_or(bit4_from<4>(h), k.m10, w[0]);
+          w[1] = and_or(bit4_from<2>(h), k.m10, w[1]);
+          w[2] = and_or(h, k.m10, w[2]);
+          w[3] = and_or(bit4_from<-2>(h), k.m10, w[3]);
+          w[4] = and_or(bit4_from<3>(h), k.m10, w[4]);
+          w[5] = and_or(bit4_from<1>(h), k.m10, w[5]);
+          w[6] = and_or(bit4_from<-1>(h), k.m10, w[6]);
+          w[7] = and_or(bit4_from<-3>(h), k.m10, w[7]);
+        }
       }
       const __m256 dw = load_f16x8(sb + Q4_0Strip::kD + 32 * j + 16 * hf);
       const int64_t blk = 8 * b + j;
@@ -254,6 +266,12 @@ struct Legacy32Strip {
           for (int u = 1; u < 8; ++u)
             s = _mm256_add_epi32(
                 s, _mm256_madd_epi16(_mm256_maddubs_epi16(w[u], _mm256_sign_epi8(bcast32(aq + 4 * u), sgn[u])), k.ones));
+        } else if constexpr (kQ5) {
+          __m256i lo = dot16(w[0], aq), hi = dot16(w[4], aq + 16);
+#pragma GCC unroll 3
+          for (int u = 1; u < 4; ++u)
+            lo = _mm256_add_epi16(lo, dot16(w[u], aq + 4 * u)), hi = _mm256_add_epi16(hi, dot16(w[4 + u], aq + 16 + 4 * u));
+          s = _mm256_add_epi32(_mm256_madd_epi16(lo, k.ones), _mm256_madd_epi16(hi, k.ones));
         } else {
           __m256i s16 = _mm256_add_epi16(dot16(w[0], aq), dot16(w[4], aq + 16));
 #pragma GCC unroll 3
@@ -261,9 +279,8 @@ struct Legacy32Strip {
           s = _mm256_madd_epi16(s16, k.ones);
         }
 #endif
-        const __m256 da = _mm256_set1_ps(act.dx[t][8 * blk]);
-        const __m256 f = kQ8 && !kVnni ? _mm256_mul_ps(_mm256_cvtepi32_ps(s), da)
-                             : _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), da, _mm256_set1_ps(-kOff * act.sa[t][blk]));
+        if constexpr (kOff != 0) s = _mm256_add_epi32(s, _mm256_set1_epi32(-kOff * act.bs[t][blk]));
+        const __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(act.dx[t][8 * blk]));
         acc[t] = _mm256_fmadd_ps(f, dw, acc[t]);
       }
     }

@@ -1,4 +1,4 @@
-// The 16-row strip layout of prepared Q4_K / Q5_K / Q6_K / Q4_0 / Q8_0 weights (WeightLayout::Strips16,
+// The 16-row strip layout of prepared Q4_K / Q5_K / Q6_K / Q4_0 / Q5_0 / Q8_0 weights (WeightLayout::Strips16,
 // made by prepare_weight). Plain data with internal linkage: shared by the
 // repack (baseline), the scalar fallback and the AVX-512 kernels (see the ODR
 // caution in matmul_kernels.h).
@@ -15,7 +15,7 @@
 // A strip is rows 16s .. 16s + 15 (missing rows are zero); it holds n_in / 256
 // strip-blocks back to back, strip-block b being the GGUF blocks b of its 16
 // rows, 16 * sizeof(block) bytes (Q4_0 / Q8_0: blocks 8b .. 8b + 7 of each
-// row, 16 * 8 * sizeof(block), the last one possibly shorter). Row i of a strip is lane i (int32 lane or
+// row, 16 * 8 * sizeof(block), the last one possibly shorter; Q5_0 too). Row i of a strip is lane i (int32 lane or
 // f16/int8 element i) of every plane below. A "quad" is 4 consecutive
 // elements 4u .. 4u + 3 of a 256-block; byte 4i + c of a quad plane is
 // element 4u + c of row i.
@@ -88,6 +88,22 @@ struct Q4_0Strip {
   static constexpr uint64_t qs(int nj) { return 32 * uint64_t(nj); }  // qs of a strip-block of nj blocks
 };
 static_assert(Q4_0Strip::kQs + 32 * 64 == Q4_0Strip::kBytes);
+
+// Q5_0 strip-block (2816 bytes = 16 * 8 * 22): Q4_0's planes (the low 4
+// bits), then
+//   [2304, 2816)  qh: 8 planes of 64 bytes; plane j: byte 4i + c holds the
+//                 5th bit of element 32j + 4q + c of row i at bit 2q and of
+//                 element 32j + 16 + 4q + c at bit 2q + 1 (Q5_K's qh planes)
+struct Q5_0Strip {
+  static constexpr uint64_t kD = 0, kQs = 256, kQh = 2304;
+  static constexpr uint64_t kBytes = kStripRows * 8 * sizeof(BlockQ5_0);
+  static constexpr uint64_t qs(int nj) { return 32 * uint64_t(nj); }
+  static constexpr uint64_t qh(int nj) { return 288 * uint64_t(nj); }
+};
+static_assert(Q5_0Strip::kQh + 8 * 64 == Q5_0Strip::kBytes && Q5_0Strip::qh(8) == Q5_0Strip::kQh);
+
+// The 32-element types with strips (the kernels' template argument).
+enum class Strip32 { Q4_0, Q5_0, Q8_0 };
 
 // Q8_0 strip-block (4352 bytes = 16 * 8 * 34):
 //   [0, 256)      d: as Q4_0's
