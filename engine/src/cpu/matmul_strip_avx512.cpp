@@ -69,6 +69,19 @@ inline __m512i bit4_from(__m512i h) {
   else return h;
 }
 
+// The 5th bits of a qh plane (Q5_K's layout, also Q5_0's) OR-ed in at bit 4
+// of the 4 low-nibble quads lo (bits 2q) and the 4 high-nibble quads hi (bits 2q + 1).
+inline void merge_bit4(__m512i h, __m512i m10, __m512i* lo, __m512i* hi) {
+  lo[0] = and_or(bit4_from<4>(h), m10, lo[0]);
+  lo[1] = and_or(bit4_from<2>(h), m10, lo[1]);
+  lo[2] = and_or(h, m10, lo[2]);
+  lo[3] = and_or(bit4_from<-2>(h), m10, lo[3]);
+  hi[0] = and_or(bit4_from<3>(h), m10, hi[0]);
+  hi[1] = and_or(bit4_from<1>(h), m10, hi[1]);
+  hi[2] = and_or(bit4_from<-1>(h), m10, hi[2]);
+  hi[3] = and_or(bit4_from<-3>(h), m10, hi[3]);
+}
+
 // Q4_K, and with kQ5 Q5_K (the same planes and arithmetic, quants of 5 bits).
 template <bool kQ5>
 struct Q45Strip {
@@ -102,15 +115,7 @@ struct Q45Strip {
         hi[q] = _mm512_and_si512(_mm512_srli_epi16(w, 4), k.m0f);
       }
       if constexpr (kQ5) {  // bits 2q / 2q + 1 of the plane: quad q's 5th bits (low / high nibbles)
-        const __m512i h = load512(sb + Q5KStrip::kQh + 64 * j);
-        lo[0] = and_or(bit4_from<4>(h), k.m10, lo[0]);
-        lo[1] = and_or(bit4_from<2>(h), k.m10, lo[1]);
-        lo[2] = and_or(h, k.m10, lo[2]);
-        lo[3] = and_or(bit4_from<-2>(h), k.m10, lo[3]);
-        hi[0] = and_or(bit4_from<3>(h), k.m10, hi[0]);
-        hi[1] = and_or(bit4_from<1>(h), k.m10, hi[1]);
-        hi[2] = and_or(bit4_from<-1>(h), k.m10, hi[2]);
-        hi[3] = and_or(bit4_from<-3>(h), k.m10, hi[3]);
+        merge_bit4(load512(sb + Q5KStrip::kQh + 64 * j), k.m10, lo, hi);
       }
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
@@ -230,15 +235,7 @@ struct Legacy32Strip {
           w[4 + q] = _mm512_and_si512(_mm512_srli_epi16(v, 4), k.m0f);
         }
         if constexpr (kQ5) {  // bits 2q / 2q + 1: quad q's 5th bits (low / high nibbles)
-          const __m512i h = load512(sb + Q5_0Strip::qh(nj) + 64 * j);
-          w[0] = and_or(bit4_from<4>(h), k.m10, w[0]);
-          w[1] = and_or(bit4_from<2>(h), k.m10, w[1]);
-          w[2] = and_or(h, k.m10, w[2]);
-          w[3] = and_or(bit4_from<-2>(h), k.m10, w[3]);
-          w[4] = and_or(bit4_from<3>(h), k.m10, w[4]);
-          w[5] = and_or(bit4_from<1>(h), k.m10, w[5]);
-          w[6] = and_or(bit4_from<-1>(h), k.m10, w[6]);
-          w[7] = and_or(bit4_from<-3>(h), k.m10, w[7]);
+          merge_bit4(load512(sb + Q5_0Strip::qh(nj) + 64 * j), k.m10, w, w + 4);
         }
       }
       const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + Q4_0Strip::kD + 32 * j)));

@@ -66,6 +66,19 @@ inline __m256i bit4_from(__m256i h) {
   else return h;
 }
 
+// The 5th bits of a qh plane (Q5_K's layout, also Q5_0's) OR-ed in at bit 4
+// of the 4 low-nibble quads lo (bits 2q) and the 4 high-nibble quads hi (bits 2q + 1).
+inline void merge_bit4(__m256i h, __m256i m10, __m256i* lo, __m256i* hi) {
+  lo[0] = and_or(bit4_from<4>(h), m10, lo[0]);
+  lo[1] = and_or(bit4_from<2>(h), m10, lo[1]);
+  lo[2] = and_or(h, m10, lo[2]);
+  lo[3] = and_or(bit4_from<-2>(h), m10, lo[3]);
+  hi[0] = and_or(bit4_from<3>(h), m10, hi[0]);
+  hi[1] = and_or(bit4_from<1>(h), m10, hi[1]);
+  hi[2] = and_or(bit4_from<-1>(h), m10, hi[2]);
+  hi[3] = and_or(bit4_from<-3>(h), m10, hi[3]);
+}
+
 struct Consts {
   __m256i m0f = _mm256_set1_epi8(0x0F), m3f = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
   __m256i m10 = _mm256_set1_epi8(0x10), ones = _mm256_set1_epi16(1), m80 = _mm256_set1_epi8(char(0x80));
@@ -107,15 +120,7 @@ struct Q45Strip {
         hi[q] = _mm256_and_si256(_mm256_srli_epi16(w, 4), k.m0f);
       }
       if constexpr (kQ5) {  // bits 2q / 2q + 1 of the plane: quad q's 5th bits (low / high nibbles)
-        const __m256i h = load256(sb + Q5KStrip::kQh + 64 * j + o);
-        lo[0] = and_or(bit4_from<4>(h), k.m10, lo[0]);
-        lo[1] = and_or(bit4_from<2>(h), k.m10, lo[1]);
-        lo[2] = and_or(h, k.m10, lo[2]);
-        lo[3] = and_or(bit4_from<-2>(h), k.m10, lo[3]);
-        hi[0] = and_or(bit4_from<3>(h), k.m10, hi[0]);
-        hi[1] = and_or(bit4_from<1>(h), k.m10, hi[1]);
-        hi[2] = and_or(bit4_from<-1>(h), k.m10, hi[2]);
-        hi[3] = and_or(bit4_from<-3>(h), k.m10, hi[3]);
+        merge_bit4(load256(sb + Q5KStrip::kQh + 64 * j + o), k.m10, lo, hi);
       }
       for (int t = 0; t < T; ++t) {
         const int8_t* aq = act.qs[t] + b * QK_K + 32 * j;
@@ -235,15 +240,7 @@ struct Legacy32Strip {
           w[4 + q] = _mm256_and_si256(_mm256_srli_epi16(v, 4), k.m0f);
         }
         if constexpr (kQ5) {  // bits 2q / 2q + 1: quad q's 5th bits (low / high nibbles)
-          const __m256i h = load256(sb + Q5_0Strip::qh(nj) + 64 * j + o);
-          w[0] = and_or(bit4_from<4>(h), k.m10, w[0]);
-          w[1] = and_or(bit4_from<2>(h), k.m10, w[1]);
-          w[2] = and_or(h, k.m10, w[2]);
-          w[3] = and_or(bit4_from<-2>(h), k.m10, w[3]);
-          w[4] = and_or(bit4_from<3>(h), k.m10, w[4]);
-          w[5] = and_or(bit4_from<1>(h), k.m10, w[5]);
-          w[6] = and_or(bit4_from<-1>(h), k.m10, w[6]);
-          w[7] = and_or(bit4_from<-3>(h), k.m10, w[7]);
+          merge_bit4(load256(sb + Q5_0Strip::qh(nj) + 64 * j + o), k.m10, w, w + 4);
         }
       }
       const __m256 dw = load_f16x8(sb + Q4_0Strip::kD + 32 * j + 16 * hf);
