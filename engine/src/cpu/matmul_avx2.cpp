@@ -53,7 +53,11 @@ void quantize_x8_32(const float* x, int64_t n, uint8_t* dst) {
     const float d = hmax8(vmax) / 127.0f;
     const __m256 vid = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
     __m256i q[4];
-    for (int k = 0; k < 4; ++k) q[k] = _mm256_cvttps_epi32(round_half_away(_mm256_mul_ps(v[k], vid)));
+    // Within [-127, 127] (a no-op for finite x; a NaN would make bs, the strips' offset term, overflow).
+    for (int k = 0; k < 4; ++k)
+      q[k] = _mm256_max_epi32(_mm256_min_epi32(_mm256_cvttps_epi32(round_half_away(_mm256_mul_ps(v[k], vid))),
+                                               _mm256_set1_epi32(127)),
+                              _mm256_set1_epi32(-127));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + 32 * b), pack32(q[0], q[1], q[2], q[3]));
     const int sum = hsum8_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
     const float dr = f16_round(d);

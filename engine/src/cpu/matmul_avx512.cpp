@@ -50,8 +50,9 @@ void quantize_x8_32(const float* x, int64_t n, uint8_t* dst) {
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     const __m512 vid = _mm512_set1_ps(id);
-    const __m512i q0 = _mm512_cvttps_epi32(round_half_away(_mm512_mul_ps(v0, vid)));
-    const __m512i q1 = _mm512_cvttps_epi32(round_half_away(_mm512_mul_ps(v1, vid)));
+    // clamp127: a NaN would make the block sum (bs, the strips' offset term) overflow.
+    const __m512i q0 = clamp127(_mm512_cvttps_epi32(round_half_away(_mm512_mul_ps(v0, vid))));
+    const __m512i q1 = clamp127(_mm512_cvttps_epi32(round_half_away(_mm512_mul_ps(v1, vid))));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 32 * b), _mm512_cvtepi32_epi8(q0));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 32 * b + 16), _mm512_cvtepi32_epi8(q1));
     const int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
