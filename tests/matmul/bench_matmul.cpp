@@ -37,7 +37,7 @@ bool g_cpu_time = false;
 bool g_warm = false;
 bool g_best = false;  // --best: the fastest repetition instead of the median
 bool g_pin = false;   // --pin: pool thread i on CPU i (keeps the scheduler from stacking them)
-bool g_prepared = false;  // --prepared: weights through prepare_weight (16-row strips for Q4_K / Q5_K / Q6_K / Q4_0 / Q5_0 / Q8_0)
+bool g_prepared = false;  // --prepared: weights through prepare_weight (16-row strips for Q4_K / Q5_K / Q6_K and the 32-element types)
 
 void pin_threads(ThreadPool& pool) {
   pool.run([](int ith, int) {

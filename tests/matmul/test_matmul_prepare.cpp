@@ -1,4 +1,4 @@
-// prepare_weight (16-row strips of Q4_K / Q5_K / Q6_K / Q4_0 / Q5_0 / Q8_0) and the strip kernels:
+// prepare_weight (16-row strips of Q4_K / Q5_K / Q6_K and the 32-element types) and the strip kernels:
 //  * the repack is an exact byte permutation: every row comes back as its
 //    GGUF bytes (weight_row_gguf), and padding rows of the last strip are zero;
 //  * the scalar family on a prepared weight equals the scalar family on the
@@ -94,13 +94,14 @@ PreparedWeight prepare_strips(const WeightView& w, ThreadPool* pool = nullptr) {
   return prepare_weight(w, pool);
 }
 
-const GgmlType kStripTypes[] = {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0};
+const GgmlType kStripTypes[] = {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q4_0,
+                                GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0};
 
 // Row lengths per type: `base`, and for the 32-element types also lengths
 // whose last strip-block holds fewer than 8 blocks (32, 96 = 3 blocks, Qwen2
 // 0.5B's 896 = 3.5 strip-blocks).
 std::vector<int64_t> lengths(GgmlType t, std::vector<int64_t> base) {
-  if (t == GgmlType::Q4_0 || t == GgmlType::Q5_0 || t == GgmlType::Q8_0) base.insert(base.end(), {32, 96, 896});
+  if (ggml_type_info(t)->block_size == 32) base.insert(base.end(), {32, 96, 896});
   return base;
 }
 
@@ -145,7 +146,7 @@ TEST_CASE("prepare_weight: strips hold every row's GGUF bytes", "[matmul][prepar
 TEST_CASE("prepare_weights: one allocation for several weights, each as if prepared alone", "[matmul][prepare]") {
   if (!have_strips()) FISH_SKIP(kNoStrips);
   ThreadPool pool(2);
-  const Matrix q4 = make_matrix(GgmlType::Q4_K, 512, 37, 1), q8 = make_matrix(GgmlType::Q4_1, 512, 20, 2),
+  const Matrix q4 = make_matrix(GgmlType::Q4_K, 512, 37, 1), q8 = make_matrix(GgmlType::Q3_K, 512, 20, 2),
                q6 = make_matrix(GgmlType::Q6_K, 512, 16, 3);
   const WeightView ws[3] = {q4.view(), q8.view(), q6.view()};
   PreparedWeight kept;
@@ -178,7 +179,7 @@ TEST_CASE("prepare_weights: one allocation for several weights, each as if prepa
 }
 
 TEST_CASE("prepare_weight: other types, families and empty weights are left as they are", "[matmul][prepare]") {
-  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_1, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K}) {
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q2_K, GgmlType::Q3_K}) {
     INFO(ggml_type_name(t));
     const Matrix m = make_matrix(t, 256, 16, 1);
     const PreparedWeight p = prepare_weight(m.view());

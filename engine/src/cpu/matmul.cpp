@@ -38,7 +38,9 @@ bool wtype_of(GgmlType t, WeightLayout layout, WType* out) {
     else if (t == GgmlType::Q5_K) *out = WType::Q5_K_S16;
     else if (t == GgmlType::Q6_K) *out = WType::Q6_K_S16;
     else if (t == GgmlType::Q4_0) *out = WType::Q4_0_S16;
+    else if (t == GgmlType::Q4_1) *out = WType::Q4_1_S16;
     else if (t == GgmlType::Q5_0) *out = WType::Q5_0_S16;
+    else if (t == GgmlType::Q5_1) *out = WType::Q5_1_S16;
     else if (t == GgmlType::Q8_0) *out = WType::Q8_0_S16;
     else return false;
     return true;
@@ -157,7 +159,7 @@ Resolved resolve(const KernelFamily& fam, const WeightView& w, const char* what)
   if (!wtype_of(w.type, w.layout, &r.wt)) {
     if (w.layout == WeightLayout::Strips16)
       throw Error(std::string(what) + ": weight type " + ggml_type_name(w.type) +
-                  " has no 16-row strip layout (strips: Q4_K, Q5_K, Q6_K, Q4_0, Q5_0, Q8_0)");
+                  " has no 16-row strip layout (strips: Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0)");
     throw Error(std::string(what) + ": weight type " + ggml_type_name(w.type) +
                 " is not supported (supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, "
                 "Q5_K, Q6_K, FQ3)");
@@ -392,7 +394,7 @@ mm::KernelEntry mm::resolve_kernel(const KernelFamily& fam, const WeightView& w,
 bool mm::active_family_has_strips() {
   const KernelFamily& f = active_family();
   if (&f == mm::family_scalar()) return false;
-  for (WType t : {WType::Q4_K_S16, WType::Q5_K_S16, WType::Q6_K_S16, WType::Q4_0_S16, WType::Q5_0_S16, WType::Q8_0_S16})
+  for (WType t : {WType::Q4_K_S16, WType::Q5_K_S16, WType::Q6_K_S16, WType::Q4_0_S16, WType::Q4_1_S16, WType::Q5_0_S16, WType::Q5_1_S16, WType::Q8_0_S16})
     if (!f.entry[int(t)].fn) return false;
   return true;
 }

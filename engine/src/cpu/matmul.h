@@ -17,7 +17,7 @@ class ThreadPool;
 // How the bytes of a weight are arranged.
 enum class WeightLayout : uint8_t {
   Gguf,     // GGUF rows: row r at data + r * row_bytes
-  Strips16, // prepare_weight's repack (Q4_K, Q5_K, Q6_K, Q4_0, Q5_0, Q8_0): groups of 16 rows whose
+  Strips16, // prepare_weight's repack (Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): groups of 16 rows whose
             // blocks are interleaved, same bytes per row as GGUF (row_bytes is
             // the exact GGUF row size; a strip is 16 * row_bytes, the last one
             // padded with zero rows). See cpu/matmul_strips.h.
@@ -53,7 +53,7 @@ class PreparedWeight {
 };
 
 // Prepares weights (GGUF layout) for the CPU matmul kernels, once at load.
-// With the AVX-512 VNNI or AVX2 family active, Q4_K, Q5_K, Q6_K, Q4_0, Q5_0 and Q8_0
+// With the AVX-512 VNNI or AVX2 family active, Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0
 // matrices are repacked into 16-row strips (WeightLayout::Strips16): one 64-byte load then carries
 // 4 quants of each of 16 rows, so the scales and mins of 16 rows are decoded
 // together and an n_tok = 1 product is bound by memory, not by unpacking

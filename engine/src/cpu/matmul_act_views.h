@@ -30,7 +30,7 @@ struct ActS {
 };
 
 // The X8_32 planes of T activation rows starting at token t0 (the 32-element
-// block types: GGUF rows and Q4_0 / Q5_0 / Q8_0 strips): qs, dx (block j's d
+// block types, GGUF rows and strips; X8_32S the same planes): qs, dx (block j's d
 // at dx[8j], repeated 8 times), sa (d Σ qs of block j) and bs (Σ qs).
 template <int T>
 struct Act32 {

@@ -165,7 +165,9 @@ const KernelFamily* family_avx512() {
     set(WType::Q5_K_S16, avx512::kernel_q5_k_s16, ActLayout::X8_KS);
     set(WType::Q6_K_S16, avx512::kernel_q6_k_s16, ActLayout::X8_KS);
     set(WType::Q4_0_S16, avx512::kernel_q4_0_s16, ActLayout::X8_32);
+    set(WType::Q4_1_S16, avx512::kernel_q4_1_s16, ActLayout::X8_32S);
     set(WType::Q5_0_S16, avx512::kernel_q5_0_s16, ActLayout::X8_32);
+    set(WType::Q5_1_S16, avx512::kernel_q5_1_s16, ActLayout::X8_32S);
     set(WType::Q8_0_S16, avx512::kernel_q8_0_s16, ActLayout::X8_32);
     k.quantize = avx512::quantize;
     return k;

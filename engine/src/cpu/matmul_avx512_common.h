@@ -33,12 +33,14 @@ void kernel_q3_k(const KernelArgs& a);
 void kernel_q4_k(const KernelArgs& a);
 void kernel_q5_k(const KernelArgs& a);
 void kernel_q6_k(const KernelArgs& a);
-// 16-row strips (prepare_weight): X8_KS activations (K-quants), X8_32 (Q4_0, Q5_0, Q8_0).
+// 16-row strips (prepare_weight): X8_KS activations (K-quants), X8_32 (Q4_0, Q5_0, Q8_0), X8_32S (Q4_1, Q5_1).
 void kernel_q4_k_s16(const KernelArgs& a);
 void kernel_q5_k_s16(const KernelArgs& a);
 void kernel_q6_k_s16(const KernelArgs& a);
 void kernel_q4_0_s16(const KernelArgs& a);
+void kernel_q4_1_s16(const KernelArgs& a);
 void kernel_q5_0_s16(const KernelArgs& a);
+void kernel_q5_1_s16(const KernelArgs& a);
 void kernel_q8_0_s16(const KernelArgs& a);
 
 // Quantiser of the X8_32, X8_32S, X8_K and X8_KS layouts.

@@ -1,4 +1,4 @@
-// prepare_weights: the load-time repack of Q4_K / Q5_K / Q6_K / Q4_0 / Q5_0 / Q8_0 matrices into 16-row
+// prepare_weights: the load-time repack of Q4_K / Q5_K / Q6_K / Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 matrices into 16-row
 // strips (layout in cpu/matmul_strips.h) in one shared, 2 MiB-aligned
 // allocation (transparent huge pages where the kernel allows), and its exact
 // inverse for one row (weight_row_gguf: the scalar fallback and the f32
@@ -25,9 +25,6 @@ using mm::kStripRows;
 using mm::Q4KStrip;
 using mm::Q5KStrip;
 using mm::Q6KStrip;
-using mm::Q4_0Strip;
-using mm::Q5_0Strip;
-using mm::Q8_0Strip;
 
 // ---- Q4_K ----
 
@@ -175,88 +172,69 @@ void unpack_q6k(const uint8_t* in, int i, uint8_t* block) {
   std::memcpy(block, &b, sizeof b);
 }
 
-// ---- Q4_0, Q5_0, Q8_0 (8 GGUF blocks per strip-block) ----
+// ---- Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (8 GGUF blocks per strip-block) ----
 
-// Block j's nibble planes are its qs as they are: qs[4q + c] holds element
-// 4q + c (low nibble) and 16 + 4q + c (high).
-void pack_q4_0(const uint8_t* const* rows, uint8_t* out, int nj) {
+// The 5th bits of a Q5_0 / Q5_1 block: bit e of the GGUF qh word (element e)
+// goes to bit 2q of byte c for e = 4q + c and to bit 2q + 1 for e = 16 + 4q + c.
+uint32_t qh_plane_word(uint32_t qh) {
+  uint32_t v = 0;
+  for (int q = 0; q < 4; ++q)
+    for (int c = 0; c < 4; ++c)
+      v |= (qh >> (4 * q + c) & 1u) << (8 * c + 2 * q) | (qh >> (16 + 4 * q + c) & 1u) << (8 * c + 2 * q + 1);
+  return v;
+}
+uint32_t qh_gguf_word(uint32_t v) {
+  uint32_t qh = 0;
+  for (int q = 0; q < 4; ++q)
+    for (int c = 0; c < 4; ++c)
+      qh |= (v >> (8 * c + 2 * q) & 1u) << (4 * q + c) | (v >> (8 * c + 2 * q + 1) & 1u) << (16 + 4 * q + c);
+  return qh;
+}
+
+// Strip-block of nj blocks of kT (Block: its GGUF block) from rows[i] (null:
+// a padding row, all zero bytes: d = 0). The nibble planes are the GGUF qs
+// bytes as they are (qs[4q + c]: element 4q + c low, 16 + 4q + c high);
+// Q8_0's bytes are flipped to q + 128.
+template <mm::Strip32 kT, class Block>
+void pack_l32(const uint8_t* const* rows, uint8_t* out, int nj) {
+  using L = mm::Strip32Layout<kT>;
   for (int i = 0; i < kStripRows; ++i)
     for (int j = 0; j < nj; ++j) {
-      const auto* b = rows[i] ? reinterpret_cast<const BlockQ4_0*>(rows[i]) + j : nullptr;
-      if (b) std::memcpy(out + Q4_0Strip::kD + 32 * j + 2 * i, &b->d, 2);
-      else std::memset(out + Q4_0Strip::kD + 32 * j + 2 * i, 0, 2);
-      for (int q = 0; q < 4; ++q) store32(out + Q4_0Strip::qs(nj) + 64 * (4 * j + q) + 4 * i, b ? load32(b->qs + 4 * q) : 0);
+      Block b{};
+      if (rows[i]) std::memcpy(&b, rows[i] + uint64_t(j) * sizeof b, sizeof b);
+      std::memcpy(out + L::kD + 32 * j + 2 * i, &b.d, 2);
+      const auto* qs = reinterpret_cast<const uint8_t*>(b.qs);
+      if constexpr (L::kQ8) {
+        for (int u = 0; u < 8; ++u)
+          store32(out + L::qs(nj) + 64 * (8 * j + u) + 4 * i, load32(qs + 4 * u) ^ 0x80808080u);
+      } else {
+        for (int q = 0; q < 4; ++q) store32(out + L::qs(nj) + 64 * (4 * j + q) + 4 * i, load32(qs + 4 * q));
+      }
+      if constexpr (L::kMin) std::memcpy(out + L::m(nj) + 32 * j + 2 * i, &b.m, 2);
+      if constexpr (L::kQh) store32(out + L::qh(nj) + 64 * j + 4 * i, qh_plane_word(load32(b.qh)));
     }
 }
 
-void unpack_q4_0(const uint8_t* in, int i, uint8_t* blocks, int nj) {
+template <mm::Strip32 kT, class Block>
+void unpack_l32(const uint8_t* in, int i, uint8_t* blocks, int nj) {
+  using L = mm::Strip32Layout<kT>;
   for (int j = 0; j < nj; ++j) {
-    BlockQ4_0 b;
-    std::memcpy(&b.d, in + Q4_0Strip::kD + 32 * j + 2 * i, 2);
-    for (int q = 0; q < 4; ++q) store32(b.qs + 4 * q, load32(in + Q4_0Strip::qs(nj) + 64 * (4 * j + q) + 4 * i));
-    std::memcpy(blocks + j * sizeof b, &b, sizeof b);
-  }
-}
-
-// Q4_0's planes from the same d and qs, then the qh planes: bit e of the GGUF
-// qh word (the 5th bit of element e) goes to bit 2q of byte c for e = 4q + c
-// and to bit 2q + 1 for e = 16 + 4q + c.
-void pack_q5_0(const uint8_t* const* rows, uint8_t* out, int nj) {
-  for (int i = 0; i < kStripRows; ++i)
-    for (int j = 0; j < nj; ++j) {
-      const auto* b = rows[i] ? reinterpret_cast<const BlockQ5_0*>(rows[i]) + j : nullptr;
-      if (b) std::memcpy(out + Q5_0Strip::kD + 32 * j + 2 * i, &b->d, 2);
-      else std::memset(out + Q5_0Strip::kD + 32 * j + 2 * i, 0, 2);
-      for (int q = 0; q < 4; ++q) store32(out + Q5_0Strip::qs(nj) + 64 * (4 * j + q) + 4 * i, b ? load32(b->qs + 4 * q) : 0);
-      const uint32_t qh = b ? load32(b->qh) : 0;
-      uint32_t v = 0;
-      for (int q = 0; q < 4; ++q)
-        for (int c = 0; c < 4; ++c)
-          v |= (qh >> (4 * q + c) & 1u) << (8 * c + 2 * q) | (qh >> (16 + 4 * q + c) & 1u) << (8 * c + 2 * q + 1);
-      store32(out + Q5_0Strip::qh(nj) + 64 * j + 4 * i, v);
+    Block b{};
+    std::memcpy(&b.d, in + L::kD + 32 * j + 2 * i, 2);
+    auto* qs = reinterpret_cast<uint8_t*>(b.qs);
+    if constexpr (L::kQ8) {
+      for (int u = 0; u < 8; ++u) store32(qs + 4 * u, load32(in + L::qs(nj) + 64 * (8 * j + u) + 4 * i) ^ 0x80808080u);
+    } else {
+      for (int q = 0; q < 4; ++q) store32(qs + 4 * q, load32(in + L::qs(nj) + 64 * (4 * j + q) + 4 * i));
     }
-}
-
-void unpack_q5_0(const uint8_t* in, int i, uint8_t* blocks, int nj) {
-  for (int j = 0; j < nj; ++j) {
-    BlockQ5_0 b;
-    std::memcpy(&b.d, in + Q5_0Strip::kD + 32 * j + 2 * i, 2);
-    for (int q = 0; q < 4; ++q) store32(b.qs + 4 * q, load32(in + Q5_0Strip::qs(nj) + 64 * (4 * j + q) + 4 * i));
-    const uint32_t v = load32(in + Q5_0Strip::qh(nj) + 64 * j + 4 * i);
-    uint32_t qh = 0;
-    for (int q = 0; q < 4; ++q)
-      for (int c = 0; c < 4; ++c)
-        qh |= (v >> (8 * c + 2 * q) & 1u) << (4 * q + c) | (v >> (8 * c + 2 * q + 1) & 1u) << (16 + 4 * q + c);
-    store32(b.qh, qh);
-    std::memcpy(blocks + j * sizeof b, &b, sizeof b);
-  }
-}
-
-// Quads of block j as unsigned bytes q + 128 (a padding row: q = 0, d = 0).
-void pack_q8_0(const uint8_t* const* rows, uint8_t* out, int nj) {
-  constexpr uint32_t kFlip = 0x80808080u;
-  for (int i = 0; i < kStripRows; ++i)
-    for (int j = 0; j < nj; ++j) {
-      const auto* b = rows[i] ? reinterpret_cast<const BlockQ8_0*>(rows[i]) + j : nullptr;
-      if (b) std::memcpy(out + Q8_0Strip::kD + 32 * j + 2 * i, &b->d, 2);
-      else std::memset(out + Q8_0Strip::kD + 32 * j + 2 * i, 0, 2);
-      for (int u = 0; u < 8; ++u)
-        store32(out + Q8_0Strip::qs(nj) + 64 * (8 * j + u) + 4 * i, (b ? load32(reinterpret_cast<const uint8_t*>(b->qs) + 4 * u) : 0) ^ kFlip);
-    }
-}
-
-void unpack_q8_0(const uint8_t* in, int i, uint8_t* blocks, int nj) {
-  for (int j = 0; j < nj; ++j) {
-    BlockQ8_0 b;
-    std::memcpy(&b.d, in + Q8_0Strip::kD + 32 * j + 2 * i, 2);
-    for (int u = 0; u < 8; ++u)
-      store32(reinterpret_cast<uint8_t*>(b.qs) + 4 * u, load32(in + Q8_0Strip::qs(nj) + 64 * (8 * j + u) + 4 * i) ^ 0x80808080u);
+    if constexpr (L::kMin) std::memcpy(&b.m, in + L::m(nj) + 32 * j + 2 * i, 2);
+    if constexpr (L::kQh) store32(b.qh, qh_gguf_word(load32(in + L::qh(nj) + 64 * j + 4 * i)));
     std::memcpy(blocks + j * sizeof b, &b, sizeof b);
   }
 }
 
 // A strip-block is 256 elements of 16 rows: one GGUF block of the K-quants,
-// 8 of Q4_0 / Q5_0 / Q8_0 (the last of a row possibly fewer: nj blocks). pack /
+// 8 of the 32-element types (the last of a row possibly fewer: nj blocks). pack /
 // unpack take the strip-block's GGUF blocks of each row (nj of them).
 struct StripCodec {
   uint64_t gguf_block;  // bytes of one GGUF block
@@ -272,15 +250,20 @@ const StripCodec* codec_of(GgmlType t) {
                              [](const uint8_t* in, int i, uint8_t* b, int) { unpack_q5k(in, i, b); }};
   static const StripCodec q6{sizeof(BlockQ6_K), 1, [](const uint8_t* const* r, uint8_t* o, int) { pack_q6k(r, o); },
                              [](const uint8_t* in, int i, uint8_t* b, int) { unpack_q6k(in, i, b); }};
-  static const StripCodec q40{sizeof(BlockQ4_0), 8, pack_q4_0, unpack_q4_0};
-  static const StripCodec q50{sizeof(BlockQ5_0), 8, pack_q5_0, unpack_q5_0};
-  static const StripCodec q80{sizeof(BlockQ8_0), 8, pack_q8_0, unpack_q8_0};
+  using mm::Strip32;
+  static const StripCodec q40{sizeof(BlockQ4_0), 8, pack_l32<Strip32::Q4_0, BlockQ4_0>, unpack_l32<Strip32::Q4_0, BlockQ4_0>};
+  static const StripCodec q41{sizeof(BlockQ4_1), 8, pack_l32<Strip32::Q4_1, BlockQ4_1>, unpack_l32<Strip32::Q4_1, BlockQ4_1>};
+  static const StripCodec q50{sizeof(BlockQ5_0), 8, pack_l32<Strip32::Q5_0, BlockQ5_0>, unpack_l32<Strip32::Q5_0, BlockQ5_0>};
+  static const StripCodec q51{sizeof(BlockQ5_1), 8, pack_l32<Strip32::Q5_1, BlockQ5_1>, unpack_l32<Strip32::Q5_1, BlockQ5_1>};
+  static const StripCodec q80{sizeof(BlockQ8_0), 8, pack_l32<Strip32::Q8_0, BlockQ8_0>, unpack_l32<Strip32::Q8_0, BlockQ8_0>};
   switch (t) {
     case GgmlType::Q4_K: return &q4;
     case GgmlType::Q5_K: return &q5;
     case GgmlType::Q6_K: return &q6;
     case GgmlType::Q4_0: return &q40;
+    case GgmlType::Q4_1: return &q41;
     case GgmlType::Q5_0: return &q50;
+    case GgmlType::Q5_1: return &q51;
     case GgmlType::Q8_0: return &q80;
     default: return nullptr;
   }

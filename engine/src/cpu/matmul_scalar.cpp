@@ -112,7 +112,9 @@ KernelFamily make_family() {
   set(WType::Q5_K_S16, kernel_strip_ref<GgmlType::Q5_K>, ActLayout::Q8_K);
   set(WType::Q6_K_S16, kernel_strip_ref<GgmlType::Q6_K>, ActLayout::Q8_K);
   set(WType::Q4_0_S16, kernel_strip_ref<GgmlType::Q4_0>, ActLayout::Q8_0);
+  set(WType::Q4_1_S16, kernel_strip_ref<GgmlType::Q4_1>, ActLayout::Q8_1);
   set(WType::Q5_0_S16, kernel_strip_ref<GgmlType::Q5_0>, ActLayout::Q8_0);
+  set(WType::Q5_1_S16, kernel_strip_ref<GgmlType::Q5_1>, ActLayout::Q8_1);
   set(WType::Q8_0_S16, kernel_strip_ref<GgmlType::Q8_0>, ActLayout::Q8_0);
   set(WType::FQ3, kernel_ref<GgmlType::FQ3>, ActLayout::Q8_K);
   f.quantize = nullptr;  // uses only ggml's layouts (quantize_act_scalar)

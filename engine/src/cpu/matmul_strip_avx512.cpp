@@ -197,21 +197,23 @@ struct Q6Strip {
   }
 };
 
-// Q4_0, Q5_0 and Q8_0: a strip-block is 8 blocks of 32. Block j: s = Σ
-// quant · a over its 32 elements (vpdpbusd; Q4_0's nibbles as they are,
-// Q5_0's with their 5th bits merged in as Q5_K's, Q8_0's bytes stored as q +
+// The 32-element types: a strip-block is 8 blocks of 32. Block j: s = Σ
+// quant · a over its 32 elements (vpdpbusd; 4-bit quants as they are, Q5_0 /
+// Q5_1's with their 5th bits merged in as Q5_K's, Q8_0's bytes stored as q +
 // 128) from s = -off · Σ a (X8_32's bs plane; off = 8 / 16 / 128), so s is
-// the exact integer Σ (quant - off) · a, then y += d_w d_a s.
+// the exact integer Σ (quant - off) · a, then y += d_w d_a s; Q4_1 / Q5_1
+// add m_w · d_a Σ a (X8_32S's sa, Q8_1's s).
 struct Q40Consts {
   __m512i m0f = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
 };
 
 template <Strip32 kT>
 struct Legacy32Strip {
-  static constexpr bool kQ8 = kT == Strip32::Q8_0, kQ5 = kT == Strip32::Q5_0;
-  static constexpr uint64_t kBlockBytes = kQ8 ? Q8_0Strip::kBytes : kQ5 ? Q5_0Strip::kBytes : Q4_0Strip::kBytes;
+  using L = Strip32Layout<kT>;
+  static constexpr bool kQ8 = L::kQ8, kQ5 = L::kQh;
+  static constexpr uint64_t kBlockBytes = L::kBytes;
   static constexpr double kActBytes = kAct32Bytes;
-  static constexpr int32_t kOff = kQ8 ? 128 : kQ5 ? 16 : 8;
+  static constexpr int32_t kOff = kQ8 ? 128 : L::kOff;
   template <int T>
   using Act = Act32<T>;
   using Consts = Q40Consts;
@@ -219,7 +221,7 @@ struct Legacy32Strip {
   template <int T>
   static inline void block(const Consts& k, const uint8_t* sb, const Act32<T>& act, int64_t b, __m512 (&acc)[T]) {
     const int nj = int(act.n_blocks - 8 * b < 8 ? act.n_blocks - 8 * b : 8);  // blocks in this strip-block
-    const uint8_t* qs = sb + Q4_0Strip::qs(nj);
+    const uint8_t* qs = sb + L::qs(nj);
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
       if (j == nj) break;
@@ -235,15 +237,18 @@ struct Legacy32Strip {
           w[4 + q] = _mm512_and_si512(_mm512_srli_epi16(v, 4), k.m0f);
         }
         if constexpr (kQ5) {  // bits 2q / 2q + 1: quad q's 5th bits (low / high nibbles)
-          merge_bit4(load512(sb + Q5_0Strip::qh(nj) + 64 * j), k.m10, w, w + 4);
+          merge_bit4(load512(sb + L::qh(nj) + 64 * j), k.m10, w, w + 4);
         }
       }
-      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + Q4_0Strip::kD + 32 * j)));
+      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + L::kD + 32 * j)));
+      __m512 mw = _mm512_setzero_ps();
+      if constexpr (L::kMin) mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + L::m(nj) + 32 * j)));
       const int64_t blk = 8 * b + j;
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         const int8_t* aq = act.qs[t] + 32 * blk;
-        __m512i s0 = _mm512_dpbusd_epi32(_mm512_set1_epi32(-kOff * act.bs[t][blk]), w[0], bcast32(aq));
+        __m512i s0 = _mm512_dpbusd_epi32(kOff ? _mm512_set1_epi32(-kOff * act.bs[t][blk]) : _mm512_setzero_si512(), w[0],
+                                         bcast32(aq));
         __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[4], bcast32(aq + 16));
 #pragma GCC unroll 3
         for (int u = 1; u < 4; ++u) {
@@ -252,6 +257,7 @@ struct Legacy32Strip {
         }
         const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), _mm512_set1_ps(act.dx[t][8 * blk]));
         acc[t] = _mm512_fmadd_ps(f, dw, acc[t]);
+        if constexpr (L::kMin) acc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(act.sa[t][blk]), acc[t]);
       }
     }
   }
@@ -292,7 +298,9 @@ void kernel_q4_k_s16(const KernelArgs& a) { drive_strips<StripTile, Q45Strip<fal
 void kernel_q5_k_s16(const KernelArgs& a) { drive_strips<StripTile, Q45Strip<true>, kTokTileS>(a); }
 void kernel_q6_k_s16(const KernelArgs& a) { drive_strips<StripTile, Q6Strip, kTokTileS>(a); }
 void kernel_q4_0_s16(const KernelArgs& a) { drive_strips<StripTile, Legacy32Strip<Strip32::Q4_0>, kTokTileS>(a); }
+void kernel_q4_1_s16(const KernelArgs& a) { drive_strips<StripTile, Legacy32Strip<Strip32::Q4_1>, kTokTileS>(a); }
 void kernel_q5_0_s16(const KernelArgs& a) { drive_strips<StripTile, Legacy32Strip<Strip32::Q5_0>, kTokTileS>(a); }
+void kernel_q5_1_s16(const KernelArgs& a) { drive_strips<StripTile, Legacy32Strip<Strip32::Q5_1>, kTokTileS>(a); }
 void kernel_q8_0_s16(const KernelArgs& a) { drive_strips<StripTile, Legacy32Strip<Strip32::Q8_0>, kTokTileS>(a); }
 
 }  // namespace fish::mm::avx512

@@ -197,19 +197,21 @@ struct Q6Strip {
   }
 };
 
-// Q4_0, Q5_0 and Q8_0 (8 blocks of 32 per strip-block), as the AVX-512
-// kernels: s = Σ quant · a - off · Σ a (exact), y += d_w d_a s. With AVX-VNNI all take vpdpbusd
-// on the stored unsigned quants (Q8_0's q + 128). Without: Q4_0's nibbles (<=
-// 15) go through vpmaddubsw and all 8 quads of a block add up in int16 (8 ·
-// 3810), Q5_0's (<= 31) 4 quads at a time (4 · 7874); Q8_0's quants are flipped back to signed, vpmaddubsw takes |q|
+// The 32-element types (8 blocks of 32 per strip-block), as the AVX-512
+// kernels: s = Σ quant · a - off · Σ a (exact), y += d_w d_a s (+ m_w d_a Σ a
+// for Q4_1 / Q5_1). With AVX-VNNI all take vpdpbusd on the stored unsigned
+// quants (Q8_0's q + 128). Without: 4-bit quants (<= 15) go through
+// vpmaddubsw and all 8 quads of a block add up in int16 (8 · 3810), 5-bit
+// ones (<= 31) 4 quads at a time (4 · 7874); Q8_0's quants are flipped back to signed, vpmaddubsw takes |q|
 // against a with q's sign (vpsignb), one vpmaddwd per quad (two quads' pairs
 // could reach 2 · 32258), and there is no offset.
 template <Strip32 kT>
 struct Legacy32Strip {
-  static constexpr bool kQ8 = kT == Strip32::Q8_0, kQ5 = kT == Strip32::Q5_0;
-  static constexpr uint64_t kBlockBytes = kQ8 ? Q8_0Strip::kBytes : kQ5 ? Q5_0Strip::kBytes : Q4_0Strip::kBytes;
+  using L = Strip32Layout<kT>;
+  static constexpr bool kQ8 = L::kQ8, kQ5 = L::kQh;
+  static constexpr uint64_t kBlockBytes = L::kBytes;
   static constexpr double kActBytes = kAct32Bytes;
-  static constexpr int32_t kOff = kQ8 ? (kVnni ? 128 : 0) : kQ5 ? 16 : 8;  // Q8_0 without VNNI: signed products
+  static constexpr int32_t kOff = kQ8 ? (kVnni ? 128 : 0) : L::kOff;  // Q8_0 without VNNI: signed products
   template <int T>
   using Act = Act32<T>;
 
@@ -218,7 +220,7 @@ struct Legacy32Strip {
                            __m256 (&acc)[T]) {
     const uint64_t o = 32 * uint64_t(hf);
     const int nj = int(act.n_blocks - 8 * b < 8 ? act.n_blocks - 8 * b : 8);  // blocks in this strip-block
-    const uint8_t* qs = sb + Q4_0Strip::qs(nj) + o;
+    const uint8_t* qs = sb + L::qs(nj) + o;
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
       if (j == nj) break;
@@ -240,10 +242,12 @@ struct Legacy32Strip {
           w[4 + q] = _mm256_and_si256(_mm256_srli_epi16(v, 4), k.m0f);
         }
         if constexpr (kQ5) {  // bits 2q / 2q + 1: quad q's 5th bits (low / high nibbles)
-          merge_bit4(load256(sb + Q5_0Strip::qh(nj) + 64 * j + o), k.m10, w, w + 4);
+          merge_bit4(load256(sb + L::qh(nj) + 64 * j + o), k.m10, w, w + 4);
         }
       }
-      const __m256 dw = load_f16x8(sb + Q4_0Strip::kD + 32 * j + 16 * hf);
+      const __m256 dw = load_f16x8(sb + L::kD + 32 * j + 16 * hf);
+      __m256 mw = _mm256_setzero_ps();
+      if constexpr (L::kMin) mw = load_f16x8(sb + L::m(nj) + 32 * j + 16 * hf);
       const int64_t blk = 8 * b + j;
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
@@ -279,6 +283,7 @@ struct Legacy32Strip {
         if constexpr (kOff != 0) s = _mm256_add_epi32(s, _mm256_set1_epi32(-kOff * act.bs[t][blk]));
         const __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(act.dx[t][8 * blk]));
         acc[t] = _mm256_fmadd_ps(f, dw, acc[t]);
+        if constexpr (L::kMin) acc[t] = _mm256_fmadd_ps(mw, _mm256_set1_ps(act.sa[t][blk]), acc[t]);
       }
     }
   }

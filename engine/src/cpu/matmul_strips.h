@@ -1,4 +1,4 @@
-// The 16-row strip layout of prepared Q4_K / Q5_K / Q6_K / Q4_0 / Q5_0 / Q8_0 weights (WeightLayout::Strips16,
+// The 16-row strip layout of prepared Q4_K / Q5_K / Q6_K / Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 weights (WeightLayout::Strips16,
 // made by prepare_weight). Plain data with internal linkage: shared by the
 // repack (baseline), the scalar fallback and the AVX-512 kernels (see the ODR
 // caution in matmul_kernels.h).
@@ -14,8 +14,8 @@
 //
 // A strip is rows 16s .. 16s + 15 (missing rows are zero); it holds n_in / 256
 // strip-blocks back to back, strip-block b being the GGUF blocks b of its 16
-// rows, 16 * sizeof(block) bytes (Q4_0 / Q8_0: blocks 8b .. 8b + 7 of each
-// row, 16 * 8 * sizeof(block), the last one possibly shorter; Q5_0 too). Row i of a strip is lane i (int32 lane or
+// rows, 16 * sizeof(block) bytes (the 32-element types: blocks 8b .. 8b + 7
+// of each row, 16 * 8 * sizeof(block), the last one possibly shorter). Row i of a strip is lane i (int32 lane or
 // f16/int8 element i) of every plane below. A "quad" is 4 consecutive
 // elements 4u .. 4u + 3 of a 256-block; byte 4i + c of a quad plane is
 // element 4u + c of row i.
@@ -73,49 +73,42 @@ static_assert(Q6KStrip::kQh + 16 * 64 == Q6KStrip::kBytes);
 // The 32-element block types take 8 GGUF blocks (256 elements) of each row
 // per strip-block; block j of the 8 is elements 32j .. 32j + 31. Rows whose
 // length is not a multiple of 256 (Qwen2 0.5B's 896) end in a strip-block of
-// nj < 8 blocks, the same planes for its nj blocks (qs at 32 nj). Offsets
-// below for nj = 8.
-//
-// Q4_0 strip-block (2304 bytes = 16 * 8 * 18):
-//   [0, 256)      d: 8 planes of 32 bytes; plane j = f16 d of block j, row i at 2i
-//   [256, 2304)   qs: 32 planes of 64 bytes; plane 4j + q (q = 0..3): byte
-//                 4i + c holds element 32j + 4q + c of row i in its low nibble
-//                 and element 32j + 16 + 4q + c in its high nibble (Q4_K's
-//                 planes with block j for sub-block j)
-struct Q4_0Strip {
-  static constexpr uint64_t kD = 0, kQs = 256;
-  static constexpr uint64_t kBytes = kStripRows * 8 * sizeof(BlockQ4_0);
-  static constexpr uint64_t qs(int nj) { return 32 * uint64_t(nj); }  // qs of a strip-block of nj blocks
-};
-static_assert(Q4_0Strip::kQs + 32 * 64 == Q4_0Strip::kBytes);
+// nj < 8 blocks with the same planes for its nj blocks, each region nj/8 of
+// its size below (offsets: Strip32Layout). A strip-block of nj blocks:
+//   d     nj planes of 32 bytes; plane j = f16 d of block j, row i at 2i
+//   m     (Q4_1, Q5_1) nj planes of 32 bytes: f16 m of block j, as d
+//   qs    Q4_0 / Q4_1 / Q5_0 / Q5_1: 4 nj planes of 64 bytes; plane 4j + q
+//         (q = 0..3): byte 4i + c holds the low 4 bits of element 32j + 4q + c
+//         of row i in its low nibble and of element 32j + 16 + 4q + c in its
+//         high nibble (Q4_K's planes with block j for sub-block j; the GGUF
+//         qs[4q + c] bytes as they are);
+//         Q8_0: 8 nj planes of 64 bytes; plane 8j + u (u = 0..7): byte 4i + c
+//         = element 32j + 4u + c of row i XOR 0x80 (the int8 quant q as the
+//         unsigned q + 128, what vpdpbusd multiplies)
+//   qh    (Q5_0, Q5_1) nj planes of 64 bytes; plane j: byte 4i + c holds the
+//         5th bit of element 32j + 4q + c of row i at bit 2q and of element
+//         32j + 16 + 4q + c at bit 2q + 1 (Q5_K's qh planes)
+// x = d (q - off) with off = 8 (Q4_0), 16 (Q5_0), 0 (Q8_0's signed q); x = d q + m (Q4_1, Q5_1).
+enum class Strip32 { Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 };
 
-// Q5_0 strip-block (2816 bytes = 16 * 8 * 22): Q4_0's planes (the low 4
-// bits), then
-//   [2304, 2816)  qh: 8 planes of 64 bytes; plane j: byte 4i + c holds the
-//                 5th bit of element 32j + 4q + c of row i at bit 2q and of
-//                 element 32j + 16 + 4q + c at bit 2q + 1 (Q5_K's qh planes)
-struct Q5_0Strip {
-  static constexpr uint64_t kD = 0, kQs = 256, kQh = 2304;
-  static constexpr uint64_t kBytes = kStripRows * 8 * sizeof(BlockQ5_0);
-  static constexpr uint64_t qs(int nj) { return 32 * uint64_t(nj); }
-  static constexpr uint64_t qh(int nj) { return 288 * uint64_t(nj); }
+template <Strip32 kT>
+struct Strip32Layout {
+  static constexpr bool kMin = kT == Strip32::Q4_1 || kT == Strip32::Q5_1;
+  static constexpr bool kQh = kT == Strip32::Q5_0 || kT == Strip32::Q5_1;
+  static constexpr bool kQ8 = kT == Strip32::Q8_0;
+  static constexpr int kOff = kT == Strip32::Q4_0 ? 8 : kT == Strip32::Q5_0 ? 16 : 0;
+  static constexpr uint64_t kGgufBlock = kT == Strip32::Q4_0   ? sizeof(BlockQ4_0)
+                                         : kT == Strip32::Q4_1 ? sizeof(BlockQ4_1)
+                                         : kT == Strip32::Q5_0 ? sizeof(BlockQ5_0)
+                                         : kT == Strip32::Q5_1 ? sizeof(BlockQ5_1)
+                                                               : sizeof(BlockQ8_0);
+  static constexpr uint64_t kBytes = kStripRows * 8 * kGgufBlock;  // a full strip-block
+  static constexpr uint64_t kD = 0;
+  static constexpr uint64_t m(int nj) { return 32 * uint64_t(nj); }
+  static constexpr uint64_t qs(int nj) { return (kMin ? 64 : 32) * uint64_t(nj); }
+  static constexpr uint64_t qh(int nj) { return qs(nj) + 256 * uint64_t(nj); }
+  static_assert(qs(8) + (kQ8 ? 4096 : 2048) + (kQh ? 512 : 0) == kBytes);
 };
-static_assert(Q5_0Strip::kQh + 8 * 64 == Q5_0Strip::kBytes && Q5_0Strip::qh(8) == Q5_0Strip::kQh);
-
-// The 32-element types with strips (the kernels' template argument).
-enum class Strip32 { Q4_0, Q5_0, Q8_0 };
-
-// Q8_0 strip-block (4352 bytes = 16 * 8 * 34):
-//   [0, 256)      d: as Q4_0's
-//   [256, 4352)   qs: 64 planes of 64 bytes; plane 8j + u (u = 0..7): byte
-//                 4i + c = element 32j + 4u + c of row i XOR 0x80 (the int8
-//                 quant q as the unsigned q + 128, what vpdpbusd multiplies)
-struct Q8_0Strip {
-  static constexpr uint64_t kD = 0, kQs = 256;
-  static constexpr uint64_t kBytes = kStripRows * 8 * sizeof(BlockQ8_0);
-  static constexpr uint64_t qs(int nj) { return 32 * uint64_t(nj); }
-};
-static_assert(Q8_0Strip::kQs + 64 * 64 == Q8_0Strip::kBytes);
 
 // The 4-bit quant e (0..255) of a GGUF Q4_K block's qs: qs[32 (e / 64) + e % 32],
 // low nibble for e % 64 < 32. (Q5_K's low 4 bits sit the same way in its qs;

@@ -1,7 +1,7 @@
 // After placement: the matrices the CPU will multiply (every layer not on the
 // backend, and the output projection unless it is resident there) are
 // repacked once into the layout this CPU's kernels read fastest (cpu/matmul.h,
-// prepare_weights; Q4_K / Q5_K / Q6_K / Q4_0 / Q5_0 / Q8_0 strips on AVX-512 VNNI and AVX2). The mmap pages of a
+// prepare_weights; strips of the K-quants Q4_K / Q5_K / Q6_K and of Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 on AVX-512 VNNI and AVX2). The mmap pages of a
 // repacked tensor go back to the OS, so resident memory stays the model's
 // size; token_embd keeps its pages (embedding lookups read it), so a tied
 // output projection costs its size once more. FISH_CPU_REPACK=0 (the load's
