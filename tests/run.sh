@@ -3,7 +3,8 @@
 # runs every test through CTest; the Vulkan tests run on Mesa's lavapipe (a CPU
 # Vulkan driver, FISH_GPU=cpu) when no GPU is present. Then a clang build with
 # ASan + UBSan and libFuzzer (-DFISH_FUZZ=ON, build-fuzz/) runs the GGUF
-# corruption corpus and the fuzz regression files under the sanitizers, and
+# corruption corpus and the fuzz regression files under the sanitizers (the
+# regressions on every SIMD kernel family the CPU runs), and
 # short fuzz campaigns of the GGUF loader (FISH_FUZZ_SECONDS, default 120; 0
 # skips them all), of the chat templates (FISH_FUZZ_JINJA_SECONDS, default 60)
 # and of fish serve's request bodies (FISH_FUZZ_REQUEST_SECONDS, default 60),
@@ -42,6 +43,14 @@ cmake --build build-fuzz -j "$jobs" --target fuzz_gguf fuzz_jinja fuzz_request m
 echo "== GGUF corruption corpus and fuzz regressions under ASan + UBSan (clang)"
 build-fuzz/bin/test_gguf_corrupt
 build-fuzz/bin/test_fuzz_regressions
+# Again on the narrower SIMD kernel families this CPU also runs (the default is the widest):
+# each has its own activation quantisers and strip kernels.
+for fam in avx2:avx2 avxvnni:avx_vnni; do
+  if grep -qw "${fam#*:}" /proc/cpuinfo; then
+    echo "== fuzz regressions, FISH_CPU_KERNELS=${fam%%:*}"
+    FISH_CPU_KERNELS="${fam%%:*}" build-fuzz/bin/test_fuzz_regressions
+  fi
+done
 secs=${FISH_FUZZ_SECONDS:-120}
 if [ "$secs" -gt 0 ]; then
   FISH_FUZZ_JOBS="$jobs" tests/fuzz/run-campaign.sh build-fuzz "$secs"

@@ -111,11 +111,14 @@ void quantize_x8_k(const float* x, int64_t n, uint8_t* dst) {
     const float iscale = -127.0f / max;
     const float d = 1.0f / iscale;
     const __m256 vis = _mm256_set1_ps(iscale);
-    const __m256i lim = _mm256_set1_epi32(127);
+    const __m256i lim = _mm256_set1_epi32(127), nlim = _mm256_set1_epi32(-127);
     for (int g = 0; g < 16; g += 2) {
       __m256i q[4];
+      // Within [-127, 127]: the upper clamp is Q8_K's rule; the lower one a no-op for finite x (a NaN
+      // converts to INT32_MIN, and the scalar group sums below would overflow).
       for (int k = 0; k < 4; ++k)
-        q[k] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 16 * g + 8 * k), vis)), lim);
+        q[k] = _mm256_max_epi32(
+            _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 16 * g + 8 * k), vis)), lim), nlim);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + QK_K * b + 16 * g), pack32(q[0], q[1], q[2], q[3]));
       const int s0 = hsum8_epi32(_mm256_add_epi32(q[0], q[1])), s1 = hsum8_epi32(_mm256_add_epi32(q[2], q[3]));
       if constexpr (kStrip) {
