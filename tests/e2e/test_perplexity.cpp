@@ -1,8 +1,8 @@
 // Perplexity through `fish perplexity` against reference/perplexity.tsv
 // (llama-perplexity on the same files): within 0.1% for F32 weights and 0.5%
 // for quantised weights, the tolerances stated in reference/README.md. Both
-// with the CPU's load-time weight repack (default; Q4_K / Q5_K / Q6_K / Q4_0 / Q8_0 strips on
-// AVX-512 VNNI and AVX2) and without it (FISH_CPU_REPACK=0, GGUF rows): the two differ
+// with the CPU's load-time weight repack (default; 16-row strips on AVX-512
+// VNNI and AVX2) and without it (FISH_CPU_REPACK=0, GGUF rows): the two differ
 // only in f32 summation order, but on a random-weight model that flips int8
 // activation roundings downstream, so each is held to llama.cpp's value.
 #include <catch2/catch.hpp>

@@ -394,8 +394,8 @@ mm::KernelEntry mm::resolve_kernel(const KernelFamily& fam, const WeightView& w,
 bool mm::active_family_has_strips() {
   const KernelFamily& f = active_family();
   if (&f == mm::family_scalar()) return false;
-  for (WType t : {WType::Q4_K_S16, WType::Q5_K_S16, WType::Q6_K_S16, WType::Q4_0_S16, WType::Q4_1_S16, WType::Q5_0_S16, WType::Q5_1_S16, WType::Q8_0_S16})
-    if (!f.entry[int(t)].fn) return false;
+  for (int t = int(WType::Q4_K_S16); t <= int(WType::Q8_0_S16); ++t)  // every strip type (contiguous in WType)
+    if (!f.entry[t].fn) return false;
   return true;
 }
 

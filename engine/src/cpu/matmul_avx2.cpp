@@ -29,6 +29,13 @@ inline __m256 round_half_away(__m256 v) {
 
 inline float f16_round(float v) { return _cvtsh_ss(_cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); }
 
+// q within [-127, 127]: a no-op for finite activations (|x| <= amax), but a
+// NaN converts to INT32_MIN and the block / group sums would overflow (as
+// clamp127 of the AVX-512 family).
+inline __m256i clamp127(__m256i q) {
+  return _mm256_max_epi32(_mm256_min_epi32(q, _mm256_set1_epi32(127)), _mm256_set1_epi32(-127));
+}
+
 // 32 int32 (values within int8) -> 32 bytes in order.
 inline __m256i pack32(__m256i q0, __m256i q1, __m256i q2, __m256i q3) {
   const __m256i c = _mm256_packs_epi16(_mm256_packs_epi32(q0, q1), _mm256_packs_epi32(q2, q3));
@@ -53,11 +60,7 @@ void quantize_x8_32(const float* x, int64_t n, uint8_t* dst) {
     const float d = hmax8(vmax) / 127.0f;
     const __m256 vid = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
     __m256i q[4];
-    // Within [-127, 127] (a no-op for finite x; a NaN would make bs, the strips' offset term, overflow).
-    for (int k = 0; k < 4; ++k)
-      q[k] = _mm256_max_epi32(_mm256_min_epi32(_mm256_cvttps_epi32(round_half_away(_mm256_mul_ps(v[k], vid))),
-                                               _mm256_set1_epi32(127)),
-                              _mm256_set1_epi32(-127));
+    for (int k = 0; k < 4; ++k) q[k] = clamp127(_mm256_cvttps_epi32(round_half_away(_mm256_mul_ps(v[k], vid))));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + 32 * b), pack32(q[0], q[1], q[2], q[3]));
     const int sum = hsum8_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
     const float dr = f16_round(d);
@@ -111,14 +114,11 @@ void quantize_x8_k(const float* x, int64_t n, uint8_t* dst) {
     const float iscale = -127.0f / max;
     const float d = 1.0f / iscale;
     const __m256 vis = _mm256_set1_ps(iscale);
-    const __m256i lim = _mm256_set1_epi32(127), nlim = _mm256_set1_epi32(-127);
     for (int g = 0; g < 16; g += 2) {
       __m256i q[4];
-      // Within [-127, 127]: the upper clamp is Q8_K's rule; the lower one a no-op for finite x (a NaN
-      // converts to INT32_MIN, and the scalar group sums below would overflow).
+      // The upper clamp is Q8_K's rule (q = min(127, ...)); the lower one only catches a NaN.
       for (int k = 0; k < 4; ++k)
-        q[k] = _mm256_max_epi32(
-            _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 16 * g + 8 * k), vis)), lim), nlim);
+        q[k] = clamp127(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 16 * g + 8 * k), vis)));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + QK_K * b + 16 * g), pack32(q[0], q[1], q[2], q[3]));
       const int s0 = hsum8_epi32(_mm256_add_epi32(q[0], q[1])), s1 = hsum8_epi32(_mm256_add_epi32(q[2], q[3]));
       if constexpr (kStrip) {

@@ -103,7 +103,8 @@ using KernelFn = void (*)(const KernelArgs&);
 using QuantizeFn = void (*)(ActLayout l, const float* x, int64_t n_in, uint8_t* dst);
 
 // Indices of the weight types fish multiplies with (dense, for the tables).
-// *_S16: the 16-row strips of prepare_weight (WeightLayout::Strips16).
+// *_S16: the 16-row strips of prepare_weight (WeightLayout::Strips16), kept
+// together from Q4_K_S16 to Q8_0_S16 (active_family_has_strips walks them).
 enum class WType : int {
   F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_K_S16, Q5_K_S16, Q6_K_S16, Q4_0_S16, Q4_1_S16, Q5_0_S16, Q5_1_S16, Q8_0_S16,
   FQ3,  // fish's re-quantised device layout: scalar reference kernel only (CPU checks of device kernels)

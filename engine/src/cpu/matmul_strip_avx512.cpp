@@ -1,6 +1,6 @@
 // AVX-512 VNNI kernels of the 16-row strips (prepare_weight's Q4_K / Q5_K / Q6_K
-// repack against X8_KS activations, Q4_0 / Q8_0 against X8_32; layouts in
-// cpu/matmul_strips.h).
+// repack against X8_KS activations, Q4_0 / Q5_0 / Q8_0 against X8_32, Q4_1 /
+// Q5_1 against X8_32S; layouts in cpu/matmul_strips.h).
 //
 // Int32 lane i of every vector is row i of the strip. For each quad (4
 // consecutive elements) one vpdpbusd multiplies 4 unsigned quants of 16 rows by

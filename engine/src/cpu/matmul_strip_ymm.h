@@ -1,6 +1,6 @@
 // The 256-bit kernels of the 16-row strips (prepare_weight's Q4_K / Q5_K /
-// Q6_K repack against X8_KS activations, Q4_0 / Q8_0 against X8_32; layouts
-// in cpu/matmul_strips.h): the AVX-512 kernels' arithmetic
+// Q6_K repack against X8_KS activations, Q4_0 / Q5_0 / Q8_0 against X8_32,
+// Q4_1 / Q5_1 against X8_32S; layouts in cpu/matmul_strips.h): the AVX-512 kernels' arithmetic
 // (matmul_strip_avx512.cpp) on two 32-byte halves of each 64-byte plane, rows
 // 0..7 and 8..15, int32 lane i of a half being row 8h + i. Compiled twice,
 // into two kernel families:
@@ -109,8 +109,9 @@ struct Q45Strip {
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
-      // Row i's sub-block scale in both int16 halves of lane i: vpmaddwd
-      // against it sums the quads' int16 pairs and scales them in one step.
+      // Row i's sub-block scale in lane i: in both int16 halves without VNNI
+      // (vpmaddwd against it sums the quads' int16 pairs and scales them in
+      // one step), zero-extended to int32 with it (vpmulld on vpdpbusd's sums).
       const __m256i sc = _mm256_shuffle_epi8(j < 4 ? sc_lo : sc_hi, kVnni ? k.ext[j % 4] : k.dup[j % 4]);
       __m256i lo[4], hi[4];
 #pragma GCC unroll 4
